@@ -1,0 +1,229 @@
+#include "core/shard_state.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+bool SameOptimizerSpec(const OptimizerSpec& a, const OptimizerSpec& b) {
+  return a.name == b.name && a.params == b.params;
+}
+
+std::string SlotList(const std::vector<std::string>& names) {
+  return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
+}
+
+absl::Status CheckOptimizerDType(const ShardSpec& spec, absl::string_view optimizer) {
+  if (IsFloating(spec.dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "optimizer '", optimizer, "' needs a floating variable, dtype is ", DTypeName(spec.dtype)));
+}
+
+}  // namespace
+
+std::string ShardName(absl::string_view variable, int32_t shard_index, int32_t num_shards) {
+  if (num_shards == 1) return std::string(variable);
+  return absl::StrCat(variable, "/part_", shard_index);
+}
+
+Shape ShardBlockShape(const ShardSpec& spec) {
+  if (spec.full_shape.rank() == 0) return spec.full_shape;
+  return spec.full_shape.WithRows(spec.rows);
+}
+
+absl::Status ValidateShardSpec(const ShardSpec& spec) {
+  if (spec.variable.empty()) {
+    return absl::InvalidArgumentError("shard spec: the variable name is empty");
+  }
+  const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+  if (spec.num_shards < 1 || spec.shard_index < 0 || spec.shard_index >= spec.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("shard spec ", name, ": shard index ",
+                                                   spec.shard_index, " of ", spec.num_shards,
+                                                   " shards is out of range"));
+  }
+  if (DTypeName(spec.dtype) == "invalid") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard spec ", name, ": unknown dtype ", static_cast<int>(spec.dtype)));
+  }
+  auto full = Shape::Make(spec.full_shape.dims());
+  if (!full.ok()) return Annotate(full.status(), absl::StrCat("shard spec ", name));
+  int64_t elements = 1;
+  for (int64_t d : spec.full_shape.dims()) {
+    if (__builtin_mul_overflow(elements, d, &elements)) {
+      return absl::InvalidArgumentError(absl::StrCat("shard spec ", name, ": shape ",
+                                                     spec.full_shape.ToString(),
+                                                     " has more elements than int64 can count"));
+    }
+  }
+  if (spec.full_shape.rank() == 0) {
+    if (spec.num_shards != 1 || spec.row_offset != 0 || spec.rows != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard spec ", name,
+          ": a scalar variable is one unpartitioned shard with offset 0 and 1 "
+          "row, got ",
+          spec.num_shards, " shards, offset ", spec.row_offset, ", ", spec.rows, " rows"));
+    }
+  } else if (spec.row_offset < 0 || spec.rows < 0 ||
+             spec.row_offset > spec.full_shape.dim(0) - spec.rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard spec ", name, ": rows [", spec.row_offset, ", ",
+                     spec.row_offset + spec.rows, ") do not lie inside the variable's ",
+                     spec.full_shape.dim(0), " rows (shape ", spec.full_shape.ToString(), ")"));
+  }
+  if (spec.optimizer.has_value()) {
+    return Annotate(CheckOptimizerDType(spec, spec.optimizer->name),
+                    absl::StrCat("shard spec ", name));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ShardState> ShardState::Create(const ShardSpec& spec) {
+  RETURN_IF_ERROR(ValidateShardSpec(spec));
+  ShardState shard;
+  shard.spec_ = spec;
+  shard.name_ = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+  if (spec.optimizer.has_value()) {
+    auto optimizer = MakeOptimizer(*spec.optimizer);
+    if (!optimizer.ok()) return Annotate(optimizer.status(), shard.name_);
+    shard.optimizer_ = std::move(optimizer).value();
+  }
+  shard.value_ = Tensor(ShardBlockShape(spec));
+  RETURN_IF_ERROR(Annotate(
+      InitializeBlock(spec.initializer, spec.full_shape, spec.row_offset, shard.value_.view()),
+      shard.name_));
+  if (shard.optimizer_) shard.slots_ = shard.optimizer_->CreateSlots(shard.value_.shape());
+  return shard;
+}
+
+int64_t ShardState::bytes() const {
+  int64_t elements = value_.size();
+  for (const Tensor& slot : slots_.tensors) elements += slot.size();
+  return elements * static_cast<int64_t>(sizeof(float));
+}
+
+ShardInfo ShardState::Info() const {
+  ShardInfo info;
+  info.name = name_;
+  info.full_shape = spec_.full_shape;
+  info.row_offset = spec_.row_offset;
+  info.block_shape = value_.shape();
+  info.dtype = spec_.dtype;
+  info.optimizer = optimizer_ ? optimizer_->spec().name : "";
+  info.version = version_;
+  info.bytes = bytes();
+  return info;
+}
+
+absl::StatusOr<Tensor> ShardState::Gather(absl::Span<const int64_t> local_ids) const {
+  auto rows = GatherRows(value_, local_ids);
+  if (!rows.ok()) return Annotate(rows.status(), name_);
+  return rows;
+}
+
+absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
+  RETURN_IF_ERROR(Annotate(AssignBlock(kind, value_.view(), value), name_));
+  ++version_;
+  return absl::OkStatus();
+}
+
+absl::Status ShardState::Scatter(ScatterOp op, absl::Span<const int64_t> local_ids,
+                                 ConstTensorView rows) {
+  RETURN_IF_ERROR(Annotate(ScatterRows(op, value_.view(), local_ids, rows), name_));
+  ++version_;
+  return absl::OkStatus();
+}
+
+absl::Status ShardState::RequireOptimizer(absl::string_view what) const {
+  if (optimizer_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(name_, ": ", what, ": the shard has no optimizer"));
+}
+
+absl::Status ShardState::ApplyDenseGradient(ConstTensorView grad) {
+  RETURN_IF_ERROR(RequireOptimizer("apply_dense_gradient"));
+  RETURN_IF_ERROR(
+      Annotate(CheckSameShape(grad.shape(), value_.shape(), "apply_dense_gradient"), name_));
+  RETURN_IF_ERROR(Annotate(optimizer_->ApplyDense(value_.view(), slots_, grad), name_));
+  ++version_;
+  return absl::OkStatus();
+}
+
+absl::Status ShardState::ApplySparseGradient(absl::Span<const int64_t> local_ids,
+                                             ConstTensorView rows) {
+  RETURN_IF_ERROR(RequireOptimizer("apply_sparse_gradient"));
+  // Checked here as well as by the rule, so the shard's guarantee and messages do not depend on
+  // each rule's validation.
+  RETURN_IF_ERROR(Annotate(
+      CheckRowUpdate("apply_sparse_gradient", value_.shape(), local_ids, rows.shape()), name_));
+  RETURN_IF_ERROR(Annotate(optimizer_->ApplySparse(value_.view(), slots_, local_ids, rows), name_));
+  ++version_;
+  return absl::OkStatus();
+}
+
+absl::Status ShardState::SetOptimizer(const OptimizerSpec& spec) {
+  RETURN_IF_ERROR(Annotate(CheckOptimizerDType(spec_, spec.name), name_));
+  auto optimizer = MakeOptimizer(spec);
+  if (!optimizer.ok()) return Annotate(optimizer.status(), name_);
+  if (optimizer_ && SameOptimizerSpec(optimizer_->spec(), (*optimizer)->spec())) {
+    return absl::OkStatus();
+  }
+  optimizer_ = std::move(optimizer).value();
+  slots_ = optimizer_->CreateSlots(value_.shape());
+  spec_.optimizer = optimizer_->spec();
+  ++version_;
+  return absl::OkStatus();
+}
+
+ShardSnapshot ShardState::Snapshot() const {
+  ShardSnapshot snapshot;
+  snapshot.value = value_;
+  if (optimizer_) snapshot.slot_names = optimizer_->SlotNames();
+  snapshot.slots = slots_.tensors;
+  snapshot.step = slots_.step;
+  snapshot.version = version_;
+  return snapshot;
+}
+
+absl::Status ShardState::Restore(const ShardSnapshot& snapshot) {
+  const std::string what = absl::StrCat(name_, ": restore");
+  RETURN_IF_ERROR(Annotate(CheckSameShape(snapshot.value.shape(), value_.shape(), "value"), what));
+  const std::vector<std::string> want_names =
+      optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>{};
+  const bool has_slots = !snapshot.slot_names.empty();
+  if (has_slots && snapshot.slot_names != want_names) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the snapshot's slots ", SlotList(snapshot.slot_names),
+                     " do not match the shard's ", SlotList(want_names),
+                     optimizer_ ? "" : " (the shard has no optimizer)"));
+  }
+  if (snapshot.slots.size() != snapshot.slot_names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", snapshot.slot_names.size(),
+                                                   " slot names but ", snapshot.slots.size(),
+                                                   " slot tensors"));
+  }
+  for (size_t i = 0; i < snapshot.slots.size(); ++i) {
+    RETURN_IF_ERROR(Annotate(CheckSameShape(snapshot.slots[i].shape(), value_.shape(),
+                                            absl::StrCat("slot '", snapshot.slot_names[i], "'")),
+                             what));
+  }
+  if (snapshot.step < 0 || snapshot.version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative step ", snapshot.step, " or version ", snapshot.version));
+  }
+  value_ = snapshot.value;
+  if (has_slots) {
+    slots_.tensors = snapshot.slots;
+  } else if (optimizer_) {
+    slots_ = optimizer_->CreateSlots(value_.shape());
+  }
+  slots_.step = snapshot.step;
+  version_ = std::max(version_, snapshot.version) + 1;
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

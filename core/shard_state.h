@@ -1,0 +1,156 @@
+// ShardState: everything one variable shard is and does, as plain C++ (no actors).
+//
+// A shard owns one contiguous row block of one variable ("emb/part_1": rows [row_offset,
+// row_offset + rows) of the full variable), the optimizer rule that trains it, that rule's slots,
+// and a version: the number of successful mutating operations applied since creation. The shard
+// actor (actors/shard_actor.h) is a thin mailbox around one ShardState; the local trainer can use
+// one directly.
+//
+// Contract of every mutating operation: all input is validated first; on error the value, the
+// slots and the version are exactly as before, and the error is InvalidArgument (bad ids, widths,
+// shapes, specs) or FailedPrecondition (a gradient for a shard without an optimizer), its message
+// prefixed with the shard's name. On success the version increases by one.
+//
+// Thread-safety: none. A ShardState is owned by one actor (or one thread) at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/initializer.h"
+#include "core/optimizer.h"
+#include "core/scatter.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// Where a shard sits in its variable and how to build it. Serializable (a PS node receives it).
+struct ShardSpec {
+  std::string variable;     // the variable's name, e.g. "emb"
+  int32_t shard_index = 0;  // i in "emb/part_i"
+  int32_t num_shards = 1;   // shards of the variable; 1 means unpartitioned (named `variable`)
+  Shape full_shape;         // the whole variable's shape
+  int64_t row_offset = 0;   // the shard's first row in the variable
+  int64_t rows = 0;         // the shard's row count (1 for a scalar variable)
+  DType dtype = DType::kFloat32;
+  InitializerSpec initializer;             // fills the shard's own rows (core/initializer.h)
+  std::optional<OptimizerSpec> optimizer;  // none: the shard cannot apply gradients
+};
+
+// "emb/part_1" for shard 1 of a partitioned variable; just "emb" when num_shards == 1 (TF names
+// an unpartitioned variable by its own name).
+std::string ShardName(absl::string_view variable, int32_t shard_index, int32_t num_shards);
+
+// The shape of the shard's block: full_shape with `rows` rows ([] for a scalar variable).
+Shape ShardBlockShape(const ShardSpec& spec);
+
+// InvalidArgument unless: the variable name is non-empty; the dtype is one of DType's values (a
+// spec may come off the wire); 1 <= num_shards and 0 <= shard_index <
+// num_shards; full_shape has no negative dim; the rows [row_offset, row_offset + rows) lie inside
+// full_shape (a scalar variable: one unpartitioned shard, offset 0, 1 row); an optimizer is only
+// given for a floating dtype. The initializer and optimizer specs themselves are checked by
+// ShardState::Create.
+absl::Status ValidateShardSpec(const ShardSpec& spec);
+
+// A shard's complete trainable state: what a checkpoint stores and Restore takes back.
+struct ShardSnapshot {
+  Tensor value;                         // the block
+  std::vector<std::string> slot_names;  // Optimizer::SlotNames(); empty without an optimizer
+  std::vector<Tensor> slots;            // one per slot name, each of the block's shape
+  int64_t step = 0;                     // the optimizer's step count
+  int64_t version = 0;                  // the shard's version when the snapshot was taken
+};
+
+// A cheap description of a shard (no values).
+struct ShardInfo {
+  std::string name;  // "emb/part_1"
+  Shape full_shape;
+  int64_t row_offset = 0;
+  Shape block_shape;
+  DType dtype = DType::kFloat32;
+  std::string optimizer;  // the rule's name; empty without one
+  int64_t version = 0;
+  int64_t bytes = 0;  // bytes held: the block plus the slots
+};
+
+class ShardState {
+ public:
+  // Builds the shard `spec` describes: validates it, builds the optimizer rule and its fresh
+  // slots, and initializes the shard's OWN rows from the initializer (never the full value).
+  // InvalidArgument for an invalid spec, an unknown or invalid initializer or optimizer; the
+  // message names the shard. The version starts at 0.
+  static absl::StatusOr<ShardState> Create(const ShardSpec& spec);
+
+  ShardState(ShardState&&) = default;
+  ShardState& operator=(ShardState&&) = default;
+
+  const std::string& name() const { return name_; }
+  const ShardSpec& spec() const { return spec_; }
+  const Shape& full_shape() const { return spec_.full_shape; }
+  int64_t row_offset() const { return spec_.row_offset; }
+  const Shape& block_shape() const { return value_.shape(); }
+  int64_t version() const { return version_; }
+  // The block itself (a view onto the shard's memory, valid while the shard lives unchanged).
+  const Tensor& value() const { return value_; }
+  // Null when the shard has no optimizer.
+  const Optimizer* optimizer() const { return optimizer_.get(); }
+  const OptimizerSlots& slots() const { return slots_; }
+  // Bytes held by the block and the slots.
+  int64_t bytes() const;
+  ShardInfo Info() const;
+
+  // A copy of the whole block.
+  Tensor Read() const { return value_; }
+  // The rows `local_ids` (block-local), in order: TF's sparse_read. InvalidArgument for an id
+  // outside [0, rows).
+  absl::StatusOr<Tensor> Gather(absl::Span<const int64_t> local_ids) const;
+
+  // assign / assign_add / assign_sub of the whole block. InvalidArgument on a shape mismatch.
+  absl::Status Assign(AssignKind kind, ConstTensorView value);
+  // A scatter op on block-local ids (core/scatter.h for duplicate, division and NaN semantics).
+  // InvalidArgument for an id out of range or rows of the wrong shape.
+  absl::Status Scatter(ScatterOp op, absl::Span<const int64_t> local_ids, ConstTensorView rows);
+
+  // One optimizer step with a gradient of the block's shape. FailedPrecondition without an
+  // optimizer; InvalidArgument on a shape mismatch.
+  absl::Status ApplyDenseGradient(ConstTensorView grad);
+  // One optimizer step on the rows `local_ids` only; duplicate ids are summed first.
+  // FailedPrecondition without an optimizer; InvalidArgument for an id out of range or rows of the
+  // wrong shape.
+  absl::Status ApplySparseGradient(absl::Span<const int64_t> local_ids, ConstTensorView rows);
+
+  // Replaces the optimizer with the rule `spec` names and fresh slots (step 0). Setting the rule
+  // the shard already has (same name and hyperparameters, defaults filled in) changes nothing and
+  // keeps the slots. InvalidArgument for an unknown or invalid spec or a non-floating dtype.
+  absl::Status SetOptimizer(const OptimizerSpec& spec);
+
+  // Value, slots, step and version, copied.
+  ShardSnapshot Snapshot() const;
+  // Takes back a snapshot's value, slots and step. The snapshot must have the block's shape and,
+  // when it carries slots, exactly this shard's slot names (in order) with tensors of the block's
+  // shape. A snapshot without slots (e.g. from an exported model) restores the value and gives
+  // the optimizer fresh slots. InvalidArgument otherwise, shard unchanged.
+  // The version becomes max(version, snapshot.version) + 1: it never goes backwards, so a reader
+  // comparing versions always sees the restore as a change.
+  absl::Status Restore(const ShardSnapshot& snapshot);
+
+ private:
+  ShardState() = default;
+  absl::Status RequireOptimizer(absl::string_view what) const;
+
+  ShardSpec spec_;
+  std::string name_;
+  Tensor value_;
+  std::unique_ptr<Optimizer> optimizer_;
+  OptimizerSlots slots_;
+  int64_t version_ = 0;
+};
+
+}  // namespace tessera

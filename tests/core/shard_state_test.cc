@@ -1,0 +1,419 @@
+#include "core/shard_state.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+
+namespace tessera {
+namespace {
+
+// Shard 1 of 3 of a [10, 4] variable: rows [4, 7).
+ShardSpec MakeSpec(std::optional<OptimizerSpec> optimizer = std::nullopt) {
+  ShardSpec spec;
+  spec.variable = "emb";
+  spec.shard_index = 1;
+  spec.num_shards = 3;
+  spec.full_shape = Shape{10, 4};
+  spec.row_offset = 4;
+  spec.rows = 3;
+  spec.initializer = InitializerSpec{"random_uniform", {{"minval", -1.0}, {"maxval", 1.0}}, 7};
+  spec.optimizer = std::move(optimizer);
+  return spec;
+}
+
+ShardState MakeShard(std::optional<OptimizerSpec> optimizer = std::nullopt) {
+  auto shard = ShardState::Create(MakeSpec(std::move(optimizer)));
+  REQUIRE(shard.ok());
+  return std::move(shard).value();
+}
+
+OptimizerSpec Adagrad() { return OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}}; }
+
+Tensor Iota(Shape shape, float base) {
+  Tensor t(std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) t.values()[i] = base + 0.125f * static_cast<float>(i);
+  return t;
+}
+
+bool Same(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::equal(a.values().begin(), a.values().end(), b.values().begin());
+}
+
+TEST_CASE("shard names follow TF: name/part_i when partitioned, the bare name otherwise") {
+  CHECK(ShardName("emb", 1, 3) == "emb/part_1");
+  CHECK(ShardName("bias", 0, 1) == "bias");
+}
+
+TEST_CASE("a shard spec is validated before anything is built") {
+  struct Case {
+    const char* what;
+    std::function<void(ShardSpec&)> edit;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"empty name", [](ShardSpec& s) { s.variable = ""; },
+       "shard spec: the variable name is empty"},
+      {"index past the shards", [](ShardSpec& s) { s.shard_index = 3; },
+       "shard spec emb/part_3: shard index 3 of 3 shards is out of range"},
+      {"rows past the end", [](ShardSpec& s) { s.rows = 7; },
+       "shard spec emb/part_1: rows [4, 11) do not lie inside the variable's 10 rows (shape "
+       "[10, 4])"},
+      {"negative offset", [](ShardSpec& s) { s.row_offset = -1; },
+       "shard spec emb/part_1: rows [-1, 2) do not lie inside the variable's 10 rows (shape "
+       "[10, 4])"},
+      {"negative dim",
+       [](ShardSpec& s) {
+         s.full_shape = Shape{10, -4};
+       },
+       "shard spec emb/part_1: shape [10, -4] has a negative dimension at axis 1"},
+      {"optimizer on int64",
+       [](ShardSpec& s) {
+         s.dtype = DType::kInt64;
+         s.optimizer = OptimizerSpec{"sgd", {}};
+       },
+       "shard spec emb/part_1: optimizer 'sgd' needs a floating variable, dtype is int64"},
+      {"dtype outside the enum", [](ShardSpec& s) { s.dtype = static_cast<DType>(42); },
+       "shard spec emb/part_1: unknown dtype 42"},
+      {"partitioned scalar", [](ShardSpec& s) { s.full_shape = Shape{}; },
+       "shard spec emb/part_1: a scalar variable is one unpartitioned shard with offset 0 and 1 "
+       "row, got 3 shards, offset 4, 3 rows"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    ShardSpec spec = MakeSpec();
+    c.edit(spec);
+    const absl::Status st = ValidateShardSpec(spec);
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(st.message() == c.message);
+    CHECK(ShardState::Create(spec).status() == st);
+  }
+  CHECK(ValidateShardSpec(MakeSpec()).ok());
+}
+
+TEST_CASE("a shard initializes its own rows exactly as the whole variable would have them") {
+  const ShardState shard = MakeShard();
+  CHECK(shard.name() == "emb/part_1");
+  CHECK(shard.block_shape() == Shape{3, 4});
+  CHECK(shard.row_offset() == 4);
+  CHECK(shard.version() == 0);
+  const ShardSpec spec = MakeSpec();
+  auto whole = MakeInitializedBlock(spec.initializer, spec.full_shape, 0, 10);
+  REQUIRE(whole.ok());
+  CHECK(Same(shard.value(), Tensor::Copy(whole->RowBlock(4, 3))));
+}
+
+TEST_CASE("a scalar variable is one shard of shape [] that assigns but has no rows to scatter") {
+  ShardSpec spec;
+  spec.variable = "bias";
+  spec.full_shape = Shape{};
+  spec.rows = 1;
+  spec.initializer = InitializerSpec{"constant", {{"value", 2.5}}, 0};
+  auto shard = ShardState::Create(spec);
+  REQUIRE(shard.ok());
+  CHECK(shard->name() == "bias");
+  CHECK(shard->block_shape() == Shape{});
+  CHECK(shard->Read().values()[0] == 2.5f);
+  REQUIRE(shard->Assign(AssignKind::kAdd, Tensor(Shape{}, 1.0f)).ok());
+  CHECK(shard->Read().values()[0] == 3.5f);
+  CHECK(shard->Scatter(ScatterOp::kAdd, Ids{0}, Tensor(Shape{1}, 1.0f)).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(shard->version() == 1);
+}
+
+TEST_CASE("an unknown optimizer or initializer fails creation with InvalidArgument") {
+  auto bad_opt = ShardState::Create(MakeSpec(OptimizerSpec{"adamax_pro", {}}));
+  CHECK(bad_opt.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StartsWith(bad_opt.status().message(), "emb/part_1: "));
+  ShardSpec spec = MakeSpec();
+  spec.initializer.name = "fibonacci";
+  auto bad_init = ShardState::Create(spec);
+  CHECK(bad_init.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StartsWith(bad_init.status().message(), "emb/part_1: "));
+}
+
+TEST_CASE("read, gather, assign and scatter match a plain tensor and bump the version") {
+  ShardState shard = MakeShard();
+  Tensor reference = shard.Read();
+  int64_t version = 0;
+
+  auto gathered = shard.Gather(Ids{2, 0, 2});
+  REQUIRE(gathered.ok());
+  auto want = GatherRows(reference, Ids{2, 0, 2});
+  REQUIRE(want.ok());
+  CHECK(Same(*gathered, *want));
+  CHECK(shard.version() == version);  // reads do not bump
+
+  const Tensor value = Iota(Shape{3, 4}, 1.0f);
+  for (AssignKind kind : {AssignKind::kAssign, AssignKind::kAdd, AssignKind::kSub}) {
+    CAPTURE(AssignKindName(kind));
+    REQUIRE(shard.Assign(kind, value).ok());
+    REQUIRE(AssignBlock(kind, reference.view(), value).ok());
+    CHECK(Same(shard.Read(), reference));
+    CHECK(shard.version() == ++version);
+  }
+  for (ScatterOp op : {ScatterOp::kAdd, ScatterOp::kSub, ScatterOp::kMul, ScatterOp::kDiv,
+                       ScatterOp::kMin, ScatterOp::kMax, ScatterOp::kUpdate}) {
+    CAPTURE(ScatterOpName(op));
+    const Ids ids = {2, 0, 2};
+    const Tensor rows = Iota(Shape{3, 4}, 0.5f);
+    REQUIRE(shard.Scatter(op, ids, rows).ok());
+    REQUIRE(ScatterRows(op, reference.view(), ids, rows).ok());
+    CHECK(Same(shard.Read(), reference));
+    CHECK(shard.version() == ++version);
+  }
+}
+
+TEST_CASE("a failed operation leaves the value, the slots and the version unchanged") {
+  struct Case {
+    const char* what;
+    std::function<absl::Status(ShardState&)> op;
+    absl::StatusCode code;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"gather out of range", [](ShardState& s) { return s.Gather(Ids{3}).status(); },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: gather: id 3 at position 0 is out of range [0, 3)"},
+      {"assign shape mismatch",
+       [](ShardState& s) {
+         return s.Assign(AssignKind::kAdd, Tensor(Shape{10, 4}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: assign_add: shape [10, 4] does not match expected [3, 4]"},
+      {"scatter id out of range",
+       [](ShardState& s) {
+         return s.Scatter(ScatterOp::kAdd, Ids{0, 4}, Tensor(Shape{2, 4}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: scatter_add: id 4 at position 1 is out of range [0, 3)"},
+      {"scatter wrong width",
+       [](ShardState& s) {
+         return s.Scatter(ScatterOp::kUpdate, Ids{0}, Tensor(Shape{1, 5}));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: scatter_update: rows of shape [1, 5] do not match the block's rows [1, 4] "
+       "(block shape [3, 4])"},
+      {"dense gradient shape mismatch",
+       [](ShardState& s) {
+         return s.ApplyDenseGradient(Tensor(Shape{3, 5}, 1.0f));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: apply_dense_gradient: shape [3, 5] does not match expected [3, 4]"},
+      {"sparse gradient id out of range",
+       [](ShardState& s) {
+         return s.ApplySparseGradient(Ids{1, -2}, Tensor(Shape{2, 4}, 1.0f));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: apply_sparse_gradient: id -2 at position 1 is out of range [0, 3)"},
+      {"sparse gradient wrong width",
+       [](ShardState& s) {
+         return s.ApplySparseGradient(Ids{1}, Tensor(Shape{1, 3}, 1.0f));
+       },
+       absl::StatusCode::kInvalidArgument,
+       "emb/part_1: apply_sparse_gradient: rows of shape [1, 3] do not match the block's rows "
+       "[1, 4] (block shape [3, 4])"},
+      {"unknown optimizer",
+       [](ShardState& s) {
+         return s.SetOptimizer(OptimizerSpec{"nesterov_plus", {}});
+       },
+       absl::StatusCode::kInvalidArgument, nullptr},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    ShardState shard = MakeShard(Adagrad());
+    REQUIRE(shard.Scatter(ScatterOp::kAdd, Ids{1}, Tensor(Shape{1, 4}, 1.0f)).ok());
+    const ShardSnapshot before = shard.Snapshot();
+    const absl::Status st = c.op(shard);
+    CHECK(st.code() == c.code);
+    if (c.message != nullptr) CHECK(st.message() == c.message);
+    const ShardSnapshot after = shard.Snapshot();
+    CHECK(Same(after.value, before.value));
+    REQUIRE(after.slots.size() == before.slots.size());
+    for (size_t i = 0; i < after.slots.size(); ++i) CHECK(Same(after.slots[i], before.slots[i]));
+    CHECK(after.step == before.step);
+    CHECK(shard.version() == before.version);
+  }
+}
+
+TEST_CASE("gradients run the shard's optimizer rule on its block and slots") {
+  ShardState shard = MakeShard(Adagrad());
+  auto rule = MakeOptimizer(Adagrad());
+  REQUIRE(rule.ok());
+  Tensor value = shard.Read();
+  OptimizerSlots slots = (*rule)->CreateSlots(value.shape());
+
+  const Tensor dense = Iota(Shape{3, 4}, -0.5f);
+  REQUIRE(shard.ApplyDenseGradient(dense).ok());
+  REQUIRE((*rule)->ApplyDense(value.view(), slots, dense).ok());
+  CHECK(Same(shard.Read(), value));
+  CHECK(shard.version() == 1);
+
+  const Ids ids = {2, 0, 2};  // the duplicate is summed by the rule
+  const Tensor rows = Iota(Shape{3, 4}, 0.25f);
+  REQUIRE(shard.ApplySparseGradient(ids, rows).ok());
+  REQUIRE((*rule)->ApplySparse(value.view(), slots, ids, rows).ok());
+  CHECK(Same(shard.Read(), value));
+  REQUIRE(shard.slots().tensors.size() == slots.tensors.size());
+  for (size_t i = 0; i < slots.tensors.size(); ++i) {
+    CHECK(Same(shard.slots().tensors[i], slots.tensors[i]));
+  }
+  CHECK(shard.slots().step == slots.step);
+  CHECK(shard.version() == 2);
+}
+
+TEST_CASE("plain SGD on a shard moves the touched rows by -lr * summed gradient") {
+  ShardState shard = MakeShard(OptimizerSpec{"sgd", {{"learning_rate", 0.5}}});
+  const Tensor before = shard.Read();
+  REQUIRE(shard.ApplySparseGradient(Ids{1, 1}, Tensor(Shape{2, 4}, 2.0f)).ok());
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t j = 0; j < 4; ++j) {
+      const float want = r == 1 ? before.row(r)[j] - 0.5f * 4.0f : before.row(r)[j];
+      CHECK(shard.Read().row(r)[j] == doctest::Approx(want));
+    }
+  }
+}
+
+TEST_CASE("a gradient for a shard without an optimizer is a failed precondition") {
+  ShardState shard = MakeShard();
+  const absl::Status st = shard.ApplyDenseGradient(Tensor(Shape{3, 4}));
+  CHECK(st.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(st.message() == "emb/part_1: apply_dense_gradient: the shard has no optimizer");
+  CHECK(shard.ApplySparseGradient(Ids{0}, Tensor(Shape{1, 4})).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(shard.version() == 0);
+}
+
+TEST_CASE("SetOptimizer installs fresh slots, and setting the same rule again keeps them") {
+  ShardState shard = MakeShard();
+  REQUIRE(shard.SetOptimizer(Adagrad()).ok());
+  CHECK(shard.version() == 1);
+  REQUIRE(shard.optimizer() != nullptr);
+  CHECK(shard.optimizer()->spec().name == "adagrad");
+  REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 1.0f)).ok());
+  const std::vector<Tensor> trained = shard.slots().tensors;
+  REQUIRE(shard.SetOptimizer(Adagrad()).ok());
+  CHECK(shard.version() == 2);  // unchanged: the same rule is a no-op
+  for (size_t i = 0; i < trained.size(); ++i) CHECK(Same(shard.slots().tensors[i], trained[i]));
+  REQUIRE(shard.SetOptimizer(OptimizerSpec{"sgd", {}}).ok());
+  CHECK(shard.version() == 3);
+  CHECK(shard.slots().step == 0);
+}
+
+TEST_CASE("snapshot and restore round-trip value, slots and step; the version moves forward") {
+  ShardState source = MakeShard(Adagrad());
+  REQUIRE(source.ApplyDenseGradient(Iota(Shape{3, 4}, 0.1f)).ok());
+  REQUIRE(source.ApplySparseGradient(Ids{0}, Iota(Shape{1, 4}, -0.3f)).ok());
+  const ShardSnapshot snapshot = source.Snapshot();
+  CHECK(snapshot.version == 2);
+  REQUIRE(snapshot.slot_names == source.optimizer()->SlotNames());
+
+  ShardSpec other_spec = MakeSpec(Adagrad());
+  other_spec.initializer.seed = 99;  // starts from different values
+  auto target = ShardState::Create(other_spec);
+  REQUIRE(target.ok());
+  REQUIRE(target->Restore(snapshot).ok());
+  const ShardSnapshot restored = target->Snapshot();
+  CHECK(Same(restored.value, snapshot.value));
+  REQUIRE(restored.slots.size() == snapshot.slots.size());
+  for (size_t i = 0; i < snapshot.slots.size(); ++i) {
+    CHECK(Same(restored.slots[i], snapshot.slots[i]));
+  }
+  CHECK(restored.step == snapshot.step);
+  CHECK(target->version() == 3);  // max(0, 2) + 1
+
+  // Training continues identically from the restored state.
+  const Tensor grad = Iota(Shape{3, 4}, 0.7f);
+  REQUIRE(source.ApplyDenseGradient(grad).ok());
+  REQUIRE(target->ApplyDenseGradient(grad).ok());
+  CHECK(Same(source.Read(), target->Read()));
+}
+
+TEST_CASE("a snapshot without slots restores the value and gives the optimizer fresh slots") {
+  ShardState shard = MakeShard(Adagrad());
+  REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 1.0f)).ok());
+  ShardSnapshot value_only;
+  value_only.value = Iota(Shape{3, 4}, 2.0f);
+  REQUIRE(shard.Restore(value_only).ok());
+  CHECK(Same(shard.Read(), value_only.value));
+  const OptimizerSlots fresh = shard.optimizer()->CreateSlots(Shape{3, 4});
+  for (size_t i = 0; i < fresh.tensors.size(); ++i) {
+    CHECK(Same(shard.slots().tensors[i], fresh.tensors[i]));
+  }
+  CHECK(shard.version() == 2);
+}
+
+TEST_CASE("restore rejects a wrong shape or wrong slots and leaves the shard unchanged") {
+  struct Case {
+    const char* what;
+    std::function<void(ShardSnapshot&)> edit;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"value shape",
+       [](ShardSnapshot& s) {
+         s.value = Tensor(Shape{4, 4});
+       },
+       "emb/part_1: restore: value: shape [4, 4] does not match expected [3, 4]"},
+      {"slot names",
+       [](ShardSnapshot& s) {
+         s.slot_names = {"m", "v"};
+       },
+       nullptr},
+      {"slot count",
+       [](ShardSnapshot& s) {
+         s.slots.push_back(Tensor(Shape{3, 4}));
+       },
+       nullptr},
+      {"slot shape",
+       [](ShardSnapshot& s) {
+         s.slots[0] = Tensor(Shape{3, 1});
+       },
+       nullptr},
+      {"negative step", [](ShardSnapshot& s) { s.step = -1; },
+       "emb/part_1: restore: negative step -1 or version 2"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    ShardState shard = MakeShard(Adagrad());
+    REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 1.0f)).ok());
+    REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 0.5f)).ok());
+    const ShardSnapshot before = shard.Snapshot();
+    ShardSnapshot bad = before;
+    bad.value = Iota(Shape{3, 4}, 5.0f);
+    c.edit(bad);
+    const absl::Status st = shard.Restore(bad);
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    if (c.message != nullptr) CHECK(st.message() == c.message);
+    CHECK(Same(shard.Read(), before.value));
+    for (size_t i = 0; i < before.slots.size(); ++i) {
+      CHECK(Same(shard.slots().tensors[i], before.slots[i]));
+    }
+    CHECK(shard.version() == before.version);
+  }
+  ShardState plain = MakeShard();
+  ShardSnapshot with_slots = MakeShard(Adagrad()).Snapshot();
+  const absl::Status st = plain.Restore(with_slots);
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(st.message(), "(the shard has no optimizer)"));
+}
+
+TEST_CASE("a shard reports its bytes and description") {
+  const ShardState shard = MakeShard(Adagrad());
+  const ShardInfo info = shard.Info();
+  CHECK(info.name == "emb/part_1");
+  CHECK(info.full_shape == Shape{10, 4});
+  CHECK(info.block_shape == Shape{3, 4});
+  CHECK(info.row_offset == 4);
+  CHECK(info.optimizer == "adagrad");
+  const int64_t slots = static_cast<int64_t>(shard.optimizer()->SlotNames().size());
+  CHECK(info.bytes == 3 * 4 * 4 * (1 + slots));
+  CHECK(MakeShard().bytes() == 3 * 4 * 4);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,174 @@
+#include "core/layers.h"
+
+#include <algorithm>
+#include <cassert>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera {
+
+absl::StatusOr<Activation> ParseActivation(absl::string_view name) {
+  if (name.empty() || name == "linear") return Activation::kLinear;
+  if (name == "relu") return Activation::kRelu;
+  if (name == "sigmoid") return Activation::kSigmoid;
+  if (name == "tanh") return Activation::kTanh;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown activation '", name, "' (expected linear, relu, sigmoid or tanh)"));
+}
+
+absl::string_view ActivationName(Activation activation) {
+  switch (activation) {
+    case Activation::kLinear:
+      return "linear";
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kSigmoid:
+      return "sigmoid";
+    case Activation::kTanh:
+      return "tanh";
+  }
+  return "invalid";
+}
+
+void ActivationForward(Activation activation, ConstMatrixRef x, MatrixRef y) {
+  assert(x.rows() == y.rows() && x.cols() == y.cols());
+  switch (activation) {
+    case Activation::kLinear:
+      if (x.data() != y.data()) y = x;
+      return;
+    case Activation::kRelu:
+      y = x.cwiseMax(0.0f);
+      return;
+    case Activation::kSigmoid:
+      // exp(-x) overflows to +inf for x < -88, and 1 / (1 + inf) is exactly 0: no NaN.
+      y = (1.0f + (-x.array()).exp()).inverse().matrix();
+      return;
+    case Activation::kTanh:
+      y = x.array().tanh().matrix();
+      return;
+  }
+}
+
+void ActivationBackward(Activation activation, ConstMatrixRef y, ConstMatrixRef dy, MatrixRef dx) {
+  assert(y.rows() == dy.rows() && y.cols() == dy.cols());
+  assert(dx.rows() == dy.rows() && dx.cols() == dy.cols());
+  switch (activation) {
+    case Activation::kLinear:
+      if (dx.data() != dy.data()) dx = dy;
+      return;
+    case Activation::kRelu:
+      dx = (y.array() > 0.0f).select(dy.array(), 0.0f).matrix();
+      return;
+    case Activation::kSigmoid:
+      dx = (dy.array() * y.array() * (1.0f - y.array())).matrix();
+      return;
+    case Activation::kTanh:
+      dx = (dy.array() * (1.0f - y.array().square())).matrix();
+      return;
+  }
+}
+
+void SoftmaxForward(ConstMatrixRef x, MatrixRef y) {
+  assert(x.rows() == y.rows() && x.cols() == y.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const float max = x.row(r).maxCoeff();
+    y.row(r) = (x.row(r).array() - max).exp().matrix();
+    y.row(r) /= y.row(r).sum();
+  }
+}
+
+void SoftmaxBackward(ConstMatrixRef y, ConstMatrixRef dy, MatrixRef dx) {
+  assert(y.rows() == dy.rows() && y.cols() == dy.cols());
+  assert(dx.rows() == dy.rows() && dx.cols() == dy.cols());
+  for (Eigen::Index r = 0; r < y.rows(); ++r) {
+    const float dot = y.row(r).dot(dy.row(r));
+    dx.row(r) = (y.row(r).array() * (dy.row(r).array() - dot)).matrix();
+  }
+}
+
+void DenseForward(ConstMatrixRef x, ConstMatrixRef w, absl::Span<const float> b,
+                  Activation activation, MatrixRef y) {
+  assert(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols());
+  y.noalias() = x * w;
+  if (!b.empty()) {
+    assert(static_cast<Eigen::Index>(b.size()) == w.cols());
+    y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b.data(), w.cols());
+  }
+  ActivationForward(activation, y, y);
+}
+
+void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMatrixRef dy,
+                   Activation activation, MatrixRef dz, MatrixRef* dw, absl::Span<float> db,
+                   MatrixRef* dx) {
+  ActivationBackward(activation, y, dy, dz);
+  if (dw != nullptr) {
+    assert(dw->rows() == w.rows() && dw->cols() == w.cols());
+    dw->noalias() += x.transpose() * dz;
+  }
+  if (!db.empty()) {
+    assert(static_cast<Eigen::Index>(db.size()) == w.cols());
+    Eigen::Map<Eigen::RowVectorXf>(db.data(), w.cols()) += dz.colwise().sum();
+  }
+  if (dx != nullptr) {
+    assert(dx->rows() == x.rows() && dx->cols() == x.cols());
+    dx->noalias() += dz * w.transpose();
+  }
+}
+
+void EmbeddingForward(ConstMatrixRef table, absl::Span<const int64_t> rows, MatrixRef y) {
+  assert(y.rows() == static_cast<Eigen::Index>(rows.size()) && y.cols() == table.cols());
+  for (size_t b = 0; b < rows.size(); ++b) {
+    assert(rows[b] >= 0 && rows[b] < table.rows());
+    y.row(b) = table.row(rows[b]);
+  }
+}
+
+void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, MatrixRef grad_rows) {
+  assert(dy.rows() == static_cast<Eigen::Index>(slots.size()) && dy.cols() == grad_rows.cols());
+  for (size_t b = 0; b < slots.size(); ++b) {
+    assert(slots[b] >= 0 && slots[b] < grad_rows.rows());
+    grad_rows.row(slots[b]) += dy.row(b);
+  }
+}
+
+void UniqueIds(absl::Span<const int64_t> ids, Ids& unique, std::vector<int64_t>& slots) {
+  // One sort of (id, position) pairs, then a linear walk: cheaper than sorting the ids and
+  // binary-searching each one (whose branches mispredict about half the time).
+  const size_t n = ids.size();
+  std::vector<std::pair<int64_t, int64_t>> order(n);
+  for (size_t b = 0; b < n; ++b) order[b] = {ids[b], static_cast<int64_t>(b)};
+  std::sort(order.begin(), order.end());
+  unique.clear();
+  slots.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    if (k == 0 || order[k].first != order[k - 1].first) unique.push_back(order[k].first);
+    slots[order[k].second] = static_cast<int64_t>(unique.size()) - 1;
+  }
+}
+
+void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y) {
+  Eigen::Index offset = 0;
+  for (const ConstMatrixRef& x : xs) {
+    assert(x.rows() == y.rows() && offset + x.cols() <= y.cols());
+    y.middleCols(offset, x.cols()) = x;
+    offset += x.cols();
+  }
+  assert(offset == y.cols());
+}
+
+void ConcatBackward(ConstMatrixRef dy, absl::Span<const int64_t> widths,
+                    absl::Span<MatrixRef* const> dxs) {
+  assert(widths.size() == dxs.size());
+  Eigen::Index offset = 0;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (dxs[i] != nullptr) {
+      assert(dxs[i]->rows() == dy.rows() && dxs[i]->cols() == widths[i]);
+      *dxs[i] += dy.middleCols(offset, widths[i]);
+    }
+    offset += widths[i];
+  }
+  assert(offset == dy.cols());
+}
+
+}  // namespace tessera

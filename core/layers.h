@@ -1,0 +1,94 @@
+// Layer kernels: the forward and backward math of every op a model graph is built from, on
+// batch-major matrices (one row per example) with Eigen.
+//
+// These are the building blocks core/model.h composes; they check nothing. Each function states
+// its shapes as a precondition: the Model validates the graph once at Create and the batch and
+// parameters on every call, so the kernels stay branch-free. Outputs are written into
+// caller-sized matrices (no allocation); the `Accumulate*` backward functions ADD into their
+// gradient outputs, so a value consumed twice (a shared parameter, a node feeding two nodes)
+// sums its gradients, as the chain rule wants.
+//
+// Notation: B = batch size, `x` an op's input, `y` its output, `dy` = dLoss/dy.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// Views that accept a RowMatrix, a Tensor's matrix() or a column block of either, without a
+// copy (rows must be contiguous: inner stride 1).
+using MatrixRef = Eigen::Ref<RowMatrix>;
+using ConstMatrixRef = Eigen::Ref<const RowMatrix>;
+
+// Elementwise activations, also usable as a Dense layer's fused activation.
+enum class Activation { kLinear, kRelu, kSigmoid, kTanh };
+
+// "linear" (also ""), "relu", "sigmoid", "tanh"; InvalidArgument naming the unknown name.
+absl::StatusOr<Activation> ParseActivation(absl::string_view name);
+// The canonical name ParseActivation accepts ("linear" for kLinear).
+absl::string_view ActivationName(Activation activation);
+
+// y = activation(x), elementwise. Precondition: y has x's shape; y may alias x (in place).
+// Sigmoid is computed as 1 / (1 + exp(-x)), which saturates to exactly 0 or 1 at extreme x
+// instead of producing NaN.
+void ActivationForward(Activation activation, ConstMatrixRef x, MatrixRef y);
+
+// dx = dy * activation'(x), written from the OUTPUT y (relu: y > 0, sigmoid: y (1 - y),
+// tanh: 1 - y^2), so the input need not be kept. Precondition: y, dy, dx have one shape; dx may
+// alias dy. At exactly x = 0 relu's derivative is taken as 0 (TF's choice).
+void ActivationBackward(Activation activation, ConstMatrixRef y, ConstMatrixRef dy, MatrixRef dx);
+
+// Softmax over each row, stable at any logit magnitude (the row max is subtracted first).
+// Precondition: y has x's shape (y may alias x).
+void SoftmaxForward(ConstMatrixRef x, MatrixRef y);
+// dx = y * (dy - rowsum(dy * y)). Precondition: one shape for y, dy, dx (dx may alias dy).
+void SoftmaxBackward(ConstMatrixRef y, ConstMatrixRef dy, MatrixRef dx);
+
+// Dense: y = activation(x W + b), with x [B, in], W [in, out], b [out] (empty: no bias),
+// y [B, out]. Precondition: shapes as stated.
+void DenseForward(ConstMatrixRef x, ConstMatrixRef w, absl::Span<const float> b,
+                  Activation activation, MatrixRef y);
+
+// The backward of DenseForward given its output y. `dz` is scratch of y's shape that receives
+// dLoss/d(x W + b); it may alias dy (then dy is overwritten). When non-null / non-empty, adds
+// x^T dz to *dw ([in, out]), the column sums of dz to db ([out]) and dz W^T to *dx ([B, in]);
+// a null or empty output is skipped (a frozen weight, no bias, an input needing no gradient).
+void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMatrixRef dy,
+                   Activation activation, MatrixRef dz, MatrixRef* dw, absl::Span<float> db,
+                   MatrixRef* dx);
+
+// Embedding lookup: y.row(b) = table.row(rows[b]). `table` is either the whole embedding
+// variable (rows[b] = the example's id) or the gathered rows of a step (rows[b] = the position of
+// the example's id among them). Precondition: every rows[b] in [0, table.rows()), y is
+// [rows.size(), table.cols()].
+void EmbeddingForward(ConstMatrixRef table, absl::Span<const int64_t> rows, MatrixRef y);
+
+// Embedding gradient: grad_rows.row(slots[b]) += dy.row(b). grad_rows holds one row per unique
+// id of the step, so repeated ids in a batch sum into one row. Precondition: every slots[b] in
+// [0, grad_rows.rows()), dy is [slots.size(), grad_rows.cols()].
+void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, MatrixRef grad_rows);
+
+// Deduplicates `ids`: `unique` receives the distinct ids in ascending order and `slots` the
+// position of each ids[b] within `unique` (so unique[slots[b]] == ids[b]). Reuses the vectors'
+// capacity.
+void UniqueIds(absl::Span<const int64_t> ids, Ids& unique, std::vector<int64_t>& slots);
+
+// Concat along the feature axis: y = [x_0 | x_1 | ...]. Precondition: every x_i has y's row
+// count and the column counts sum to y.cols().
+void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y);
+
+// Adds dy's column block of input i (widths[i] columns, after those of inputs 0..i-1) to
+// *dxs[i]; a null dxs[i] skips input i (it needs no gradient). Precondition: widths sum to
+// dy.cols(), dxs has one entry per width, and *dxs[i] is [dy.rows(), widths[i]].
+void ConcatBackward(ConstMatrixRef dy, absl::Span<const int64_t> widths,
+                    absl::Span<MatrixRef* const> dxs);
+
+}  // namespace tessera

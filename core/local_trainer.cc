@@ -1,0 +1,139 @@
+#include "core/local_trainer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/initializer.h"
+#include "core/metrics.h"
+#include "core/status.h"
+
+namespace tessera {
+
+absl::StatusOr<LocalTrainer> LocalTrainer::Create(ModelSpec spec, const OptimizerSpec& optimizer) {
+  ASSIGN_OR_RETURN(Model model, Model::Create(std::move(spec)));
+  LocalTrainer trainer;
+  trainer.model_ = std::make_unique<const Model>(std::move(model));
+  ASSIGN_OR_RETURN(trainer.optimizer_, MakeOptimizer(optimizer));
+  const std::vector<ParamSpec>& params = trainer.model_->spec().params;
+  for (const ParamSpec& p : params) {
+    absl::StatusOr<Tensor> value = MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows());
+    if (!value.ok()) return Annotate(value.status(), absl::StrCat("initializing '", p.name, "'"));
+    Tensor& stored = trainer.variables_.emplace(p.name, *std::move(value)).first->second;
+    OptimizerSlots& slots =
+        trainer.slots_.emplace(p.name, trainer.optimizer_->CreateSlots(p.shape)).first->second;
+    trainer.params_.full.emplace(p.name, stored.view());
+    trainer.variable_by_index_.push_back(&stored);
+    trainer.slots_by_index_.push_back(&slots);
+  }
+  trainer.workspace_ = std::make_unique<StepWorkspace>();
+  trainer.result_ = std::make_unique<StepResult>();
+  trainer.eval_result_ = std::make_unique<ForwardResult>();
+  return trainer;
+}
+
+absl::StatusOr<float> LocalTrainer::TrainStep(const Batch& batch) {
+  RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_));
+  const std::vector<ParamSpec>& params = model_->spec().params;
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].trainable) continue;
+    Tensor& value = *variable_by_index_[p];
+    OptimizerSlots& slots = *slots_by_index_[p];
+    if (model_->IsEmbedding(static_cast<int>(p))) {
+      const IndexedSlices& grad = result_->sparse_gradients.at(params[p].name);
+      RETURN_IF_ERROR(optimizer_->ApplySparse(value.view(), slots, grad.indices, grad.values));
+    } else {
+      RETURN_IF_ERROR(
+          optimizer_->ApplyDense(value.view(), slots, result_->dense_gradients.at(params[p].name)));
+    }
+  }
+  ++steps_;
+  return result_->loss;
+}
+
+absl::StatusOr<TrainProgress> LocalTrainer::Train(BatchIterator& batches, int64_t max_steps) {
+  TrainProgress progress;
+  double loss_sum = 0;
+  while (max_steps < 0 || progress.steps < max_steps) {
+    std::optional<Batch> batch = batches.Next();
+    if (!batch) {
+      progress.exhausted = true;
+      break;
+    }
+    ASSIGN_OR_RETURN(const float loss, TrainStep(*batch));
+    loss_sum += static_cast<double>(loss) * static_cast<double>(batch->size);
+    ++progress.steps;
+    progress.examples += batch->size;
+  }
+  if (progress.examples > 0) progress.mean_loss = loss_sum / progress.examples;
+  return progress;
+}
+
+absl::StatusOr<EvalResult> LocalTrainer::Evaluate(const Dataset& dataset, int64_t batch_size) {
+  BatchOptions options;
+  options.batch_size = batch_size;
+  ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(dataset, options));
+  // The output holding the loss's logits, if the spec names one.
+  const ResolvedGraph& graph = model_->graph();
+  std::string logits_output;
+  for (const auto& [name, value] : graph.output_values) {
+    if (value == graph.loss_value) logits_output = name;
+  }
+  const bool binary = graph.loss == LossKind::kSigmoidCrossEntropy;
+  AucAccumulator auc;
+  AccuracyAccumulator accuracy;
+  EvalResult eval;
+  double loss_sum = 0;
+  while (std::optional<Batch> batch = batches.Next()) {
+    RETURN_IF_ERROR(model_->Forward(*batch, params_, *workspace_, *eval_result_));
+    if (!eval_result_->loss.has_value()) {
+      return absl::InvalidArgumentError("evaluate: the dataset has no labels");
+    }
+    loss_sum += static_cast<double>(*eval_result_->loss) * static_cast<double>(batch->size);
+    eval.examples += batch->size;
+    if (logits_output.empty()) continue;
+    const Tensor& logits = eval_result_->outputs.at(logits_output);
+    if (binary) {
+      RETURN_IF_ERROR(auc.Add(logits.values(), batch->labels.values()));
+      RETURN_IF_ERROR(accuracy.AddBinaryLogits(logits.values(), batch->labels.values()));
+    } else {
+      RETURN_IF_ERROR(accuracy.AddClassScores(logits, batch->labels.values()));
+    }
+  }
+  if (eval.examples == 0) return absl::InvalidArgumentError("evaluate: the dataset is empty");
+  eval.loss = loss_sum / eval.examples;
+  if (!logits_output.empty()) {
+    if (binary) {
+      auto auc_value = auc.Result();
+      if (auc_value.ok()) eval.auc = *auc_value;
+    }
+    ASSIGN_OR_RETURN(eval.accuracy, accuracy.Result());
+  }
+  return eval;
+}
+
+absl::StatusOr<const Tensor*> LocalTrainer::variable(absl::string_view name) const {
+  auto it = variables_.find(std::string(name));
+  if (it == variables_.end()) {
+    return absl::NotFoundError(absl::StrCat("no variable '", name, "'"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<const OptimizerSlots*> LocalTrainer::slots(absl::string_view name) const {
+  auto it = slots_.find(std::string(name));
+  if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no variable '", name, "'"));
+  return &it->second;
+}
+
+absl::Status LocalTrainer::SetVariable(absl::string_view name, const Tensor& value) {
+  auto it = variables_.find(std::string(name));
+  if (it == variables_.end()) return absl::NotFoundError(absl::StrCat("no variable '", name, "'"));
+  RETURN_IF_ERROR(
+      CheckSameShape(value.shape(), it->second.shape(), absl::StrCat("SetVariable '", name, "'")));
+  // Copy in place: params_ holds views onto the stored tensor.
+  std::copy(value.data(), value.data() + value.size(), it->second.data());
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

@@ -1,0 +1,106 @@
+// LocalTrainer: trains a Model in one process on one thread, variables as plain Tensors — the
+// baseline every distributed mode is measured against.
+//
+// Each step runs Model::ForwardBackward with the embedding tables passed whole (the model
+// gathers the batch's rows straight into its activations), then applies the gradients in place:
+// a dense apply per dense variable, a sparse apply touching only the batch's unique rows per
+// embedding table. Workspace and gradient buffers are reused, so steady-state steps allocate
+// almost nothing.
+//
+// Example:
+//   ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+//   ASSIGN_OR_RETURN(LocalTrainer trainer,
+//                    LocalTrainer::Create(spec, {"adagrad", {{"learning_rate", 0.1}}}));
+//   ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(data.train, {512}));
+//   ASSIGN_OR_RETURN(TrainProgress progress, trainer.Train(batches));
+//   ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(data.test));
+//
+// Thread-safety: not synchronized; one thread at a time. Its Model may be shared (model()).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/batch.h"
+#include "core/dataset.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+struct TrainProgress {
+  int64_t steps = 0;       // steps taken by this call
+  int64_t examples = 0;    // examples seen by this call
+  double mean_loss = 0;    // example-weighted mean of the step losses (0 when no step ran)
+  bool exhausted = false;  // the iterator ran out
+};
+
+struct EvalResult {
+  int64_t examples = 0;
+  double loss = 0;  // the model's loss, example-weighted mean over the dataset
+  // Sigmoid cross-entropy models: AUC of the logits (nullopt when the data lacks a class) and
+  // the accuracy of logit > 0. Softmax models: the top-1 accuracy. Needs an output naming the
+  // loss's logits node; without one only `loss` is reported.
+  std::optional<double> auc;
+  std::optional<double> accuracy;
+};
+
+class LocalTrainer {
+ public:
+  // Validates `spec` (as Model::Create) and `optimizer` (as MakeOptimizer), initializes every
+  // variable from its ParamSpec initializer and creates its optimizer slots.
+  static absl::StatusOr<LocalTrainer> Create(ModelSpec spec, const OptimizerSpec& optimizer);
+
+  LocalTrainer(LocalTrainer&&) = default;
+  LocalTrainer& operator=(LocalTrainer&&) = default;
+
+  // One step on `batch`; returns its mean loss. InvalidArgument as Model::ForwardBackward
+  // (then no variable has changed).
+  absl::StatusOr<float> TrainStep(const Batch& batch);
+
+  // Steps over `batches` until it is exhausted or `max_steps` steps were taken (-1: no limit).
+  // Stops at the first error, returning it (earlier steps stay applied).
+  absl::StatusOr<TrainProgress> Train(BatchIterator& batches, int64_t max_steps = -1);
+
+  // Forward passes over all of `dataset` in batches of `batch_size` (>= 1, else
+  // InvalidArgument); the dataset must carry labels.
+  absl::StatusOr<EvalResult> Evaluate(const Dataset& dataset, int64_t batch_size = 4096);
+
+  const Model& model() const { return *model_; }
+  // Every variable by parameter name (the values a distributed run is compared against).
+  const std::map<std::string, Tensor>& variables() const { return variables_; }
+  // NotFound when the model has no parameter `name`.
+  absl::StatusOr<const Tensor*> variable(absl::string_view name) const;
+  absl::StatusOr<const OptimizerSlots*> slots(absl::string_view name) const;
+  // Replaces a variable's value (e.g. to start from a checkpoint). NotFound for an unknown
+  // name, InvalidArgument for a shape other than the parameter's. Slots are kept.
+  absl::Status SetVariable(absl::string_view name, const Tensor& value);
+  const Optimizer& optimizer() const { return *optimizer_; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  LocalTrainer() = default;
+
+  std::unique_ptr<const Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  // std::map nodes never move, so the views in params_ stay valid when the trainer moves.
+  std::map<std::string, Tensor> variables_;
+  std::map<std::string, OptimizerSlots> slots_;
+  StepParams params_;
+  std::vector<Tensor*> variable_by_index_;  // per spec().params entry
+  std::vector<OptimizerSlots*> slots_by_index_;
+  std::unique_ptr<StepWorkspace> workspace_;
+  std::unique_ptr<StepResult> result_;
+  std::unique_ptr<ForwardResult> eval_result_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace tessera

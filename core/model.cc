@@ -1,0 +1,431 @@
+#include "core/model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/layers.h"
+#include "core/losses.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+// Makes `t` a zero tensor of `shape`, reusing its buffer's capacity (sparse gradients change
+// their row count every step; a fresh Tensor would allocate each time).
+void ZeroTensor(Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) {
+    std::fill(t.data(), t.data() + t.size(), 0.0f);
+    return;
+  }
+  std::vector<float> values = std::move(t).Release();
+  values.assign(static_cast<size_t>(shape.num_elements()), 0.0f);
+  t = *Tensor::FromVector(shape, std::move(values));  // sizes match by construction
+}
+
+void CopyToTensor(Eigen::Map<const RowMatrix> value, Tensor& t) {
+  const Shape shape{value.rows(), value.cols()};
+  if (t.shape() != shape) t = Tensor(shape);
+  t.matrix() = value;
+}
+
+}  // namespace
+
+Model::Model(ModelSpec spec, ResolvedGraph graph)
+    : spec_(std::move(spec)), graph_(std::move(graph)) {
+  const int num_nodes = static_cast<int>(graph_.nodes.size());
+  lookups_.resize(spec_.params.size());
+  for (int p = 0; p < static_cast<int>(spec_.params.size()); ++p) {
+    param_index_.emplace(spec_.params[p].name, p);
+  }
+  // upstream[n]: a trainable parameter feeds node n (through n itself or its inputs).
+  std::vector<bool> upstream(num_nodes, false);
+  for (int n = 0; n < num_nodes; ++n) {
+    const ResolvedGraph::Node& node = graph_.nodes[n];
+    if (node.op == OpKind::kEmbedding) lookups_[node.params[0]].push_back(n);
+    for (int p : node.params) upstream[n] = upstream[n] || spec_.params[p].trainable;
+    for (int v : node.inputs) {
+      if (v >= graph_.num_inputs) upstream[n] = upstream[n] || upstream[v - graph_.num_inputs];
+    }
+  }
+  backprop_.assign(num_nodes, false);
+  const int loss_node = graph_.loss_value - graph_.num_inputs;
+  backprop_[loss_node] = upstream[loss_node];
+  for (int n = num_nodes - 1; n >= 0; --n) {
+    if (!backprop_[n]) continue;
+    for (int v : graph_.nodes[n].inputs) {
+      if (v >= graph_.num_inputs && upstream[v - graph_.num_inputs]) {
+        backprop_[v - graph_.num_inputs] = true;
+      }
+    }
+  }
+}
+
+absl::StatusOr<Model> Model::Create(ModelSpec spec) {
+  ASSIGN_OR_RETURN(ResolvedGraph graph, ResolveModelSpec(spec));
+  return Model(std::move(spec), std::move(graph));
+}
+
+absl::StatusOr<int> Model::ParamIndex(absl::string_view name) const {
+  auto it = param_index_.find(name);
+  if (it == param_index_.end()) {
+    return absl::NotFoundError(absl::StrCat("model has no parameter '", name, "'"));
+  }
+  return it->second;
+}
+
+absl::Status Model::CheckBatch(const Batch& batch, bool need_labels) const {
+  if (batch.size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: size must be >= 1, got ", batch.size));
+  }
+  for (const InputSpec& in : spec_.inputs) {
+    if (in.kind == InputKind::kIds) {
+      auto it = batch.ids.find(in.name);
+      if (it == batch.ids.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: missing ids feature '", in.name, "'"));
+      }
+      if (static_cast<int64_t>(it->second.size()) != batch.size) {
+        return absl::InvalidArgumentError(absl::StrCat("batch: ids feature '", in.name, "' has ",
+                                                       it->second.size(), " ids, expected ",
+                                                       batch.size));
+      }
+    } else {
+      auto it = batch.dense.find(in.name);
+      if (it == batch.dense.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: missing dense feature '", in.name, "'"));
+      }
+      const Tensor& t = it->second;
+      if (t.shape().rank() == 0 || t.rows() != batch.size || t.row_size() != in.width) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: dense feature '", in.name, "' has shape ", t.shape().ToString(),
+                         ", expected [", batch.size, ", ", in.width, "]"));
+      }
+    }
+  }
+  if (need_labels && (batch.labels.shape().rank() == 0 || batch.labels.rows() != batch.size ||
+                      batch.labels.row_size() != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("batch: labels have shape ",
+                                                   batch.labels.shape().ToString(), ", expected [",
+                                                   batch.size, ", 1]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) const {
+  const size_t num_params = spec_.params.size();
+  ws.param_values.assign(num_params, ConstTensorView());
+  ws.param_gathered.assign(num_params, nullptr);
+  std::vector<bool> bound(num_params, false);
+  for (const auto& [name, value] : params.full) {
+    auto it = param_index_.find(name);
+    if (it == param_index_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("params: unknown parameter '", name, "'"));
+    }
+    const ParamSpec& param = spec_.params[it->second];
+    RETURN_IF_ERROR(
+        CheckSameShape(value.shape(), param.shape, absl::StrCat("params: parameter '", name, "'")));
+    ws.param_values[it->second] = value;
+    bound[it->second] = true;
+  }
+  for (const auto& [name, gathered] : params.gathered) {
+    auto it = param_index_.find(name);
+    if (it == param_index_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("params: unknown parameter '", name, "'"));
+    }
+    const int p = it->second;
+    if (!graph_.param_is_embedding[p]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params: '", name, "' is a dense parameter; only embedding tables can be gathered"));
+    }
+    if (bound[p]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params: parameter '", name, "' is given both whole and gathered"));
+    }
+    const Shape expected =
+        spec_.params[p].shape.WithRows(static_cast<int64_t>(gathered.ids.size()));
+    RETURN_IF_ERROR(CheckSameShape(gathered.rows.shape(), expected,
+                                   absl::StrCat("params: gathered rows of '", name, "'")));
+    ws.param_values[p] = gathered.rows;
+    ws.param_gathered[p] = &gathered;
+    bound[p] = true;
+  }
+  for (size_t p = 0; p < num_params; ++p) {
+    if (!bound[p]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params: parameter '", spec_.params[p].name, "' is missing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::PlanLookups(const Batch& batch, const std::vector<bool>& plan,
+                                StepWorkspace& ws) const {
+  const size_t num_params = spec_.params.size();
+  ws.unique_ids.resize(num_params);
+  ws.lookup_ids.resize(num_params);
+  ws.slots.resize(graph_.nodes.size());
+  for (size_t p = 0; p < num_params; ++p) {
+    if (lookups_[p].empty()) continue;
+    const int64_t table_rows = spec_.params[p].shape.dim(0);
+    Ids& all_ids = ws.lookup_ids[p];
+    all_ids.clear();
+    for (int n : lookups_[p]) {
+      const std::string& feature = spec_.inputs[graph_.nodes[n].inputs[0]].name;
+      const Ids& ids = batch.ids.at(feature);
+      for (size_t b = 0; b < ids.size(); ++b) {
+        if (ids[b] < 0 || ids[b] >= table_rows) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("node '", spec_.nodes[n].name, "': id ", ids[b], " of example ", b,
+                           " (feature '", feature, "') is out of range [0, ", table_rows,
+                           ") of table '", spec_.params[p].name, "'"));
+        }
+      }
+      if (plan[p]) all_ids.insert(all_ids.end(), ids.begin(), ids.end());
+    }
+    if (!plan[p]) continue;
+    UniqueIds(all_ids, ws.unique_ids[p], ws.scratch_slots);
+    auto next = ws.scratch_slots.begin();
+    for (int n : lookups_[p]) {
+      ws.slots[n].assign(next, next + batch.size);
+      next += batch.size;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::CheckGathered(const StepWorkspace& ws) const {
+  for (size_t p = 0; p < spec_.params.size(); ++p) {
+    const EmbeddingRows* gathered = ws.param_gathered[p];
+    if (gathered == nullptr) continue;
+    const Ids& needed = ws.unique_ids[p];
+    if (!std::equal(gathered->ids.begin(), gathered->ids.end(), needed.begin(), needed.end())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params: the gathered rows of '", spec_.params[p].name, "' are for ",
+          gathered->ids.size(), " ids that differ from the ", needed.size(),
+          " sorted unique ids the batch needs (pass exactly Model::RowsNeeded's ids)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, Ids>> Model::RowsNeeded(const Batch& batch) const {
+  RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
+  StepWorkspace ws;
+  const std::vector<bool> plan(spec_.params.size(), true);
+  RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  std::map<std::string, Ids> needed;
+  for (size_t p = 0; p < spec_.params.size(); ++p) {
+    if (!lookups_[p].empty()) needed.emplace(spec_.params[p].name, std::move(ws.unique_ids[p]));
+  }
+  return needed;
+}
+
+Eigen::Map<const RowMatrix> Model::Value(const Batch& batch, const StepWorkspace& ws, int v) const {
+  if (v < graph_.num_inputs) {
+    const Tensor& t = batch.dense.at(spec_.inputs[v].name);
+    return Eigen::Map<const RowMatrix>(t.data(), batch.size, graph_.value_widths[v]);
+  }
+  const RowMatrix& m = ws.activations[v - graph_.num_inputs];
+  return Eigen::Map<const RowMatrix>(m.data(), m.rows(), m.cols());
+}
+
+void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
+  ws.activations.resize(graph_.nodes.size());
+  std::vector<ConstMatrixRef> concat_inputs;
+  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+    const ResolvedGraph::Node& node = graph_.nodes[n];
+    RowMatrix& y = ws.activations[n];
+    y.resize(batch.size, node.width);
+    switch (node.op) {
+      case OpKind::kEmbedding: {
+        const int p = node.params[0];
+        // A whole table is read at the example's id, gathered rows at its slot.
+        const Ids& rows = ws.param_gathered[p] != nullptr
+                              ? ws.slots[n]
+                              : batch.ids.at(spec_.inputs[node.inputs[0]].name);
+        EmbeddingForward(ws.param_values[p].matrix(), rows, y);
+        break;
+      }
+      case OpKind::kDense: {
+        absl::Span<const float> bias;
+        if (node.params.size() == 2) bias = ws.param_values[node.params[1]].values();
+        DenseForward(Value(batch, ws, node.inputs[0]), ws.param_values[node.params[0]].matrix(),
+                     bias, node.activation, y);
+        break;
+      }
+      case OpKind::kRelu:
+        ActivationForward(Activation::kRelu, Value(batch, ws, node.inputs[0]), y);
+        break;
+      case OpKind::kSigmoid:
+        ActivationForward(Activation::kSigmoid, Value(batch, ws, node.inputs[0]), y);
+        break;
+      case OpKind::kTanh:
+        ActivationForward(Activation::kTanh, Value(batch, ws, node.inputs[0]), y);
+        break;
+      case OpKind::kSoftmax:
+        SoftmaxForward(Value(batch, ws, node.inputs[0]), y);
+        break;
+      case OpKind::kConcat:
+        concat_inputs.clear();
+        for (int v : node.inputs) concat_inputs.emplace_back(Value(batch, ws, v));
+        ConcatForward(concat_inputs, y);
+        break;
+    }
+  }
+}
+
+void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const {
+  // Zero every trainable parameter's gradient: shared parameters accumulate into them.
+  for (size_t p = 0; p < spec_.params.size(); ++p) {
+    const ParamSpec& param = spec_.params[p];
+    if (!param.trainable) continue;
+    if (graph_.param_is_embedding[p]) {
+      IndexedSlices& slices = result.sparse_gradients[param.name];
+      slices.indices.assign(ws.unique_ids[p].begin(), ws.unique_ids[p].end());
+      ZeroTensor(slices.values,
+                 param.shape.WithRows(static_cast<int64_t>(ws.unique_ids[p].size())));
+    } else {
+      ZeroTensor(result.dense_gradients[param.name], param.shape);
+    }
+  }
+  const int num_nodes = static_cast<int>(graph_.nodes.size());
+  const int loss_node = graph_.loss_value - graph_.num_inputs;
+  for (int n = 0; n < num_nodes; ++n) {
+    if (backprop_[n] && n != loss_node) ws.gradients[n].setZero(batch.size, graph_.nodes[n].width);
+  }
+  // The gradient buffer of value v when it is a node that backpropagates, else null.
+  std::vector<std::optional<MatrixRef>> input_grads;
+  std::vector<MatrixRef*> input_grad_ptrs;
+  std::vector<int64_t> input_widths;
+  for (int n = num_nodes - 1; n >= 0; --n) {
+    if (!backprop_[n]) continue;
+    const ResolvedGraph::Node& node = graph_.nodes[n];
+    RowMatrix& dy = ws.gradients[n];
+    const RowMatrix& y = ws.activations[n];
+    input_grads.clear();
+    input_grad_ptrs.clear();
+    input_widths.clear();
+    input_grads.reserve(node.inputs.size());
+    for (int v : node.inputs) {
+      if (v >= graph_.num_inputs && backprop_[v - graph_.num_inputs]) {
+        input_grads.emplace_back(ws.gradients[v - graph_.num_inputs]);
+        input_grad_ptrs.push_back(&*input_grads.back());
+      } else {
+        input_grads.emplace_back(std::nullopt);
+        input_grad_ptrs.push_back(nullptr);
+      }
+      input_widths.push_back(graph_.value_widths[v]);
+    }
+    MatrixRef* dx = input_grad_ptrs[0];
+    switch (node.op) {
+      case OpKind::kEmbedding: {
+        const ParamSpec& table = spec_.params[node.params[0]];
+        if (table.trainable) {
+          EmbeddingBackward(ws.slots[n], dy, result.sparse_gradients[table.name].values.matrix());
+        }
+        break;
+      }
+      case OpKind::kDense: {
+        const ParamSpec& kernel = spec_.params[node.params[0]];
+        std::optional<MatrixRef> dw;
+        if (kernel.trainable) dw.emplace(result.dense_gradients[kernel.name].matrix());
+        absl::Span<float> db;
+        if (node.params.size() == 2 && spec_.params[node.params[1]].trainable) {
+          db = result.dense_gradients[spec_.params[node.params[1]].name].values();
+        }
+        DenseBackward(Value(batch, ws, node.inputs[0]), ws.param_values[node.params[0]].matrix(), y,
+                      dy, node.activation, dy, dw ? &*dw : nullptr, db, dx);
+        break;
+      }
+      case OpKind::kRelu:
+      case OpKind::kSigmoid:
+      case OpKind::kTanh: {
+        const Activation activation = node.op == OpKind::kRelu      ? Activation::kRelu
+                                      : node.op == OpKind::kSigmoid ? Activation::kSigmoid
+                                                                    : Activation::kTanh;
+        if (dx == nullptr) break;
+        ActivationBackward(activation, y, dy, dy);
+        *dx += dy;
+        break;
+      }
+      case OpKind::kSoftmax:
+        if (dx == nullptr) break;
+        SoftmaxBackward(y, dy, dy);
+        *dx += dy;
+        break;
+      case OpKind::kConcat:
+        ConcatBackward(dy, input_widths, input_grad_ptrs);
+        break;
+    }
+  }
+}
+
+void Model::CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& outputs) const {
+  for (const auto& [name, v] : graph_.output_values) {
+    const RowMatrix& m = ws.activations[v - graph_.num_inputs];
+    CopyToTensor(Eigen::Map<const RowMatrix>(m.data(), m.rows(), m.cols()), outputs[name]);
+  }
+}
+
+absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
+                                    StepResult& result) const {
+  RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/true));
+  RETURN_IF_ERROR(BindParams(params, ws));
+  // Unique ids are needed to read gathered rows and to build sparse gradients.
+  std::vector<bool> plan(spec_.params.size());
+  for (size_t p = 0; p < plan.size(); ++p) {
+    plan[p] = ws.param_gathered[p] != nullptr || spec_.params[p].trainable;
+  }
+  RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  RETURN_IF_ERROR(CheckGathered(ws));
+  RunForward(batch, ws);
+  const int loss_node = graph_.loss_value - graph_.num_inputs;
+  ws.gradients.resize(graph_.nodes.size());
+  RowMatrix& dlogits = ws.gradients[loss_node];
+  dlogits.resize(batch.size, graph_.nodes[loss_node].width);
+  MatrixRef dlogits_ref(dlogits);
+  ASSIGN_OR_RETURN(result.loss, ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
+                                            batch.labels.matrix(), &dlogits_ref));
+  RunBackward(batch, ws, result);
+  CopyOutputs(ws, result.outputs);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Model::ForwardBackward(const Batch& batch,
+                                                  const StepParams& params) const {
+  StepWorkspace ws;
+  StepResult result;
+  RETURN_IF_ERROR(ForwardBackward(batch, params, ws, result));
+  return result;
+}
+
+absl::Status Model::Forward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
+                            ForwardResult& result) const {
+  const bool with_labels = batch.labels.size() > 0;
+  RETURN_IF_ERROR(CheckBatch(batch, with_labels));
+  RETURN_IF_ERROR(BindParams(params, ws));
+  std::vector<bool> plan(spec_.params.size());
+  for (size_t p = 0; p < plan.size(); ++p) plan[p] = ws.param_gathered[p] != nullptr;
+  RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  RETURN_IF_ERROR(CheckGathered(ws));
+  RunForward(batch, ws);
+  result.loss.reset();
+  if (with_labels) {
+    ASSIGN_OR_RETURN(const float loss, ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
+                                                   batch.labels.matrix(), nullptr));
+    result.loss = loss;
+  }
+  CopyOutputs(ws, result.outputs);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ForwardResult> Model::Forward(const Batch& batch, const StepParams& params) const {
+  StepWorkspace ws;
+  ForwardResult result;
+  RETURN_IF_ERROR(Forward(batch, params, ws, result));
+  return result;
+}
+
+}  // namespace tessera

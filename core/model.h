@@ -1,0 +1,156 @@
+// Model: the runtime of a ModelSpec (core/model_spec.h): forward and backward over a Batch given
+// the current parameter values, for a local trainer (variables as whole tensors) and for a
+// distributed worker (dense variables read whole, embedding tables read only at the rows the
+// batch needs, fetched from parameter-server shards).
+//
+// One step, as a distributed worker runs it:
+//   ASSIGN_OR_RETURN(auto needed, model.RowsNeeded(batch));  // sorted unique ids per table
+//   ... gather needed["user_embedding"] from the shards into `user_rows` ...
+//   StepParams params;
+//   params.full["hidden/kernel"] = kernel_value;           // dense variables: whole values
+//   params.gathered["user_embedding"] = {needed["user_embedding"], user_rows};
+//   RETURN_IF_ERROR(model.ForwardBackward(batch, params, workspace, result));
+//   ... send result.dense_gradients / result.sparse_gradients (global ids) to the shards ...
+// A local trainer passes embedding tables whole in `full` instead, and the model gathers their
+// rows straight into its activations.
+//
+// Thread-safety: a Model is immutable after Create; any number of threads may call its const
+// methods concurrently, each with its own StepWorkspace and StepResult.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/batch.h"
+#include "core/indexed_slices.h"
+#include "core/model_spec.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// An embedding table's rows for one step: row k of `rows` is the table's row `ids[k]`.
+struct EmbeddingRows {
+  absl::Span<const int64_t> ids;  // exactly Model::RowsNeeded's ids for this table
+  ConstTensorView rows;           // [ids.size(), dim]
+};
+
+// The parameter values one step reads. Every parameter of the model appears in exactly one map;
+// the views must stay valid for the call.
+struct StepParams {
+  // Whole values by parameter name: every dense parameter, and embedding tables held whole.
+  std::map<std::string, ConstTensorView> full;
+  // Embedding tables given as the rows the batch needs.
+  std::map<std::string, EmbeddingRows> gathered;
+};
+
+struct ForwardResult {
+  // The mean loss over the batch; set when the batch has labels.
+  std::optional<float> loss;
+  // The spec's outputs by name, each [B, width].
+  std::map<std::string, Tensor> outputs;
+};
+
+struct StepResult {
+  float loss = 0;                         // mean over the batch
+  std::map<std::string, Tensor> outputs;  // the spec's outputs by name, each [B, width]
+  // dLoss/dparam of every trainable dense parameter, of the parameter's shape.
+  std::map<std::string, Tensor> dense_gradients;
+  // dLoss/dparam of every trainable embedding table: the rows of the batch's unique ids, which
+  // are GLOBAL row ids in ascending order (duplicate ids in the batch are already summed).
+  // A trainable parameter the loss does not depend on gets a zero gradient.
+  std::map<std::string, IndexedSlices> sparse_gradients;
+};
+
+// Per-call scratch memory (activations, their gradients, id plans), owned by the caller and
+// reused across calls so that steady-state steps barely allocate. Any workspace works with any
+// model; it grows to the largest batch seen. Not thread-safe: one per concurrent caller.
+class StepWorkspace {
+ public:
+  StepWorkspace() = default;
+
+ private:
+  friend class Model;
+
+  std::vector<RowMatrix> activations;  // per node: its [B, width] output
+  std::vector<RowMatrix> gradients;    // per node: dLoss/d(output), when backpropagated
+  // Per parameter (embedding tables only): the batch's sorted unique ids, and a concatenation
+  // buffer of all its lookups' ids.
+  std::vector<Ids> unique_ids;
+  std::vector<Ids> lookup_ids;
+  // Per node (embedding nodes only): the position of each example's id among unique_ids, which
+  // is also the row it reads from a gathered table.
+  std::vector<std::vector<int64_t>> slots;
+  std::vector<int64_t> scratch_slots;
+  // Per parameter: its value for this call (a whole value, or a gathered table's rows).
+  std::vector<ConstTensorView> param_values;
+  std::vector<const EmbeddingRows*> param_gathered;  // null unless gathered
+};
+
+class Model {
+ public:
+  // Validates `spec` (see ResolveModelSpec for every InvalidArgument it returns) and builds the
+  // runtime.
+  static absl::StatusOr<Model> Create(ModelSpec spec);
+
+  const ModelSpec& spec() const { return spec_; }
+  const ResolvedGraph& graph() const { return graph_; }
+  // The index of parameter `name` in spec().params; NotFound when there is none.
+  absl::StatusOr<int> ParamIndex(absl::string_view name) const;
+  // True for embedding tables: read by rows, sparse gradients. Precondition: valid index.
+  bool IsEmbedding(int param_index) const { return graph_.param_is_embedding[param_index]; }
+
+  // For every embedding table, the sorted unique ids the batch looks up in it (the rows a
+  // worker must gather). InvalidArgument when an ids feature is missing, has the wrong number
+  // of ids, or holds an id outside the table's rows (naming the feature, the example and id).
+  absl::StatusOr<std::map<std::string, Ids>> RowsNeeded(const Batch& batch) const;
+
+  // Forward and backward over `batch`. Reuses `result`'s tensors when their shapes fit (keep one
+  // StepResult per loop so steps do not reallocate). InvalidArgument, leaving `result`
+  // unspecified, when: the batch is empty or a feature is missing or mis-shaped (naming it and
+  // both shapes); an id is out of range; labels are not [B, 1] or are invalid for the loss; a
+  // parameter is missing from `params`, given twice or unknown, or its value has the wrong
+  // shape; a gathered table's ids differ from RowsNeeded's.
+  absl::Status ForwardBackward(const Batch& batch, const StepParams& params,
+                               StepWorkspace& workspace, StepResult& result) const;
+  // Convenience: a fresh workspace and result.
+  absl::StatusOr<StepResult> ForwardBackward(const Batch& batch, const StepParams& params) const;
+
+  // Forward only (evaluation, serving): the outputs, and the loss when the batch has labels
+  // (labels empty: no loss). The same errors as ForwardBackward; only the parameters the
+  // outputs and loss need are read, but every parameter must still be given.
+  absl::Status Forward(const Batch& batch, const StepParams& params, StepWorkspace& workspace,
+                       ForwardResult& result) const;
+  absl::StatusOr<ForwardResult> Forward(const Batch& batch, const StepParams& params) const;
+
+ private:
+  Model(ModelSpec spec, ResolvedGraph graph);
+
+  absl::Status CheckBatch(const Batch& batch, bool need_labels) const;
+  absl::Status BindParams(const StepParams& params, StepWorkspace& ws) const;
+  // Checks every id against its table and, for each table p with plan[p], computes
+  // unique_ids[p] and the slots of its lookups.
+  absl::Status PlanLookups(const Batch& batch, const std::vector<bool>& plan,
+                           StepWorkspace& ws) const;
+  absl::Status CheckGathered(const StepWorkspace& ws) const;
+  void RunForward(const Batch& batch, StepWorkspace& ws) const;
+  void RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const;
+  void CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& outputs) const;
+  // The [B, width] matrix of value `v` (a dense input or a node's output).
+  Eigen::Map<const RowMatrix> Value(const Batch& batch, const StepWorkspace& ws, int v) const;
+
+  ModelSpec spec_;
+  ResolvedGraph graph_;
+  // backprop_[n]: node n's output gradient is computed (the loss depends on it through a
+  // path that reaches a trainable parameter).
+  std::vector<bool> backprop_;
+  // For each parameter, the embedding nodes that look it up.
+  std::vector<std::vector<int>> lookups_;
+  std::map<std::string, int, std::less<>> param_index_;
+};
+
+}  // namespace tessera

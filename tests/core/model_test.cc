@@ -1,0 +1,692 @@
+#include "core/model.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/initializer.h"
+#include "core/layers.h"
+#include "core/losses.h"
+#include "core/reference_models.h"
+
+namespace tessera {
+namespace {
+
+using Variables = std::map<std::string, Tensor>;
+
+bool Contains(const absl::Status& status, const std::string& part) {
+  return std::string(status.message()).find(part) != std::string::npos;
+}
+
+Variables InitVariables(const ModelSpec& spec) {
+  Variables vars;
+  for (const ParamSpec& p : spec.params) {
+    auto value = MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows());
+    REQUIRE(value.ok());
+    vars.emplace(p.name, std::move(*value));
+  }
+  return vars;
+}
+
+StepParams FullParams(const Variables& vars) {
+  StepParams params;
+  for (const auto& [name, value] : vars) params.full.emplace(name, value.view());
+  return params;
+}
+
+Tensor Column(std::vector<float> values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  return *Tensor::FromVector(Shape{n, 1}, std::move(values));
+}
+
+Batch RecsysBatch(Ids users, Ids items, std::vector<float> labels) {
+  Batch batch;
+  batch.size = static_cast<int64_t>(users.size());
+  batch.ids["user"] = std::move(users);
+  batch.ids["item"] = std::move(items);
+  batch.labels = Column(std::move(labels));
+  return batch;
+}
+
+// The tiny recsys model used throughout, with initial values large enough that finite
+// differences are meaningful (Keras' U(-0.05, 0.05) would leave every hidden unit within one
+// eps of relu's kink).
+ModelSpec TinyRecsysSpec() {
+  RecsysModelOptions options;
+  options.num_users = 5;
+  options.num_items = 4;
+  options.embedding_dim = 3;
+  options.hidden_units = 4;
+  options.seed = 1;  // chosen so no hidden unit of the FD batch sits near relu's kink
+  ModelSpec spec = *RecsysModelSpec(options);
+  for (ParamSpec& p : spec.params) {
+    if (p.initializer.name == "random_uniform")
+      p.initializer.params = {{"minval", -1}, {"maxval", 1}};
+    if (p.initializer.name == "zeros")
+      p.initializer = {"random_normal", {{"stddev", 0.5}}, p.initializer.seed + 1};
+  }
+  return spec;
+}
+
+// A model exercising every op; the base of the validation table.
+//   e = embedding(user; emb)  c = concat(e, x)  h = dense(c; w1, b1; 4, relu)  t = tanh(h)
+//   logits = dense(t; w2; 1)  p = sigmoid(logits)
+ModelSpec AllOpsSpec() {
+  ModelSpec spec;
+  spec.name = "all_ops";
+  spec.inputs = {{"user", InputKind::kIds, 1}, {"x", InputKind::kDense, 3}};
+  spec.params = {
+      {"emb", Shape{5, 2}, {"random_uniform", {{"minval", -1}, {"maxval", 1}}, 1}, true, true},
+      {"w1", Shape{5, 4}, {"glorot_uniform", {}, 2}, true, false},
+      {"b1", Shape{4}, {"random_normal", {{"stddev", 0.5}}, 3}, true, false},
+      {"w2", Shape{4, 1}, {"glorot_uniform", {}, 4}, true, false}};
+  spec.nodes = {{"e", kOpEmbedding, {"user"}, {"emb"}, {}, {}},
+                {"c", kOpConcat, {"e", "x"}, {}, {}, {}},
+                {"h", kOpDense, {"c"}, {"w1", "b1"}, {{"units", 4}}, {{"activation", "relu"}}},
+                {"t", kOpTanh, {"h"}, {}, {}, {}},
+                {"logits", kOpDense, {"t"}, {"w2"}, {{"units", 1}}, {}},
+                {"p", kOpSigmoid, {"logits"}, {}, {}, {}}};
+  spec.outputs = {{"logits", "logits"}, {"probability", "p"}};
+  spec.loss = {"sigmoid_cross_entropy", "logits"};
+  return spec;
+}
+
+struct SpecErrorCase {
+  const char* name;
+  std::function<void(ModelSpec&)> mutate;
+  std::vector<std::string> message_parts;
+};
+
+TEST_CASE("an invalid model spec is InvalidArgument naming the offending node") {
+  REQUIRE(Model::Create(AllOpsSpec()).ok());
+  const std::vector<SpecErrorCase> cases = {
+      {"unknown op",
+       [](ModelSpec& s) { s.nodes[4].op = "conv"; },
+       {"node 'logits' (conv): unknown op"}},
+      {"dangling edge",
+       [](ModelSpec& s) { s.nodes[3].inputs = {"nope"}; },
+       {"node 't' (tanh): reads 'nope', which is no input or node"}},
+      {"use before definition",
+       [](ModelSpec& s) {
+         s.nodes[1].inputs = {"e", "t"};
+       },
+       {"node 'c' (concat): reads 't' before its definition"}},
+      {"a node reading itself",
+       [](ModelSpec& s) { s.nodes[3].inputs = {"t"}; },
+       {"node 't' (tanh): reads its own output"}},
+      {"kernel shape mismatch",
+       [](ModelSpec& s) {
+         s.params[1].shape = Shape{6, 4};
+       },
+       {"node 'h' (dense): kernel 'w1' has shape [6, 4]", "input 'c' is 5 wide", "[5, 4]"}},
+      {"units disagreeing with the kernel",
+       [](ModelSpec& s) { s.nodes[2].attrs["units"] = 3; },
+       {"node 'h'", "expected [5, 3]"}},
+      {"bias shape mismatch",
+       [](ModelSpec& s) { s.params[2].shape = Shape{3}; },
+       {"node 'h' (dense): bias 'b1' has shape [3], expected [4]"}},
+      {"duplicate node name",
+       [](ModelSpec& s) { s.nodes[3].name = "h"; },
+       {"node 'h' (tanh): the name is already used"}},
+      {"node named like an input",
+       [](ModelSpec& s) { s.nodes[0].name = "x"; },
+       {"node 'x' (embedding): the name is already used"}},
+      {"duplicate input",
+       [](ModelSpec& s) { s.inputs.push_back(s.inputs[1]); },
+       {"input 'x': the name is used twice"}},
+      {"duplicate parameter",
+       [](ModelSpec& s) { s.params.push_back(s.params[3]); },
+       {"parameter 'w2': the name is used twice"}},
+      {"unused parameter",
+       [](ModelSpec& s) {
+         s.params.push_back({"extra", Shape{2}, {"zeros", {}, 0}, true, false});
+       },
+       {"parameter 'extra' is not used by any node"}},
+      {"parameter in two roles",
+       [](ModelSpec& s) { s.nodes[4].params = {"emb"}; },
+       {"node 'logits' (dense): uses parameter 'emb' as a dense kernel", "as an embedding table"}},
+      {"unknown parameter",
+       [](ModelSpec& s) { s.nodes[4].params = {"w9"}; },
+       {"node 'logits' (dense): unknown parameter 'w9'"}},
+      {"embedding reading a dense input",
+       [](ModelSpec& s) { s.nodes[0].inputs = {"x"}; },
+       {"node 'e' (embedding): reads 'x', which is not an ids input"}},
+      {"ids feeding a concat",
+       [](ModelSpec& s) {
+         s.nodes[1].inputs = {"e", "user"};
+       },
+       {"node 'c' (concat): reads ids input 'user'"}},
+      {"missing units",
+       [](ModelSpec& s) { s.nodes[2].attrs.clear(); },
+       {"node 'h' (dense): missing attribute 'units'"}},
+      {"fractional units",
+       [](ModelSpec& s) { s.nodes[2].attrs["units"] = 2.5; },
+       {"node 'h' (dense): attribute 'units' must be an integer >= 1"}},
+      {"unknown attribute",
+       [](ModelSpec& s) { s.nodes[3].attrs["units"] = 1; },
+       {"node 't' (tanh): unknown attribute 'units'"}},
+      {"unknown activation",
+       [](ModelSpec& s) { s.nodes[2].string_attrs["activation"] = "gelu"; },
+       {"node 'h' (dense): unknown activation 'gelu'"}},
+      {"too many inputs",
+       [](ModelSpec& s) {
+         s.nodes[3].inputs = {"h", "h"};
+       },
+       {"node 't' (tanh): has 2 inputs, expected 1"}},
+      {"a parameter on an activation",
+       [](ModelSpec& s) { s.nodes[3].params = {"w2"}; },
+       {"node 't' (tanh): has 1 parameter, expected 0"}},
+      {"embedding table of rank 3",
+       [](ModelSpec& s) {
+         s.params[0].shape = Shape{5, 2, 1};
+       },
+       {"node 'e' (embedding): embedding table 'emb' must be [rows, dim]"}},
+      {"a zero dimension",
+       [](ModelSpec& s) {
+         s.params[0].shape = Shape{0, 2};
+       },
+       {"parameter 'emb': shape [0, 2] has a dimension < 1"}},
+      {"invalid initializer",
+       [](ModelSpec& s) { s.params[3].initializer.name = "bogus"; },
+       {"parameter 'w2'", "bogus"}},
+      {"dense input of width 0",
+       [](ModelSpec& s) { s.inputs[1].width = 0; },
+       {"input 'x': width must be >= 1"}},
+      {"output naming no node",
+       [](ModelSpec& s) { s.outputs["bad"] = "x"; },
+       {"output 'bad': 'x' is not a node"}},
+      {"unknown loss", [](ModelSpec& s) { s.loss.kind = "hinge"; }, {"loss: unknown loss 'hinge'"}},
+      {"loss on a missing node",
+       [](ModelSpec& s) { s.loss.logits = "zzz"; },
+       {"loss logits: 'zzz' is not a node"}},
+      {"sigmoid loss on a wide node",
+       [](ModelSpec& s) { s.loss.logits = "h"; },
+       {"logits node 'h' is 4 wide, expected 1"}},
+  };
+  for (const SpecErrorCase& c : cases) {
+    INFO(c.name);
+    ModelSpec spec = AllOpsSpec();
+    c.mutate(spec);
+    auto model = Model::Create(spec);
+    REQUIRE_FALSE(model.ok());
+    CHECK(model.status().code() == absl::StatusCode::kInvalidArgument);
+    for (const std::string& part : c.message_parts) {
+      INFO(model.status().message());
+      CHECK(Contains(model.status(), part));
+    }
+  }
+}
+
+// The tiny recsys model composed by hand from the layer kernels.
+struct HandComposed {
+  float loss = 0;
+  RowMatrix logits, probability;
+  Ids users, items;  // unique ids
+  RowMatrix user_grad, item_grad;
+  RowMatrix hidden_preactivation;
+  Variables dense_grads;
+};
+
+HandComposed ComposeByHand(const Variables& v, const Batch& batch) {
+  HandComposed out;
+  const int64_t b = batch.size;
+  const int64_t d = v.at("user_embedding").row_size();
+  const int64_t h = v.at("hidden/bias").size();
+  RowMatrix u(b, d), i(b, d), f(b, 2 * d), hidden(b, h);
+  EmbeddingForward(v.at("user_embedding").matrix(), batch.ids.at("user"), u);
+  EmbeddingForward(v.at("item_embedding").matrix(), batch.ids.at("item"), i);
+  ConcatForward(std::vector<ConstMatrixRef>{u, i}, f);
+  out.hidden_preactivation = f * v.at("hidden/kernel").matrix();
+  out.hidden_preactivation.rowwise() +=
+      Eigen::Map<const Eigen::RowVectorXf>(v.at("hidden/bias").data(), h);
+  DenseForward(f, v.at("hidden/kernel").matrix(), v.at("hidden/bias").values(), Activation::kRelu,
+               hidden);
+  out.logits.resize(b, 1);
+  DenseForward(hidden, v.at("logits/kernel").matrix(), v.at("logits/bias").values(),
+               Activation::kLinear, out.logits);
+  out.probability.resize(b, 1);
+  ActivationForward(Activation::kSigmoid, out.logits, out.probability);
+  RowMatrix dlogits(b, 1);
+  MatrixRef dlogits_ref(dlogits);
+  out.loss = *SigmoidCrossEntropyWithLogits(out.logits, batch.labels.matrix(), &dlogits_ref);
+
+  for (const char* name : {"hidden/kernel", "hidden/bias", "logits/kernel", "logits/bias"}) {
+    out.dense_grads.emplace(name, Tensor(v.at(name).shape()));
+  }
+  RowMatrix dz(b, 1), dhidden = RowMatrix::Zero(b, h);
+  MatrixRef dw2(out.dense_grads["logits/kernel"].matrix());
+  MatrixRef dhidden_ref(dhidden);
+  DenseBackward(hidden, v.at("logits/kernel").matrix(), out.logits, dlogits, Activation::kLinear,
+                dz, &dw2, out.dense_grads["logits/bias"].values(), &dhidden_ref);
+  RowMatrix dz1(b, h), df = RowMatrix::Zero(b, 2 * d);
+  MatrixRef dw1(out.dense_grads["hidden/kernel"].matrix());
+  MatrixRef df_ref(df);
+  DenseBackward(f, v.at("hidden/kernel").matrix(), hidden, dhidden, Activation::kRelu, dz1, &dw1,
+                out.dense_grads["hidden/bias"].values(), &df_ref);
+  std::vector<int64_t> user_slots, item_slots;
+  UniqueIds(batch.ids.at("user"), out.users, user_slots);
+  UniqueIds(batch.ids.at("item"), out.items, item_slots);
+  out.user_grad = RowMatrix::Zero(static_cast<int64_t>(out.users.size()), d);
+  out.item_grad = RowMatrix::Zero(static_cast<int64_t>(out.items.size()), d);
+  EmbeddingBackward(user_slots, df.leftCols(d), out.user_grad);
+  EmbeddingBackward(item_slots, df.rightCols(d), out.item_grad);
+  return out;
+}
+
+void CheckSameMatrix(ConstMatrixRef got, ConstMatrixRef want) {
+  REQUIRE(got.rows() == want.rows());
+  REQUIRE(got.cols() == want.cols());
+  for (int64_t r = 0; r < got.rows(); ++r) {
+    for (int64_t c = 0; c < got.cols(); ++c) CHECK(got(r, c) == doctest::Approx(want(r, c)));
+  }
+}
+
+TEST_CASE("the model's forward and backward equal the hand-composed layer chain") {
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  // User 1 appears three times, item 2 twice: their gradient rows must be sums.
+  const Batch batch = RecsysBatch({1, 3, 1, 1}, {0, 2, 2, 3}, {1, 0, 1, 0});
+  auto result = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(result.ok());
+  const HandComposed want = ComposeByHand(vars, batch);
+
+  CHECK(result->loss == doctest::Approx(want.loss));
+  CheckSameMatrix(result->outputs.at("logits").matrix(), want.logits);
+  CheckSameMatrix(result->outputs.at("probability").matrix(), want.probability);
+  CHECK(result->dense_gradients.size() == 4);
+  for (const auto& [name, grad] : want.dense_grads) {
+    INFO(name);
+    CheckSameMatrix(result->dense_gradients.at(name).matrix(), grad.matrix());
+  }
+  REQUIRE(result->sparse_gradients.size() == 2);
+  const IndexedSlices& users = result->sparse_gradients.at("user_embedding");
+  CHECK(users.indices == Ids{1, 3});
+  CHECK(users.indices == want.users);
+  CheckSameMatrix(users.values.matrix(), want.user_grad);
+  const IndexedSlices& items = result->sparse_gradients.at("item_embedding");
+  CHECK(items.indices == Ids{0, 2, 3});
+  CheckSameMatrix(items.values.matrix(), want.item_grad);
+}
+
+// Central differences of the model's mean loss with respect to every element of `var`.
+RowMatrix NumericGradient(const Model& model, Variables& vars, const std::string& name,
+                          const Batch& batch) {
+  constexpr float kEps = 1e-2f;
+  Tensor& var = vars.at(name);
+  RowMatrix grad(var.rows(), var.row_size());
+  for (int64_t k = 0; k < var.size(); ++k) {
+    const float saved = var.data()[k];
+    var.data()[k] = saved + kEps;
+    const double plus = *model.Forward(batch, FullParams(vars))->loss;
+    var.data()[k] = saved - kEps;
+    const double minus = *model.Forward(batch, FullParams(vars))->loss;
+    var.data()[k] = saved;
+    grad.data()[k] = static_cast<float>((plus - minus) / (2.0 * kEps));
+  }
+  return grad;
+}
+
+TEST_CASE("the whole recsys model's gradients match finite differences") {
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  Variables vars = InitVariables(spec);
+  const Batch batch = RecsysBatch({1, 3, 1, 0}, {0, 2, 2, 3}, {1, 0, 0, 1});
+  // Precondition of a meaningful check: no hidden unit within reach of relu's kink.
+  const HandComposed hand = ComposeByHand(vars, batch);
+  REQUIRE(hand.hidden_preactivation.cwiseAbs().minCoeff() > 0.05f);
+  auto result = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(result.ok());
+  for (const ParamSpec& p : spec.params) {
+    INFO(p.name);
+    RowMatrix analytic = RowMatrix::Zero(p.shape.rows(), p.shape.row_size());
+    auto sparse = result->sparse_gradients.find(p.name);
+    if (sparse != result->sparse_gradients.end()) {
+      // Rows the batch does not touch must have a zero numeric gradient.
+      for (size_t k = 0; k < sparse->second.indices.size(); ++k) {
+        analytic.row(sparse->second.indices[k]) = sparse->second.values.matrix().row(k);
+      }
+    } else {
+      analytic = result->dense_gradients.at(p.name).matrix();
+    }
+    const RowMatrix numeric = NumericGradient(*model, vars, p.name, batch);
+    for (int64_t k = 0; k < analytic.size(); ++k) {
+      INFO("element " << k);
+      CHECK(analytic.data()[k] == doctest::Approx(numeric.data()[k]).epsilon(1e-2).scale(0.1));
+    }
+  }
+}
+
+TEST_CASE("a table shared by two lookups sums both lookups' gradients per id") {
+  ModelSpec spec;
+  spec.inputs = {{"a", InputKind::kIds, 1}, {"b", InputKind::kIds, 1}};
+  spec.params = {
+      {"table", Shape{4, 2}, {"random_uniform", {{"minval", -1}, {"maxval", 1}}, 5}, true, true},
+      {"w", Shape{4, 1}, {"glorot_uniform", {}, 6}, true, false}};
+  spec.nodes = {{"ea", kOpEmbedding, {"a"}, {"table"}, {}, {}},
+                {"eb", kOpEmbedding, {"b"}, {"table"}, {}, {}},
+                {"c", kOpConcat, {"ea", "eb"}, {}, {}, {}},
+                {"logits", kOpDense, {"c"}, {"w"}, {{"units", 1}}, {}}};
+  spec.loss = {"sigmoid_cross_entropy", "logits"};
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  Variables vars = InitVariables(spec);
+  Batch batch;
+  batch.size = 2;
+  batch.ids["a"] = {2, 0};
+  batch.ids["b"] = {2, 3};
+  batch.labels = Column({1, 0});
+  auto needed = model->RowsNeeded(batch);
+  REQUIRE(needed.ok());
+  CHECK(needed->at("table") == Ids{0, 2, 3});
+  auto result = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(result.ok());
+  const IndexedSlices& grad = result->sparse_gradients.at("table");
+  CHECK(grad.indices == Ids{0, 2, 3});
+  const RowMatrix numeric = NumericGradient(*model, vars, "table", batch);
+  for (size_t k = 0; k < grad.indices.size(); ++k) {
+    for (int c = 0; c < 2; ++c) {
+      CHECK(grad.values.matrix()(k, c) ==
+            doctest::Approx(numeric(grad.indices[k], c)).epsilon(1e-2).scale(0.1));
+    }
+  }
+  CHECK(numeric.row(1).isZero());
+}
+
+TEST_CASE("gathered embedding rows give exactly the whole-table result") {
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  const Batch batch = RecsysBatch({4, 0, 4}, {3, 3, 1}, {0, 1, 1});
+  auto needed = model->RowsNeeded(batch);
+  REQUIRE(needed.ok());
+  REQUIRE(needed->size() == 2);
+  CHECK(needed->at("user_embedding") == Ids{0, 4});
+  CHECK(needed->at("item_embedding") == Ids{1, 3});
+
+  Variables gathered_rows;
+  StepParams params;
+  for (const auto& [name, value] : vars) {
+    auto ids = needed->find(name);
+    if (ids == needed->end()) {
+      params.full.emplace(name, value.view());
+      continue;
+    }
+    Tensor rows(value.shape().WithRows(static_cast<int64_t>(ids->second.size())));
+    for (size_t k = 0; k < ids->second.size(); ++k) {
+      rows.matrix().row(k) = value.matrix().row(ids->second[k]);
+    }
+    gathered_rows.emplace(name, std::move(rows));
+    params.gathered.emplace(name, EmbeddingRows{ids->second, gathered_rows.at(name).view()});
+  }
+  auto gathered = model->ForwardBackward(batch, params);
+  REQUIRE(gathered.ok());
+  auto full = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(full.ok());
+  CHECK(gathered->loss == full->loss);
+  for (const auto& [name, grad] : full->dense_gradients) {
+    CHECK(gathered->dense_gradients.at(name).matrix() == grad.matrix());
+  }
+  for (const auto& [name, grad] : full->sparse_gradients) {
+    CHECK(gathered->sparse_gradients.at(name).indices == grad.indices);
+    CHECK(gathered->sparse_gradients.at(name).values.matrix() == grad.values.matrix());
+  }
+  auto forward = model->Forward(batch, params);
+  REQUIRE(forward.ok());
+  CHECK(forward->outputs.at("logits").matrix() == full->outputs.at("logits").matrix());
+
+  // Rows for other ids than the batch needs are refused.
+  const Ids too_few = {4};
+  Tensor one_row(Shape{1, 3});
+  params.gathered["user_embedding"] = EmbeddingRows{too_few, one_row.view()};
+  auto mismatch = model->ForwardBackward(batch, params);
+  CHECK(mismatch.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Contains(mismatch.status(), "gathered rows of 'user_embedding' are for 1 ids"));
+}
+
+struct CallErrorCase {
+  const char* name;
+  std::function<void(Batch&, StepParams&)> mutate;
+  const char* message_part;
+};
+
+TEST_CASE("bad batches and parameters are InvalidArgument naming what is wrong") {
+  const ModelSpec spec = AllOpsSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  Batch base;
+  base.size = 2;
+  base.ids["user"] = {1, 4};
+  base.dense["x"] = Tensor(Shape{2, 3}, 0.5f);
+  base.labels = Column({0, 1});
+  REQUIRE(model->ForwardBackward(base, FullParams(vars)).ok());
+  Tensor wrong_shape(Shape{5, 3});
+  const Ids two_ids = {1, 4};
+  Tensor two_rows(Shape{2, 1});
+  const std::vector<CallErrorCase> cases = {
+      {"empty batch", [](Batch& b, StepParams&) { b.size = 0; }, "size must be >= 1, got 0"},
+      {"missing ids feature", [](Batch& b, StepParams&) { b.ids.clear(); },
+       "missing ids feature 'user'"},
+      {"too few ids", [](Batch& b, StepParams&) { b.ids["user"] = {1}; },
+       "ids feature 'user' has 1 ids, expected 2"},
+      {"dense feature of the wrong width",
+       [](Batch& b, StepParams&) {
+         b.dense["x"] = Tensor(Shape{2, 4});
+       },
+       "dense feature 'x' has shape [2, 4], expected [2, 3]"},
+      {"id out of range",
+       [](Batch& b, StepParams&) {
+         b.ids["user"] = {1, 5};
+       },
+       "node 'e': id 5 of example 1 (feature 'user') is out of range [0, 5)"},
+      {"negative id",
+       [](Batch& b, StepParams&) {
+         b.ids["user"] = {-1, 0};
+       },
+       "id -1 of example 0"},
+      {"missing labels", [](Batch& b, StepParams&) { b.labels = Tensor(); },
+       "labels have shape [0], expected [2, 1]"},
+      {"invalid label",
+       [](Batch& b, StepParams&) {
+         b.labels = Column({0, 2});
+       },
+       "label 2 of example 1 is outside [0, 1]"},
+      {"missing parameter", [](Batch&, StepParams& p) { p.full.erase("w1"); },
+       "parameter 'w1' is missing"},
+      {"unknown parameter",
+       [&](Batch&, StepParams& p) { p.full.emplace("w9", wrong_shape.view()); },
+       "unknown parameter 'w9'"},
+      {"parameter of the wrong shape",
+       [&](Batch&, StepParams& p) { p.full["w1"] = wrong_shape.view(); },
+       "parameter 'w1': shape [5, 3] does not match expected [5, 4]"},
+      {"dense parameter gathered",
+       [&](Batch&, StepParams& p) {
+         p.full.erase("w2");
+         p.gathered.emplace("w2", EmbeddingRows{two_ids, two_rows.view()});
+       },
+       "'w2' is a dense parameter"},
+      {"table given twice",
+       [&](Batch&, StepParams& p) {
+         p.gathered.emplace("emb", EmbeddingRows{two_ids, two_rows.view()});
+       },
+       "parameter 'emb' is given both whole and gathered"},
+      {"gathered rows of the wrong width",
+       [&](Batch&, StepParams& p) {
+         p.full.erase("emb");
+         p.gathered.emplace("emb", EmbeddingRows{two_ids, two_rows.view()});
+       },
+       "gathered rows of 'emb': shape [2, 1] does not match expected [2, 2]"},
+  };
+  for (const CallErrorCase& c : cases) {
+    INFO(c.name);
+    Batch batch = base;
+    StepParams params = FullParams(vars);
+    c.mutate(batch, params);
+    auto result = model->ForwardBackward(batch, params);
+    REQUIRE_FALSE(result.ok());
+    CHECK(result.status().code() == absl::StatusCode::kInvalidArgument);
+    INFO(result.status().message());
+    CHECK(Contains(result.status(), c.message_part));
+  }
+}
+
+TEST_CASE("forward alone gives the step's outputs, and the loss only when labels are given") {
+  const ModelSpec spec = AllOpsSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  Batch batch;
+  batch.size = 3;
+  batch.ids["user"] = {0, 2, 2};
+  batch.dense["x"] = *Tensor::FromVector(Shape{3, 3}, {1, -1, 0.5, 0, 2, -2, 0.3, 0.3, 0.3});
+  batch.labels = Column({1, 0, 1});
+  auto step = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(step.ok());
+  auto forward = model->Forward(batch, FullParams(vars));
+  REQUIRE(forward.ok());
+  REQUIRE(forward->loss.has_value());
+  CHECK(*forward->loss == step->loss);
+  CHECK(forward->outputs.at("probability").matrix() == step->outputs.at("probability").matrix());
+  for (int b = 0; b < 3; ++b) {
+    const float logit = step->outputs.at("logits").matrix()(b, 0);
+    CHECK(step->outputs.at("probability").matrix()(b, 0) ==
+          doctest::Approx(1.0 / (1.0 + std::exp(-logit))));
+  }
+  batch.labels = Tensor();
+  auto serving = model->Forward(batch, FullParams(vars));
+  REQUIRE(serving.ok());
+  CHECK_FALSE(serving->loss.has_value());
+  CHECK(serving->outputs.at("logits").matrix() == step->outputs.at("logits").matrix());
+}
+
+TEST_CASE("a frozen parameter gets no gradient and stops backpropagation below it") {
+  ModelSpec spec = AllOpsSpec();
+  spec.params[0].trainable = false;  // emb
+  spec.params[1].trainable = false;  // w1
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  Batch batch;
+  batch.size = 1;
+  batch.ids["user"] = {3};
+  batch.dense["x"] = Tensor(Shape{1, 3}, 1.0f);
+  batch.labels = Column({1});
+  auto result = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(result.ok());
+  CHECK(result->sparse_gradients.empty());
+  CHECK(result->dense_gradients.count("w1") == 0);
+  CHECK(result->dense_gradients.count("b1") == 1);
+  CHECK(result->dense_gradients.count("w2") == 1);
+}
+
+TEST_CASE("a reused workspace and result give the same values without reallocating") {
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  const StepParams params = FullParams(vars);
+  const Batch first = RecsysBatch({1, 2, 3}, {0, 1, 2}, {1, 0, 1});
+  const Batch second = RecsysBatch({4, 4, 0}, {3, 3, 3}, {0, 0, 1});
+  StepWorkspace ws;
+  StepResult result;
+  REQUIRE(model->ForwardBackward(first, params, ws, result).ok());
+  const float* kernel_grad = result.dense_gradients.at("hidden/kernel").data();
+  REQUIRE(model->ForwardBackward(second, params, ws, result).ok());
+  CHECK(result.dense_gradients.at("hidden/kernel").data() == kernel_grad);
+  auto fresh = model->ForwardBackward(second, params);
+  REQUIRE(fresh.ok());
+  CHECK(result.loss == fresh->loss);
+  CHECK(result.sparse_gradients.at("item_embedding").indices == Ids{3});
+  CHECK(result.sparse_gradients.at("user_embedding").values.matrix() ==
+        fresh->sparse_gradients.at("user_embedding").values.matrix());
+  CHECK(result.dense_gradients.at("hidden/kernel").matrix() ==
+        fresh->dense_gradients.at("hidden/kernel").matrix());
+}
+
+TEST_CASE("one model serves concurrent steps from several threads") {
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  const StepParams params = FullParams(vars);
+  const Batch batch = RecsysBatch({1, 2, 3, 4}, {0, 1, 2, 3}, {1, 0, 1, 0});
+  auto expected = model->ForwardBackward(batch, params);
+  REQUIRE(expected.ok());
+  std::vector<float> losses(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      StepWorkspace ws;
+      StepResult result;
+      for (int k = 0; k < 50; ++k) {
+        if (!model->ForwardBackward(batch, params, ws, result).ok()) return;
+      }
+      losses[t] = result.loss;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (float loss : losses) CHECK(loss == expected->loss);
+}
+
+TEST_CASE("the reference specs are valid, Keras-initialized and seeded from one model seed") {
+  RecsysModelOptions recsys;
+  recsys.seed = 7;
+  auto spec = RecsysModelSpec(recsys);
+  REQUIRE(spec.ok());
+  auto model = Model::Create(*spec);
+  REQUIRE(model.ok());
+  REQUIRE(spec->params.size() == 6);
+  CHECK(spec->params[0].name == "user_embedding");
+  CHECK(spec->params[0].shape == Shape{100000, 32});
+  CHECK(spec->params[0].partitioned);
+  CHECK(spec->params[0].initializer.name == "random_uniform");
+  CHECK(spec->params[1].shape == Shape{10000, 32});
+  CHECK(spec->params[2].name == "hidden/kernel");
+  CHECK(spec->params[2].shape == Shape{64, 64});
+  CHECK(spec->params[2].initializer.name == "glorot_uniform");
+  CHECK_FALSE(spec->params[2].partitioned);
+  CHECK(spec->params[3].initializer.name == "zeros");
+  CHECK(spec->params[4].shape == Shape{64, 1});
+  CHECK(model->IsEmbedding(0));
+  CHECK_FALSE(model->IsEmbedding(2));
+  CHECK(*model->ParamIndex("logits/bias") == 5);
+  CHECK(model->ParamIndex("nope").status().code() == absl::StatusCode::kNotFound);
+  CHECK(spec->outputs.count("probability") == 1);
+  std::set<uint64_t> seeds;
+  for (const ParamSpec& p : spec->params) seeds.insert(p.initializer.seed);
+  CHECK(seeds.size() == 6);
+  CHECK(*RecsysModelSpec(recsys) == *spec);
+  recsys.seed = 8;
+  CHECK(RecsysModelSpec(recsys)->params[0].initializer.seed != spec->params[0].initializer.seed);
+
+  auto mlp = MlpModelSpec(MlpModelOptions{});
+  REQUIRE(mlp.ok());
+  REQUIRE(Model::Create(*mlp).ok());
+  CHECK(mlp->inputs[0].name == "pixels");
+  CHECK(mlp->inputs[0].width == 784);
+  CHECK(mlp->params.size() == 6);
+  CHECK(mlp->params[2].shape == Shape{256, 128});
+  CHECK(mlp->params[4].shape == Shape{128, 10});
+  CHECK(mlp->loss.kind == "softmax_cross_entropy");
+  CHECK(mlp->outputs.count("probabilities") == 1);
+
+  recsys.embedding_dim = 0;
+  auto bad = RecsysModelSpec(recsys);
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Contains(bad.status(), "embedding_dim"));
+  MlpModelOptions one_class;
+  one_class.num_classes = 1;
+  CHECK(MlpModelSpec(one_class).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,219 @@
+// Every atom and message type Tessera's actors exchange, their `inspect` overloads (so they can
+// cross the network), and the one function that registers them all with an actor system.
+//
+// Wire format (see Note [Bulk tensor payloads]): tensors and id lists travel as their shape or
+// count followed by one raw block of bytes, never element by element. Loading validates before
+// allocating: a negative or overflowing shape, an absurd size or a truncated buffer becomes a
+// DataLoss error (a Tessera caf::error, actors/error.h), never a crash or a huge allocation.
+//
+// Thread-safety: the types are values; RegisterTesseraTypes mutates only the config it is given.
+#pragma once
+
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/deserializer.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/indexed_slices.h"
+#include "core/initializer.h"
+#include "core/optimizer.h"
+#include "core/scatter.h"
+#include "core/shard_state.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// -- Atoms (at most 10 characters each) ------------------------------------------------------
+
+// Shard actor (actors/shard_actor.h).
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using gather_atom = caf::atom_constant<caf::atom("gather")>;
+using assign_atom = caf::atom_constant<caf::atom("assign")>;
+using scatter_atom = caf::atom_constant<caf::atom("scatter")>;
+using apply_grad_atom = caf::atom_constant<caf::atom("apply_grad")>;
+using set_opt_atom = caf::atom_constant<caf::atom("set_opt")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
+
+// PS node actor (actors/ps_node_actor.h).
+using create_shard_atom = caf::atom_constant<caf::atom("new_shard")>;
+using drop_shard_atom = caf::atom_constant<caf::atom("drop_shard")>;
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
+using list_atom = caf::atom_constant<caf::atom("list")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using ping_atom = caf::atom_constant<caf::atom("ping")>;
+using pong_atom = caf::atom_constant<caf::atom("pong")>;
+
+// -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
+// OptimizerSpec and InitializerSpec travel as they are) -----------------------------------------
+
+// Rows read from a shard (the whole block, or gathered rows), with the shard's version when they
+// were read.
+struct ShardValue {
+  Tensor value;
+  int64_t version = 0;
+};
+
+// Block-local row ids for a gather. A struct (not a bare Ids) so the ids travel as one raw block.
+struct RowIds {
+  Ids ids;
+};
+
+// What a PS node holds.
+struct PsNodeStats {
+  int32_t task = 0;               // the node's PS task index
+  int64_t num_shards = 0;         // == shards.size()
+  int64_t bytes = 0;              // sum of the shards' bytes (blocks and optimizer slots)
+  std::vector<ShardInfo> shards;  // sorted by name
+};
+
+// Registers every type above and below, the actor handles (shard_actor, ps_node_actor) and the
+// Tessera error category (actors/error.h) with `cfg`. Call once per config, before the system is
+// built.
+void RegisterTesseraTypes(caf::actor_system_config& cfg);
+
+// For CAF's stringification (logs, to_string of messages).
+std::string to_string(ScatterOp op);
+std::string to_string(AssignKind kind);
+std::string to_string(DType dtype);
+
+// Note [Bulk tensor payloads]
+// CAF 0.17 serializes a std::vector<float> element by element (~110 MB/s); one apply_raw over a
+// byte block is ~13x faster (DESIGN.md §4). So a Tensor is written as its dims (rank, then int64
+// each) followed by rows * row_size float32 values as raw little-endian bytes, and an id list as
+// its count followed by raw int64s. Loading first checks the dims (rank <= kMaxWireRank, no
+// negative dim, at most kMaxWireElements elements) and, with a binary_deserializer, that the
+// buffer still holds that many bytes; with any other deserializer it reads in bounded chunks, so
+// memory grows only with bytes that actually arrived.
+namespace wire {
+
+constexpr int kMaxWireRank = 8;
+// 2^34 floats (64 GiB): far above any real message; a guard against forged sizes.
+constexpr int64_t kMaxWireElements = int64_t{1} << 34;
+
+caf::error SaveShape(caf::serializer& sink, const Shape& shape);
+caf::error LoadShape(caf::deserializer& source, Shape& shape);
+caf::error SaveTensor(caf::serializer& sink, const Tensor& tensor);
+caf::error LoadTensor(caf::deserializer& source, Tensor& tensor);
+caf::error SaveIds(caf::serializer& sink, const Ids& ids);
+caf::error LoadIds(caf::deserializer& source, Ids& ids);
+
+// Dispatches a bulk-payload type to its save / load function, or shows a summary for CAF's
+// read-only inspectors (stringification).
+template <class Inspector, class T, class Save, class Load, class Show>
+typename Inspector::result_type Dispatch(Inspector& f, T& x, Save save, Load load, Show show) {
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    return save(static_cast<caf::serializer&>(f), x);
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    return load(static_cast<caf::deserializer&>(f), x);
+  } else {
+    static_assert(Inspector::reads_state, "unknown loading inspector for a bulk payload");
+    return show(f, x);
+  }
+}
+
+}  // namespace wire
+
+// -- inspect overloads -------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Shape& x) {
+  return wire::Dispatch(f, x, wire::SaveShape, wire::LoadShape, [](Inspector& g, Shape& s) {
+    std::vector<int64_t> dims = s.dims();
+    return g(caf::meta::type_name("tessera::Shape"), dims);
+  });
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Tensor& x) {
+  return wire::Dispatch(f, x, wire::SaveTensor, wire::LoadTensor, [](Inspector& g, Tensor& t) {
+    std::vector<int64_t> dims = t.shape().dims();  // the shape only: values can be huge
+    return g(caf::meta::type_name("tessera::Tensor"), dims);
+  });
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RowIds& x) {
+  return wire::Dispatch(
+      f, x, [](caf::serializer& s, RowIds& r) { return wire::SaveIds(s, r.ids); },
+      [](caf::deserializer& d, RowIds& r) { return wire::LoadIds(d, r.ids); },
+      [](Inspector& g, RowIds& r) { return g(caf::meta::type_name("tessera::RowIds"), r.ids); });
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, IndexedSlices& x) {
+  return wire::Dispatch(
+      f, x,
+      [](caf::serializer& s, IndexedSlices& v) -> caf::error {
+        if (auto err = wire::SaveIds(s, v.indices)) return err;
+        return wire::SaveTensor(s, v.values);
+      },
+      [](caf::deserializer& d, IndexedSlices& v) -> caf::error {
+        if (auto err = wire::LoadIds(d, v.indices)) return err;
+        return wire::LoadTensor(d, v.values);
+      },
+      [](Inspector& g, IndexedSlices& v) {
+        std::vector<int64_t> dims = v.values.shape().dims();
+        return g(caf::meta::type_name("tessera::IndexedSlices"), v.indices, dims);
+      });
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, OptimizerSpec& x) {
+  return f(caf::meta::type_name("tessera::OptimizerSpec"), x.name, x.params);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, InitializerSpec& x) {
+  return f(caf::meta::type_name("tessera::InitializerSpec"), x.name, x.params, x.seed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardSpec& x) {
+  // std::optional has no CAF 0.17 support: a flag plus a value, put back by a load callback.
+  bool has_optimizer = x.optimizer.has_value();
+  OptimizerSpec optimizer = has_optimizer ? *x.optimizer : OptimizerSpec{};
+  auto put_back = caf::meta::load_callback([&]() -> caf::error {
+    if (has_optimizer) {
+      x.optimizer = std::move(optimizer);
+    } else {
+      x.optimizer.reset();
+    }
+    return caf::none;
+  });
+  return f(caf::meta::type_name("tessera::ShardSpec"), x.variable, x.shard_index, x.num_shards,
+           x.full_shape, x.row_offset, x.rows, x.dtype, x.initializer, has_optimizer, optimizer,
+           put_back);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardSnapshot& x) {
+  return f(caf::meta::type_name("tessera::ShardSnapshot"), x.value, x.slot_names, x.slots, x.step,
+           x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
+  return f(caf::meta::type_name("tessera::ShardInfo"), x.name, x.full_shape, x.row_offset,
+           x.block_shape, x.dtype, x.optimizer, x.version, x.bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardValue& x) {
+  return f(caf::meta::type_name("tessera::ShardValue"), x.value, x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PsNodeStats& x) {
+  return f(caf::meta::type_name("tessera::PsNodeStats"), x.task, x.num_shards, x.bytes, x.shards);
+}
+
+}  // namespace tessera

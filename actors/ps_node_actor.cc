@@ -1,0 +1,140 @@
+#include "actors/ps_node_actor.h"
+
+#include <algorithm>
+#include <caf/exit_reason.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message_id.hpp>
+#include <caf/system_messages.hpp>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+
+namespace tessera {
+namespace {
+
+using NodePointer = ps_node_actor::stateful_pointer<PsNodeState>;
+
+// Collects the shards' ShardInfo replies for one stats request (0.17 has no fan_out_request:
+// join the replies with a counter, DESIGN.md §4).
+struct StatsJoin {
+  caf::typed_response_promise<PsNodeStats> promise;
+  PsNodeStats stats;
+  size_t pending = 0;
+  bool done = false;
+};
+
+caf::result<PsNodeStats> CollectStats(NodePointer self) {
+  PsNodeStats empty;
+  empty.task = self->state.task;
+  if (self->state.shards->empty()) return empty;
+  auto join = std::make_shared<StatsJoin>();
+  join->promise = self->make_response_promise<PsNodeStats>();
+  join->stats = std::move(empty);
+  join->pending = self->state.shards->size();
+  for (const auto& [name, shard] : *self->state.shards) {
+    self->request(shard, caf::infinite, info_atom::value)
+        .then(
+            [join](ShardInfo& info) {
+              if (join->done) return;
+              join->stats.bytes += info.bytes;
+              join->stats.shards.push_back(std::move(info));
+              if (--join->pending > 0) return;
+              join->done = true;
+              std::sort(join->stats.shards.begin(), join->stats.shards.end(),
+                        [](const ShardInfo& a, const ShardInfo& b) { return a.name < b.name; });
+              join->stats.num_shards = static_cast<int64_t>(join->stats.shards.size());
+              join->promise.deliver(std::move(join->stats));
+            },
+            [join, name = name](caf::error& err) {
+              if (join->done) return;
+              join->done = true;
+              join->promise.deliver(StatusToError(absl::UnavailableError(absl::StrCat(
+                  "stats: shard ", name, " did not answer: ", ErrorToStatus(err).message()))));
+            });
+  }
+  return join->promise;
+}
+
+// Note [Shard lifetimes] (ps_node_actor.h): when the node exits, each live shard gets an exit
+// message with the node's reason (a normal exit becomes user_shutdown, which shards do not
+// ignore).
+void StopShardsOnExit(NodePointer self) {
+  self->attach_functor([shards = self->state.shards, node = self->address()](
+                           const caf::error& reason, caf::execution_unit* host) {
+    caf::error why = reason;
+    if (!why || why == caf::exit_reason::normal) why = caf::exit_reason::user_shutdown;
+    for (const auto& entry : *shards) {
+      entry.second->enqueue(nullptr, caf::make_message_id(),
+                            caf::make_message(caf::exit_msg{node, why}), host);
+    }
+    shards->clear();
+  });
+}
+
+}  // namespace
+
+ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
+  self->state.task = task;
+  StopShardsOnExit(self);
+  // A monitored shard that went down is forgotten; the node carries on.
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& shards = *self->state.shards;
+    for (auto it = shards.begin(); it != shards.end(); ++it) {
+      if (it->second.address() == msg.source) {
+        shards.erase(it);
+        return;
+      }
+    }
+  });
+  return {
+      [self](create_shard_atom, const ShardSpec& spec) -> caf::result<shard_actor> {
+        const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+        if (self->state.shards->count(name) > 0) {
+          return StatusToError(absl::AlreadyExistsError(
+              absl::StrCat("ps node ", self->state.task, " already holds shard ", name)));
+        }
+        auto shard = ShardState::Create(spec);
+        if (!shard.ok()) return StatusToError(shard.status());
+        shard_actor actor =
+            self->spawn(ShardActor, std::make_shared<ShardState>(std::move(shard).value()));
+        self->monitor(actor);
+        self->state.shards->emplace(name, actor);
+        return actor;
+      },
+      [self](drop_shard_atom, const std::string& name) -> caf::result<void> {
+        auto it = self->state.shards->find(name);
+        if (it == self->state.shards->end()) {
+          return StatusToError(absl::NotFoundError(
+              absl::StrCat("ps node ", self->state.task, " holds no shard ", name)));
+        }
+        self->demonitor(it->second.address());
+        self->send_exit(it->second, caf::exit_reason::user_shutdown);
+        self->state.shards->erase(it);
+        return caf::unit;
+      },
+      [self](lookup_atom, const std::string& name) -> caf::result<shard_actor> {
+        auto it = self->state.shards->find(name);
+        if (it == self->state.shards->end()) {
+          return StatusToError(absl::NotFoundError(
+              absl::StrCat("ps node ", self->state.task, " holds no shard ", name)));
+        }
+        return it->second;
+      },
+      [self](list_atom) -> std::vector<std::string> {
+        std::vector<std::string> names;
+        names.reserve(self->state.shards->size());
+        for (const auto& entry : *self->state.shards) names.push_back(entry.first);
+        return names;
+      },
+      [self](stats_atom) -> caf::result<PsNodeStats> { return CollectStats(self); },
+      [](ping_atom) -> pong_atom { return pong_atom::value; },
+  };
+}
+
+ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task) {
+  return system.spawn(PsNodeActor, task);
+}
+
+}  // namespace tessera

@@ -1,0 +1,133 @@
+// Test support for actor tests: a deterministic actor system (CAF's testing scheduler, no
+// threads) with a request helper, and small shard fixtures.
+//
+// CAF's own test DSL (caf/test/dsl.hpp) pulls in CAF's unit-test framework, which clashes with
+// doctest, so this drives caf::scheduler::test_coordinator directly. A blocking receive
+// (scoped_actor) would hang under it: requests go through a helper event-based actor instead.
+//
+// Spawned functions always take at least one argument besides `self`: CAF 0.17 dereferences a
+// null argument tuple when there are none (UBSan reports it; caf/detail/init_fun_factory.hpp).
+//
+// Thread-safety: single-threaded by construction.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/send.hpp>
+#include <cmath>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actors/error.h"
+#include "actors/messages.h"
+#include "core/shard_state.h"
+
+namespace tessera::testing {
+
+inline caf::actor_system_config& DeterministicConfig(caf::actor_system_config& cfg) {
+  RegisterTesseraTypes(cfg);
+  cfg.set("scheduler.policy", caf::atom("testing"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  return cfg;
+}
+
+// An actor system whose actors run only when the test says so (Run), one message at a time, in
+// a deterministic order. Actors handed to Track are killed when the fixture ends, so a failing
+// test still shuts the system down (CAF waits for every actor at shutdown).
+class DeterministicSystem {
+ public:
+  DeterministicSystem()
+      : system_(DeterministicConfig(config_)),
+        scheduler_(dynamic_cast<caf::scheduler::test_coordinator&>(system_.scheduler())) {}
+
+  ~DeterministicSystem() {
+    for (const caf::actor_addr& actor : tracked_)
+      caf::anon_send_exit(actor, caf::exit_reason::kill);
+    Run();
+  }
+
+  caf::actor_system& system() { return system_; }
+
+  // Runs every pending job until all mailboxes are empty; returns how many ran.
+  size_t Run() { return scheduler_.run(); }
+
+  template <class Handle>
+  Handle Track(Handle actor) {
+    tracked_.push_back(actor.address());
+    return actor;
+  }
+
+  // Sends (xs...) to `dest` from a fresh helper actor, runs the system until idle, and returns
+  // the reply (R) or the error reply as a Status. Internal if no reply came.
+  template <class R, class Handle, class... Ts>
+  absl::StatusOr<R> Ask(const Handle& dest, Ts... xs) {
+    std::optional<absl::StatusOr<R>> out;
+    system_.spawn(
+        [&out, xs...](caf::event_based_actor* self, Handle to) {
+          self->request(to, caf::infinite, xs...)
+              .then([&out](R& reply) { out = std::move(reply); },
+                    [&out](caf::error& err) { out = ErrorToStatus(err); });
+        },
+        dest);
+    Run();
+    if (!out.has_value()) return absl::InternalError("the request got no reply");
+    return *std::move(out);
+  }
+
+  // Ask for requests whose reply is empty (void).
+  template <class Handle, class... Ts>
+  absl::Status AskVoid(const Handle& dest, Ts... xs) {
+    std::optional<absl::Status> out;
+    system_.spawn(
+        [&out, xs...](caf::event_based_actor* self, Handle to) {
+          self->request(to, caf::infinite, xs...)
+              .then([&out]() { out = absl::OkStatus(); },
+                    [&out](caf::error& err) { out = ErrorToStatus(err); });
+        },
+        dest);
+    Run();
+    if (!out.has_value()) return absl::InternalError("the request got no reply");
+    return *out;
+  }
+
+ private:
+  caf::actor_system_config config_;  // must outlive system_
+  caf::actor_system system_;
+  caf::scheduler::test_coordinator& scheduler_;
+  std::vector<caf::actor_addr> tracked_;
+};
+
+// Shard `index` of `num_shards` of a `rows` x `width` variable "emb" under a div layout, with
+// values that depend on the global position only.
+inline ShardSpec TestShardSpec(int32_t index, int32_t num_shards, int64_t rows, int64_t width,
+                               std::optional<OptimizerSpec> optimizer = std::nullopt) {
+  ShardSpec spec;
+  spec.variable = "emb";
+  spec.shard_index = index;
+  spec.num_shards = num_shards;
+  spec.full_shape = Shape{rows, width};
+  const int64_t base = rows / num_shards, extra = rows % num_shards;
+  spec.rows = base + (index < extra ? 1 : 0);
+  spec.row_offset = index * base + std::min<int64_t>(index, extra);
+  spec.initializer = InitializerSpec{"random_uniform", {{"minval", -1.0}, {"maxval", 1.0}}, 11};
+  spec.optimizer = std::move(optimizer);
+  return spec;
+}
+
+// Same shape and values; NaN equals NaN (IEEE results such as 0 / 0 must match too).
+inline bool SameTensor(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() &&
+         std::equal(a.values().begin(), a.values().end(), b.values().begin(),
+                    [](float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); });
+}
+
+}  // namespace tessera::testing

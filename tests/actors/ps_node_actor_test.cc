@@ -1,0 +1,199 @@
+#include "actors/ps_node_actor.h"
+
+#include <doctest/doctest.h>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <string>
+#include <vector>
+
+#include "actors/error.h"
+#include "actors/messages.h"
+#include "actors/shard_actor.h"
+#include "tests/actors/actor_test_util.h"
+
+namespace tessera {
+namespace {
+
+using testing::DeterministicSystem;
+using testing::SameTensor;
+using testing::TestShardSpec;
+
+ps_node_actor SpawnTestNode(DeterministicSystem& fixture, int32_t task) {
+  return fixture.Track(SpawnPsNode(fixture.system(), task));
+}
+
+shard_actor CreateShard(DeterministicSystem& fixture, const ps_node_actor& node,
+                        const ShardSpec& spec) {
+  auto shard = fixture.Ask<shard_actor>(node, create_shard_atom::value, spec);
+  REQUIRE(shard.ok());
+  return *shard;
+}
+
+// Monitors `actors` and records each one's exit reason as it goes down. The watcher's handle is
+// kept (CAF terminates an actor nobody references) and tracked, so a failing test still ends it.
+struct DownWatcher {
+  std::vector<caf::error> reasons;
+  caf::actor watcher;
+
+  template <class Handle>
+  void Watch(DeterministicSystem& fixture, const std::vector<Handle>& actors) {
+    const size_t expected = actors.size();
+    watcher = fixture.Track(fixture.system().spawn(
+        [this, expected](caf::event_based_actor* self,
+                         std::vector<Handle> watched) -> caf::behavior {
+          for (const Handle& actor : watched) self->monitor(actor);
+          self->set_down_handler([this, self, expected](caf::down_msg& msg) {
+            reasons.push_back(msg.reason);
+            if (reasons.size() == expected) self->quit();
+          });
+          return {[](int) {}};  // keeps the watcher alive until every down arrives
+        },
+        actors));
+    fixture.Run();
+  }
+};
+
+TEST_CASE("a PS node creates shards that initialize their own rows, finds and lists them") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 0);
+  const shard_actor part0 = CreateShard(fixture, node, TestShardSpec(0, 2, 13, 3));
+  const shard_actor part1 = CreateShard(fixture, node, TestShardSpec(1, 2, 13, 3));
+
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"emb/part_0", "emb/part_1"});
+
+  auto found = fixture.Ask<shard_actor>(node, lookup_atom::value, std::string("emb/part_1"));
+  REQUIRE(found.ok());
+  CHECK(*found == part1);
+
+  // Shard 1 of 13 rows over 2 shards holds rows [7, 13) of the variable's initial value.
+  const ShardSpec spec = TestShardSpec(1, 2, 13, 3);
+  auto whole = MakeInitializedBlock(spec.initializer, spec.full_shape, 0, 13);
+  REQUIRE(whole.ok());
+  auto value = fixture.Ask<ShardValue>(part1, read_atom::value);
+  REQUIRE(value.ok());
+  CHECK(SameTensor(value->value, Tensor::Copy(whole->RowBlock(7, 6))));
+  auto other = fixture.Ask<ShardValue>(part0, read_atom::value);
+  REQUIRE(other.ok());
+  CHECK(SameTensor(other->value, Tensor::Copy(whole->RowBlock(0, 7))));
+}
+
+TEST_CASE("a PS node refuses a duplicate shard name, a bad spec and an unknown name") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 2);
+  CreateShard(fixture, node, TestShardSpec(0, 2, 10, 4));
+
+  auto duplicate =
+      fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 10, 4));
+  CHECK(duplicate.status() == absl::AlreadyExistsError("ps node 2 already holds shard emb/part_0"));
+
+  auto unknown_optimizer = fixture.Ask<shard_actor>(
+      node, create_shard_atom::value, TestShardSpec(1, 2, 10, 4, OptimizerSpec{"adamw9", {}}));
+  CHECK(unknown_optimizer.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::string_view(unknown_optimizer.status().message()).substr(0, 12) == "emb/part_1: ");
+
+  ShardSpec outside = TestShardSpec(1, 2, 10, 4);
+  outside.row_offset = 8;
+  auto bad_rows = fixture.Ask<shard_actor>(node, create_shard_atom::value, outside);
+  CHECK(bad_rows.status().code() == absl::StatusCode::kInvalidArgument);
+
+  auto missing = fixture.Ask<shard_actor>(node, lookup_atom::value, std::string("emb/part_9"));
+  CHECK(missing.status() == absl::NotFoundError("ps node 2 holds no shard emb/part_9"));
+
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"emb/part_0"});  // the failures added nothing
+}
+
+TEST_CASE("a PS node reports its shard count, bytes and the shards' versions") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 1);
+  auto empty = fixture.Ask<PsNodeStats>(node, stats_atom::value);
+  REQUIRE(empty.ok());
+  CHECK(empty->task == 1);
+  CHECK(empty->num_shards == 0);
+  CHECK(empty->bytes == 0);
+
+  const shard_actor a = CreateShard(fixture, node, TestShardSpec(0, 3, 32, 4));
+  CreateShard(fixture, node, TestShardSpec(2, 3, 32, 4, OptimizerSpec{"sgd", {}}));
+  REQUIRE(fixture
+              .Ask<int64_t>(a, scatter_atom::value, ScatterOp::kAdd,
+                            IndexedSlices{Ids{0}, Tensor(Shape{1, 4}, 1.0f)})
+              .ok());
+  auto stats = fixture.Ask<PsNodeStats>(node, stats_atom::value);
+  REQUIRE(stats.ok());
+  CHECK(stats->task == 1);
+  CHECK(stats->num_shards == 2);
+  REQUIRE(stats->shards.size() == 2);
+  CHECK(stats->shards[0].name == "emb/part_0");
+  CHECK(stats->shards[0].version == 1);
+  CHECK(stats->shards[1].name == "emb/part_2");
+  CHECK(stats->shards[1].version == 0);
+  // 11 + 10 rows of 4 floats; SGD keeps no slots.
+  CHECK(stats->bytes == (11 + 10) * 4 * 4);
+
+  auto pong = fixture.Ask<pong_atom>(node, ping_atom::value);
+  CHECK(pong.ok());
+}
+
+TEST_CASE("killing a PS node takes all its shards down with it") {
+  for (const caf::exit_reason reason : {caf::exit_reason::kill, caf::exit_reason::user_shutdown}) {
+    CAPTURE(caf::to_string(reason));
+    DeterministicSystem fixture;
+    const ps_node_actor node = SpawnTestNode(fixture, 0);
+    std::vector<shard_actor> shards;
+    for (int32_t i = 0; i < 3; ++i) {
+      shards.push_back(CreateShard(fixture, node, TestShardSpec(i, 3, 30, 2)));
+    }
+    DownWatcher watcher;
+    watcher.Watch(fixture, shards);
+    CHECK(watcher.reasons.empty());
+
+    caf::anon_send_exit(node, reason);
+    fixture.Run();
+    REQUIRE(watcher.reasons.size() == shards.size());
+    for (const caf::error& down : watcher.reasons) CHECK(down == caf::make_error(reason));
+    auto read = fixture.Ask<ShardValue>(shards[0], read_atom::value);
+    CHECK(read.status().code() == absl::StatusCode::kUnavailable);
+  }
+}
+
+TEST_CASE("a shard that dies on its own leaves its node running and frees its name") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 0);
+  const shard_actor doomed = CreateShard(fixture, node, TestShardSpec(0, 2, 8, 2));
+  const shard_actor survivor = CreateShard(fixture, node, TestShardSpec(1, 2, 8, 2));
+  caf::anon_send_exit(doomed, caf::exit_reason::kill);
+  fixture.Run();
+
+  CHECK(fixture.Ask<pong_atom>(node, ping_atom::value).ok());
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"emb/part_1"});
+  CHECK(fixture.Ask<ShardValue>(survivor, read_atom::value).ok());
+  // The name can be used again, e.g. to restore the lost shard.
+  CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 8, 2)).ok());
+}
+
+TEST_CASE("dropping a shard stops it and leaves the node and its other shards running") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 0);
+  const shard_actor dropped = CreateShard(fixture, node, TestShardSpec(0, 2, 8, 2));
+  const shard_actor kept = CreateShard(fixture, node, TestShardSpec(1, 2, 8, 2));
+  DownWatcher watcher;
+  watcher.Watch(fixture, std::vector<shard_actor>{dropped});
+
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0")).ok());
+  fixture.Run();
+  REQUIRE(watcher.reasons.size() == 1);
+  CHECK(watcher.reasons[0] == caf::make_error(caf::exit_reason::user_shutdown));
+  CHECK(fixture.Ask<pong_atom>(node, ping_atom::value).ok());
+  CHECK(fixture.Ask<ShardValue>(kept, read_atom::value).ok());
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0")).code() ==
+        absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -8,6 +8,7 @@
 #include "actors/error.h"
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
+#include "actors/worker_actor.h"
 
 namespace tessera {
 namespace wire {
@@ -147,6 +148,10 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<ShardInfo>("tessera::ShardInfo");
   cfg.add_message_type<ShardValue>("tessera::ShardValue");
   cfg.add_message_type<PsNodeStats>("tessera::PsNodeStats");
+  cfg.add_message_type<ClosureValues>("tessera::ClosureValues");
+  cfg.add_message_type<Closure>("tessera::Closure");
+  cfg.add_message_type<WorkerPoolStatus>("tessera::WorkerPoolStatus");
+  cfg.add_message_type<worker_actor>("tessera::worker_actor");
   cfg.add_message_type<shard_actor>("tessera::shard_actor");
   cfg.add_message_type<ps_node_actor>("tessera::ps_node_actor");
   cfg.add_error_category(kErrorCategory, RenderError);

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/closure.h"
 #include "core/indexed_slices.h"
 #include "core/initializer.h"
 #include "core/optimizer.h"
@@ -52,6 +53,16 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 
+// Worker actor (actors/worker_actor.h) and coordinator actor (actors/coordinator_actor.h).
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using dispatch_atom = caf::atom_constant<caf::atom("dispatch")>;
+using add_worker_atom = caf::atom_constant<caf::atom("add_worker")>;
+using kill_worker_atom = caf::atom_constant<caf::atom("kill_wrkr")>;
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+using watch_ps_atom = caf::atom_constant<caf::atom("watch_ps")>;
+using chaos_atom = caf::atom_constant<caf::atom("chaos")>;
+using workers_atom = caf::atom_constant<caf::atom("workers")>;
+
 // -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec and InitializerSpec travel as they are) -----------------------------------------
 
@@ -73,6 +84,13 @@ struct PsNodeStats {
   int64_t num_shards = 0;         // == shards.size()
   int64_t bytes = 0;              // sum of the shards' bytes (blocks and optimizer slots)
   std::vector<ShardInfo> shards;  // sorted by name
+};
+
+// What the coordinator actor knows of its workers.
+struct WorkerPoolStatus {
+  std::vector<int32_t> live_slots;  // the slot index of every live worker, ascending
+  int64_t worker_failures = 0;      // workers that died (killed or crashed)
+  int64_t worker_restarts = 0;      // replacements started
 };
 
 // Registers every type above and below, the actor handles (shard_actor, ps_node_actor) and the
@@ -167,6 +185,16 @@ typename Inspector::result_type inspect(Inspector& f, IndexedSlices& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ClosureValues& x) {
+  return f(caf::meta::type_name("tessera::ClosureValues"), x.scalars, x.tensors, x.strings);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Closure& x) {
+  return f(caf::meta::type_name("tessera::Closure"), x.id, x.function, x.args);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, OptimizerSpec& x) {
   return f(caf::meta::type_name("tessera::OptimizerSpec"), x.name, x.params);
 }
@@ -209,6 +237,12 @@ typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardValue& x) {
   return f(caf::meta::type_name("tessera::ShardValue"), x.value, x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerPoolStatus& x) {
+  return f(caf::meta::type_name("tessera::WorkerPoolStatus"), x.live_slots, x.worker_failures,
+           x.worker_restarts);
 }
 
 template <class Inspector>

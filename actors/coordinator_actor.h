@@ -1,0 +1,102 @@
+// The coordinator actor: moves closures from the ClosureQueue (core/closure_queue.h, which holds
+// every scheduling rule) to idle workers, watches workers and parameter servers, and injects
+// worker failures on request. It lives in the driver's process; ClusterCoordinator
+// (coordinator/cluster_coordinator.h) is its blocking front end.
+//
+//   message                                        effect
+//   (dispatch_atom)                                hand queued closures to idle workers
+//   (add_worker_atom, int32 slot)                  start a worker in `slot` (a restart too)
+//   (kill_worker_atom, int32 slot) -> bool         kill the worker in `slot` now (false: none)
+//   (restart_atom, int32 slot, int64 delay_ms)     start a worker in `slot` after the delay
+//   (watch_ps_atom, ps_node_actor, int32 task,     a dead PS node becomes the queue's fatal
+//    std::string variables)                        Unavailable error naming it and `variables`
+//   (chaos_atom, int32 failures, int64 closures,   kill `failures` busy workers at random points
+//    uint64 seed, int64 restart_delay_ms)          of the next `closures` completions, each
+//                                                  replaced after the delay
+//   (chaos_atom, int64 period_ms, uint64 seed,     kill a random worker every period, each
+//    int64 restart_delay_ms)                       replaced after the delay
+//   (workers_atom) -> WorkerPoolStatus             live worker slots and failure counts
+//
+// A worker that dies — killed, crashed, or (networked) disconnected — is noticed through its down
+// message or a failed request; its running closure is put back at the front of the queue.
+// When the coordinator exits, every worker it started exits too.
+//
+// Thread-safety: a CAF actor; the ClosureQueue it shares with the driver is thread-safe.
+#pragma once
+
+#include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_behavior.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/messages.h"
+#include "actors/ps_node_actor.h"
+#include "actors/worker_actor.h"
+#include "core/closure_queue.h"
+
+namespace tessera {
+
+using coordinator_actor = caf::typed_actor<
+    caf::reacts_to<dispatch_atom>,                                         //
+    caf::reacts_to<add_worker_atom, int32_t>,                              //
+    caf::replies_to<kill_worker_atom, int32_t>::with<bool>,                //
+    caf::reacts_to<restart_atom, int32_t, int64_t>,                        //
+    caf::reacts_to<watch_ps_atom, ps_node_actor, int32_t, std::string>,    //
+    caf::reacts_to<chaos_atom, int32_t, int64_t, uint64_t, int64_t>,       //
+    caf::reacts_to<chaos_atom, int64_t, uint64_t, int64_t>,                //
+    caf::replies_to<workers_atom>::with<WorkerPoolStatus>>;
+
+// Starts a worker for a slot (in process: spawns one; networked: asks a worker node).
+using WorkerFactory = std::function<worker_actor(const WorkerInfo&)>;
+
+struct CoordinatorState {
+  static inline const char* name = "tessera.coordinator";
+
+  struct Worker {
+    worker_actor handle;
+    int32_t slot = 0;
+    bool busy = false;
+    bool killed = false;  // an exit was sent; its down message has not arrived yet
+  };
+  struct Ps {
+    int32_t task = 0;
+    std::string variables;
+  };
+
+  std::shared_ptr<ClosureQueue> queue;
+  WorkerFactory factory;
+  int32_t num_slots = 0;
+  WorkerId next_worker_id = 1;
+  // Shared with the exit functor that stops the workers when the coordinator exits.
+  std::shared_ptr<std::map<WorkerId, Worker>> workers =
+      std::make_shared<std::map<WorkerId, Worker>>();
+  std::map<caf::actor_addr, Ps> ps_nodes;
+  std::set<int32_t> started_slots;  // a second start in a slot is a restart
+  int64_t worker_failures = 0;
+  int64_t worker_restarts = 0;
+  // Fault injection by completions: kill a busy worker when `completions` reaches each entry.
+  std::vector<int64_t> kill_at;  // descending, so the next one is at the back
+  int64_t completions = 0;
+  int64_t restart_delay_ms = 0;
+  std::mt19937_64 rng{0};
+};
+
+// The behaviour of a coordinator over `queue` with `num_slots` worker slots, starting workers
+// with `factory` (it starts none by itself: send add_worker for each slot).
+coordinator_actor::behavior_type CoordinatorActor(
+    coordinator_actor::stateful_pointer<CoordinatorState> self,
+    std::shared_ptr<ClosureQueue> queue, int32_t num_slots, WorkerFactory factory);
+
+coordinator_actor SpawnCoordinator(caf::actor_system& system, std::shared_ptr<ClosureQueue> queue,
+                                   int32_t num_slots, WorkerFactory factory);
+
+}  // namespace tessera

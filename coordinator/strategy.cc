@@ -1,0 +1,177 @@
+#include "coordinator/strategy.h"
+
+#include <caf/scoped_actor.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "actors/error.h"
+#include "coordinator/internal/await.h"
+#include "core/status.h"
+
+namespace tessera {
+
+ParameterServerStrategy::ParameterServerStrategy(InProcessCluster& cluster,
+                                                 Partitioner partitioner)
+    : cluster_(cluster), partitioner_(std::move(partitioner)) {}
+
+ParameterServerStrategy::PartitionerScope::PartitionerScope(ParameterServerStrategy& strategy,
+                                                            Partitioner partitioner)
+    : strategy_(strategy) {
+  strategy_.scopes_.push_back(std::move(partitioner));
+}
+
+ParameterServerStrategy::PartitionerScope::~PartitionerScope() { strategy_.scopes_.pop_back(); }
+
+const Partitioner& ParameterServerStrategy::PartitionerFor(const VariableOptions& options) const {
+  if (options.partitioner.has_value()) return *options.partitioner;
+  if (!scopes_.empty()) return scopes_.back();
+  return partitioner_;
+}
+
+std::string ParameterServerStrategy::DescribePlacement(int32_t task) const {
+  auto it = placement_.find(task);
+  if (it == placement_.end() || it->second.empty()) return "(none)";
+  return absl::StrJoin(it->second, ", ");
+}
+
+absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
+                                                                 const ShardSpec& spec) {
+  caf::scoped_actor self(cluster_.system());
+  absl::StatusOr<shard_actor> out = absl::InternalError("no reply");
+  self->request(cluster_.ps_node(task), caf::infinite, create_shard_atom::value, spec)
+      .receive([&](shard_actor& shard) { out = std::move(shard); },
+               [&](caf::error& err) {
+                 absl::Status status = ErrorToStatus(err);
+                 out = absl::IsUnavailable(status)
+                           ? absl::UnavailableError(absl::StrCat(
+                                 "ps ", task, " is unavailable: ", status.message()))
+                           : status;
+               });
+  return out;
+}
+
+void ParameterServerStrategy::DropShards(
+    const std::vector<std::pair<int32_t, std::string>>& created) {
+  caf::scoped_actor self(cluster_.system());
+  for (const auto& [task, name] : created) {
+    self->request(cluster_.ps_node(task), caf::infinite, drop_shard_atom::value, name)
+        .receive([] {}, [](caf::error&) {});
+  }
+}
+
+absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
+    const VariableOptions& options) {
+  if (options.name.empty()) return absl::InvalidArgumentError("a variable needs a name");
+  if (variables_.count(options.name) > 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a variable named ", options.name, " exists"));
+  }
+  RETURN_IF_ERROR(Annotate(
+      ValidateAggregation(options.synchronization, options.aggregation, options.dtype),
+      absl::StrCat("variable ", options.name)));
+  ASSIGN_OR_RETURN(Shape shape, Shape::Make(options.shape.dims()));
+  const int32_t num_ps = cluster_.num_ps();
+
+  std::vector<std::pair<int32_t, std::string>> created;
+  auto fail = [&](absl::Status status) {
+    DropShards(created);
+    return status;
+  };
+
+  if (options.synchronization == VariableSynchronization::kOnRead) {
+    PerWorkerVariable per_worker{options.name, shape, options.aggregation, {}};
+    for (int32_t k = 0; k < cluster_.num_workers(); ++k) {
+      ShardSpec spec;
+      spec.variable = absl::StrCat(options.name, "/worker_", k);
+      spec.full_shape = shape;
+      spec.rows = shape.rows();
+      spec.dtype = options.dtype;
+      spec.initializer = options.initializer;
+      const int32_t task = static_cast<int32_t>(next_ps_++ % num_ps);
+      absl::StatusOr<shard_actor> shard = CreateShard(task, spec);
+      if (!shard.ok()) return fail(shard.status());
+      created.emplace_back(task, spec.variable);
+      VariableHandle copy;
+      copy.name = spec.variable;
+      copy.shape = shape;
+      copy.dtype = options.dtype;
+      ASSIGN_OR_RETURN(copy.layout, ShardLayout::Make(shape.rows(), 1));
+      copy.shards = {*shard};
+      copy.ps_tasks = {task};
+      copy.synchronization = VariableSynchronization::kOnRead;
+      copy.aggregation = options.aggregation;
+      copy.trainable = false;
+      per_worker.copies.push_back(std::move(copy));
+    }
+    for (const auto& [task, name] : created) placement_[task].push_back(name);
+    ShardedVariable variable(&cluster_.system(), std::move(per_worker));
+    variables_.emplace(options.name, variable);
+    return variable;
+  }
+
+  int64_t num_shards = 1;
+  std::optional<int32_t> colocated_task;
+  if (options.colocate_with != nullptr) {
+    const std::vector<VariableShard> target = options.colocate_with->Variables();
+    if (target.empty()) return absl::InvalidArgumentError("colocate_with names no variable");
+    colocated_task = target[0].ps_task;
+  } else {
+    ASSIGN_OR_RETURN(num_shards, NumShards(PartitionerFor(options), shape, options.dtype));
+  }
+  ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Make(shape.rank() == 0 ? 1 : shape.rows(),
+                                                         num_shards));
+  VariableHandle handle;
+  handle.name = options.name;
+  handle.shape = shape;
+  handle.dtype = options.dtype;
+  handle.layout = layout;
+  handle.synchronization = options.synchronization;
+  handle.aggregation = options.aggregation;
+  handle.trainable = options.trainable;
+  for (int64_t s = 0; s < num_shards; ++s) {
+    ShardSpec spec;
+    spec.variable = options.name;
+    spec.shard_index = static_cast<int32_t>(s);
+    spec.num_shards = static_cast<int32_t>(num_shards);
+    spec.full_shape = shape;
+    spec.row_offset = layout.ShardOffset(s);
+    spec.rows = layout.ShardRows(s);
+    spec.dtype = options.dtype;
+    spec.initializer = options.initializer;
+    spec.optimizer = options.optimizer;
+    const int32_t task =
+        colocated_task.has_value() ? *colocated_task : static_cast<int32_t>(next_ps_++ % num_ps);
+    absl::StatusOr<shard_actor> shard = CreateShard(task, spec);
+    if (!shard.ok()) return fail(shard.status());
+    created.emplace_back(task, ShardName(spec.variable, spec.shard_index, spec.num_shards));
+    handle.shards.push_back(*shard);
+    handle.ps_tasks.push_back(task);
+  }
+  for (const auto& [task, name] : created) placement_[task].push_back(name);
+  ShardedVariable variable(&cluster_.system(), std::move(handle));
+  variables_.emplace(options.name, variable);
+  return variable;
+}
+
+absl::StatusOr<std::shared_ptr<const ModelVariables>>
+ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model,
+                                              const OptimizerSpec& optimizer) {
+  auto vars = std::make_shared<ModelVariables>();
+  vars->model = model;
+  static const Partitioner kNone;
+  for (const ParamSpec& param : model->spec().params) {
+    VariableOptions options;
+    options.name = param.name;
+    options.shape = param.shape;
+    options.initializer = param.initializer;
+    options.trainable = param.trainable;
+    if (param.trainable) options.optimizer = optimizer;
+    if (!param.partitioned) options.partitioner = kNone;
+    ASSIGN_OR_RETURN(ShardedVariable variable, CreateVariable(options));
+    vars->by_param.emplace(param.name, variable.handle());
+  }
+  RETURN_IF_ERROR(vars->Validate());
+  return std::shared_ptr<const ModelVariables>(std::move(vars));
+}
+
+}  // namespace tessera

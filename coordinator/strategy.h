@@ -1,0 +1,101 @@
+// ParameterServerStrategy: creates variables on the cluster's parameter servers (DESIGN.md §3).
+//
+// CreateVariable decides the number of shards with the partitioner in force — the variable's own
+// (VariableOptions::partitioner), else the innermost open PartitionerScope, else the strategy's —
+// and never partitions a scalar, a variable with no rows, or one colocated with another
+// variable. Shards are named "name/part_i" and placed round-robin over the PS tasks with one
+// counter for the whole strategy (4 shards on 2 PS -> ps 0, 1, 0, 1). Each shard initializes its
+// own rows on its PS node from the initializer: the driver never builds the full value.
+// An ON_READ variable gets one unpartitioned copy per worker slot ("name/worker_k").
+//
+// Example:
+//   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
+//   ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable(
+//       {.name = "emb", .shape = Shape{100000, 32},
+//        .initializer = {"random_uniform", {{"minval", -0.05}, {"maxval", 0.05}}, 1}}));
+//
+// Thread-safety: not synchronized: create variables from one thread (the driver's).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actors/train_step.h"
+#include "coordinator/cluster.h"
+#include "coordinator/sharded_variable.h"
+#include "core/aggregation.h"
+#include "core/initializer.h"
+#include "core/model_spec.h"
+#include "core/optimizer.h"
+#include "core/partitioner.h"
+
+namespace tessera {
+
+struct VariableOptions {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  InitializerSpec initializer{"zeros", {}, 0};
+  std::optional<OptimizerSpec> optimizer;  // the rule its shards apply gradients with
+  VariableSynchronization synchronization = VariableSynchronization::kAuto;
+  VariableAggregation aggregation = VariableAggregation::kNone;
+  bool trainable = true;
+  std::optional<Partitioner> partitioner;    // overrides scopes and the strategy's
+  const ShardedVariable* colocate_with = nullptr;  // unpartitioned, on that variable's first PS
+};
+
+class ParameterServerStrategy {
+ public:
+  // `partitioner`: the default for variables created under this strategy ("none" by default).
+  explicit ParameterServerStrategy(InProcessCluster& cluster, Partitioner partitioner = {});
+
+  // Creates the variable. InvalidArgument for an empty or duplicate name, a bad shape, dtype,
+  // synchronization/aggregation pair (core/aggregation.h), initializer or optimizer (the PS
+  // node's message names the shard); Unavailable when a PS node is gone. On error no shard of
+  // the variable is left behind.
+  absl::StatusOr<ShardedVariable> CreateVariable(const VariableOptions& options);
+
+  // One variable per parameter of `model`, partitioned when the ParamSpec asks for it (else
+  // never), all trained by `optimizer`; ready for TrainStepAsync (actors/train_step.h).
+  absl::StatusOr<std::shared_ptr<const ModelVariables>> CreateModelVariables(
+      std::shared_ptr<const Model> model, const OptimizerSpec& optimizer);
+
+  // While a scope lives, variables without their own partitioner use `partitioner`.
+  class PartitionerScope {
+   public:
+    PartitionerScope(ParameterServerStrategy& strategy, Partitioner partitioner);
+    ~PartitionerScope();
+    PartitionerScope(const PartitionerScope&) = delete;
+    PartitionerScope& operator=(const PartitionerScope&) = delete;
+
+   private:
+    ParameterServerStrategy& strategy_;
+  };
+
+  InProcessCluster& cluster() { return cluster_; }
+  const Partitioner& partitioner() const { return partitioner_; }
+  // The variables by name.
+  const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
+  // "emb/part_0, w" for every shard placed on PS `task`, in creation order.
+  std::string DescribePlacement(int32_t task) const;
+
+ private:
+  const Partitioner& PartitionerFor(const VariableOptions& options) const;
+  absl::StatusOr<shard_actor> CreateShard(int32_t task, const ShardSpec& spec);
+  void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
+
+  InProcessCluster& cluster_;
+  Partitioner partitioner_;
+  std::vector<Partitioner> scopes_;
+  int64_t next_ps_ = 0;  // the round-robin counter
+  std::map<std::string, ShardedVariable> variables_;
+  std::map<int32_t, std::vector<std::string>> placement_;
+};
+
+}  // namespace tessera

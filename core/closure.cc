@@ -1,0 +1,89 @@
+#include "core/closure.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera {
+
+absl::string_view RemoteValueStateName(RemoteValueState state) {
+  switch (state) {
+    case RemoteValueState::kNotReady: return "not ready";
+    case RemoteValueState::kAborted: return "aborted (its worker died; it will run again)";
+    case RemoteValueState::kReady: return "ready";
+    case RemoteValueState::kFailed: return "failed";
+    case RemoteValueState::kCancelled: return "cancelled";
+  }
+  return "invalid";
+}
+
+RemoteValue::RemoteValue() : shared_(std::make_shared<Shared>()) {
+  Resolve(*shared_, RemoteValueState::kFailed,
+          absl::FailedPreconditionError("this RemoteValue belongs to no closure"));
+}
+
+RemoteValue RemoteValue::Failed(absl::Status status) {
+  RemoteValue value(std::make_shared<Shared>());
+  Resolve(*value.shared_, RemoteValueState::kFailed, std::move(status));
+  return value;
+}
+
+RemoteValueState RemoteValue::state() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->state;
+}
+
+absl::StatusOr<ClosureValues> RemoteValue::Fetch() const {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  shared_->resolved.wait(lock, [&] { return shared_->result.has_value(); });
+  return *shared_->result;
+}
+
+absl::StatusOr<ClosureValues> RemoteValue::FetchWithin(absl::Duration timeout) const {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  if (!shared_->resolved.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                                  [&] { return shared_->result.has_value(); })) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the closure's result is not there after ", absl::FormatDuration(timeout), " (state: ",
+        RemoteValueStateName(shared_->state), ")"));
+  }
+  return *shared_->result;
+}
+
+absl::StatusOr<double> RemoteValue::FetchScalar() const {
+  absl::StatusOr<ClosureValues> values = Fetch();
+  if (!values.ok()) return values.status();
+  if (values->scalars.empty()) {
+    return absl::InvalidArgumentError("the closure returned no scalar");
+  }
+  return values->scalars[0];
+}
+
+void RemoteValue::Resolve(Shared& shared, RemoteValueState state,
+                          absl::StatusOr<ClosureValues> result) {
+  {
+    std::lock_guard<std::mutex> lock(shared.mu);
+    if (shared.result.has_value()) return;
+    shared.state = state;
+    shared.result = std::move(result);
+  }
+  shared.resolved.notify_all();
+}
+
+void RemoteValue::MarkAborted(Shared& shared) {
+  std::lock_guard<std::mutex> lock(shared.mu);
+  if (!shared.result.has_value()) shared.state = RemoteValueState::kAborted;
+}
+
+absl::StatusOr<std::vector<ClosureValues>> FetchAll(const std::vector<RemoteValue>& values) {
+  std::vector<ClosureValues> out;
+  out.reserve(values.size());
+  for (const RemoteValue& value : values) {
+    absl::StatusOr<ClosureValues> v = value.Fetch();
+    if (!v.ok()) return v.status();
+    out.push_back(*std::move(v));
+  }
+  return out;
+}
+
+}  // namespace tessera

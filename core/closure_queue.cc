@@ -1,0 +1,169 @@
+#include "core/closure_queue.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tessera {
+
+ClosureQueue::ClosureQueue(int64_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+
+absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
+  changed_.wait(lock, [&] {
+    return static_cast<int64_t>(queue_.size()) < capacity_ || fatal_error_.has_value() ||
+           pending_error_.has_value();
+  });
+  // An error that arrived while we waited cancelled the queue; raise it now rather than queue
+  // behind it.
+  if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
+  Entry entry;
+  entry.closure.id = next_id_++;
+  entry.closure.function = std::move(function);
+  entry.closure.args = std::move(args);
+  entry.value = std::make_shared<RemoteValue::Shared>();
+  RemoteValue handle(entry.value);
+  queue_.push_back(std::move(entry));
+  ++stats_.scheduled;
+  return handle;
+}
+
+std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
+  std::optional<Dispatch> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return std::nullopt;
+    Entry entry = std::move(queue_.front());
+    queue_.pop_front();
+    ++entry.attempt;
+    entry.worker = worker;
+    out = Dispatch{entry.closure, entry.attempt};
+    running_.emplace(entry.closure.id, std::move(entry));
+  }
+  changed_.notify_all();  // room in the queue
+  return out;
+}
+
+void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<ClosureValues> result) {
+  std::shared_ptr<RemoteValue::Shared> value;
+  RemoteValueState state = RemoteValueState::kReady;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(id);
+    if (it == running_.end() || it->second.attempt != attempt) return;  // stale
+    value = it->second.value;
+    const WorkerId worker = *it->second.worker;
+    running_.erase(it);
+    if (result.ok()) {
+      ++stats_.completed;
+      ++stats_.completed_by_worker[worker];
+    } else {
+      ++stats_.failed;
+      state = RemoteValueState::kFailed;
+      if (!pending_error_.has_value() && !fatal_error_.has_value()) {
+        pending_error_ = result.status();
+        CancelQueuedLocked(absl::CancelledError(absl::StrCat(
+            "cancelled: an earlier closure failed: ", result.status().ToString())));
+      }
+    }
+  }
+  RemoteValue::Resolve(*value, state, std::move(result));
+  changed_.notify_all();
+}
+
+bool ClosureQueue::WorkerLost(WorkerId worker) {
+  bool requeued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = running_.begin(); it != running_.end();) {
+      if (it->second.worker != worker) {
+        ++it;
+        continue;
+      }
+      Entry entry = std::move(it->second);
+      it = running_.erase(it);
+      entry.worker.reset();
+      RemoteValue::MarkAborted(*entry.value);
+      ++stats_.retried;
+      if (fatal_error_.has_value()) {
+        ++stats_.cancelled;
+        RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
+                             absl::CancelledError(fatal_error_->ToString()));
+        continue;
+      }
+      queue_.push_front(std::move(entry));
+      requeued = true;
+    }
+  }
+  changed_.notify_all();
+  return requeued;
+}
+
+void ClosureQueue::SetFatal(absl::Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fatal_error_.has_value()) return;
+    fatal_error_ = status;
+    CancelQueuedLocked(absl::CancelledError(absl::StrCat("cancelled: ", status.ToString())));
+  }
+  changed_.notify_all();
+}
+
+absl::Status ClosureQueue::Join() {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return IdleLocked() || fatal_error_.has_value(); });
+  return TakeErrorLocked();
+}
+
+absl::Status ClosureQueue::JoinWithin(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                         [&] { return IdleLocked() || fatal_error_.has_value(); })) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("join: ", queue_.size(), " closures queued and ", running_.size(),
+                     " running after ", absl::FormatDuration(timeout)));
+  }
+  return TakeErrorLocked();
+}
+
+absl::StatusOr<bool> ClosureQueue::Done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
+  return IdleLocked();
+}
+
+ClosureStats ClosureQueue::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClosureStats out = stats_;
+  out.queued = static_cast<int64_t>(queue_.size());
+  out.running = static_cast<int64_t>(running_.size());
+  return out;
+}
+
+std::vector<WorkerId> ClosureQueue::BusyWorkers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkerId> out;
+  for (const auto& [id, entry] : running_) out.push_back(*entry.worker);
+  return out;
+}
+
+absl::Status ClosureQueue::TakeErrorLocked() {
+  if (fatal_error_.has_value()) return *fatal_error_;
+  if (pending_error_.has_value()) {
+    absl::Status error = *std::move(pending_error_);
+    pending_error_.reset();
+    return error;
+  }
+  return absl::OkStatus();
+}
+
+void ClosureQueue::CancelQueuedLocked(const absl::Status& why) {
+  for (Entry& entry : queue_) {
+    ++stats_.cancelled;
+    RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled, why);
+  }
+  queue_.clear();
+}
+
+}  // namespace tessera

@@ -1,0 +1,124 @@
+// ClosureQueue: the coordinator's book of closures — what is queued, what runs where, what
+// finished — and the semantics of ClusterCoordinator (DESIGN.md §3) as plain, thread-safe C++.
+// The coordinator actor only moves closures between this queue and its workers.
+//
+// Semantics:
+// - Enqueue never blocks unless the queue holds `capacity` closures waiting to run; then it
+//   waits for room (room is made by dispatch, not by completion, so it cannot deadlock while
+//   workers live).
+// - Dispatch is FIFO: NextFor(worker) hands the oldest queued closure to an idle worker.
+// - At least once: when a worker dies, its running closure goes back to the FRONT of the queue
+//   (it was the oldest) and its RemoteValue says aborted until the re-run finishes. A late
+//   result from a dead worker's attempt is ignored, so the RemoteValue resolves exactly once.
+// - The first application error (a closure returning an error) fails its RemoteValue, cancels
+//   every queued closure (their RemoteValues say cancelled), and is raised once by the next
+//   Enqueue / Join / Done, then cleared; closures running at that moment still finish, and work
+//   enqueued after the error has been raised runs normally.
+// - A fatal error (SetFatal, e.g. a dead parameter server) is raised by every later Enqueue /
+//   Join / Done and is never cleared.
+//
+// Thread-safety: every method is safe to call from any thread. Blocking methods (Enqueue on a
+// full queue, Join) wait on a condition variable and must not be called from an actor thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/closure.h"
+
+namespace tessera {
+
+// Which worker runs what: a worker is named by an id that is never reused (a restarted worker
+// with the same index gets a new id), so a late message from a dead worker is recognisable.
+using WorkerId = int64_t;
+
+struct ClosureStats {
+  int64_t scheduled = 0;   // accepted by Enqueue
+  int64_t completed = 0;   // resolved ready
+  int64_t failed = 0;      // resolved failed
+  int64_t retried = 0;     // re-queued because their worker died
+  int64_t cancelled = 0;   // resolved cancelled
+  int64_t queued = 0;      // waiting now
+  int64_t running = 0;     // running now
+  std::map<WorkerId, int64_t> completed_by_worker;
+};
+
+// A closure handed to a worker: the attempt number tells a current result from a stale one.
+struct Dispatch {
+  Closure closure;
+  int64_t attempt = 0;
+};
+
+class ClosureQueue {
+ public:
+  // `capacity` >= 1: how many closures may wait to run before Enqueue blocks.
+  explicit ClosureQueue(int64_t capacity);
+
+  // Queues `function(args)` and returns its RemoteValue. First raises a pending application
+  // error (returning it, once) or the fatal error. Blocks while the queue is full.
+  absl::StatusOr<RemoteValue> Enqueue(std::string function, ClosureValues args);
+
+  // The oldest queued closure, now running on `worker`; nullopt when nothing is queued.
+  std::optional<Dispatch> NextFor(WorkerId worker);
+
+  // The result of `attempt` of closure `id`. Ignored when that attempt is no longer current (its
+  // worker was declared dead). An error result is an application error (see above).
+  void Complete(ClosureId id, int64_t attempt, absl::StatusOr<ClosureValues> result);
+
+  // `worker` died: its running closure (if any) is queued again at the front. Returns whether
+  // one was. Idempotent.
+  bool WorkerLost(WorkerId worker);
+
+  // Sets the sticky fatal error: every queued closure is cancelled, every later Enqueue / Join /
+  // Done returns it. The first fatal error wins.
+  void SetFatal(absl::Status status);
+
+  // Waits until nothing is queued or running, then raises the pending application error (once)
+  // or the fatal error. Also returns (the fatal error) as soon as one is set.
+  absl::Status Join();
+  // As Join, but gives up after `timeout` with DeadlineExceeded (nothing is cleared then).
+  absl::Status JoinWithin(absl::Duration timeout);
+  // Whether nothing is queued or running, without waiting. Raises the pending error like Join.
+  absl::StatusOr<bool> Done();
+
+  ClosureStats stats() const;
+  // The worker running each closure now (for fault injection: "kill a busy worker").
+  std::vector<WorkerId> BusyWorkers() const;
+
+ private:
+  struct Entry {
+    Closure closure;
+    std::shared_ptr<RemoteValue::Shared> value;
+    int64_t attempt = 0;
+    std::optional<WorkerId> worker;  // set while running
+  };
+
+  // Returns and clears the pending application error, or the fatal error, or OK.
+  absl::Status TakeErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelQueuedLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.empty() && running_.empty();
+  }
+
+  const int64_t capacity_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // queue shrank, something finished, or an error was set
+  ClosureId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
+  std::map<ClosureId, Entry> running_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> pending_error_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> fatal_error_ ABSL_GUARDED_BY(mu_);
+  ClosureStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tessera

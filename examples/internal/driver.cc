@@ -1,0 +1,243 @@
+#include "examples/internal/driver.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/internal/await.h"
+#include "core/status.h"
+
+namespace tessera::driver {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+absl::Status RegisterTraining(FunctionRegistry& registry,
+                              std::shared_ptr<const ModelVariables> vars, const Dataset& train,
+                              int64_t batch_size, uint64_t seed) {
+  RETURN_IF_ERROR(registry.AddResource<BatchIterator>(
+      kTrainBatches,
+      [train, batch_size, seed](const WorkerInfo& worker) -> absl::StatusOr<BatchIterator> {
+        ASSIGN_OR_RETURN(Dataset part, train.Shard(worker.num_workers, worker.index));
+        BatchOptions options;
+        options.batch_size = batch_size;
+        options.shuffle = true;
+        options.seed = seed * 1000003 + static_cast<uint64_t>(worker.index);
+        options.num_epochs = kRepeatForever;
+        return BatchIterator::Create(part, options);
+      }));
+  return registry.AddReplicaFunction(
+      kTrainStep, [vars](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
+        absl::StatusOr<BatchIterator*> batches = ctx.Resource<BatchIterator>(kTrainBatches);
+        if (!batches.ok()) return done(batches.status());
+        std::optional<Batch> batch = (*batches)->Next();
+        if (!batch.has_value()) return done(absl::OutOfRangeError("the worker's data ran out"));
+        TrainStepAsync(ctx.self(), vars, *std::move(batch),
+                       [done](absl::StatusOr<StepOutcome> outcome) {
+                         if (!outcome.ok()) return done(outcome.status());
+                         ClosureValues out;
+                         out.scalars = {outcome->loss, static_cast<double>(outcome->examples)};
+                         done(std::move(out));
+                       });
+      });
+}
+
+absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t steps,
+                                             int64_t batch_size, const std::string& label) {
+  Progress progress(label, steps, batch_size);
+  TrainingRun run;
+  const double start = Now();
+  std::deque<RemoteValue> pending;
+  const int64_t tail = std::max<int64_t>(1, steps / 20);
+  double recent_loss = 0, tail_loss = 0;
+  int64_t done_steps = 0, tail_examples = 0;
+  // Takes finished values off the front of `pending` (all of them when `drain`).
+  auto collect = [&](bool drain) -> absl::Status {
+    while (!pending.empty() &&
+           (drain || pending.front().state() == RemoteValueState::kReady ||
+            pending.front().state() == RemoteValueState::kFailed)) {
+      ASSIGN_OR_RETURN(ClosureValues v, pending.front().Fetch());
+      pending.pop_front();
+      const double loss = v.scalars.at(0);
+      const int64_t examples = static_cast<int64_t>(v.scalars.at(1));
+      run.examples += examples;
+      recent_loss = recent_loss == 0 ? loss : 0.98 * recent_loss + 0.02 * loss;
+      if (++done_steps > steps - tail) {
+        tail_loss += loss * examples;
+        tail_examples += examples;
+      }
+      progress.Update(done_steps, recent_loss);
+    }
+    return absl::OkStatus();
+  };
+  for (int64_t step = 0; step < steps; ++step) {
+    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep));
+    pending.push_back(std::move(value));
+    RETURN_IF_ERROR(collect(false));
+  }
+  RETURN_IF_ERROR(coordinator.Join());
+  RETURN_IF_ERROR(collect(true));
+  run.steps = done_steps;
+  run.wall_seconds = Now() - start;
+  run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
+  progress.Finish(done_steps, recent_loss);
+  return run;
+}
+
+absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Dataset& train,
+                                              int64_t steps, int64_t batch_size,
+                                              const SimOptions& options, const std::string& label,
+                                              nlohmann::json& summary) {
+  ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster,
+                   InProcessCluster::Start({options.ps, options.workers, 0}));
+  ParameterServerStrategy strategy(*cluster, options.partitioner);
+  auto model = std::make_shared<const Model>(trainer.model());
+  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, trainer.optimizer().spec()));
+  std::printf("%s: simulation with %d PS and %d workers, partitioner %s\n", label.c_str(),
+              options.ps, options.workers, options.partitioner.description().c_str());
+  for (const auto& [name, variable] : strategy.variables()) {
+    std::string tasks;
+    for (const VariableShard& shard : variable.Variables()) absl::StrAppend(&tasks, " ", shard.ps_task);
+    std::printf("  %-16s %-14s %lld shard(s) on ps%s\n", name.c_str(),
+                variable.shape().ToString().c_str(), static_cast<long long>(variable.num_shards()),
+                tasks.c_str());
+  }
+  auto registry = std::make_shared<FunctionRegistry>();
+  RETURN_IF_ERROR(RegisterTraining(*registry, vars, train, batch_size, options.seed));
+  ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
+  if (options.inject_worker_failures > 0) {
+    coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
+                                      options.restart_delay);
+  }
+  ASSIGN_OR_RETURN(TrainingRun run, RunTrainingSteps(*coordinator, steps, batch_size, label));
+  RETURN_IF_ERROR(PullVariables(strategy, trainer));
+  const ClosureStats stats = coordinator->stats();
+  const WorkerPoolStatus pool = coordinator->workers();
+  std::printf("%s: closures scheduled %lld, completed %lld, retried %lld, cancelled %lld; worker "
+              "failures %lld, restarts %lld\n",
+              label.c_str(), static_cast<long long>(stats.scheduled),
+              static_cast<long long>(stats.completed), static_cast<long long>(stats.retried),
+              static_cast<long long>(stats.cancelled), static_cast<long long>(pool.worker_failures),
+              static_cast<long long>(pool.worker_restarts));
+  summary["mode"] = "sim";
+  summary["ps"] = options.ps;
+  summary["workers"] = options.workers;
+  summary["partitioner"] = options.partitioner.description();
+  summary["closures_scheduled"] = stats.scheduled;
+  summary["closures_completed"] = stats.completed;
+  summary["closures_retried"] = stats.retried;
+  summary["closures_cancelled"] = stats.cancelled;
+  summary["worker_failures"] = pool.worker_failures;
+  summary["worker_restarts"] = pool.worker_restarts;
+  return run;
+}
+
+absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
+                                         int64_t steps, int64_t batch_size, uint64_t seed,
+                                         const std::string& label, nlohmann::json& summary) {
+  BatchOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = true;
+  options.seed = seed;
+  options.num_epochs = kRepeatForever;
+  ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(train, options));
+  std::printf("%s: local trainer (one thread, no actors)\n", label.c_str());
+  Progress progress(label, steps, batch_size);
+  TrainingRun run;
+  const double start = Now();
+  double recent = 0, tail_loss = 0;
+  int64_t tail_examples = 0;
+  const int64_t tail = std::max<int64_t>(1, steps / 20);
+  for (int64_t s = 0; s < steps; ++s) {
+    std::optional<Batch> batch = batches.Next();
+    if (!batch.has_value()) return absl::OutOfRangeError("the training data is empty");
+    ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(*batch));
+    recent = recent == 0 ? loss : 0.98 * recent + 0.02 * loss;
+    run.examples += batch->size;
+    if (s >= steps - tail) {
+      tail_loss += static_cast<double>(loss) * batch->size;
+      tail_examples += batch->size;
+    }
+    progress.Update(s + 1, recent);
+  }
+  run.steps = steps;
+  run.wall_seconds = Now() - start;
+  run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
+  progress.Finish(steps, recent);
+  summary["mode"] = "local";
+  summary["ps"] = 0;
+  summary["workers"] = 1;
+  for (const char* key : {"closures_scheduled", "closures_completed", "closures_retried",
+                          "closures_cancelled", "worker_failures", "worker_restarts"}) {
+    summary[key] = 0;
+  }
+  return run;
+}
+
+absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer) {
+  for (const ParamSpec& param : trainer.model().spec().params) {
+    auto it = strategy.variables().find(param.name);
+    if (it == strategy.variables().end()) {
+      return absl::NotFoundError(absl::StrCat("no variable for parameter ", param.name));
+    }
+    ASSIGN_OR_RETURN(Tensor value, it->second.Read());
+    RETURN_IF_ERROR(trainer.SetVariable(param.name, value));
+  }
+  return absl::OkStatus();
+}
+
+Progress::Progress(std::string label, int64_t total_steps, int64_t batch_size)
+    : label_(std::move(label)),
+      total_steps_(total_steps),
+      batch_size_(batch_size),
+      terminal_(isatty(STDERR_FILENO) != 0),
+      start_(Now()) {}
+
+void Progress::Update(int64_t steps_done, double recent_loss) {
+  const double now = Now();
+  const double every = terminal_ ? 0.2 : 5.0;
+  if (last_print_ >= 0 && now - last_print_ < every) return;
+  last_print_ = now;
+  Print(steps_done, recent_loss, false);
+}
+
+void Progress::Finish(int64_t steps_done, double recent_loss) {
+  Print(steps_done, recent_loss, true);
+}
+
+void Progress::Print(int64_t steps_done, double recent_loss, bool final) {
+  const double elapsed = std::max(Now() - start_, 1e-9);
+  const double rate = steps_done * batch_size_ / elapsed;
+  const double eta = steps_done > 0 ? elapsed * (total_steps_ - steps_done) / steps_done : 0;
+  const std::string line = absl::StrFormat(
+      "%s: step %lld/%lld  %.0f examples/s  loss %.4f  %s", label_, steps_done, total_steps_, rate,
+      recent_loss,
+      final ? absl::StrFormat("done in %.1f s", elapsed) : absl::StrFormat("ETA %.0f s", eta));
+  if (terminal_) {
+    std::fprintf(stderr, "\r%-100s%s", line.c_str(), final ? "\n" : "");
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  std::fflush(stderr);
+}
+
+absl::Status WriteSummary(const std::string& path, const nlohmann::json& summary) {
+  if (path.empty()) return absl::OkStatus();
+  std::ofstream out(path);
+  out << summary.dump(2) << "\n";
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write the summary to ", path));
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::driver

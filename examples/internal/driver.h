@@ -1,0 +1,99 @@
+// What the training drivers (examples/*.cc) share: the replica functions of a training step, the
+// scheduling loop with its progress line, evaluation of the parameter-server variables, and the
+// JSON summary. A driver states its model, its data and its flags; everything else is here.
+//
+// Thread-safety: call from the driver's thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "actors/replica.h"
+#include "actors/train_step.h"
+#include "coordinator/cluster_coordinator.h"
+#include "coordinator/strategy.h"
+#include "core/dataset.h"
+#include "core/local_trainer.h"
+#include "core/partitioner.h"
+
+namespace tessera::driver {
+
+inline constexpr char kTrainStep[] = "train_step";
+inline constexpr char kTrainBatches[] = "train_batches";
+
+// Registers the per-worker resource kTrainBatches — worker k walks part k of `train` (of
+// num_workers disjoint parts) in shuffled batches, repeating forever; a replacement worker starts
+// its part afresh — and the replica function kTrainStep, which takes the worker's next batch,
+// runs TrainStepAsync against `vars` and returns {loss, examples}.
+absl::Status RegisterTraining(FunctionRegistry& registry,
+                              std::shared_ptr<const ModelVariables> vars, const Dataset& train,
+                              int64_t batch_size, uint64_t seed);
+
+struct TrainingRun {
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double wall_seconds = 0;
+  double final_loss = 0;  // example-weighted mean loss of the last ~5% of steps
+};
+
+// Schedules `steps` kTrainStep closures, printing a live progress line on a terminal (plain
+// lines every few seconds otherwise), then joins. Returns the first error a closure raised.
+absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t steps,
+                                             int64_t batch_size, const std::string& label);
+
+// How a driver trains in the simulation.
+struct SimOptions {
+  int32_t ps = 2;
+  int32_t workers = 2;
+  Partitioner partitioner;
+  int32_t inject_worker_failures = 0;  // workers killed mid-closure, each restarted after:
+  absl::Duration restart_delay = absl::Milliseconds(100);
+  uint64_t seed = 1;
+};
+
+// Trains `trainer`'s model for `steps` steps of `batch_size` on an in-process cluster: one
+// variable per parameter (embeddings partitioned), the trainer's optimizer on the shards,
+// per-worker shuffled parts of `train`. Prints the placement and the closure statistics, then
+// copies the trained variables into `trainer` (to evaluate) and fills the summary's run fields.
+absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Dataset& train,
+                                              int64_t steps, int64_t batch_size,
+                                              const SimOptions& options, const std::string& label,
+                                              nlohmann::json& summary);
+
+// The baseline: `steps` steps of the trainer itself on shuffled batches of `train`, one thread.
+absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
+                                         int64_t steps, int64_t batch_size, uint64_t seed,
+                                         const std::string& label, nlohmann::json& summary);
+
+// Copies the current value of every model variable into `trainer` (whose model is the same) so
+// it can evaluate on the driver.
+absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer);
+
+// The progress line: "\r"-rewritten when stderr is a terminal, a log line every 5 s otherwise.
+class Progress {
+ public:
+  Progress(std::string label, int64_t total_steps, int64_t batch_size);
+  void Update(int64_t steps_done, double recent_loss);
+  void Finish(int64_t steps_done, double recent_loss);
+
+ private:
+  void Print(int64_t steps_done, double recent_loss, bool final);
+  std::string label_;
+  int64_t total_steps_;
+  int64_t batch_size_;
+  bool terminal_;
+  double start_;
+  double last_print_ = -1;
+};
+
+// Writes `summary` to `path`, pretty-printed (nothing when path is empty).
+absl::Status WriteSummary(const std::string& path, const nlohmann::json& summary);
+
+}  // namespace tessera::driver

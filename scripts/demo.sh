@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Set-up (packages + build), then the main job.
-#
-# Today the main job is the local baseline: the recsys reference model (DESIGN.md §5) trained by
-# the single-process, single-thread local trainer on 1M synthetic clicks, evaluated on 100k held-out
-# ones. The parameter-server simulation driver (examples/recsys.cc) replaces it when the
-# coordinator lands. Extra arguments go to the trainer, e.g. `scripts/demo.sh --examples=200000`.
+# Set-up (packages + build), then the main job: the recsys reference model (DESIGN.md §5) trained
+# asynchronously in the single-process simulation — 2 parameter servers holding the sharded user
+# and item embeddings, 2 workers running training steps on their own part of 1M synthetic clicks,
+# a coordinator scheduling the steps — then evaluated on 100k held-out clicks next to the
+# Bayes-optimal AUC. Extra arguments go to the driver, e.g.
+#   scripts/demo.sh --inject_worker_failures=5     # preempt workers mid-step; training carries on
+#   scripts/demo.sh --mode=local                   # the single-thread baseline
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 build_dir=${TESSERA_BUILD_DIR:-build}
 echo
-echo "demo: training the recsys reference model with the local (single-thread) trainer"
-exec "$build_dir/bench/local_train" --workload=recsys "$@"
+echo "demo: training the recsys model on 2 parameter servers and 2 workers (in one process)"
+exec "$build_dir/examples/recsys" --ps=2 --workers=2 --summary="$build_dir/recsys_summary.json" "$@"

@@ -29,6 +29,10 @@ absl::Status ValidateAggregation(VariableSynchronization sync, VariableAggregati
   const int s = static_cast<int>(sync), a = static_cast<int>(aggregation);
   if (s < 0 || s > 2) return absl::InvalidArgumentError(absl::StrCat("unknown synchronization ", s));
   if (a < 0 || a > 3) return absl::InvalidArgumentError(absl::StrCat("unknown aggregation ", a));
+  if (dtype != DType::kFloat32 && dtype != DType::kInt64 && dtype != DType::kString) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown dtype ", static_cast<int>(dtype)));
+  }
   if (aggregation == VariableAggregation::kMean && !IsFloating(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "aggregation MEAN needs a floating dtype, but the variable is ", DTypeName(dtype)));

@@ -40,6 +40,8 @@ absl::StatusOr<ClosureValues> RemoteValue::Fetch() const {
 }
 
 absl::StatusOr<ClosureValues> RemoteValue::FetchWithin(absl::Duration timeout) const {
+  // wait_for adds the timeout to now(): an infinite (or huge) one would overflow into the past.
+  if (timeout > absl::Hours(24 * 365)) return Fetch();
   std::unique_lock<std::mutex> lock(shared_->mu);
   if (!shared_->resolved.wait_for(lock, absl::ToChronoNanoseconds(timeout),
                                   [&] { return shared_->result.has_value(); })) {

@@ -46,13 +46,12 @@ std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
 }
 
 void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<ClosureValues> result) {
-  std::shared_ptr<RemoteValue::Shared> value;
-  RemoteValueState state = RemoteValueState::kReady;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = running_.find(id);
     if (it == running_.end() || it->second.attempt != attempt) return;  // stale
-    value = it->second.value;
+    std::shared_ptr<RemoteValue::Shared> value = it->second.value;
+    RemoteValueState state = RemoteValueState::kReady;
     const WorkerId worker = *it->second.worker;
     running_.erase(it);
     if (result.ok()) {
@@ -67,8 +66,10 @@ void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<Closur
             "cancelled: an earlier closure failed: ", result.status().ToString())));
       }
     }
+    // Resolved under mu_ (lock order: mu_, then the value's own mutex), so nobody can observe
+    // the queue idle, or the error raised, before this RemoteValue is resolved.
+    RemoteValue::Resolve(*value, state, std::move(result));
   }
-  RemoteValue::Resolve(*value, state, std::move(result));
   changed_.notify_all();
 }
 
@@ -84,14 +85,20 @@ bool ClosureQueue::WorkerLost(WorkerId worker) {
       Entry entry = std::move(it->second);
       it = running_.erase(it);
       entry.worker.reset();
-      RemoteValue::MarkAborted(*entry.value);
-      ++stats_.retried;
-      if (fatal_error_.has_value()) {
+      // With an error pending, the queue was cancelled: cancel this closure too rather than
+      // run it again (TF does the same).
+      const std::optional<absl::Status>& error =
+          fatal_error_.has_value() ? fatal_error_ : pending_error_;
+      if (error.has_value()) {
         ++stats_.cancelled;
         RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
-                             absl::CancelledError(fatal_error_->ToString()));
+                             absl::CancelledError(absl::StrCat(
+                                 "cancelled: its worker died after an error: ",
+                                 error->ToString())));
         continue;
       }
+      RemoteValue::MarkAborted(*entry.value);
+      ++stats_.retried;
       queue_.push_front(std::move(entry));
       requeued = true;
     }
@@ -117,6 +124,8 @@ absl::Status ClosureQueue::Join() {
 }
 
 absl::Status ClosureQueue::JoinWithin(absl::Duration timeout) {
+  // wait_for adds the timeout to now(): an infinite (or huge) one would overflow into the past.
+  if (timeout > absl::Hours(24 * 365)) return Join();
   std::unique_lock<std::mutex> lock(mu_);
   if (!changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
                          [&] { return IdleLocked() || fatal_error_.has_value(); })) {

@@ -75,8 +75,8 @@ class ClosureQueue {
   // worker was declared dead). An error result is an application error (see above).
   void Complete(ClosureId id, int64_t attempt, absl::StatusOr<ClosureValues> result);
 
-  // `worker` died: its running closure (if any) is queued again at the front. Returns whether
-  // one was. Idempotent.
+  // `worker` died: its running closure (if any) is queued again at the front — or cancelled when
+  // an error is pending or fatal. Returns whether one was re-queued. Idempotent.
   bool WorkerLost(WorkerId worker);
 
   // Sets the sticky fatal error: every queued closure is cancelled, every later Enqueue / Join /

@@ -1,0 +1,231 @@
+// Test support for the coordinator integration tests, which run on the real in-process cluster
+// (CAF's threaded scheduler): cluster start-up, bounded waits, tensor comparisons, and a
+// Timekeeper actor that replica functions ask to hold them (a gate the test opens) or to wake
+// them after a delay — so a test can kill a worker in the middle of a closure deterministically
+// without any replica function blocking its worker's thread.
+//
+// Every wait here is bounded: a hang becomes a failed check, never a stuck test.
+//
+// Thread-safety: the helpers are called from the test's thread; the Timekeeper is an actor.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "actors/error.h"
+#include "actors/replica.h"
+#include "coordinator/cluster.h"
+#include "core/closure.h"
+#include "core/tensor.h"
+
+namespace tessera::testing {
+
+// Generous upper bound for anything a test waits on; a healthy run takes milliseconds.
+inline constexpr absl::Duration kWaitLimit = absl::Seconds(20);
+
+inline std::unique_ptr<InProcessCluster> StartCluster(int32_t num_ps, int32_t num_workers) {
+  ClusterOptions options;
+  options.num_ps = num_ps;
+  options.num_workers = num_workers;
+  absl::StatusOr<std::unique_ptr<InProcessCluster>> cluster = InProcessCluster::Start(options);
+  REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+  return *std::move(cluster);
+}
+
+// Polls `condition` every millisecond until it holds (true) or `limit` passes (false).
+inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration limit = kWaitLimit) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (!condition()) {
+    if (absl::Now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Fetches every value with one overall deadline; the first error (or DeadlineExceeded) wins.
+inline absl::StatusOr<std::vector<ClosureValues>> FetchAllWithin(
+    const std::vector<RemoteValue>& values, absl::Duration limit = kWaitLimit) {
+  const absl::Time deadline = absl::Now() + limit;
+  std::vector<ClosureValues> out;
+  for (const RemoteValue& value : values) {
+    absl::StatusOr<ClosureValues> v = value.FetchWithin(deadline - absl::Now());
+    if (!v.ok()) return v.status();
+    out.push_back(*std::move(v));
+  }
+  return out;
+}
+
+// Runs `fn` on its own thread; when it has not returned within `limit` (a deadlock), reports
+// `what` and ends the process: the stuck thread could never be joined, and a failing ctest entry
+// beats a hanging one.
+inline void RunWithin(absl::Duration limit, const std::string& what, std::function<void()> fn) {
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  std::thread runner([fn = std::move(fn), finished] {
+    fn();
+    finished->store(true);
+  });
+  if (!WaitUntil([&] { return finished->load(); }, limit)) {
+    std::fprintf(stderr, "FATAL: %s did not finish within %s (deadlock?)\n", what.c_str(),
+                 absl::FormatDuration(limit).c_str());
+    std::fflush(stderr);
+    std::_Exit(3);
+  }
+  runner.join();
+}
+
+// "[1, 2; 3, 4]" for error messages.
+inline std::string Describe(const Tensor& t) {
+  std::ostringstream out;
+  out << t.shape().ToString() << " {";
+  for (int64_t i = 0; i < t.size() && i < 64; ++i) out << (i ? ", " : "") << t.values()[i];
+  if (t.size() > 64) out << ", ...";
+  out << "}";
+  return out.str();
+}
+
+// Same shape and every element within `tolerance` (exact by default).
+inline bool SameTensor(const Tensor& got, const Tensor& want, float tolerance = 0.0f) {
+  if (got.shape() != want.shape()) return false;
+  for (int64_t i = 0; i < got.size(); ++i) {
+    const float a = got.values()[i], b = want.values()[i];
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (!(std::fabs(a - b) <= tolerance)) return false;
+  }
+  return true;
+}
+
+#define CHECK_TENSOR(got, want)                                        \
+  CHECK_MESSAGE(::tessera::testing::SameTensor((got), (want)), "got ", \
+                ::tessera::testing::Describe(got), "\nwant ", ::tessera::testing::Describe(want))
+#define CHECK_TENSOR_NEAR(got, want, tol)                                     \
+  CHECK_MESSAGE(::tessera::testing::SameTensor((got), (want), (tol)), "got ", \
+                ::tessera::testing::Describe(got), "\nwant ", ::tessera::testing::Describe(want))
+
+// Unwraps a StatusOr in a test, failing the test case on error.
+template <class T>
+T ValueOrDie(absl::StatusOr<T> value, const char* what = "") {
+  REQUIRE_MESSAGE(value.ok(), what, ": ", value.status().ToString());
+  return *std::move(value);
+}
+
+inline Tensor FromVector(Shape shape, std::vector<float> values) {
+  return ValueOrDie(Tensor::FromVector(std::move(shape), std::move(values)), "FromVector");
+}
+
+// -- Timekeeper -------------------------------------------------------------------------------
+
+using tk_wait_atom = caf::atom_constant<caf::atom("tk_wait")>;
+using tk_open_atom = caf::atom_constant<caf::atom("tk_open")>;
+using tk_sleep_atom = caf::atom_constant<caf::atom("tk_sleep")>;
+using tk_wake_atom = caf::atom_constant<caf::atom("tk_wake")>;
+
+struct TimekeeperState {
+  static inline const char* name = "tessera.test.timekeeper";
+  bool open = false;
+  std::vector<caf::response_promise> held;
+  std::map<int64_t, caf::response_promise> sleeping;
+  int64_t next_sleeper = 0;
+};
+
+// (tk_wait) -> bool: answered once the gate opens (at once when it is open).
+// (tk_open): opens the gate for good, answering every held wait.
+// (tk_sleep, int32 ms) -> bool: answered after `ms` milliseconds.
+inline caf::behavior TimekeeperActor(caf::stateful_actor<TimekeeperState>* self,
+                                     std::shared_ptr<std::atomic<int>> waits) {
+  return {
+      [self, waits](tk_wait_atom) -> caf::result<bool> {
+        waits->fetch_add(1);
+        if (self->state.open) return true;
+        caf::response_promise promise = self->make_response_promise();
+        self->state.held.push_back(promise);
+        return promise;
+      },
+      [self](tk_open_atom) {
+        self->state.open = true;
+        for (caf::response_promise& promise : self->state.held) promise.deliver(true);
+        self->state.held.clear();
+      },
+      [self](tk_sleep_atom, int32_t ms) -> caf::result<bool> {
+        caf::response_promise promise = self->make_response_promise();
+        const int64_t id = self->state.next_sleeper++;
+        self->state.sleeping.emplace(id, promise);
+        self->delayed_send(self, std::chrono::milliseconds(ms), tk_wake_atom::value, id);
+        return promise;
+      },
+      [self](tk_wake_atom, int64_t id) {
+        auto it = self->state.sleeping.find(id);
+        if (it == self->state.sleeping.end()) return;
+        it->second.deliver(true);
+        self->state.sleeping.erase(it);
+      },
+  };
+}
+
+// Owns a Timekeeper actor; the destructor stops it (declare it after the cluster so it goes
+// first: the actor system waits for every actor at shutdown).
+class Timekeeper {
+ public:
+  explicit Timekeeper(caf::actor_system& system)
+      : waits_(std::make_shared<std::atomic<int>>(0)),
+        actor_(system.spawn(TimekeeperActor, waits_)) {}
+  ~Timekeeper() { caf::anon_send_exit(actor_, caf::exit_reason::kill); }
+  Timekeeper(const Timekeeper&) = delete;
+  Timekeeper& operator=(const Timekeeper&) = delete;
+
+  const caf::actor& actor() const { return actor_; }
+  // How many waits have arrived so far (held or not).
+  int waits() const { return waits_->load(); }
+  bool WaitForWaits(int n) {
+    return WaitUntil([&] { return waits() >= n; });
+  }
+  void Open() { caf::anon_send(actor_, tk_open_atom::value); }
+
+ private:
+  std::shared_ptr<std::atomic<int>> waits_;
+  caf::actor actor_;
+};
+
+// From a replica function: `then` runs on the worker once timekeeper `tk`'s gate is open (or
+// with the error when the timekeeper is gone). Capture the actor handle, never the Timekeeper
+// object: a worker may outlive the test's locals by a few messages.
+inline void AfterGate(ReplicaContext& ctx, const caf::actor& tk,
+                      std::function<void(absl::Status)> then) {
+  ctx.self()
+      ->request(tk, caf::infinite, tk_wait_atom::value)
+      .then([then](bool) { then(absl::OkStatus()); },
+            [then](caf::error& err) { then(ErrorToStatus(err)); });
+}
+
+// From a replica function: `then` runs on the worker after `ms` milliseconds.
+inline void AfterSleep(ReplicaContext& ctx, const caf::actor& tk, int32_t ms,
+                       std::function<void(absl::Status)> then) {
+  ctx.self()
+      ->request(tk, caf::infinite, tk_sleep_atom::value, ms)
+      .then([then](bool) { then(absl::OkStatus()); },
+            [then](caf::error& err) { then(ErrorToStatus(err)); });
+}
+
+}  // namespace tessera::testing

@@ -166,17 +166,25 @@ void BatchIterator::StartEpoch() {
   }
 }
 
+bool BatchIterator::HasNext() const {
+  if (batches_per_epoch() == 0) return false;
+  return options_.num_epochs == kRepeatForever || epoch_ < options_.num_epochs;
+}
+
 std::optional<Batch> BatchIterator::Next() {
-  const int64_t n = dataset_.size();
-  const bool forever = options_.num_epochs == kRepeatForever;
-  if (batches_per_epoch() == 0) return std::nullopt;
-  if (!forever && epoch_ >= options_.num_epochs) return std::nullopt;
-  const int64_t remaining = n - next_position_;
-  const int64_t count = std::min(options_.batch_size, remaining);
+  if (!HasNext()) return std::nullopt;
+  const int64_t count = std::min(options_.batch_size, dataset_.size() - next_position_);
   Batch batch =
       options_.shuffle
           ? dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(next_position_, count))
           : dataset_.SliceUnchecked(next_position_, count);
+  Advance(count);
+  return batch;
+}
+
+void BatchIterator::Advance(int64_t count) {
+  const int64_t n = dataset_.size();
+  const bool forever = options_.num_epochs == kRepeatForever;
   next_position_ += count;
   ++batches_returned_;
   // Move to the next epoch once this one has nothing more to give.
@@ -190,7 +198,31 @@ std::optional<Batch> BatchIterator::Next() {
       order_.shrink_to_fit();
     }
   }
-  return batch;
+}
+
+absl::StatusOr<BatchStream> BatchStream::Create(Dataset dataset, int64_t batch_size,
+                                                bool shuffle, uint64_t seed) {
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, not ", batch_size));
+  }
+  if (dataset.size() == 0) return absl::InvalidArgumentError("a batch stream needs examples");
+  return BatchStream(std::move(dataset), batch_size, shuffle, seed);
+}
+
+absl::StatusOr<Batch> BatchStream::Get(int64_t index) {
+  if (index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch index ", index, " is negative"));
+  }
+  const int64_t per_epoch = batches_per_epoch();
+  const int64_t epoch = index / per_epoch;
+  const int64_t begin = (index % per_epoch) * batch_size_;
+  const int64_t count = std::min(batch_size_, dataset_.size() - begin);
+  if (!shuffle_) return dataset_.SliceUnchecked(begin, count);
+  if (epoch != cached_epoch_) {
+    order_ = RandomPermutation(dataset_.size(), seed_, static_cast<uint64_t>(epoch));
+    cached_epoch_ = epoch;
+  }
+  return dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(begin, count));
 }
 
 std::vector<int64_t> RandomPermutation(int64_t n, uint64_t seed, uint64_t stream) {

@@ -67,6 +67,7 @@ class Dataset {
 
  private:
   friend class BatchIterator;
+  friend class BatchStream;
 
   Dataset(std::shared_ptr<const Batch> columns, int64_t offset, int64_t stride, int64_t count)
       : columns_(std::move(columns)), offset_(offset), stride_(stride), count_(count) {}
@@ -127,6 +128,9 @@ class BatchIterator {
 
   // Prepares epoch_'s order (its permutation when shuffling).
   void StartEpoch();
+  bool HasNext() const;
+  // Moves past a batch of `count` examples, into the next epoch when this one is done.
+  void Advance(int64_t count);
 
   Dataset dataset_;
   BatchOptions options_;
@@ -134,6 +138,39 @@ class BatchIterator {
   int64_t next_position_ = 0;  // within the current epoch
   int64_t batches_returned_ = 0;
   std::vector<int64_t> order_;  // the epoch's permutation; empty when not shuffling
+};
+
+// The endless stream of batches over a dataset — epoch after epoch, each epoch in its own
+// permutation of (seed, epoch) when shuffling, batches never spanning two epochs — addressable by
+// index: Get(i) is the i-th batch of the stream, computable by anyone holding the dataset.
+//
+// This is dynamic sharding (tf.data service's ShardingPolicy.DYNAMIC): a coordinator hands batch
+// i to whichever worker is idle, and when that worker dies the re-run reads the same batch i.
+// Every batch is trained once whatever fails, where static per-worker parts (TF's per-worker
+// datasets) repeat a part while another worker is down and leave the dead one's part unread.
+//
+// Thread-safety: not synchronized (it caches the current epoch's permutation); one per worker.
+class BatchStream {
+ public:
+  // InvalidArgument when batch_size < 1 or the dataset is empty.
+  static absl::StatusOr<BatchStream> Create(Dataset dataset, int64_t batch_size, bool shuffle,
+                                            uint64_t seed);
+
+  int64_t batches_per_epoch() const { return (dataset_.size() + batch_size_ - 1) / batch_size_; }
+  // Batch `index` (>= 0, else InvalidArgument): epoch index / batches_per_epoch(), batch
+  // index % batches_per_epoch() of that epoch; the last batch of an epoch may be partial.
+  absl::StatusOr<Batch> Get(int64_t index);
+
+ private:
+  BatchStream(Dataset dataset, int64_t batch_size, bool shuffle, uint64_t seed)
+      : dataset_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {}
+
+  Dataset dataset_;
+  int64_t batch_size_;
+  bool shuffle_;
+  uint64_t seed_;
+  int64_t cached_epoch_ = -1;
+  std::vector<int64_t> order_;  // cached_epoch_'s permutation
 };
 
 // A uniformly random permutation of [0, n), drawn by Fisher-Yates over

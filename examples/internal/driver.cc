@@ -26,23 +26,19 @@ double Now() {
 absl::Status RegisterTraining(FunctionRegistry& registry,
                               std::shared_ptr<const ModelVariables> vars, const Dataset& train,
                               int64_t batch_size, uint64_t seed) {
-  RETURN_IF_ERROR(registry.AddResource<BatchIterator>(
-      kTrainBatches,
-      [train, batch_size, seed](const WorkerInfo& worker) -> absl::StatusOr<BatchIterator> {
-        ASSIGN_OR_RETURN(Dataset part, train.Shard(worker.num_workers, worker.index));
-        BatchOptions options;
-        options.batch_size = batch_size;
-        options.shuffle = true;
-        options.seed = seed * 1000003 + static_cast<uint64_t>(worker.index);
-        options.num_epochs = kRepeatForever;
-        return BatchIterator::Create(part, options);
+  RETURN_IF_ERROR(registry.AddResource<BatchStream>(
+      kTrainBatches, [train, batch_size, seed](const WorkerInfo&) {
+        return BatchStream::Create(train, batch_size, /*shuffle=*/true, seed);
       }));
   return registry.AddReplicaFunction(
-      kTrainStep, [vars](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
-        absl::StatusOr<BatchIterator*> batches = ctx.Resource<BatchIterator>(kTrainBatches);
+      kTrainStep, [vars](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
+        if (args.scalars.size() != 1) {
+          return done(absl::InvalidArgumentError("train_step takes one argument: a batch index"));
+        }
+        absl::StatusOr<BatchStream*> batches = ctx.Resource<BatchStream>(kTrainBatches);
         if (!batches.ok()) return done(batches.status());
-        std::optional<Batch> batch = (*batches)->Next();
-        if (!batch.has_value()) return done(absl::OutOfRangeError("the worker's data ran out"));
+        absl::StatusOr<Batch> batch = (*batches)->Get(static_cast<int64_t>(args.scalars[0]));
+        if (!batch.ok()) return done(batch.status());
         TrainStepAsync(ctx.self(), vars, *std::move(batch),
                        [done](absl::StatusOr<StepOutcome> outcome) {
                          if (!outcome.ok()) return done(outcome.status());
@@ -82,7 +78,9 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     return absl::OkStatus();
   };
   for (int64_t step = 0; step < steps; ++step) {
-    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep));
+    ClosureValues args;
+    args.scalars = {static_cast<double>(step)};  // the batch index
+    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args)));
     pending.push_back(std::move(value));
     RETURN_IF_ERROR(collect(false));
   }
@@ -146,12 +144,7 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
 absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
                                          int64_t steps, int64_t batch_size, uint64_t seed,
                                          const std::string& label, nlohmann::json& summary) {
-  BatchOptions options;
-  options.batch_size = batch_size;
-  options.shuffle = true;
-  options.seed = seed;
-  options.num_epochs = kRepeatForever;
-  ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(train, options));
+  ASSIGN_OR_RETURN(BatchStream batches, BatchStream::Create(train, batch_size, true, seed));
   std::printf("%s: local trainer (one thread, no actors)\n", label.c_str());
   Progress progress(label, steps, batch_size);
   TrainingRun run;
@@ -160,14 +153,13 @@ absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& t
   int64_t tail_examples = 0;
   const int64_t tail = std::max<int64_t>(1, steps / 20);
   for (int64_t s = 0; s < steps; ++s) {
-    std::optional<Batch> batch = batches.Next();
-    if (!batch.has_value()) return absl::OutOfRangeError("the training data is empty");
-    ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(*batch));
+    ASSIGN_OR_RETURN(const Batch batch, batches.Get(s));
+    ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(batch));
     recent = recent == 0 ? loss : 0.98 * recent + 0.02 * loss;
-    run.examples += batch->size;
+    run.examples += batch.size;
     if (s >= steps - tail) {
-      tail_loss += static_cast<double>(loss) * batch->size;
-      tail_examples += batch->size;
+      tail_loss += static_cast<double>(loss) * batch.size;
+      tail_examples += batch.size;
     }
     progress.Update(s + 1, recent);
   }

@@ -28,10 +28,11 @@ namespace tessera::driver {
 inline constexpr char kTrainStep[] = "train_step";
 inline constexpr char kTrainBatches[] = "train_batches";
 
-// Registers the per-worker resource kTrainBatches — worker k walks part k of `train` (of
-// num_workers disjoint parts) in shuffled batches, repeating forever; a replacement worker starts
-// its part afresh — and the replica function kTrainStep, which takes the worker's next batch,
-// runs TrainStepAsync against `vars` and returns {loss, examples}.
+// Registers the per-worker resource kTrainBatches — each worker's BatchStream over `train`
+// (shuffled by `seed`, endless) — and the replica function kTrainStep(batch index), which reads
+// that batch, runs TrainStepAsync against `vars` and returns {loss, examples}. Batches are
+// assigned by the scheduler (dynamic sharding, core/dataset.h): a re-run after a worker failure
+// trains the same batch, so no batch is lost or repeated whichever workers die.
 absl::Status RegisterTraining(FunctionRegistry& registry,
                               std::shared_ptr<const ModelVariables> vars, const Dataset& train,
                               int64_t batch_size, uint64_t seed);
@@ -43,7 +44,7 @@ struct TrainingRun {
   double final_loss = 0;  // example-weighted mean loss of the last ~5% of steps
 };
 
-// Schedules `steps` kTrainStep closures, printing a live progress line on a terminal (plain
+// Schedules kTrainStep(0), ..., kTrainStep(steps - 1), printing a live progress line on a terminal (plain
 // lines every few seconds otherwise), then joins. Returns the first error a closure raised.
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t steps,
                                              int64_t batch_size, const std::string& label);
@@ -67,7 +68,8 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
                                               const SimOptions& options, const std::string& label,
                                               nlohmann::json& summary);
 
-// The baseline: `steps` steps of the trainer itself on shuffled batches of `train`, one thread.
+// The baseline: `steps` steps of the trainer itself, one thread, on the same batch stream the
+// simulation trains on.
 absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
                                          int64_t steps, int64_t batch_size, uint64_t seed,
                                          const std::string& label, nlohmann::json& summary);

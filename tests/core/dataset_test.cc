@@ -180,6 +180,39 @@ TEST_CASE("shuffled epochs are fresh permutations, fixed by the seed") {
   CHECK(Flatten(Drain(other_seed)) != Flatten(batches));
 }
 
+TEST_CASE("a batch stream addresses the shuffled epochs by batch index, any order, any reader") {
+  const Dataset d = Numbered(50);
+  BatchOptions options;
+  options.batch_size = 7;
+  options.shuffle = true;
+  options.seed = 9;
+  options.num_epochs = 3;  // 8 batches per epoch, the last of 1 example
+  BatchIterator it = MakeIterator(d, options);
+  const std::vector<Ids> expected = Drain(it);
+  REQUIRE(expected.size() == 24);
+  auto stream = BatchStream::Create(d, 7, /*shuffle=*/true, 9);
+  REQUIRE(stream.ok());
+  CHECK(stream->batches_per_epoch() == 8);
+  // Backwards, so every batch switches epochs against the cached permutation.
+  for (int64_t i = 23; i >= 0; --i) {
+    CAPTURE(i);
+    absl::StatusOr<Batch> batch = stream->Get(i);
+    REQUIRE(batch.ok());
+    CHECK(AlignedIds(*batch) == expected[i]);
+  }
+  // A second reader gives the same batches (what a re-run closure on another worker reads).
+  auto other = BatchStream::Create(d, 7, true, 9);
+  REQUIRE(other.ok());
+  CHECK(AlignedIds(*other->Get(13)) == expected[13]);
+  auto in_order = BatchStream::Create(d, 7, /*shuffle=*/false, 0);
+  REQUIRE(in_order.ok());
+  CHECK(AlignedIds(*in_order->Get(9)) == Ids{7, 8, 9, 10, 11, 12, 13});
+  CHECK(stream->Get(-1).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(BatchStream::Create(d, 0, true, 1).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(BatchStream::Create(Dataset(), 4, true, 1).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
 TEST_CASE("a random permutation is uniform over all orders") {
   // Every one of the 24 orders of 4 elements is about equally likely (a Fisher-Yates off-by-one
   // would make some orders impossible or twice as likely).

@@ -16,6 +16,7 @@ namespace {
 using Self = coordinator_actor::stateful_pointer<CoordinatorState>;
 
 void DispatchIdle(Self self);
+void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker, Dispatch next);
 
 // A worker is gone: forget it and put its running closure back on the queue. Idempotent (the
 // down message and the failed request of the same death both land here).
@@ -36,7 +37,7 @@ void StartWorker(Self self, int32_t slot) {
   if (!worker) return;
   const WorkerId id = self->state.next_worker_id++;
   self->monitor(worker);
-  self->state.workers->emplace(id, CoordinatorState::Worker{worker, slot, false});
+  self->state.workers->emplace(id, CoordinatorState::Worker{worker, slot, 0, false});
   DispatchIdle(self);
 }
 
@@ -58,7 +59,7 @@ void InjectFailure(Self self) {
   for (const auto& [id, worker] : *self->state.workers) {
     if (worker.killed) continue;
     live.push_back(&worker);
-    if (worker.busy) busy.push_back(&worker);
+    if (worker.busy()) busy.push_back(&worker);
   }
   auto& pool = busy.empty() ? live : busy;
   if (pool.empty()) return;
@@ -69,38 +70,46 @@ void InjectFailure(Self self) {
 }
 
 void DispatchIdle(Self self) {
-  for (auto& [id, worker] : *self->state.workers) {
-    if (worker.busy || worker.killed) continue;
-    std::optional<Dispatch> next = self->state.queue->NextFor(id);
-    if (!next.has_value()) return;
-    worker.busy = true;
-    const WorkerId worker_id = id;
-    const ClosureId closure = next->closure.id;
-    const int64_t attempt = next->attempt;
-    self->request(worker.handle, caf::infinite, run_atom::value, std::move(next->closure))
-        .then(
-            [self, worker_id, closure, attempt](ClosureValues& result) {
-              self->state.queue->Complete(closure, attempt, std::move(result));
-              auto it = self->state.workers->find(worker_id);
-              if (it != self->state.workers->end()) it->second.busy = false;
-              ++self->state.completions;
-              auto& kill_at = self->state.kill_at;
-              while (!kill_at.empty() && kill_at.back() <= self->state.completions) {
-                kill_at.pop_back();
-                InjectFailure(self);
-              }
-              DispatchIdle(self);
-            },
-            [self, worker_id, closure, attempt](caf::error& err) {
-              // A Tessera error is the replica function's own; anything else (the worker exited,
-              // its node went down) means the worker is gone.
-              if (err.category() != kErrorCategory) return WorkerGone(self, worker_id);
-              self->state.queue->Complete(closure, attempt, ErrorToStatus(err));
-              auto it = self->state.workers->find(worker_id);
-              if (it != self->state.workers->end()) it->second.busy = false;
-              DispatchIdle(self);
-            });
+  // Round after round, one closure per worker that has room, so closures spread evenly.
+  for (bool sent = true; sent;) {
+    sent = false;
+    for (auto& [id, worker] : *self->state.workers) {
+      if (worker.killed || worker.running >= self->state.closures_per_worker) continue;
+      std::optional<Dispatch> next = self->state.queue->NextFor(id);
+      if (!next.has_value()) return;
+      ++worker.running;
+      sent = true;
+      SendClosure(self, id, worker, *std::move(next));
+    }
   }
+}
+
+void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker, Dispatch next) {
+  const ClosureId closure = next.closure.id;
+  const int64_t attempt = next.attempt;
+  self->request(worker.handle, caf::infinite, run_atom::value, std::move(next.closure))
+      .then(
+          [self, worker_id, closure, attempt](ClosureValues& result) {
+            self->state.queue->Complete(closure, attempt, std::move(result));
+            auto it = self->state.workers->find(worker_id);
+            if (it != self->state.workers->end()) --it->second.running;
+            ++self->state.completions;
+            auto& kill_at = self->state.kill_at;
+            while (!kill_at.empty() && kill_at.back() <= self->state.completions) {
+              kill_at.pop_back();
+              InjectFailure(self);
+            }
+            DispatchIdle(self);
+          },
+          [self, worker_id, closure, attempt](caf::error& err) {
+            // A Tessera error is the replica function's own; anything else (the worker exited,
+            // its node went down) means the worker is gone.
+            if (err.category() != kErrorCategory) return WorkerGone(self, worker_id);
+            self->state.queue->Complete(closure, attempt, ErrorToStatus(err));
+            auto it = self->state.workers->find(worker_id);
+            if (it != self->state.workers->end()) --it->second.running;
+            DispatchIdle(self);
+          });
 }
 
 // When the coordinator exits, so does every worker it started.
@@ -119,9 +128,11 @@ void StopWorkersOnExit(Self self) {
 }  // namespace
 
 coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<ClosureQueue> queue,
-                                                  int32_t num_slots, WorkerFactory factory) {
+                                                  int32_t num_slots, int32_t closures_per_worker,
+                                                  WorkerFactory factory) {
   self->state.queue = std::move(queue);
   self->state.num_slots = num_slots;
+  self->state.closures_per_worker = std::max(closures_per_worker, 1);
   self->state.factory = std::move(factory);
   StopWorkersOnExit(self);
   self->set_down_handler([self](caf::down_msg& msg) {
@@ -182,8 +193,10 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
 }
 
 coordinator_actor SpawnCoordinator(caf::actor_system& system, std::shared_ptr<ClosureQueue> queue,
-                                   int32_t num_slots, WorkerFactory factory) {
-  return system.spawn(CoordinatorActor, std::move(queue), num_slots, std::move(factory));
+                                   int32_t num_slots, int32_t closures_per_worker,
+                                   WorkerFactory factory) {
+  return system.spawn(CoordinatorActor, std::move(queue), num_slots, closures_per_worker,
+                      std::move(factory));
 }
 
 }  // namespace tessera

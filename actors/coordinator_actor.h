@@ -64,7 +64,8 @@ struct CoordinatorState {
   struct Worker {
     worker_actor handle;
     int32_t slot = 0;
-    bool busy = false;
+    int32_t running = 0;  // closures sent and not answered
+    bool busy() const { return running > 0; }
     bool killed = false;  // an exit was sent; its down message has not arrived yet
   };
   struct Ps {
@@ -75,6 +76,7 @@ struct CoordinatorState {
   std::shared_ptr<ClosureQueue> queue;
   WorkerFactory factory;
   int32_t num_slots = 0;
+  int32_t closures_per_worker = 1;  // the most closures in flight per worker
   WorkerId next_worker_id = 1;
   // Shared with the exit functor that stops the workers when the coordinator exits.
   std::shared_ptr<std::map<WorkerId, Worker>> workers =
@@ -91,12 +93,15 @@ struct CoordinatorState {
 };
 
 // The behaviour of a coordinator over `queue` with `num_slots` worker slots, starting workers
-// with `factory` (it starts none by itself: send add_worker for each slot).
+// with `factory` (it starts none by itself: send add_worker for each slot) and keeping up to
+// `closures_per_worker` (>= 1) closures in flight on each.
 coordinator_actor::behavior_type CoordinatorActor(
     coordinator_actor::stateful_pointer<CoordinatorState> self,
-    std::shared_ptr<ClosureQueue> queue, int32_t num_slots, WorkerFactory factory);
+    std::shared_ptr<ClosureQueue> queue, int32_t num_slots, int32_t closures_per_worker,
+    WorkerFactory factory);
 
 coordinator_actor SpawnCoordinator(caf::actor_system& system, std::shared_ptr<ClosureQueue> queue,
-                                   int32_t num_slots, WorkerFactory factory);
+                                   int32_t num_slots, int32_t closures_per_worker,
+                                   WorkerFactory factory);
 
 }  // namespace tessera

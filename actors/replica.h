@@ -84,14 +84,23 @@ class FunctionRegistry {
   std::map<std::string, ResourceEntry, std::less<>> resources_;
 };
 
+// A worker's per-worker resources by name, built on first use; they die with the worker.
+using WorkerResources = std::map<std::string, std::shared_ptr<void>, std::less<>>;
+
 // What a running replica function can use: the worker's actor (to issue variable operations),
-// who the worker is, its per-worker resources, and a caching scope for dense reads.
+// who the worker is, its per-worker resources, and a caching scope for dense reads. One context
+// per closure (a worker may run several at once, see CoordinatorOptions::closures_per_worker);
+// the resources are the worker's, shared by its closures.
 class ReplicaContext {
  public:
   // `self` is the worker actor; it outlives the context.
   ReplicaContext(worker_actor::pointer self, WorkerInfo info,
-                 std::shared_ptr<const FunctionRegistry> registry)
-      : self_(self), info_(info), registry_(std::move(registry)) {}
+                 std::shared_ptr<const FunctionRegistry> registry,
+                 std::shared_ptr<WorkerResources> resources)
+      : self_(self),
+        info_(info),
+        registry_(std::move(registry)),
+        resources_(std::move(resources)) {}
 
   worker_actor::pointer self() const { return self_; }
   const WorkerInfo& worker() const { return info_; }
@@ -108,18 +117,18 @@ class ReplicaContext {
       return absl::InvalidArgumentError(
           absl::StrCat("per-worker resource ", name, " has another type"));
     }
-    auto it = resources_.find(name);
-    if (it == resources_.end()) {
+    auto it = resources_->find(name);
+    if (it == resources_->end()) {
       absl::StatusOr<std::shared_ptr<void>> built = entry->second.build(info_);
       if (!built.ok()) return Annotate(built.status(), absl::StrCat("building ", name));
-      it = resources_.emplace(std::string(name), *std::move(built)).first;
+      it = resources_->emplace(std::string(name), *std::move(built)).first;
     }
     return static_cast<T*>(it->second.get());
   }
 
   // Caching scope (TF's cache_variable_reads): while open, ReadCached serves a variable's
   // repeated reads from this worker's copy. FailedPrecondition when a scope is already open
-  // (nested scopes are an error). The worker closes an open scope when the closure ends.
+  // (nested scopes are an error). The scope ends with the closure.
   absl::Status BeginCachingScope();
   void EndCachingScope();
   bool caching() const { return caching_; }
@@ -130,7 +139,7 @@ class ReplicaContext {
   worker_actor::pointer self_;
   WorkerInfo info_;
   std::shared_ptr<const FunctionRegistry> registry_;
-  std::map<std::string, std::shared_ptr<void>, std::less<>> resources_;
+  std::shared_ptr<WorkerResources> resources_;
   bool caching_ = false;
   std::map<std::string, Tensor> cache_;
 };

@@ -10,17 +10,16 @@ namespace tessera {
 worker_actor::behavior_type WorkerActor(worker_actor::stateful_pointer<WorkerState> self,
                                         WorkerInfo info,
                                         std::shared_ptr<const FunctionRegistry> registry) {
-  self->state.context = std::make_shared<ReplicaContext>(self, info, registry);
+  self->state.resources = std::make_shared<WorkerResources>();
   return {
-      [self, registry](run_atom, const Closure& closure) -> caf::result<ClosureValues> {
+      [self, info, registry](run_atom, const Closure& closure) -> caf::result<ClosureValues> {
         absl::StatusOr<const ReplicaFunction*> fn = registry->FindReplicaFunction(closure.function);
         if (!fn.ok()) return StatusToError(fn.status());
         auto promise = self->make_response_promise<ClosureValues>();
-        std::shared_ptr<ReplicaContext> ctx = self->state.context;
-        ctx->EndCachingScope();
+        // The context lives until the function calls `done` (which holds it).
+        auto ctx = std::make_shared<ReplicaContext>(self, info, registry, self->state.resources);
         (**fn)(*ctx, closure.args,
                [promise, ctx](absl::StatusOr<ClosureValues> result) mutable {
-                 ctx->EndCachingScope();
                  if (result.ok()) {
                    promise.deliver(*std::move(result));
                  } else {

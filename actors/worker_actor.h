@@ -1,5 +1,6 @@
-// The worker actor: runs closures — a registered replica function applied to ClosureValues — one
-// at a time, and replies with the function's result (DESIGN.md §1).
+// The worker actor: runs closures — a registered replica function applied to ClosureValues — and
+// replies with the function's result (DESIGN.md §1). It runs as many at once as it is sent (the
+// coordinator sends one at a time by default); each has its own ReplicaContext.
 //
 //   request                  reply           errors
 //   (run_atom, Closure)      ClosureValues   NotFound (unregistered function), or the function's
@@ -18,7 +19,9 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_behavior.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "actors/messages.h"
 #include "core/closure.h"
@@ -39,7 +42,8 @@ struct WorkerInfo {
 
 struct WorkerState {
   static inline const char* name = "tessera.worker";
-  std::shared_ptr<ReplicaContext> context;
+  // Per-worker resources by name (actors/replica.h), shared by the worker's closures.
+  std::shared_ptr<std::map<std::string, std::shared_ptr<void>, std::less<>>> resources;
 };
 
 // The behaviour of worker `info` running functions from `registry`.

@@ -3,7 +3,9 @@
 #include <caf/atom.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/messages.h"
@@ -14,7 +16,11 @@ InProcessCluster::InProcessCluster(const ClusterOptions& options) : options_(opt
   RegisterTesseraTypes(config_);
   config_.set("logger.file-verbosity", caf::atom("quiet"));
   config_.set("logger.console-verbosity", caf::atom("quiet"));
-  if (options.threads > 0) config_.set("scheduler.max-threads", options.threads);
+  // One scheduler thread per core: CAF's default, max(cores, 4), oversubscribes small machines
+  // (on 2 cores a training step's compute took 350 us instead of 265 us).
+  const int32_t cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  config_.set("scheduler.max-threads", static_cast<size_t>(options.threads > 0 ? options.threads
+                                                                                 : cores));
   // Note [Prompt work stealing]: a message sent by an actor is queued on its sender's thread
   // without waking anyone, and CAF's default idle thread steals only every few milliseconds of
   // sleep, so a worker's gradients and its shards' updates end up on one core. Idle threads poll

@@ -28,7 +28,7 @@ namespace tessera {
 struct ClusterOptions {
   int32_t num_ps = 1;       // >= 1
   int32_t num_workers = 1;  // >= 1: worker slots (the coordinator starts them)
-  int32_t threads = 0;      // scheduler threads; 0: one per core
+  int32_t threads = 0;      // scheduler threads; 0: one per core (not CAF's max(cores, 4))
 };
 
 class InProcessCluster {

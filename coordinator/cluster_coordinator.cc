@@ -17,8 +17,9 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     ParameterServerStrategy& strategy, std::shared_ptr<const FunctionRegistry> registry,
     CoordinatorOptions options) {
   if (!registry) return absl::InvalidArgumentError("ClusterCoordinator: no function registry");
-  if (options.queue_capacity < 1) {
-    return absl::InvalidArgumentError("ClusterCoordinator: queue_capacity must be >= 1");
+  if (options.queue_capacity < 1 || options.closures_per_worker < 1) {
+    return absl::InvalidArgumentError(
+        "ClusterCoordinator: queue_capacity and closures_per_worker must be >= 1");
   }
   InProcessCluster& cluster = strategy.cluster();
   caf::actor_system& system = cluster.system();
@@ -28,7 +29,8 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
   WorkerFactory factory = [&system, registry](const WorkerInfo& info) {
     return SpawnWorker(system, info, registry);
   };
-  coordinator->actor_ = SpawnCoordinator(system, queue, cluster.num_workers(), factory);
+  coordinator->actor_ = SpawnCoordinator(system, queue, cluster.num_workers(),
+                                         options.closures_per_worker, factory);
   for (int32_t task = 0; task < cluster.num_ps(); ++task) {
     caf::anon_send(coordinator->actor_, watch_ps_atom::value, cluster.ps_node(task), task,
                    strategy.DescribePlacement(task));

@@ -38,6 +38,10 @@ namespace tessera {
 struct CoordinatorOptions {
   // Closures that may wait to run before Schedule blocks.
   int64_t queue_capacity = 256;
+  // Closures each worker runs at once. 1 (TF's behaviour) leaves a worker idle while its
+  // closure's messages travel; 2 overlaps one closure's parameter fetch and gradient push with
+  // another's compute (see bench/README.md for what it buys).
+  int32_t closures_per_worker = 1;
 };
 
 class ClusterCoordinator {

@@ -30,6 +30,9 @@ ABSL_FLAG(std::string, partitioner, "none",
           "min_size:BYTES[:MAX] | max_size:BYTES[:MAX]");
 ABSL_FLAG(int64_t, train_examples, 0, "use only the first N training images (0: all 60k)");
 ABSL_FLAG(std::string, data_dir, tessera::kFashionMnistDir, "directory of the gzip'd IDX files");
+ABSL_FLAG(int32_t, closures_per_worker, 1,
+          "closures each worker runs at once (1: TF's behaviour; 2 overlaps communication with "
+          "compute)");
 ABSL_FLAG(int32_t, inject_worker_failures, 0,
           "kill this many workers at random moments (mid-closure); each restarts after a delay");
 ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down");
@@ -83,6 +86,7 @@ absl::Status Run() {
     sim.ps = absl::GetFlag(FLAGS_ps);
     sim.workers = absl::GetFlag(FLAGS_workers);
     sim.partitioner = partitioner;
+    sim.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
     sim.inject_worker_failures = absl::GetFlag(FLAGS_inject_worker_failures);
     sim.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
     sim.seed = absl::GetFlag(FLAGS_seed);

@@ -113,7 +113,10 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   }
   auto registry = std::make_shared<FunctionRegistry>();
   RETURN_IF_ERROR(RegisterTraining(*registry, vars, train, batch_size, options.seed));
-  ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
+  CoordinatorOptions coordinator_options;
+  coordinator_options.closures_per_worker = options.closures_per_worker;
+  ASSIGN_OR_RETURN(auto coordinator,
+                   ClusterCoordinator::Create(strategy, registry, coordinator_options));
   if (options.inject_worker_failures > 0) {
     coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
                                       options.restart_delay);
@@ -131,6 +134,7 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   summary["mode"] = "sim";
   summary["ps"] = options.ps;
   summary["workers"] = options.workers;
+  summary["closures_per_worker"] = options.closures_per_worker;
   summary["partitioner"] = options.partitioner.description();
   summary["closures_scheduled"] = stats.scheduled;
   summary["closures_completed"] = stats.completed;

@@ -54,6 +54,7 @@ struct SimOptions {
   int32_t ps = 2;
   int32_t workers = 2;
   Partitioner partitioner;
+  int32_t closures_per_worker = 1;
   int32_t inject_worker_failures = 0;  // workers killed mid-closure, each restarted after:
   absl::Duration restart_delay = absl::Milliseconds(100);
   uint64_t seed = 1;

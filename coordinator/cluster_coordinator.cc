@@ -52,8 +52,10 @@ absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& func
       !fn.ok()) {
     return fn.status();
   }
-  absl::StatusOr<RemoteValue> value = queue_->Enqueue(function, std::move(args));
-  if (value.ok()) caf::anon_send(actor_, dispatch_atom::value);
+  bool was_empty = false;
+  absl::StatusOr<RemoteValue> value = queue_->Enqueue(function, std::move(args), &was_empty);
+  // Into a non-empty queue, every worker is busy and pulls the next closure when it finishes.
+  if (value.ok() && was_empty) caf::anon_send(actor_, dispatch_atom::value);
   return value;
 }
 

@@ -8,10 +8,11 @@ namespace tessera {
 
 ClosureQueue::ClosureQueue(int64_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
 
-absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args) {
+absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args,
+                                                  bool* was_empty) {
   std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
-  changed_.wait(lock, [&] {
+  room_.wait(lock, [&] {
     return static_cast<int64_t>(queue_.size()) < capacity_ || fatal_error_.has_value() ||
            pending_error_.has_value();
   });
@@ -24,6 +25,7 @@ absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureV
   entry.closure.args = std::move(args);
   entry.value = std::make_shared<RemoteValue::Shared>();
   RemoteValue handle(entry.value);
+  if (was_empty != nullptr) *was_empty = queue_.empty();
   queue_.push_back(std::move(entry));
   ++stats_.scheduled;
   return handle;
@@ -31,6 +33,7 @@ absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureV
 
 std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
   std::optional<Dispatch> out;
+  bool wake_producers = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (queue_.empty()) return std::nullopt;
@@ -40,18 +43,21 @@ std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
     entry.worker = worker;
     out = Dispatch{entry.closure, entry.attempt};
     running_.emplace(entry.closure.id, std::move(entry));
+    wake_producers = static_cast<int64_t>(queue_.size()) == capacity_ / 2;
   }
-  changed_.notify_all();  // room in the queue
+  if (wake_producers) room_.notify_all();  // drained to half its capacity
   return out;
 }
 
 void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<ClosureValues> result) {
+  bool result_ok = true;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = running_.find(id);
     if (it == running_.end() || it->second.attempt != attempt) return;  // stale
     std::shared_ptr<RemoteValue::Shared> value = it->second.value;
     RemoteValueState state = RemoteValueState::kReady;
+    result_ok = result.ok();
     const WorkerId worker = *it->second.worker;
     running_.erase(it);
     if (result.ok()) {
@@ -71,6 +77,7 @@ void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<Closur
     RemoteValue::Resolve(*value, state, std::move(result));
   }
   changed_.notify_all();
+  if (!result_ok) room_.notify_all();  // an error releases blocked producers
 }
 
 bool ClosureQueue::WorkerLost(WorkerId worker) {
@@ -115,6 +122,7 @@ void ClosureQueue::SetFatal(absl::Status status) {
     CancelQueuedLocked(absl::CancelledError(absl::StrCat("cancelled: ", status.ToString())));
   }
   changed_.notify_all();
+  room_.notify_all();
 }
 
 absl::Status ClosureQueue::Join() {

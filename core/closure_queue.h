@@ -65,8 +65,13 @@ class ClosureQueue {
   explicit ClosureQueue(int64_t capacity);
 
   // Queues `function(args)` and returns its RemoteValue. First raises a pending application
-  // error (returning it, once) or the fatal error. Blocks while the queue is full.
-  absl::StatusOr<RemoteValue> Enqueue(std::string function, ClosureValues args);
+  // error (returning it, once) or the fatal error. Blocks while the queue is full, until it has
+  // drained to half its capacity (so a producer wakes once per burst, not once per closure).
+  // When `was_empty` is given it says whether the queue held nothing before: only then can a
+  // worker be idle (a dispatcher drains the queue until it is empty or every worker is busy),
+  // so only then does the dispatcher need a nudge.
+  absl::StatusOr<RemoteValue> Enqueue(std::string function, ClosureValues args,
+                                      bool* was_empty = nullptr);
 
   // The oldest queued closure, now running on `worker`; nullopt when nothing is queued.
   std::optional<Dispatch> NextFor(WorkerId worker);
@@ -112,7 +117,8 @@ class ClosureQueue {
 
   const int64_t capacity_;
   mutable std::mutex mu_;
-  std::condition_variable changed_;  // queue shrank, something finished, or an error was set
+  std::condition_variable changed_;  // something finished, or an error was set
+  std::condition_variable room_;     // the queue drained to half its capacity, or an error
   ClosureId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   std::map<ClosureId, Entry> running_ ABSL_GUARDED_BY(mu_);

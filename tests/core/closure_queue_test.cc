@@ -588,6 +588,19 @@ TEST_CASE("a full closure queue blocks Enqueue until dispatch makes room") {
   CHECK(value->state() == RemoteValueState::kReady);
 }
 
+TEST_CASE("a blocked Enqueue resumes once the queue has drained to half its capacity") {
+  ClosureQueue queue(/*capacity=*/4);
+  for (int i = 0; i < 4; ++i) MustEnqueue(queue, i);
+  OnThread<absl::StatusOr<RemoteValue>> fifth([&] { return queue.Enqueue("add", Scalars({4})); },
+                                              ReleaseWithFatal(queue));
+  CHECK_FALSE(fifth.ReturnsWithin(kBlockedFor));
+  MustNext(queue, 1);  // 3 queued: still above half, the producer sleeps on
+  CHECK_FALSE(fifth.ReturnsWithin(kBlockedFor));
+  MustNext(queue, 2);  // 2 queued: half, the producer wakes
+  REQUIRE(fifth.Get().ok());
+  CHECK(queue.stats().queued == 3);
+}
+
 TEST_CASE("a producer filling a small closure queue and a worker draining it do not deadlock") {
   constexpr int kClosures = 200;
   ClosureQueue queue(/*capacity=*/2);

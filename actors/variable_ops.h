@@ -79,6 +79,10 @@ struct ShardJoin {
   size_t pending = 0;
   bool finished = false;
   std::function<void(absl::StatusOr<std::vector<Reply>>)> done;
+  // For error messages only: a shard's name is rendered from these when it fails.
+  std::string op;
+  std::string variable;
+  int32_t num_shards = 1;
 };
 
 // The status for a shard's error reply: its own message when it is a Tessera error, Unavailable
@@ -107,7 +111,9 @@ void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
   join->replies.resize(shards.size());
   join->pending = shards.size();
   join->done = std::move(done);
-  std::string op_name(op);
+  join->op = std::string(op);
+  join->variable = v.name;
+  join->num_shards = static_cast<int32_t>(v.num_shards());
   for (size_t k = 0; k < shards.size(); ++k) {
     const int64_t shard = shards[k];
     // Each error path renders its message from the shard's name, computed only on error.
@@ -119,11 +125,12 @@ void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
           join->finished = true;
           join->done(std::move(join->replies));
         },
-        [join, shard, op_name, name = v.ShardNameOf(shard),
-         task = v.ps_tasks.empty() ? -1 : v.ps_tasks[shard]](caf::error& err) {
+        [join, shard, task = v.ps_tasks.empty() ? -1 : v.ps_tasks[shard]](caf::error& err) {
           if (join->finished) return;
           join->finished = true;
-          join->done(ShardError(name, task, op_name, err));
+          join->done(
+              ShardError(ShardName(join->variable, static_cast<int32_t>(shard), join->num_shards),
+                         task, join->op, err));
         });
   }
 }
@@ -168,17 +175,20 @@ void ReadAsync(Self* self, const VariableHandle& v, Done<Tensor> done) {
        done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
         if (!replies.ok()) return done(replies.status());
         if (replies->size() == 1) return done(std::move((*replies)[0].value));
-        Tensor out(shape);
+        // The div extents tile the rows in shard order, so appending the blocks in order puts
+        // each at its offset; appending into reserved memory skips zero-filling the result.
+        std::vector<float> values;
+        values.reserve(static_cast<size_t>(shape.num_elements()));
         for (size_t s = 0; s < replies->size(); ++s) {
           const Tensor& block = (*replies)[s].value;
           const ShardExtent e = layout.Extent(static_cast<int64_t>(s));
-          if (block.size() != e.rows * out.row_size()) {
+          if (block.size() != e.rows * shape.row_size()) {
             return done(absl::InternalError(absl::StrCat("read: shard ", s, " returned ",
                                                          block.shape().ToString())));
           }
-          std::copy(block.values().begin(), block.values().end(), out.row(e.offset).data());
+          values.insert(values.end(), block.values().begin(), block.values().end());
         }
-        done(std::move(out));
+        done(Tensor::FromVector(shape, std::move(values)));
       });
 }
 

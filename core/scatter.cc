@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
@@ -187,12 +189,15 @@ absl::StatusOr<Tensor> GatherRows(ConstTensorView block, absl::Span<const int64_
   RETURN_IF_ERROR(CheckRowBlock(block.shape(), "gather"));
   RETURN_IF_ERROR(CheckIds(ids, block.rows(), "gather"));
   const int64_t width = block.row_size();
-  Tensor out(block.shape().WithRows(static_cast<int64_t>(ids.size())));
-  for (size_t k = 0; k < ids.size(); ++k) {
-    const float* src = block.data() + ids[k] * width;
-    std::copy(src, src + width, out.data() + static_cast<int64_t>(k) * width);
+  // Appended row by row into reserved memory: no zero-fill of memory about to be overwritten.
+  std::vector<float> values;
+  values.reserve(ids.size() * static_cast<size_t>(width));
+  for (int64_t id : ids) {
+    const float* src = block.data() + id * width;
+    values.insert(values.end(), src, src + width);
   }
-  return out;
+  return Tensor::FromVector(block.shape().WithRows(static_cast<int64_t>(ids.size())),
+                            std::move(values));
 }
 
 }  // namespace tessera

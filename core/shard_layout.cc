@@ -76,10 +76,12 @@ std::vector<ShardExtent> ShardLayout::Extents() const {
 }
 
 int64_t ShardLayout::DivShard(int64_t id) const {
-  // The first extra_ shards hold base_ + 1 rows each; the rest hold base_. When base_ == 0 only
-  // the first extra_ (== rows_) shards are non-empty and hold one row each.
-  if (base_ == 0) return id;
-  return std::max(id / (base_ + 1), (id - extra_) / base_);
+  // The first extra_ shards hold base_ + 1 rows each and end at row extra_ * (base_ + 1); the
+  // rest hold base_ rows each. One division per id (this runs once per id of every gather and
+  // scatter). When base_ == 0 the boundary is rows_, so no valid id divides by base_.
+  const int64_t boundary = extra_ * (base_ + 1);
+  if (id < boundary) return id / (base_ + 1);
+  return extra_ + (id - boundary) / base_;
 }
 
 absl::Status ShardLayout::CheckWalkStep(int64_t row, int64_t shard, size_t visited) const {
@@ -130,23 +132,38 @@ absl::StatusOr<IdGrouping> ShardLayout::GroupIds(absl::Span<const int64_t> ids,
   g.num_ids = static_cast<int64_t>(ids.size());
   g.local_ids.resize(num_shards_);
   g.positions.resize(num_shards_);
-  absl::flat_hash_map<int64_t, int64_t> first_position;
-  const bool merge = duplicates == DuplicateIds::kMerge;
-  if (merge) first_position.reserve(ids.size());
+  // Two passes: locate and count first, so each shard's vectors are allocated once at their
+  // final size (growing them by push_back cost more than all the index math).
+  std::vector<RowLocation> locations(ids.size());
+  std::vector<int64_t> counts(num_shards_, 0);
+  bool increasing = true;  // strictly: then no id repeats
   for (int64_t p = 0; p < g.num_ids; ++p) {
     const int64_t id = ids[p];
     if (id < 0 || id >= rows_) {
       return absl::InvalidArgumentError(
           absl::StrCat("id ", id, " at position ", p, " is out of range [0, ", rows_, ")"));
     }
+    if (p > 0 && id <= ids[p - 1]) increasing = false;
+    locations[p] = LocateUnchecked(id, strategy);
+    ++counts[locations[p].shard];
+  }
+  for (int64_t s = 0; s < num_shards_; ++s) {
+    g.local_ids[s].reserve(counts[s]);  // an upper bound under kMerge
+    g.positions[s].reserve(counts[s]);
+  }
+  // Sorted unique ids (what a worker's train step sends) cannot repeat: skip the hash map.
+  absl::flat_hash_map<int64_t, int64_t> first_position;
+  const bool merge = duplicates == DuplicateIds::kMerge && !increasing;
+  if (merge) first_position.reserve(ids.size());
+  for (int64_t p = 0; p < g.num_ids; ++p) {
     if (merge) {
-      const auto [it, inserted] = first_position.try_emplace(id, p);
+      const auto [it, inserted] = first_position.try_emplace(ids[p], p);
       if (!inserted) {
         g.duplicates.push_back({p, it->second});
         continue;
       }
     }
-    const RowLocation loc = LocateUnchecked(id, strategy);
+    const RowLocation& loc = locations[p];
     g.local_ids[loc.shard].push_back(loc.local_row);
     g.positions[loc.shard].push_back(p);
   }
@@ -232,8 +249,9 @@ absl::Status StitchGatheredRows(const IdGrouping& grouping,
   for (int64_t s : grouping.touched_shards) {
     const ConstTensorView& reply = replies[s];
     const Shape want = out.shape().WithRows(static_cast<int64_t>(grouping.local_ids[s].size()));
-    RETURN_IF_ERROR(
-        CheckSameShape(reply.shape(), want, absl::StrCat("gather reply from shard ", s)));
+    if (reply.shape() != want) {  // the message is only built on a mismatch
+      return CheckSameShape(reply.shape(), want, absl::StrCat("gather reply from shard ", s));
+    }
     const std::vector<int64_t>& positions = grouping.positions[s];
     for (size_t k = 0; k < positions.size(); ++k) {
       std::memcpy(out.data() + positions[k] * width, reply.data() + k * width,
@@ -271,11 +289,17 @@ absl::StatusOr<std::vector<IndexedSlices>> SplitRowsByShard(const IdGrouping& gr
   for (size_t s = 0; s < out.size(); ++s) {
     const std::vector<int64_t>& positions = grouping.positions[s];
     out[s].indices = grouping.local_ids[s];
-    out[s].values = Tensor(values.shape().WithRows(static_cast<int64_t>(positions.size())));
-    for (size_t k = 0; k < positions.size(); ++k) {
-      std::memcpy(out[s].values.data() + k * width, source + positions[k] * width,
-                  sizeof(float) * width);
+    // Appended row by row into reserved memory: no zero-fill of memory about to be overwritten.
+    std::vector<float> rows;
+    rows.reserve(positions.size() * static_cast<size_t>(width));
+    for (int64_t position : positions) {
+      const float* row = source + position * width;
+      rows.insert(rows.end(), row, row + width);
     }
+    ASSIGN_OR_RETURN(
+        out[s].values,
+        Tensor::FromVector(values.shape().WithRows(static_cast<int64_t>(positions.size())),
+                           std::move(rows)));
   }
   return out;
 }

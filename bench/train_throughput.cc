@@ -1,0 +1,104 @@
+// train_throughput: the recsys reference workload (DESIGN.md §5) trained by the single-thread
+// local trainer and by the parameter-server simulation, interleaved in one run on the same data
+// and batch stream, so their ratio is measured under the same machine conditions.
+//
+//   train_throughput                        # 3 rounds of: local, sim (2 PS, 2 workers)
+//   train_throughput --rounds=5 --workers=4 --closures_per_worker=2
+//
+// Each round trains a fresh model for one pass over the training set; examples/s counts the
+// training loop only (not data generation or evaluation). The figure per mode is the median
+// round. The last line is one JSON object with both sides and `sim_vs_local`.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_join.h"
+#include "core/recsys_data.h"
+#include "core/reference_models.h"
+#include "core/status.h"
+#include "examples/internal/driver.h"
+
+ABSL_FLAG(int32_t, rounds, 3, "rounds of (local, sim)");
+ABSL_FLAG(int32_t, ps, 2, "simulation: parameter-server tasks");
+ABSL_FLAG(int32_t, workers, 2, "simulation: workers");
+ABSL_FLAG(int32_t, closures_per_worker, 1, "simulation: closures each worker runs at once");
+ABSL_FLAG(std::string, partitioner, "fixed:4", "simulation: embedding partitioner");
+ABSL_FLAG(int64_t, train_examples, 1000000, "training examples (one pass per round)");
+ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
+
+namespace tessera {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+absl::Status Run(int argc, char** argv) {
+  std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
+  RecsysConfig data_config;
+  data_config.num_train = absl::GetFlag(FLAGS_train_examples);
+  data_config.num_test = 1000;
+  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+  const OptimizerSpec optimizer{"adagrad",
+                                {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
+  const int64_t batch = absl::GetFlag(FLAGS_batch_size);
+  const int64_t steps = (data.train.size() + batch - 1) / batch;
+  driver::SimOptions sim;
+  sim.ps = absl::GetFlag(FLAGS_ps);
+  sim.workers = absl::GetFlag(FLAGS_workers);
+  sim.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
+  ASSIGN_OR_RETURN(sim.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+
+  std::vector<double> local_eps, sim_eps;
+  for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
+    nlohmann::json ignored;
+    {
+      ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
+      ASSIGN_OR_RETURN(driver::TrainingRun run,
+                       driver::TrainLocally(trainer, data.train, steps, batch, 1, "local",
+                                            ignored));
+      local_eps.push_back(run.examples / run.wall_seconds);
+    }
+    {
+      ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
+      ASSIGN_OR_RETURN(driver::TrainingRun run,
+                       driver::TrainInSimulation(trainer, data.train, steps, batch, sim, "sim",
+                                                 ignored));
+      sim_eps.push_back(run.examples / run.wall_seconds);
+    }
+    std::printf("round %d: local %.0f examples/s, sim %.0f examples/s (%.2fx)\n", r,
+                local_eps.back(), sim_eps.back(), sim_eps.back() / local_eps.back());
+  }
+  const double local = Median(local_eps), simulated = Median(sim_eps);
+  std::printf("median: local %.0f examples/s, sim (%d PS, %d workers, %d closure(s) each) %.0f "
+              "examples/s: %.2fx\n",
+              local, sim.ps, sim.workers, sim.closures_per_worker, simulated, simulated / local);
+  nlohmann::json out;
+  out["local_examples_per_sec"] = local;
+  out["sim_examples_per_sec"] = simulated;
+  out["sim_vs_local"] = simulated / local;
+  out["local_rounds"] = local_eps;
+  out["sim_rounds"] = sim_eps;
+  out["ps"] = sim.ps;
+  out["workers"] = sim.workers;
+  out["closures_per_worker"] = sim.closures_per_worker;
+  std::printf("%s\n", out.dump().c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (absl::Status status = tessera::Run(argc, argv); !status.ok()) {
+    std::fprintf(stderr, "train_throughput: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

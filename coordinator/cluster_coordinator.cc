@@ -42,7 +42,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
 }
 
 ClusterCoordinator::~ClusterCoordinator() {
-  queue_->SetFatal(absl::CancelledError("the coordinator was shut down"));
+  queue_->Shutdown(absl::CancelledError("the coordinator was shut down"));
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 

@@ -125,6 +125,20 @@ void ClosureQueue::SetFatal(absl::Status status) {
   room_.notify_all();
 }
 
+void ClosureQueue::Shutdown(absl::Status status) {
+  SetFatal(status);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, entry] : running_) {
+      ++stats_.cancelled;
+      RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
+                           absl::CancelledError(absl::StrCat("cancelled: ", status.ToString())));
+    }
+    running_.clear();
+  }
+  changed_.notify_all();
+}
+
 absl::Status ClosureQueue::Join() {
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return IdleLocked() || fatal_error_.has_value(); });

@@ -88,6 +88,10 @@ class ClosureQueue {
   // Done returns it. The first fatal error wins.
   void SetFatal(absl::Status status);
 
+  // The coordinator is going away: SetFatal(status), and every running closure is cancelled too
+  // (its result will never arrive), so no RemoteValue is left waiting forever.
+  void Shutdown(absl::Status status);
+
   // Waits until nothing is queued or running, then raises the pending application error (once)
   // or the fatal error. Also returns (the fatal error) as soon as one is set.
   absl::Status Join();

@@ -850,3 +850,25 @@ TEST_CASE("RemoteValue states have readable names") {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("shutting the queue down cancels queued and running closures alike") {
+  ClosureQueue queue(/*capacity=*/10);
+  RemoteValue running = *queue.Enqueue("f", {});
+  RemoteValue queued = *queue.Enqueue("f", {});
+  std::optional<Dispatch> next = queue.NextFor(1);
+  REQUIRE(next.has_value());
+  queue.Shutdown(absl::CancelledError("the coordinator was shut down"));
+  CHECK(running.state() == RemoteValueState::kCancelled);
+  CHECK(queued.state() == RemoteValueState::kCancelled);
+  CHECK(running.FetchWithin(absl::Seconds(1)).status().code() == absl::StatusCode::kCancelled);
+  queue.Complete(next->closure.id, next->attempt, ClosureValues{});  // too late: ignored
+  CHECK(running.state() == RemoteValueState::kCancelled);
+  CHECK(queue.Enqueue("f", {}).status().code() == absl::StatusCode::kCancelled);
+  CHECK(queue.Join().code() == absl::StatusCode::kCancelled);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,304 @@
+#include "core/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+// Every check here runs on decoded, untrusted data (schema/ calls these after parsing a file), so
+// none of them may overflow: row arithmetic compares against differences instead of adding, and
+// element counts are multiplied with an explicit bound.
+
+bool IsValidDType(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kInt64 || dtype == DType::kString;
+}
+
+// InvalidArgument unless every dim is >= 0 and the element count fits in an int64.
+absl::Status CheckShape(const Shape& shape, absl::string_view what) {
+  int64_t elements = 1;
+  for (int64_t d : shape.dims()) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": shape ", shape.ToString(), " has a negative dimension"));
+    }
+    if (d != 0 && elements > std::numeric_limits<int64_t>::max() / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": shape ", shape.ToString(), " has too many elements"));
+    }
+    elements *= d;
+  }
+  return absl::OkStatus();
+}
+
+// InvalidArgument unless `names` are non-empty and distinct.
+absl::Status CheckSlotNames(const std::vector<std::string>& names, absl::string_view what) {
+  std::set<absl::string_view> seen;
+  for (const std::string& name : names) {
+    if (name.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty slot name"));
+    if (!seen.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": duplicate slot name '", name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A plain file name: no directory part, so a manifest cannot point outside its checkpoint.
+bool IsPlainFileName(absl::string_view file) {
+  return !file.empty() && file != "." && file != ".." &&
+         file.find_first_of(absl::string_view("/\\\0", 3)) == absl::string_view::npos;
+}
+
+// InvalidArgument unless [offset, offset + rows) lies inside [0, total).
+absl::Status CheckRowRange(int64_t offset, int64_t rows, int64_t total, absl::string_view what) {
+  if (offset < 0 || rows < 0 || offset > total || rows > total - offset) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": rows [", offset, ", ", offset, " + ",
+                                                   rows, ") are not inside [0, ", total, ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
+}
+
+}  // namespace
+
+absl::Status ValidateTensorSlice(const TensorSlice& slice) {
+  if (slice.variable.empty()) {
+    return absl::InvalidArgumentError("tensor slice: empty variable name");
+  }
+  const std::string what = absl::StrCat("tensor slice of ", slice.variable);
+  if (!IsValidDType(slice.dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": invalid dtype ", static_cast<int>(slice.dtype)));
+  }
+  RETURN_IF_ERROR(CheckShape(slice.full_shape, what));
+  const Shape& shape = slice.value.shape();
+  if (slice.full_shape.rank() == 0) {
+    if (shape.rank() != 0 || slice.row_offset != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": a scalar's slice must have shape [] at offset 0, got shape ",
+                       shape.ToString(), " at offset ", slice.row_offset));
+    }
+  } else {
+    if (shape.rank() != slice.full_shape.rank() ||
+        !std::equal(shape.dims().begin() + 1, shape.dims().end(),
+                    slice.full_shape.dims().begin() + 1)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": value shape ", shape.ToString(),
+                                                     " is no row block of full shape ",
+                                                     slice.full_shape.ToString()));
+    }
+    RETURN_IF_ERROR(CheckRowRange(slice.row_offset, shape.rows(), slice.full_shape.rows(), what));
+  }
+  if (slice.slots.size() != slice.slot_names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", slice.slots.size(),
+                                                   " slot tensors for slot names ",
+                                                   JoinNames(slice.slot_names)));
+  }
+  RETURN_IF_ERROR(CheckSlotNames(slice.slot_names, what));
+  for (size_t i = 0; i < slice.slots.size(); ++i) {
+    RETURN_IF_ERROR(CheckSameShape(slice.slots[i].shape(), shape,
+                                   absl::StrCat(what, ": slot '", slice.slot_names[i], "'")));
+  }
+  if (slice.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", slice.step));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateManifest(const CheckpointManifest& manifest) {
+  if (manifest.global_step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint manifest: negative global step ", manifest.global_step));
+  }
+  std::set<absl::string_view> names;
+  for (const CheckpointVariable& v : manifest.variables) {
+    if (v.name.empty()) {
+      return absl::InvalidArgumentError("checkpoint manifest: a variable has an empty name");
+    }
+    if (!names.insert(v.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint manifest: duplicate variable '", v.name, "'"));
+    }
+    const std::string what = absl::StrCat("checkpoint variable ", v.name);
+    if (!IsValidDType(v.dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": invalid dtype ", static_cast<int>(v.dtype)));
+    }
+    RETURN_IF_ERROR(CheckShape(v.shape, what));
+    RETURN_IF_ERROR(CheckSlotNames(v.slot_names, what));
+    if (v.optimizer.has_value() && v.optimizer->name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": empty optimizer name"));
+    }
+    if (v.step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", v.step));
+    }
+    if (v.shape.rank() == 0 &&
+        (v.slices.size() != 1 || v.slices[0].row_offset != 0 || v.slices[0].rows != 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": a scalar must be saved as one slice of 1 row at offset 0"));
+    }
+    // The slices tile [0, rows) in order: each starts where the previous one ended.
+    const int64_t total = v.shape.rows();
+    int64_t next = 0;
+    for (size_t i = 0; i < v.slices.size(); ++i) {
+      const SliceFileRef& ref = v.slices[i];
+      if (!IsPlainFileName(ref.file)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": slice ", i, " names '", ref.file, "', not a plain file name"));
+      }
+      if (ref.row_offset != next) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, ": slice ", i, " starts at row ", ref.row_offset, ", expected ", next));
+      }
+      RETURN_IF_ERROR(CheckRowRange(ref.row_offset, ref.rows, total,
+                                    absl::StrCat(what, ": slice ", i, " (", ref.file, ")")));
+      next = ref.row_offset + ref.rows;
+    }
+    if (next != total) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": slices cover rows [0, ", next, ") of ", total));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const CheckpointVariable*> FindVariable(const CheckpointManifest& manifest,
+                                                       const std::string& name) {
+  for (const CheckpointVariable& v : manifest.variables) {
+    if (v.name == name) return &v;
+  }
+  std::vector<std::string> names;
+  for (const CheckpointVariable& v : manifest.variables) names.push_back(v.name);
+  return absl::NotFoundError(absl::StrCat("the checkpoint has no variable '", name,
+                                          "'; it has ", JoinNames(names)));
+}
+
+absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& variable,
+                                                      int64_t offset, int64_t rows) {
+  const std::string what = absl::StrCat("restoring ", variable.name);
+  RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
+  const std::vector<SliceFileRef>& slices = variable.slices;
+  // Slices are in row order (ValidateManifest), so the first one ending after `offset` is found
+  // by bisection; the walk then checks contiguity itself, so an unvalidated variable gives an
+  // error rather than a wrong plan.
+  const auto first = std::partition_point(
+      slices.begin(), slices.end(), [offset](const SliceFileRef& s) {
+        return s.rows >= 0 && s.row_offset <= offset - s.rows;  // ends at or before offset
+      });
+  std::vector<SliceRead> reads;
+  const int64_t end = offset + rows;
+  int64_t row = offset;
+  for (auto it = first; row < end && it != slices.end(); ++it) {
+    if (it->rows == 0) continue;  // an empty shard's slice holds nothing to read
+    // The slice must hold `row`; otherwise there is a gap (or garbage), reported below.
+    if (it->row_offset < 0 || it->row_offset > row || row - it->row_offset >= it->rows) break;
+    const int64_t skip = row - it->row_offset;
+    const int64_t take = std::min(end - row, it->rows - skip);
+    reads.push_back({static_cast<size_t>(it - slices.begin()), skip, row - offset, take});
+    row += take;
+  }
+  if (row != end) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": no slice holds row ", row,
+                                                   " (the slices do not tile the variable)"));
+  }
+  return reads;
+}
+
+absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, int64_t offset,
+                                          int64_t rows, const std::vector<SliceRead>& reads,
+                                          const std::vector<const TensorSlice*>& slices) {
+  const std::string what = absl::StrCat("restoring ", variable.name);
+  RETURN_IF_ERROR(CheckShape(variable.shape, what));
+  RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
+  if (reads.size() != slices.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", reads.size(), " reads but ", slices.size(), " slices"));
+  }
+  const bool scalar = variable.shape.rank() == 0;
+  const Shape block_shape = scalar ? Shape() : variable.shape.WithRows(rows);
+  // Check every read before allocating: they must tile the block in order, each from a slice
+  // that is the one the manifest names and holds the rows read.
+  int64_t covered = 0;
+  int64_t step = reads.empty() ? variable.step : 0;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const SliceRead& read = reads[i];
+    const TensorSlice* slice = slices[i];
+    const std::string read_what = absl::StrCat(what, ": read ", i);
+    if (slice == nullptr) return absl::InvalidArgumentError(absl::StrCat(read_what, ": no slice"));
+    if (read.slice >= variable.slices.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(read_what, ": slice index ", read.slice,
+                                                     " out of range for ", variable.slices.size(),
+                                                     " slices"));
+    }
+    const SliceFileRef& ref = variable.slices[read.slice];
+    RETURN_IF_ERROR(Annotate(ValidateTensorSlice(*slice), read_what));
+    if (slice->variable != variable.name) {
+      return absl::InvalidArgumentError(absl::StrCat(read_what, ": file ", ref.file,
+                                                     " holds variable '", slice->variable, "'"));
+    }
+    if (slice->full_shape != variable.shape || slice->dtype != variable.dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          read_what, ": file ", ref.file, " holds a ", DTypeName(slice->dtype), " ",
+          slice->full_shape.ToString(), " variable, the manifest says ",
+          DTypeName(variable.dtype), " ", variable.shape.ToString()));
+    }
+    if (slice->row_offset != ref.row_offset || slice->value.rows() != ref.rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          read_what, ": file ", ref.file, " holds rows [", slice->row_offset, ", +",
+          slice->value.rows(), "), the manifest says [", ref.row_offset, ", +", ref.rows, ")"));
+    }
+    if (slice->slot_names != variable.slot_names) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(read_what, ": file ", ref.file, " has slots ",
+                       JoinNames(slice->slot_names), ", the manifest says ",
+                       JoinNames(variable.slot_names)));
+    }
+    if (read.target_row != covered || read.rows <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(read_what, ": reads do not tile the block (target rows [",
+                       read.target_row, ", +", read.rows, "), expected to start at ", covered,
+                       ")"));
+    }
+    RETURN_IF_ERROR(CheckRowRange(read.target_row, read.rows, rows, read_what));
+    RETURN_IF_ERROR(CheckRowRange(read.source_row, read.rows, slice->value.rows(), read_what));
+    covered += read.rows;
+    step = std::max(step, slice->step);
+  }
+  if (covered != rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the reads cover ", covered, " of ", rows, " rows"));
+  }
+
+  TensorSlice block;
+  block.variable = variable.name;
+  block.full_shape = variable.shape;
+  block.dtype = variable.dtype;
+  block.row_offset = offset;
+  block.value = Tensor(block_shape);
+  block.slot_names = variable.slot_names;
+  block.slots.assign(variable.slot_names.size(), Tensor(block_shape));
+  block.step = step;
+  const int64_t row_size = block_shape.row_size();
+  auto copy_rows = [row_size](const Tensor& from, const SliceRead& read, Tensor& to) {
+    if (row_size == 0) return;  // rows of no elements: nothing to copy (and null data pointers)
+    std::memcpy(to.data() + read.target_row * row_size, from.data() + read.source_row * row_size,
+                static_cast<size_t>(read.rows * row_size) * sizeof(float));
+  };
+  for (size_t i = 0; i < reads.size(); ++i) {
+    copy_rows(slices[i]->value, reads[i], block.value);
+    for (size_t k = 0; k < block.slots.size(); ++k) {
+      copy_rows(slices[i]->slots[k], reads[i], block.slots[k]);
+    }
+  }
+  return block;
+}
+
+}  // namespace tessera

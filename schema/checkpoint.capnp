@@ -1,0 +1,55 @@
+# The checkpoint bundle (core/checkpoint.h, DESIGN.md §3): one slice file per saved shard and a
+# manifest naming them, written last. Each file is framed by schema/internal/envelope.h (magic,
+# size, CRC-32) around one message whose root is `TensorSlice` or `Manifest`.
+@0xc9d3d2db45c6cf1f;
+
+$import "/capnp/c++.capnp".namespace("tessera::wire");
+
+using Common = import "/schema/common.capnp";
+
+# Rows [rowOffset, rowOffset + value.shape[0]) of variable `variable`, with the optimizer's slots.
+struct TensorSlice {
+  formatVersion @0 :UInt32;  # checkpoint_io.cc's kSliceFormatVersion
+  variable @1 :Text;
+  fullShape @2 :List(Int64);
+  dtype @3 :Common.DType;
+  rowOffset @4 :Int64;
+  value @5 :Common.Tensor;   # the slice's shape and values
+  slots @6 :List(Slot);      # in the optimizer's slot order, each of value's shape
+  step @7 :Int64;            # the optimizer's step count
+
+  struct Slot {
+    name @0 :Text;
+    chunks @1 :List(Common.Chunk);
+  }
+}
+
+struct Manifest {
+  formatVersion @0 :UInt32;  # checkpoint_io.cc's kManifestFormatVersion
+  globalStep @1 :Int64;
+  variables @2 :List(Variable);
+
+  struct Variable {
+    name @0 :Text;
+    shape @1 :List(Int64);
+    dtype @2 :Common.DType;
+    optimizer :union {
+      none @3 :Void;           # saved without an optimizer
+      spec @4 :OptimizerSpec;
+    }
+    slotNames @5 :List(Text);
+    step @6 :Int64;
+    slices @7 :List(SliceRef);  # in row order, tiling [0, shape[0])
+  }
+
+  struct OptimizerSpec {
+    name @0 :Text;
+    params @1 :List(Common.NumberEntry);
+  }
+
+  struct SliceRef {
+    file @0 :Text;  # a plain file name inside the checkpoint directory
+    rowOffset @1 :Int64;
+    rows @2 :Int64;
+  }
+}

@@ -1,0 +1,39 @@
+// Reading and writing checkpoints (core/checkpoint.h) as Cap'n Proto files. The only code that
+// touches the checkpoint schemas' Readers and Builders (schema/checkpoint.capnp).
+//
+// Files carry a format version and a CRC-32 per data chunk. Reading enforces capnp's traversal
+// and nesting limits and validates everything: malformed, truncated or forged bytes become
+// DataLoss (corrupt data, a bad checksum) or InvalidArgument (well-formed but inconsistent
+// content), never a crash, an exception escaping, or an allocation sized by the file.
+//
+// Thread-safety: pure functions over files; concurrent calls on different paths are safe.
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/checkpoint.h"
+
+namespace tessera {
+
+// The manifest's file name inside a checkpoint directory.
+inline constexpr char kManifestFile[] = "manifest.tsr";
+
+// Writes `slice` to `path` (validated first, InvalidArgument). The file is complete when this
+// returns OK (written to a temporary name, fsync'd, renamed).
+absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice);
+absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
+
+// Writes dir/manifest.tsr atomically (temporary file, fsync, rename, fsync of the directory).
+absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest);
+// NotFound when the directory has no manifest (an incomplete checkpoint is invisible).
+absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir);
+
+// The same encodings in memory (for tests, fuzzers and the network).
+absl::StatusOr<std::string> EncodeSlice(const TensorSlice& slice);
+absl::StatusOr<TensorSlice> DecodeSlice(const std::string& bytes);
+absl::StatusOr<std::string> EncodeManifest(const CheckpointManifest& manifest);
+absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& bytes);
+
+}  // namespace tessera

@@ -1,0 +1,215 @@
+#include "schema/checkpoint_io.h"
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/schema/schema_test_util.h"
+
+namespace tessera {
+namespace {
+
+using namespace schema_test;  // NOLINT: the test helpers
+
+TEST_CASE("slices round trip exactly, with and without slots, whatever their shape") {
+  struct Case {
+    std::string name;
+    TensorSlice slice;
+  };
+  TensorSlice int64 = SampleSlice(Shape{13, 3}, 4, 5, false);
+  int64.dtype = DType::kInt64;
+  TensorSlice stepless = SampleSlice(Shape{13, 3}, 0, 13, true);
+  stepless.step = 0;
+  const std::vector<Case> cases = {
+      {"rows of a matrix", SampleSlice(Shape{13, 3}, 4, 5, false)},
+      {"rows of a matrix with slots", SampleSlice(Shape{13, 3}, 4, 5, true)},
+      {"a whole vector", SampleSlice(Shape{7}, 0, 7, true)},
+      {"a rank-3 block", SampleSlice(Shape{6, 2, 3}, 2, 3, true)},
+      {"a scalar", SampleSlice(Shape(), 0, 1, false)},
+      {"a scalar with slots", SampleSlice(Shape(), 0, 1, true)},
+      {"an empty shard", SampleSlice(Shape{2, 4}, 2, 0, true)},
+      {"a variable with no rows", SampleSlice(Shape{0, 4}, 0, 0, false)},
+      {"rows with a zero-width dimension", SampleSlice(Shape{5, 0}, 1, 3, true)},
+      {"an int64 variable", int64},
+      {"step 0", stepless},
+      // 2.4 MB of values and of each slot: three 1 MiB chunks apiece.
+      {"several chunks", SampleSlice(Shape{400000, 2}, 0, 300000, true)},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const std::string bytes = Must(EncodeSlice(c.slice));
+    const TensorSlice decoded = Must(DecodeSlice(bytes));
+    CHECK(SameSlice(decoded, c.slice));
+    CHECK(Must(EncodeSlice(decoded)) == bytes);
+  }
+}
+
+TEST_CASE("slice files are written atomically and read back") {
+  TempDir dir;
+  const std::string path = dir.path() + "/emb.part_0";
+  const TensorSlice first = SampleSlice(Shape{13, 3}, 0, 7, true);
+  REQUIRE(WriteSliceFile(path, first).ok());
+  CHECK(SameSlice(Must(ReadSliceFile(path)), first));
+  // Overwriting replaces the whole file and leaves no temporary behind.
+  const TensorSlice second = SampleSlice(Shape{13, 3}, 7, 6, false);
+  REQUIRE(WriteSliceFile(path, second).ok());
+  CHECK(SameSlice(Must(ReadSliceFile(path)), second));
+  CHECK(dir.Files() == std::vector<std::string>{"emb.part_0"});
+
+  CHECK(absl::IsNotFound(ReadSliceFile(dir.path() + "/missing").status()));
+  CHECK(absl::IsNotFound(WriteSliceFile(dir.path() + "/no/such/dir/file", first)));
+  CHECK(dir.Files() == std::vector<std::string>{"emb.part_0"});
+  const absl::Status not_a_file = ReadSliceFile(dir.path()).status();
+  CHECK(absl::IsDataLoss(not_a_file));
+}
+
+TEST_CASE("an invalid slice is refused before anything is written") {
+  TempDir dir;
+  TensorSlice bad = SampleSlice(Shape{13, 3}, 10, 5, true);  // rows 10..15 of 13
+  CHECK(absl::IsInvalidArgument(EncodeSlice(bad).status()));
+  CHECK(absl::IsInvalidArgument(WriteSliceFile(dir.path() + "/x", bad)));
+  CHECK(dir.Files().empty());
+}
+
+TEST_CASE("manifests round trip exactly and are found in their directory") {
+  const CheckpointManifest manifest = SampleManifest();
+  const std::string bytes = Must(EncodeManifest(manifest));
+  const CheckpointManifest decoded = Must(DecodeManifest(bytes));
+  CHECK(SameManifest(decoded, manifest));
+  CHECK(Must(EncodeManifest(decoded)) == bytes);
+  CHECK(SameManifest(Must(DecodeManifest(Must(EncodeManifest(CheckpointManifest{})))),
+                     CheckpointManifest{}));
+
+  TempDir dir;
+  const absl::Status missing = ReadManifest(dir.path()).status();
+  CHECK(absl::IsNotFound(missing));
+  CHECK(Contains(missing, "no checkpoint in"));
+  REQUIRE(WriteManifest(dir.path(), manifest).ok());
+  CHECK(SameManifest(Must(ReadManifest(dir.path())), manifest));
+  CHECK(dir.Files() == std::vector<std::string>{kManifestFile});
+
+  CheckpointManifest bad = manifest;
+  bad.variables[1].name = bad.variables[0].name;
+  CHECK(absl::IsInvalidArgument(EncodeManifest(bad).status()));
+  CHECK(absl::IsNotFound(WriteManifest(dir.path() + "/missing", manifest)));
+}
+
+TEST_CASE("files of absurd size are refused before they are read") {
+  TempDir dir;
+  struct Case {
+    std::string path;
+    int64_t size;
+  };
+  // Sparse files: no disk space is used.
+  const std::vector<Case> cases = {{dir.path() + "/" + kManifestFile, int64_t{257} << 20},
+                                   {dir.path() + "/huge.slice", int64_t{17} << 30}};
+  for (const Case& c : cases) {
+    const int fd = ::open(c.path.c_str(), O_WRONLY | O_CREAT, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, c.size) == 0);
+    ::close(fd);
+  }
+  const absl::Status manifest = ReadManifest(dir.path()).status();
+  CHECK(absl::IsDataLoss(manifest));
+  CHECK(Contains(manifest, "more than the"));
+  const absl::Status slice = ReadSliceFile(cases[1].path).status();
+  CHECK(absl::IsDataLoss(slice));
+  CHECK(Contains(slice, "more than the"));
+}
+
+TEST_CASE("a slice of another format version is refused, naming both versions") {
+  const std::string bytes = Must(EncodeSlice(SampleSlice(Shape{13, 3}, 4, 5, false)));
+  std::string body = BodyOf(bytes);
+  // A one-segment message: 8 bytes of segment table, the root pointer, then the root struct,
+  // whose first field is formatVersion.
+  uint32_t version = 0;
+  std::memcpy(&version, body.data() + 16, 4);
+  REQUIRE(version == 1);
+  version = 7;
+  std::memcpy(body.data() + 16, &version, 4);
+  const absl::Status status = DecodeSlice(Reseal(FileKind::kSlice, body)).status();
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK(Contains(status, "format version 7; this build reads format version 1"));
+
+  std::string manifest_body = BodyOf(Must(EncodeManifest(SampleManifest())));
+  std::memcpy(&version, manifest_body.data() + 16, 4);
+  REQUIRE(version == 1);
+  manifest_body[16] = 0;
+  const absl::Status manifest = DecodeManifest(Reseal(FileKind::kManifest, manifest_body)).status();
+  CHECK(absl::IsInvalidArgument(manifest));
+  CHECK(Contains(manifest, "format version 0; this build reads format version 1"));
+}
+
+TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the tensor") {
+  const TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
+  const std::string body = BodyOf(Must(EncodeSlice(slice)));
+  struct Case {
+    std::string name;
+    float value;  // a value found once in the data
+    std::string message;
+  };
+  // Sample() makes values (i + 0.5) * scale: 10.5 is in the value, 21 (10.5 * 2) in slot m.
+  const std::vector<Case> cases = {{"value", 10.5f, "checksum mismatch in slice of emb chunk 0"},
+                                   {"slot", 21.0f, "checksum mismatch in slice of emb slot m chunk 0"}};
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    std::string from(4, '\0'), to(4, '\0');
+    const float changed = c.value + 1;
+    std::memcpy(from.data(), &c.value, 4);
+    std::memcpy(to.data(), &changed, 4);
+    const std::string forged = Reseal(FileKind::kSlice, ReplaceUnique(body, from, to));
+    const absl::Status status = DecodeSlice(forged).status();
+    CHECK(absl::IsDataLoss(status));
+    CHECK_MESSAGE(Contains(status, c.message), status.ToString());
+  }
+}
+
+TEST_CASE("forged shapes never allocate what the data does not hold") {
+  const TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
+  const std::string body = BodyOf(Must(EncodeSlice(slice)));
+  const std::string value_shape = Int64Bytes({5, 3});
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  struct Case {
+    std::vector<int64_t> dims;
+    absl::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      // 2^40 and 2^62 elements: 4 TiB and 16 EiB allocations if believed.
+      {{int64_t{1} << 20, int64_t{1} << 20}, absl::StatusCode::kDataLoss, "bytes of data for"},
+      {{int64_t{1} << 31, int64_t{1} << 31}, absl::StatusCode::kDataLoss,
+       "invalid element count"},
+      {{kMax, 3}, absl::StatusCode::kDataLoss, "invalid shape"},  // overflows
+      {{kMax, kMax}, absl::StatusCode::kDataLoss, "invalid shape"},
+      {{-5, 3}, absl::StatusCode::kDataLoss, "invalid shape"},
+      {{3, 5}, absl::StatusCode::kInvalidArgument, "no row block"},  // same size, wrong shape
+      {{15, 1}, absl::StatusCode::kInvalidArgument, "no row block"},
+      {{0, 3}, absl::StatusCode::kDataLoss, "60 bytes of data for 0 float32 values"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(Shape(c.dims).ToString());
+    const std::string forged =
+        Reseal(FileKind::kSlice, ReplaceUnique(body, value_shape, Int64Bytes(c.dims)));
+    const absl::Status status = DecodeSlice(forged).status();
+    CHECK(status.code() == c.code);
+    CHECK_MESSAGE(Contains(status, c.message), status.ToString());
+  }
+  // A forged full shape and a forged step fail validation.
+  CHECK(absl::IsInvalidArgument(
+      DecodeSlice(Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}),
+                                                         Int64Bytes({8, 3}))))
+          .status()));
+  const absl::Status step =
+      DecodeSlice(Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({slice.step}),
+                                                         Int64Bytes({-slice.step}))))
+          .status();
+  CHECK(absl::IsInvalidArgument(step));
+  CHECK(Contains(step, "negative step"));
+}
+
+}  // namespace
+}  // namespace tessera

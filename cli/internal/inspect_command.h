@@ -1,0 +1,40 @@
+// `tessera inspect PATH`: what a checkpoint or an exported model holds, as text.
+//
+//   checkpoint /tmp/ckpt
+//   global step: 1200
+//   variables: 2
+//     user_embedding  [13, 4]  float32  step 1199
+//       optimizer: adagrad {learning_rate: 0.05}
+//       slots: accumulator
+//       slices: 2
+//         user_embedding.part_0.tsr  rows [0, 7)
+//         user_embedding.part_1.tsr  rows [7, 13)
+//     ...
+//
+// Thread-safety: pure functions over files and streams.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/checkpoint.h"
+#include "core/exported_model.h"
+
+namespace tessera::cli {
+
+// A checkpoint's global step and, per variable, its shape, dtype, optimizer, slot names, step
+// and slice files with their row ranges (its shards when it was saved).
+void DescribeCheckpoint(const CheckpointManifest& manifest, std::ostream& out);
+
+// An exported model's name and step, signatures (inputs, outputs), layers, outputs, loss and
+// variables with their shapes.
+void DescribeExportedModel(const ExportedModel& model, std::ostream& out);
+
+// The command: describes what PATH holds — a checkpoint directory (a manifest), an export
+// directory (a model), or both; PATH may also name the manifest or model file itself.
+// NotFound when PATH does not exist or holds neither; the reader's DataLoss / InvalidArgument,
+// naming the file, when one is corrupt.
+absl::Status RunInspect(const std::string& path, std::ostream& out);
+
+}  // namespace tessera::cli

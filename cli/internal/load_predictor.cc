@@ -1,0 +1,20 @@
+#include "cli/internal/load_predictor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status.h"
+#include "schema/model_io.h"
+
+namespace tessera::cli {
+
+absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir) {
+  const std::string context = absl::StrCat("model '", dir, "'");
+  absl::StatusOr<ExportedModel> model = ReadExportedModel(dir);
+  RETURN_IF_ERROR(Annotate(model.status(), context));
+  absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Create(std::move(*model));
+  RETURN_IF_ERROR(Annotate(predictor.status(), context));
+  return std::move(*predictor);
+}
+
+}  // namespace tessera::cli

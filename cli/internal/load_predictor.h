@@ -1,0 +1,19 @@
+// LoadPredictor: an exported model directory (schema/model_io.h) made ready to serve.
+//
+// Thread-safety: a pure function over files.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/exported_model.h"
+
+namespace tessera::cli {
+
+// Reads dir/model.tsr and builds its Predictor. ReadExportedModel's errors (NotFound without a
+// model, DataLoss / InvalidArgument for bad content) and Predictor::Create's, each prefixed with
+// the directory.
+absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir);
+
+}  // namespace tessera::cli

@@ -1,0 +1,136 @@
+// The `tessera` binary: parses the command line and runs a command of cli/internal/.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "cli/internal/inspect_command.h"
+#include "cli/internal/predict_command.h"
+#include "cli/internal/serve_command.h"
+
+ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
+ABSL_FLAG(std::string, input, "", "predict: the JSON lines file of instances ('-': stdin)");
+ABSL_FLAG(std::string, host, "127.0.0.1", "serve: the address to listen on");
+ABSL_FLAG(int, port, 8501, "serve: the port to listen on (0: any free port, printed)");
+ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the model's own)");
+
+namespace {
+
+constexpr char kUsage[] = R"(usage: tessera <command> [flags]
+
+commands:
+  predict --model DIR --input FILE
+      Predicts JSON lines of instances (FILE, or '-' for stdin), one object per line mapping
+      each input to its value (an integer id, or an array of numbers), and writes one JSON line
+      per instance mapping each output to its array of floats.
+  serve --model DIR [--port 8501] [--host 127.0.0.1] [--name NAME]
+      Serves the model with TensorFlow Serving's REST API until SIGINT or SIGTERM:
+        POST /v1/models/NAME:predict  {"instances": [...]}  -> {"predictions": [...]}
+        GET  /v1/models/NAME          the model's status
+        GET  /v1/models/NAME/metadata its signatures
+      --port 0 picks a free port; the URL served on is printed.
+  inspect PATH
+      Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
+      model (its signatures, layers and variables).
+  help
+      Prints this message.
+
+Exit status: 0 on success, 2 for a bad command line, input, model or checkpoint, 1 otherwise.
+)";
+
+// 2 for what the user gave us (arguments, files, instances), 1 for everything else.
+int ExitCode(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return 0;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+absl::Status Require(const std::string& value, const char* flag) {
+  if (!value.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(std::string("needs --") + flag);
+}
+
+// absl warns "Did you really mean to set flag 'input' to the value '-'?" for `--input -`, the
+// usual spelling of "read stdin"; joining the pair into `--input=-` keeps it quiet.
+std::vector<char*> JoinStdinInput(int argc, char** argv) {
+  static char kInputStdin[] = "--input=-";
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if ((arg == "--input" || arg == "-input") && i + 1 < argc && std::string(argv[i + 1]) == "-") {
+      args.push_back(kInputStdin);
+      ++i;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  return args;
+}
+
+absl::Status Run(const std::string& command, const std::vector<std::string>& args) {
+  const auto no_arguments = [&]() {
+    if (args.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError("unexpected argument '" + args[0] + "'");
+  };
+  if (command == "predict") {
+    if (absl::Status s = no_arguments(); !s.ok()) return s;
+    const std::string model = absl::GetFlag(FLAGS_model);
+    const std::string input = absl::GetFlag(FLAGS_input);
+    if (absl::Status s = Require(model, "model"); !s.ok()) return s;
+    if (absl::Status s = Require(input, "input"); !s.ok()) return s;
+    return tessera::cli::RunPredict(model, input, std::cout);
+  }
+  if (command == "serve") {
+    if (absl::Status s = no_arguments(); !s.ok()) return s;
+    tessera::cli::ServeOptions options;
+    options.model_dir = absl::GetFlag(FLAGS_model);
+    options.host = absl::GetFlag(FLAGS_host);
+    options.port = absl::GetFlag(FLAGS_port);
+    options.name = absl::GetFlag(FLAGS_name);
+    if (absl::Status s = Require(options.model_dir, "model"); !s.ok()) return s;
+    return tessera::cli::RunServe(options, std::cout);
+  }
+  if (command == "inspect") {
+    if (args.size() != 1) return absl::InvalidArgumentError("inspect needs exactly one PATH");
+    return tessera::cli::RunInspect(args[0], std::cout);
+  }
+  return absl::InvalidArgumentError("unknown command '" + command + "'; see 'tessera help'");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> args = JoinStdinInput(argc, argv);
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (positional.size() < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = positional[1];
+  if (command == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  const std::vector<std::string> arguments(positional.begin() + 2, positional.end());
+  const absl::Status status = Run(command, arguments);
+  if (!status.ok()) {
+    std::cerr << "tessera " << command << ": " << status.message() << "\n";
+    if (absl::StartsWith(status.message(), "needs --")) std::cerr << "see 'tessera help'\n";
+  }
+  return ExitCode(status);
+}

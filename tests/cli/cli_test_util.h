@@ -1,0 +1,79 @@
+// Shared fixtures of the cli tests: a tiny exported recsys model and temporary directories.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+#include "core/exported_model.h"
+#include "core/initializer.h"
+#include "core/reference_models.h"
+
+namespace tessera::cli::testing {
+
+// The recsys model with 5 users, 4 items, D = 3, H = 4, at step 42, with every variable
+// (biases included) initialized to non-zero values so every parameter shows in the outputs.
+inline ExportedModel TinyRecsysModel() {
+  RecsysModelOptions options;
+  options.num_users = 5;
+  options.num_items = 4;
+  options.embedding_dim = 3;
+  options.hidden_units = 4;
+  options.seed = 11;
+  ExportedModel model;
+  model.spec = *RecsysModelSpec(options);
+  for (ParamSpec& p : model.spec.params) {
+    if (p.initializer.name == "random_uniform") {
+      p.initializer.params = {{"minval", -1}, {"maxval", 1}};
+    }
+    if (p.initializer.name == "zeros") {
+      p.initializer = {"random_normal", {{"stddev", 0.5}}, p.initializer.seed};
+    }
+    auto value = MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows());
+    REQUIRE(value.ok());
+    model.variables.emplace(p.name, std::move(*value));
+  }
+  model.signatures = {*ServingSignature(model.spec)};
+  model.step = 42;
+  return model;
+}
+
+inline std::unique_ptr<Predictor> TinyRecsysPredictor() {
+  auto predictor = Predictor::Create(TinyRecsysModel());
+  REQUIRE(predictor.ok());
+  return std::move(*predictor);
+}
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/tessera_cli_XXXXXX";
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+  // Sub(name), created as a directory.
+  std::string MakeSub(const std::string& name) const {
+    const std::string sub = Sub(name);
+    REQUIRE(std::filesystem::create_directory(sub));
+    return sub;
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace tessera::cli::testing

@@ -1,0 +1,265 @@
+// End-to-end tests of the built `tessera` binary, run as a child process: the command line, exit
+// codes, stdout / stderr, and serve's shutdown on SIGINT / SIGTERM.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "cli/internal/json.h"
+#include "cli/internal/predict_command.h"
+#include "core/exported_model.h"
+#include "schema/model_io.h"
+#include "tests/cli/cli_test_util.h"
+// Last: see Note [httplib after Eigen] in cli/internal/model_server.h.
+#include <httplib.h>
+
+#ifdef TESSERA_BINARY
+
+extern char** environ;
+
+namespace tessera::cli {
+namespace {
+
+using testing::TempDir;
+using testing::TinyRecsysModel;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A running `tessera` child with stdin, stdout and stderr redirected to files of `dir`; killed at
+// scope exit if still running.
+class Child {
+ public:
+  Child(const TempDir& dir, const std::vector<std::string>& args, const std::string& stdin_path)
+      : out_(dir.Sub("stdout.txt")), err_(dir.Sub("stderr.txt")) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, stdin_path.c_str(), O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<std::string> argv_strings = {TESSERA_BINARY};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& arg : argv_strings) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    const int error = posix_spawn(&pid_, TESSERA_BINARY, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    REQUIRE(error == 0);
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // The exit code, or -1 when it did not exit normally within `timeout`.
+  int Wait(std::chrono::seconds timeout = std::chrono::seconds(30)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  void Signal(int signal) { kill(pid_, signal); }
+  std::string out() const { return ReadFile(out_); }
+  std::string err() const { return ReadFile(err_); }
+
+ private:
+  std::string out_;
+  std::string err_;
+  pid_t pid_ = -1;
+};
+
+struct Finished {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Finished RunTessera(const TempDir& dir, const std::vector<std::string>& args,
+                    const std::string& stdin_path = "/dev/null") {
+  Child child(dir, args, stdin_path);
+  const int code = child.Wait();
+  return {code, child.out(), child.err()};
+}
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The port in serve's "... at http://127.0.0.1:PORT/v1/models/..." line, once it is printed.
+int WaitForPort(const Child& child) {
+  const std::string marker = "http://127.0.0.1:";
+  for (int i = 0; i < 3000; ++i) {
+    const std::string out = child.out();
+    const size_t at = out.find(marker);
+    const size_t end = at == std::string::npos ? at : out.find('/', at + marker.size());
+    int port = 0;
+    if (end != std::string::npos &&
+        absl::SimpleAtoi(out.substr(at + marker.size(), end - at - marker.size()), &port)) {
+      return port;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+TEST_CASE("tessera serve answers predictions and exits cleanly on SIGTERM and SIGINT") {
+  TempDir dir;
+  const std::string model_dir = dir.MakeSub("export");
+  REQUIRE(WriteExportedModel(model_dir, TinyRecsysModel()).ok());
+  auto predictor = Predictor::Create(TinyRecsysModel());
+  REQUIRE(predictor.ok());
+
+  for (const int signal : {SIGTERM, SIGINT}) {
+    CAPTURE(signal);
+    Child child(dir, {"serve", "--model", model_dir, "--port", "0", "--name", "ctr"}, "/dev/null");
+    const int port = WaitForPort(child);
+    REQUIRE_MESSAGE(port > 0, std::string(child.out() + child.err()));
+    CHECK(Has(child.out(), "model 'ctr' version 42 at http://127.0.0.1:"));
+
+    httplib::Client client("127.0.0.1", port);
+    auto result = client.Post("/v1/models/ctr:predict",
+                              R"({"instances": [{"user": 2, "item": 1}, {"user": 4, "item": 3}]})",
+                              "application/json");
+    REQUIRE(result);
+    REQUIRE(result->status == 200);
+    auto body = ParseJson(result->body);
+    REQUIRE(body.ok());
+    Batch batch;
+    batch.size = 2;
+    batch.ids["user"] = {2, 4};
+    batch.ids["item"] = {1, 3};
+    auto want = (*predictor)->Predict(batch);
+    REQUIRE(want.ok());
+    for (int b = 0; b < 2; ++b) {
+      CHECK((*body)["predictions"][b]["probability"][0].get<float>() ==
+            doctest::Approx(want->at("probability").row(b)[0]).epsilon(1e-5));
+    }
+    auto wrong = client.Get("/v1/models/recsys");
+    REQUIRE(wrong);
+    CHECK(wrong->status == 404);
+
+    child.Signal(signal);
+    CHECK(child.Wait() == 0);
+    CHECK(Has(child.out(), signal == SIGTERM ? "stopped on SIGTERM" : "stopped on SIGINT"));
+  }
+}
+
+TEST_CASE("tessera serve refuses a missing model and a busy port") {
+  TempDir dir;
+  const Finished missing = RunTessera(dir, {"serve", "--model", dir.Sub("none"), "--port", "0"});
+  CHECK(missing.code == 2);
+  CHECK(Has(missing.err, "tessera serve: model '" + dir.Sub("none") + "'"));
+
+  const std::string model_dir = dir.MakeSub("export");
+  REQUIRE(WriteExportedModel(model_dir, TinyRecsysModel()).ok());
+  Child first(dir, {"serve", "--model", model_dir, "--port", "0"}, "/dev/null");
+  const int port = WaitForPort(first);
+  REQUIRE(port > 0);
+  TempDir other;
+  const Finished busy =
+      RunTessera(other, {"serve", "--model", model_dir, "--port", std::to_string(port)});
+  CHECK(busy.code == 1);
+  CHECK(Has(busy.err, "cannot listen on 127.0.0.1:" + std::to_string(port)));
+  first.Signal(SIGTERM);
+  CHECK(first.Wait() == 0);
+}
+
+TEST_CASE("tessera predict writes JSON lines, and exits 2 naming a bad line") {
+  TempDir dir;
+  const std::string model_dir = dir.MakeSub("export");
+  REQUIRE(WriteExportedModel(model_dir, TinyRecsysModel()).ok());
+  const std::string good = dir.Sub("good.jsonl");
+  std::ofstream(good) << "{\"user\": 0, \"item\": 1}\n{\"user\": 3, \"item\": 2}\n";
+
+  std::istringstream in(ReadFile(good));
+  std::ostringstream want;
+  REQUIRE(PredictJsonLines(**Predictor::Create(TinyRecsysModel()), in, want).ok());
+
+  const Finished from_file = RunTessera(dir, {"predict", "--model", model_dir, "--input", good});
+  CHECK(from_file.code == 0);
+  CHECK(from_file.out == want.str());
+  CHECK(from_file.err.empty());
+
+  const Finished from_stdin =
+      RunTessera(dir, {"predict", "--model", model_dir, "--input", "-"}, good);
+  CHECK(from_stdin.code == 0);
+  CHECK(from_stdin.out == want.str());
+  CHECK(from_stdin.err.empty());  // no absl warning about the value '-'
+
+  const std::string bad = dir.Sub("bad.jsonl");
+  std::ofstream(bad) << "{\"user\": 0, \"item\": 1}\n{\"user\": 0, \"item\": 9}\n";
+  const Finished failed = RunTessera(dir, {"predict", "--model", model_dir, "--input", bad});
+  CHECK(failed.code == 2);
+  CHECK(failed.out.empty());
+  CHECK(Has(failed.err,
+            "tessera predict: " + bad + ": line 2: input 'item': id 9 is out of range [0, 4)"));
+
+  const Finished no_input = RunTessera(dir, {"predict", "--model", model_dir});
+  CHECK(no_input.code == 2);
+  CHECK(Has(no_input.err, "tessera predict: needs --input"));
+
+  const std::string bad_stdin = dir.Sub("bad_stdin.jsonl");
+  std::ofstream(bad_stdin) << "{\"user\": 0, \"item\": 1}\n[1, 2]\n";
+  const Finished failed_stdin =
+      RunTessera(dir, {"predict", "--model", model_dir, "--input", "-"}, bad_stdin);
+  CHECK(failed_stdin.code == 2);
+  CHECK(failed_stdin.out.empty());
+  CHECK(failed_stdin.err ==
+        "tessera predict: stdin: line 2: an instance must be an object "
+        "mapping the inputs (user, item) to values, got an array\n");
+}
+
+TEST_CASE("tessera inspect, help and bad command lines") {
+  TempDir dir;
+  const std::string model_dir = dir.MakeSub("export");
+  REQUIRE(WriteExportedModel(model_dir, TinyRecsysModel()).ok());
+
+  const Finished inspect = RunTessera(dir, {"inspect", model_dir});
+  CHECK(inspect.code == 0);
+  CHECK(Has(inspect.out, "exported model " + model_dir));
+  CHECK(Has(inspect.out, "serving_default"));
+
+  const Finished neither = RunTessera(dir, {"inspect", dir.Sub("nothing")});
+  CHECK(neither.code == 2);
+  CHECK(Has(neither.err, "tessera inspect: no such file or directory: " + dir.Sub("nothing")));
+
+  const Finished help = RunTessera(dir, {"help"});
+  CHECK(help.code == 0);
+  CHECK(Has(help.out, "usage: tessera <command>"));
+
+  const Finished bare = RunTessera(dir, {});
+  CHECK(bare.code == 2);
+  CHECK(Has(bare.err, "usage: tessera <command>"));
+
+  const Finished unknown = RunTessera(dir, {"train"});
+  CHECK(unknown.code == 2);
+  CHECK(Has(unknown.err, "unknown command 'train'"));
+
+  const Finished extra = RunTessera(dir, {"inspect", "a", "b"});
+  CHECK(extra.code == 2);
+}
+
+}  // namespace
+}  // namespace tessera::cli
+
+#endif  // TESSERA_BINARY

@@ -151,6 +151,9 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<ClosureValues>("tessera::ClosureValues");
   cfg.add_message_type<Closure>("tessera::Closure");
   cfg.add_message_type<WorkerPoolStatus>("tessera::WorkerPoolStatus");
+  cfg.add_message_type<SliceFileRef>("tessera::SliceFileRef");
+  cfg.add_message_type<SavedSlice>("tessera::SavedSlice");
+  cfg.add_message_type<CheckpointVariable>("tessera::CheckpointVariable");
   cfg.add_message_type<worker_actor>("tessera::worker_actor");
   cfg.add_message_type<shard_actor>("tessera::shard_actor");
   cfg.add_message_type<ps_node_actor>("tessera::ps_node_actor");

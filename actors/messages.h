@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "core/closure.h"
 #include "core/indexed_slices.h"
 #include "core/initializer.h"
@@ -43,6 +44,8 @@ using apply_grad_atom = caf::atom_constant<caf::atom("apply_grad")>;
 using set_opt_atom = caf::atom_constant<caf::atom("set_opt")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using save_atom = caf::atom_constant<caf::atom("save")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
 
 // PS node actor (actors/ps_node_actor.h).
 using create_shard_atom = caf::atom_constant<caf::atom("new_shard")>;
@@ -84,6 +87,15 @@ struct PsNodeStats {
   int64_t num_shards = 0;         // == shards.size()
   int64_t bytes = 0;              // sum of the shards' bytes (blocks and optimizer slots)
   std::vector<ShardInfo> shards;  // sorted by name
+};
+
+// What a shard wrote when saving: enough for the manifest's entry.
+struct SavedSlice {
+  SliceFileRef ref;                        // file name (relative to the checkpoint) and rows
+  std::vector<std::string> slot_names;
+  int64_t step = 0;                        // the optimizer's step
+  bool has_optimizer = false;
+  OptimizerSpec optimizer;                 // when has_optimizer
 };
 
 // What the coordinator actor knows of its workers.
@@ -237,6 +249,34 @@ typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardValue& x) {
   return f(caf::meta::type_name("tessera::ShardValue"), x.value, x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SliceFileRef& x) {
+  return f(caf::meta::type_name("tessera::SliceFileRef"), x.file, x.row_offset, x.rows);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SavedSlice& x) {
+  return f(caf::meta::type_name("tessera::SavedSlice"), x.ref, x.slot_names, x.step,
+           x.has_optimizer, x.optimizer);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
+  // std::optional has no CAF 0.17 support: a flag plus a value, put back by a load callback.
+  bool has_optimizer = x.optimizer.has_value();
+  OptimizerSpec optimizer = has_optimizer ? *x.optimizer : OptimizerSpec{};
+  auto put_back = caf::meta::load_callback([&]() -> caf::error {
+    if (has_optimizer) {
+      x.optimizer = std::move(optimizer);
+    } else {
+      x.optimizer.reset();
+    }
+    return caf::none;
+  });
+  return f(caf::meta::type_name("tessera::CheckpointVariable"), x.name, x.shape, x.dtype,
+           has_optimizer, optimizer, x.slot_names, x.step, x.slices, put_back);
 }
 
 template <class Inspector>

@@ -2,7 +2,11 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "actors/error.h"
+#include "core/status.h"
+#include "schema/checkpoint_io.h"
 
 namespace tessera {
 namespace {
@@ -11,6 +15,76 @@ namespace {
 caf::result<int64_t> VersionOr(const absl::Status& status, const ShardState& shard) {
   if (!status.ok()) return StatusToError(status);
   return shard.version();
+}
+
+// Writes the shard's block, slots and step to dir/file.
+absl::StatusOr<SavedSlice> Save(const ShardState& s, const std::string& dir,
+                                const std::string& file) {
+  ShardSnapshot snapshot = s.Snapshot();
+  TensorSlice slice;
+  slice.variable = s.spec().variable;
+  slice.full_shape = s.full_shape();
+  slice.dtype = s.spec().dtype;
+  slice.row_offset = s.row_offset();
+  slice.value = std::move(snapshot.value);
+  slice.slot_names = std::move(snapshot.slot_names);
+  slice.slots = std::move(snapshot.slots);
+  slice.step = snapshot.step;
+  RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
+                           absl::StrCat("saving ", s.name())));
+  SavedSlice saved;
+  saved.ref = SliceFileRef{file, s.row_offset(), s.spec().rows};
+  saved.slot_names = std::move(slice.slot_names);
+  saved.step = slice.step;
+  if (s.optimizer() != nullptr) {
+    saved.has_optimizer = true;
+    saved.optimizer = s.optimizer()->spec();
+  }
+  return saved;
+}
+
+// Restores the shard from the slices of `variable` (saved under `dir`) that its rows overlap.
+// Slots come along when the checkpoint's slot names are the shard's own; a checkpoint without
+// slots restores the values and gives the optimizer fresh slots.
+absl::Status Load(ShardState& s, const std::string& dir, const CheckpointVariable& variable) {
+  const std::string what = absl::StrCat("restoring ", s.name(), " from ", dir);
+  if (variable.shape != s.full_shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the checkpoint's ", variable.name, " has shape ", variable.shape.ToString(),
+        " but the variable has ", s.full_shape().ToString()));
+  }
+  if (variable.dtype != s.spec().dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the checkpoint's dtype is ",
+                                                   DTypeName(variable.dtype), ", the variable's ",
+                                                   DTypeName(s.spec().dtype)));
+  }
+  ASSIGN_OR_RETURN(std::vector<SliceRead> reads,
+                   PlanSliceReads(variable, s.row_offset(), s.spec().rows));
+  std::vector<TensorSlice> loaded;
+  loaded.reserve(reads.size());
+  for (const SliceRead& read : reads) {
+    const std::string path = absl::StrCat(dir, "/", variable.slices[read.slice].file);
+    ASSIGN_OR_RETURN(TensorSlice slice, ReadSliceFile(path));
+    loaded.push_back(std::move(slice));
+  }
+  std::vector<const TensorSlice*> pointers;
+  for (const TensorSlice& slice : loaded) pointers.push_back(&slice);
+  ASSIGN_OR_RETURN(TensorSlice block, AssembleSlice(variable, s.row_offset(), s.spec().rows,
+                                                    reads, pointers));
+  ShardSnapshot snapshot;
+  snapshot.value = std::move(block.value);
+  snapshot.step = block.step;
+  const std::vector<std::string> own_slots =
+      s.optimizer() != nullptr ? s.optimizer()->SlotNames() : std::vector<std::string>{};
+  if (!block.slot_names.empty() && block.slot_names == own_slots) {
+    snapshot.slot_names = std::move(block.slot_names);
+    snapshot.slots = std::move(block.slots);
+  } else if (!block.slot_names.empty() && !own_slots.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the checkpoint has optimizer slots [", absl::StrJoin(block.slot_names, ", "),
+        "] but the shard's optimizer has [", absl::StrJoin(own_slots, ", "), "]"));
+  }
+  return Annotate(s.Restore(snapshot), what);
 }
 
 }  // namespace
@@ -49,6 +123,16 @@ shard_actor::behavior_type ShardActor(shard_actor::stateful_pointer<ShardActorSt
       [&s](snapshot_atom) -> ShardSnapshot { return s.Snapshot(); },
       [&s](restore_atom, const ShardSnapshot& snapshot) -> caf::result<int64_t> {
         return VersionOr(s.Restore(snapshot), s);
+      },
+      [&s](save_atom, const std::string& dir,
+           const std::string& file) -> caf::result<SavedSlice> {
+        absl::StatusOr<SavedSlice> saved = Save(s, dir, file);
+        if (!saved.ok()) return StatusToError(saved.status());
+        return *std::move(saved);
+      },
+      [&s](load_atom, const std::string& dir,
+           const CheckpointVariable& variable) -> caf::result<int64_t> {
+        return VersionOr(Load(s, dir, variable), s);
       },
   };
 }

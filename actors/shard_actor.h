@@ -16,6 +16,10 @@
 //   (set_opt_atom, OptimizerSpec)             int64_t      SetOptimizer(spec)
 //   (snapshot_atom)                           ShardSnapshot Snapshot()
 //   (restore_atom, ShardSnapshot)             int64_t      Restore(snapshot)
+//   (save_atom, std::string dir,              SavedSlice   writes dir/file: its block, slots and
+//    std::string file)                                     step (schema/checkpoint_io.h)
+//   (load_atom, std::string dir,              int64_t      reads only the slice files of
+//    CheckpointVariable)                                   `dir` its rows overlap, then Restore
 //
 // The int64_t replies are the version after the update. Ids are block-local (global id minus the
 // shard's row offset). Bad input gets an InvalidArgument (FailedPrecondition for a gradient
@@ -49,7 +53,9 @@ using shard_actor =
                      caf::replies_to<apply_grad_atom, IndexedSlices>::with<int64_t>,          //
                      caf::replies_to<set_opt_atom, OptimizerSpec>::with<int64_t>,             //
                      caf::replies_to<snapshot_atom>::with<ShardSnapshot>,                     //
-                     caf::replies_to<restore_atom, ShardSnapshot>::with<int64_t>>;
+                     caf::replies_to<restore_atom, ShardSnapshot>::with<int64_t>,             //
+                     caf::replies_to<save_atom, std::string, std::string>::with<SavedSlice>,  //
+                     caf::replies_to<load_atom, std::string, CheckpointVariable>::with<int64_t>>;
 
 struct ShardActorState {
   static inline const char* name = "tessera.shard";

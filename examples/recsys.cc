@@ -46,6 +46,11 @@ ABSL_FLAG(std::string, partitioner, "fixed:4",
 ABSL_FLAG(int32_t, closures_per_worker, 1,
           "closures each worker runs at once (1: TF's behaviour; 2 overlaps communication with "
           "compute)");
+ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (sim mode)");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(bool, resume, false,
+          "continue from the latest checkpoint in --checkpoint_dir (any --ps or --partitioner)");
+ABSL_FLAG(std::string, export_dir, "", "export the trained model here for serving (sim mode)");
 ABSL_FLAG(int32_t, inject_worker_failures, 0,
           "kill this many workers at random moments (mid-closure); each restarts after a delay");
 ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down");
@@ -59,6 +64,11 @@ absl::Status Run() {
   const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "sim" && mode != "local") {
     return absl::InvalidArgumentError(absl::StrCat("--mode must be sim or local, not ", mode));
+  }
+  if (mode == "local" && (!absl::GetFlag(FLAGS_checkpoint_dir).empty() ||
+                          absl::GetFlag(FLAGS_resume) || !absl::GetFlag(FLAGS_export_dir).empty())) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_dir, --resume and --export_dir work on parameter servers: use --mode=sim");
   }
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
   if (batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
@@ -113,6 +123,10 @@ absl::Status Run() {
     sim.workers = absl::GetFlag(FLAGS_workers);
     sim.partitioner = partitioner;
     sim.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
+    sim.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+    sim.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+    sim.resume = absl::GetFlag(FLAGS_resume);
+    sim.export_dir = absl::GetFlag(FLAGS_export_dir);
     sim.inject_worker_failures = absl::GetFlag(FLAGS_inject_worker_failures);
     sim.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
     sim.seed = absl::GetFlag(FLAGS_seed);

@@ -19,6 +19,7 @@ packages=(
   libcpp-httplib-dev    # the serving endpoint
   libbenchmark-dev      # bench/
   dataset-fashion-mnist # the fashion_mnist reference workload
+  curl                  # the end-to-end serving test
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
 #include "core/status.h"
 
@@ -49,15 +50,17 @@ absl::Status RegisterTraining(FunctionRegistry& registry,
       });
 }
 
-absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t steps,
-                                             int64_t batch_size, const std::string& label) {
+absl::StatusOr<TrainingRun> RunTrainingSteps(
+    ClusterCoordinator& coordinator, int64_t first_step, int64_t steps, int64_t batch_size,
+    const std::string& label, int64_t checkpoint_every,
+    const std::function<absl::Status(int64_t)>& checkpoint) {
   Progress progress(label, steps, batch_size);
   TrainingRun run;
   const double start = Now();
   std::deque<RemoteValue> pending;
   const int64_t tail = std::max<int64_t>(1, steps / 20);
   double recent_loss = 0, tail_loss = 0;
-  int64_t done_steps = 0, tail_examples = 0;
+  int64_t done_steps = first_step, tail_examples = 0;
   // Takes finished values off the front of `pending` (all of them when `drain`).
   auto collect = [&](bool drain) -> absl::Status {
     while (!pending.empty() &&
@@ -77,16 +80,22 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     }
     return absl::OkStatus();
   };
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = first_step; step < steps; ++step) {
     ClosureValues args;
     args.scalars = {static_cast<double>(step)};  // the batch index
     ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args)));
     pending.push_back(std::move(value));
     RETURN_IF_ERROR(collect(false));
+    if (checkpoint_every > 0 && checkpoint && (step + 1) % checkpoint_every == 0 &&
+        step + 1 < steps) {
+      RETURN_IF_ERROR(coordinator.Join());
+      RETURN_IF_ERROR(collect(true));
+      RETURN_IF_ERROR(checkpoint(step + 1));
+    }
   }
   RETURN_IF_ERROR(coordinator.Join());
   RETURN_IF_ERROR(collect(true));
-  run.steps = done_steps;
+  run.steps = done_steps - first_step;
   run.wall_seconds = Now() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
   progress.Finish(done_steps, recent_loss);
@@ -121,7 +130,39 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
     coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
                                       options.restart_delay);
   }
-  ASSIGN_OR_RETURN(TrainingRun run, RunTrainingSteps(*coordinator, steps, batch_size, label));
+  int64_t first_step = 0;
+  std::optional<CheckpointManager> checkpoints;
+  if (!options.checkpoint_dir.empty()) checkpoints.emplace(options.checkpoint_dir, 3);
+  if (options.resume) {
+    if (!checkpoints.has_value()) {
+      return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+    }
+    if (std::optional<std::string> latest = checkpoints->Latest()) {
+      ASSIGN_OR_RETURN(first_step, RestoreCheckpoint(strategy, *latest));
+      std::printf("%s: resumed from %s at step %lld\n", label.c_str(), latest->c_str(),
+                  static_cast<long long>(first_step));
+    } else {
+      std::printf("%s: no checkpoint in %s yet: starting from scratch\n", label.c_str(),
+                  options.checkpoint_dir.c_str());
+    }
+  }
+  auto save = [&](int64_t step) -> absl::Status {
+    ASSIGN_OR_RETURN(std::string dir, checkpoints->Save(strategy, step));
+    if (!Progress::OnTerminal()) std::fprintf(stderr, "%s: saved %s\n", label.c_str(), dir.c_str());
+    return absl::OkStatus();
+  };
+  ASSIGN_OR_RETURN(TrainingRun run,
+                   RunTrainingSteps(*coordinator, first_step, steps, batch_size, label,
+                                    checkpoints.has_value() ? options.checkpoint_every : 0, save));
+  const int64_t final_step = std::max(first_step, steps);
+  if (checkpoints.has_value()) {
+    ASSIGN_OR_RETURN(std::string dir, checkpoints->Save(strategy, final_step));
+    std::printf("%s: checkpoint %s\n", label.c_str(), dir.c_str());
+  }
+  if (!options.export_dir.empty()) {
+    RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step));
+    std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
+  }
   RETURN_IF_ERROR(PullVariables(strategy, trainer));
   const ClosureStats stats = coordinator->stats();
   const WorkerPoolStatus pool = coordinator->workers();
@@ -142,6 +183,8 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   summary["closures_cancelled"] = stats.cancelled;
   summary["worker_failures"] = pool.worker_failures;
   summary["worker_restarts"] = pool.worker_restarts;
+  summary["first_step"] = first_step;
+  summary["global_step"] = final_step;
   return run;
 }
 
@@ -193,11 +236,13 @@ absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer
   return absl::OkStatus();
 }
 
+bool Progress::OnTerminal() { return isatty(STDERR_FILENO) != 0; }
+
 Progress::Progress(std::string label, int64_t total_steps, int64_t batch_size)
     : label_(std::move(label)),
       total_steps_(total_steps),
       batch_size_(batch_size),
-      terminal_(isatty(STDERR_FILENO) != 0),
+      terminal_(OnTerminal()),
       start_(Now()) {}
 
 void Progress::Update(int64_t steps_done, double recent_loss) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,10 +45,14 @@ struct TrainingRun {
   double final_loss = 0;  // example-weighted mean loss of the last ~5% of steps
 };
 
-// Schedules kTrainStep(0), ..., kTrainStep(steps - 1), printing a live progress line on a terminal (plain
+// Schedules kTrainStep(first_step), ..., kTrainStep(steps - 1) (the batch index is the global
+// step, so a resumed run continues the data where the checkpoint left it); every
+// `checkpoint_every` steps (0: never) it joins and calls `checkpoint(global_step)`. Prints printing a live progress line on a terminal (plain
 // lines every few seconds otherwise), then joins. Returns the first error a closure raised.
-absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t steps,
-                                             int64_t batch_size, const std::string& label);
+absl::StatusOr<TrainingRun> RunTrainingSteps(
+    ClusterCoordinator& coordinator, int64_t first_step, int64_t steps, int64_t batch_size,
+    const std::string& label, int64_t checkpoint_every = 0,
+    const std::function<absl::Status(int64_t)>& checkpoint = nullptr);
 
 // How a driver trains in the simulation.
 struct SimOptions {
@@ -55,6 +60,13 @@ struct SimOptions {
   int32_t workers = 2;
   Partitioner partitioner;
   int32_t closures_per_worker = 1;
+  // Checkpoints: every `checkpoint_every` steps into checkpoint_dir/ckpt-<step> (the last 3 are
+  // kept); with `resume`, training continues from the latest one there (any PS count or
+  // partitioner). With export_dir, the trained model is exported there at the end.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  std::string export_dir;
   int32_t inject_worker_failures = 0;  // workers killed mid-closure, each restarted after:
   absl::Duration restart_delay = absl::Milliseconds(100);
   uint64_t seed = 1;
@@ -85,6 +97,8 @@ class Progress {
   Progress(std::string label, int64_t total_steps, int64_t batch_size);
   void Update(int64_t steps_done, double recent_loss);
   void Finish(int64_t steps_done, double recent_loss);
+  // Whether progress goes to a terminal (stderr).
+  static bool OnTerminal();
 
  private:
   void Print(int64_t steps_done, double recent_loss, bool final);

@@ -1,0 +1,260 @@
+#include "coordinator/checkpoint.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "actors/error.h"
+#include "coordinator/internal/await.h"
+#include "core/exported_model.h"
+#include "core/status.h"
+#include "schema/checkpoint_io.h"
+#include "schema/model_io.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "hidden/kernel" shard 1 of 4 -> "v3.hidden_kernel.part-1-of-4.slice": a plain, unique name.
+std::string SliceFileName(size_t variable_index, const std::string& name, int64_t shard,
+                          int64_t num_shards) {
+  std::string safe = name;
+  for (char& c : safe) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) c = '_';
+  }
+  return absl::StrCat("v", variable_index, ".", safe, ".part-", shard, "-of-", num_shards,
+                      ".slice");
+}
+
+// The ON_WRITE variables, in name order.
+std::vector<const ShardedVariable*> CheckpointedVariables(const ParameterServerStrategy& s) {
+  std::vector<const ShardedVariable*> out;
+  for (const auto& [name, variable] : s.variables()) {
+    if (!variable.is_on_read()) out.push_back(&variable);
+  }
+  return out;
+}
+
+// Sends one request per shard of every variable from one actor and joins the replies.
+template <class Reply, class Request>
+absl::StatusOr<std::vector<std::vector<Reply>>> AskEveryShard(
+    caf::actor_system& system, const std::vector<const ShardedVariable*>& variables,
+    Request request) {
+  struct Join {
+    std::vector<std::vector<Reply>> replies;
+    size_t pending = 0;
+    bool finished = false;
+  };
+  using Result = std::vector<std::vector<Reply>>;
+  return internal::Await<Result>(system, [&variables, request](caf::event_based_actor* self,
+                                                                auto done) {
+    auto join = std::make_shared<Join>();
+    for (const ShardedVariable* v : variables) {
+      join->replies.emplace_back(v->handle().shards.size());
+      join->pending += v->handle().shards.size();
+    }
+    if (join->pending == 0) return done(Result{});
+    for (size_t i = 0; i < variables.size(); ++i) {
+      const VariableHandle& h = variables[i]->handle();
+      for (size_t s = 0; s < h.shards.size(); ++s) {
+        request(self, i, h, s)
+            .then(
+                [join, done, i, s](Reply& reply) {
+                  if (join->finished) return;
+                  join->replies[i][s] = std::move(reply);
+                  if (--join->pending > 0) return;
+                  join->finished = true;
+                  done(std::move(join->replies));
+                },
+                [join, done, name = h.ShardNameOf(s)](caf::error& err) {
+                  if (join->finished) return;
+                  join->finished = true;
+                  done(Annotate(ErrorToStatus(err), name));
+                });
+      }
+    }
+  });
+}
+
+// Restores every variable from an exported model's unsharded values: each shard gets its row
+// block, values only (an export has no slots, so the optimizer starts fresh).
+absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariable*>& variables,
+                                          caf::actor_system& system, const ExportedModel& model,
+                                          const std::string& dir) {
+  std::vector<std::vector<ShardSnapshot>> blocks;
+  for (const ShardedVariable* v : variables) {
+    auto it = model.variables.find(v->name());
+    if (it == model.variables.end()) {
+      return absl::NotFoundError(absl::StrCat("the model exported in ", dir,
+                                              " has no variable ", v->name()));
+    }
+    RETURN_IF_ERROR(CheckSameShape(it->second.shape(), v->shape(),
+                                   absl::StrCat("variable ", v->name(), " in ", dir)));
+    std::vector<ShardSnapshot> per_shard;
+    for (int64_t s = 0; s < v->num_shards(); ++s) {
+      ShardSnapshot snapshot;
+      if (v->shape().rank() == 0) {
+        snapshot.value = it->second;
+      } else {
+        const ShardExtent e = v->handle().layout.Extent(s);
+        snapshot.value = Tensor::Copy(it->second.RowBlock(e.offset, e.rows));
+      }
+      per_shard.push_back(std::move(snapshot));
+    }
+    blocks.push_back(std::move(per_shard));
+  }
+  ASSIGN_OR_RETURN(auto versions,
+                   AskEveryShard<int64_t>(system, variables,
+                                          [&blocks](caf::event_based_actor* self, size_t i,
+                                                    const VariableHandle& h, size_t s) {
+                                            return self->request(h.shards[s], caf::infinite,
+                                                                 restore_atom::value,
+                                                                 blocks[i][s]);
+                                          }));
+  (void)versions;
+  return model.step;
+}
+
+}  // namespace
+
+absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
+                            int64_t global_step) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
+  auto& system = const_cast<ParameterServerStrategy&>(strategy).cluster().system();
+  ASSIGN_OR_RETURN(
+      auto saved,
+      AskEveryShard<SavedSlice>(system, variables,
+                                [dir](caf::event_based_actor* self, size_t i,
+                                      const VariableHandle& h, size_t s) {
+                                  return self->request(
+                                      h.shards[s], caf::infinite, save_atom::value, dir,
+                                      SliceFileName(i, h.name, s, h.num_shards()));
+                                }));
+  CheckpointManifest manifest;
+  manifest.global_step = global_step;
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const ShardedVariable& v = *variables[i];
+    CheckpointVariable entry;
+    entry.name = v.name();
+    entry.shape = v.shape();
+    entry.dtype = v.dtype();
+    for (const SavedSlice& slice : saved[i]) {
+      entry.slices.push_back(slice.ref);
+      entry.step = std::max(entry.step, slice.step);
+      entry.slot_names = slice.slot_names;
+      if (slice.has_optimizer) entry.optimizer = slice.optimizer;
+    }
+    manifest.variables.push_back(std::move(entry));
+  }
+  return WriteManifest(dir, manifest);
+}
+
+absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
+                                          const std::string& dir) {
+  const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
+  auto& system = const_cast<ParameterServerStrategy&>(strategy).cluster().system();
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
+  if (absl::IsNotFound(manifest.status())) {
+    absl::StatusOr<ExportedModel> model = ReadExportedModel(dir);
+    if (absl::IsNotFound(model.status())) {
+      return absl::NotFoundError(
+          absl::StrCat(dir, " holds neither a checkpoint nor an exported model"));
+    }
+    if (!model.ok()) return model.status();
+    return RestoreFromExport(variables, system, *model, dir);
+  }
+  if (!manifest.ok()) return manifest.status();
+  std::vector<CheckpointVariable> entries;
+  for (const ShardedVariable* v : variables) {
+    ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(*manifest, v->name()));
+    if (entry->shape != v->shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable ", v->name(), ": the checkpoint in ", dir, " has shape ",
+          entry->shape.ToString(), " but the variable has ", v->shape().ToString()));
+    }
+    if (entry->dtype != v->dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat("variable ", v->name(), ": the checkpoint has dtype ",
+                                                     DTypeName(entry->dtype), ", the variable ",
+                                                     DTypeName(v->dtype())));
+    }
+    entries.push_back(*entry);
+  }
+  ASSIGN_OR_RETURN(auto versions,
+                   AskEveryShard<int64_t>(system, variables,
+                                          [dir, &entries](caf::event_based_actor* self, size_t i,
+                                                          const VariableHandle& h, size_t s) {
+                                            return self->request(h.shards[s], caf::infinite,
+                                                                 load_atom::value, dir,
+                                                                 entries[i]);
+                                          }));
+  (void)versions;
+  return manifest->global_step;
+}
+
+absl::StatusOr<std::string> CheckpointManager::Save(const ParameterServerStrategy& strategy,
+                                                    int64_t global_step) {
+  const std::string dir = absl::StrCat(root_, "/ckpt-", global_step);
+  RETURN_IF_ERROR(SaveCheckpoint(strategy, dir, global_step));
+  std::vector<std::string> complete = Checkpoints();
+  while (static_cast<int32_t>(complete.size()) > max_to_keep_) {
+    std::error_code ec;
+    fs::remove_all(complete.front(), ec);
+    complete.erase(complete.begin());
+  }
+  return dir;
+}
+
+std::vector<std::string> CheckpointManager::Checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0) continue;
+    char* end = nullptr;
+    const long long step = std::strtoll(name.c_str() + 5, &end, 10);
+    if (end == nullptr || *end != '\0') continue;
+    if (!fs::exists(entry.path() / kManifestFile, ec)) continue;
+    found.emplace_back(step, entry.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& [step, path] : found) out.push_back(std::move(path));
+  return out;
+}
+
+std::optional<std::string> CheckpointManager::Latest() const {
+  std::vector<std::string> all = Checkpoints();
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
+                         const std::string& dir, int64_t global_step) {
+  ExportedModel exported;
+  exported.spec = model.spec();
+  ASSIGN_OR_RETURN(Signature serving, ServingSignature(model.spec()));
+  exported.signatures = {std::move(serving)};
+  exported.step = global_step;
+  for (const ParamSpec& param : model.spec().params) {
+    auto it = strategy.variables().find(param.name);
+    if (it == strategy.variables().end()) {
+      return absl::NotFoundError(absl::StrCat("no variable for parameter ", param.name));
+    }
+    ASSIGN_OR_RETURN(Tensor value, it->second.Read());
+    exported.variables.emplace(param.name, std::move(value));
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  return WriteExportedModel(dir, exported);
+}
+
+}  // namespace tessera

@@ -1,0 +1,65 @@
+// Checkpoints and export of the variables of a ParameterServerStrategy (DESIGN.md §3).
+//
+// Save: every shard snapshots its block, slots and step and writes its own slice file, all in
+// parallel; the manifest is written last (schema/checkpoint_io.h: temporary file, fsync, rename),
+// so a checkpoint is complete or invisible. Restore: into the strategy's current layout, whatever
+// layout saved it (N shards -> M shards, sharded <-> unsharded): each shard reads only the slice
+// files its rows overlap; names, shapes and dtypes are checked with messages that say what
+// differs. Export: the model graph, its serving signature and every variable merged into one
+// unsharded tensor (schema/model_io.h); an export can also be restored as a checkpoint.
+//
+// ON_READ variables (per-worker metrics) are not checkpointed.
+//
+// Thread-safety: call from the driver's thread; shards serialize their own work.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "coordinator/strategy.h"
+#include "core/model.h"
+
+namespace tessera {
+
+// Saves every (ON_WRITE) variable of `strategy` into `dir` (created if missing; an existing
+// checkpoint there is replaced only when the new manifest lands).
+absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
+                            int64_t global_step);
+
+// Restores every (ON_WRITE) variable of `strategy` from the checkpoint in `dir` and returns its
+// global step. NotFound without a manifest, or when the checkpoint lacks a variable;
+// InvalidArgument naming the variable when its shape, dtype or optimizer slots differ. A
+// directory holding an exported model (and no manifest) restores its values with fresh
+// optimizer slots, and returns the export's step.
+absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
+                                          const std::string& dir);
+
+// Keeps the last `max_to_keep` checkpoints under `root` as root/ckpt-<step>.
+class CheckpointManager {
+ public:
+  CheckpointManager(std::string root, int32_t max_to_keep)
+      : root_(std::move(root)), max_to_keep_(max_to_keep < 1 ? 1 : max_to_keep) {}
+
+  // Saves root/ckpt-<global_step>, then deletes the oldest complete checkpoints beyond
+  // max_to_keep (and leftovers of incomplete ones older than the newest). Returns its directory.
+  absl::StatusOr<std::string> Save(const ParameterServerStrategy& strategy, int64_t global_step);
+  // The newest complete checkpoint's directory (one with a manifest), or nullopt.
+  std::optional<std::string> Latest() const;
+  // Complete checkpoints, oldest first.
+  std::vector<std::string> Checkpoints() const;
+
+ private:
+  std::string root_;
+  int32_t max_to_keep_;
+};
+
+// Exports `model` with the current values of `strategy`'s variables (one per parameter) into
+// `dir`.
+absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
+                         const std::string& dir, int64_t global_step);
+
+}  // namespace tessera

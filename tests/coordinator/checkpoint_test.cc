@@ -1,0 +1,140 @@
+// Checkpoints on the in-process cluster: save with N shards, restore into M, slots included;
+// exports; the checkpoint manager.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "coordinator/checkpoint.h"
+#include "coordinator/internal/await.h"
+#include "core/partitioner.h"
+#include "schema/checkpoint_io.h"
+#include "tests/coordinator/coordinator_test_util.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() /
+                       ("tessera_ckpt_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+Partitioner Fixed(int64_t n) { return *FixedShardsPartitioner(n); }
+
+VariableOptions EmbeddingOptions() {
+  VariableOptions options;
+  options.name = "emb";
+  options.shape = Shape{13, 3};
+  options.initializer = {"random_uniform", {{"minval", -1.0}, {"maxval", 1.0}}, 5};
+  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
+  return options;
+}
+
+// A sparse gradient on a few rows (ids repeat across calls so slots accumulate).
+IndexedSlices Gradient(float scale) {
+  IndexedSlices g;
+  g.indices = {0, 4, 5, 12, 4};
+  g.values = Tensor(Shape{5, 3});
+  for (int64_t k = 0; k < g.values.size(); ++k) g.values.data()[k] = scale * (k % 7 - 3);
+  return g;
+}
+
+absl::Status Apply(caf::actor_system& system, const ShardedVariable& v, const IndexedSlices& g) {
+  return internal::AwaitStatus(system, [h = v.handle(), g](caf::event_based_actor* self,
+                                                           auto done) {
+    ApplySparseGradientAsync(self, h, g, std::move(done));
+  });
+}
+
+TEST_CASE("a checkpoint saved with N shards restores into M shards with its optimizer slots") {
+  for (int64_t n = 1; n <= 4; ++n) {
+    for (int64_t m = 1; m <= 4; ++m) {
+      CAPTURE(n);
+      CAPTURE(m);
+      const std::string dir = TempDir("nm");
+      auto source_cluster = testing::StartCluster(2, 1);
+      ParameterServerStrategy source(*source_cluster, Fixed(n));
+      absl::StatusOr<ShardedVariable> original = source.CreateVariable(EmbeddingOptions());
+      REQUIRE(original.ok());
+      REQUIRE(Apply(source_cluster->system(), *original, Gradient(1.0f)).ok());
+      REQUIRE(Apply(source_cluster->system(), *original, Gradient(0.5f)).ok());
+      REQUIRE(SaveCheckpoint(source, dir, 42).ok());
+
+      auto target_cluster = testing::StartCluster(3, 1);
+      ParameterServerStrategy target(*target_cluster, Fixed(m));
+      VariableOptions options = EmbeddingOptions();
+      options.initializer = {"zeros", {}, 0};  // nothing of the original but the checkpoint
+      absl::StatusOr<ShardedVariable> restored = target.CreateVariable(options);
+      REQUIRE(restored.ok());
+      absl::StatusOr<int64_t> step = RestoreCheckpoint(target, dir);
+      REQUIRE_MESSAGE(step.ok(), step.status().ToString());
+      CHECK(*step == 42);
+      CHECK(testing::SameTensor(*restored->Read(), *original->Read()));
+
+      // Continued training: the same gradient gives the same values only if the accumulators
+      // (Adagrad's slots) came back too.
+      REQUIRE(Apply(source_cluster->system(), *original, Gradient(2.0f)).ok());
+      REQUIRE(Apply(target_cluster->system(), *restored, Gradient(2.0f)).ok());
+      CHECK(testing::SameTensor(*restored->Read(), *original->Read()));
+      fs::remove_all(dir);
+    }
+  }
+}
+
+TEST_CASE("restoring names what differs: a missing variable, another shape") {
+  const std::string dir = TempDir("differs");
+  auto cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  REQUIRE(strategy.CreateVariable(EmbeddingOptions()).ok());
+  REQUIRE(SaveCheckpoint(strategy, dir, 1).ok());
+
+  auto other_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy other(*other_cluster, Fixed(2));
+  VariableOptions wider = EmbeddingOptions();
+  wider.shape = Shape{13, 4};
+  REQUIRE(other.CreateVariable(wider).ok());
+  absl::Status shape = RestoreCheckpoint(other, dir).status();
+  CHECK(shape.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(shape.message().find("[13, 3]") != std::string::npos);
+  CHECK(shape.message().find("[13, 4]") != std::string::npos);
+
+  auto third_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy third(*third_cluster, Fixed(2));
+  VariableOptions renamed = EmbeddingOptions();
+  renamed.name = "items";
+  REQUIRE(third.CreateVariable(renamed).ok());
+  absl::Status missing = RestoreCheckpoint(third, dir).status();
+  CHECK(missing.code() == absl::StatusCode::kNotFound);
+  CHECK(missing.message().find("items") != std::string::npos);
+
+  CHECK(RestoreCheckpoint(strategy, TempDir("empty")).status().code() ==
+        absl::StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint without its manifest is invisible, and the manager keeps the last K") {
+  const std::string root = TempDir("manager");
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(3));
+  REQUIRE(strategy.CreateVariable(EmbeddingOptions()).ok());
+  CheckpointManager manager(root, 2);
+  CHECK_FALSE(manager.Latest().has_value());
+  for (int64_t step : {10, 20, 30}) REQUIRE(manager.Save(strategy, step).ok());
+  CHECK(manager.Checkpoints() ==
+        std::vector<std::string>{root + "/ckpt-20", root + "/ckpt-30"});
+  CHECK(manager.Latest() == root + "/ckpt-30");
+  // A newer checkpoint whose manifest never landed is ignored.
+  fs::create_directories(root + "/ckpt-40");
+  REQUIRE(SaveCheckpoint(strategy, root + "/ckpt-40", 40).ok());
+  fs::remove(root + "/ckpt-40/" + kManifestFile);
+  CHECK(manager.Latest() == root + "/ckpt-30");
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace tessera

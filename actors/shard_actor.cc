@@ -67,10 +67,16 @@ absl::Status Load(ShardState& s, const std::string& dir, const CheckpointVariabl
     ASSIGN_OR_RETURN(TensorSlice slice, ReadSliceFile(path));
     loaded.push_back(std::move(slice));
   }
-  std::vector<const TensorSlice*> pointers;
-  for (const TensorSlice& slice : loaded) pointers.push_back(&slice);
-  ASSIGN_OR_RETURN(TensorSlice block, AssembleSlice(variable, s.row_offset(), s.spec().rows,
-                                                    reads, pointers));
+  TensorSlice block;
+  if (reads.size() == 1 && reads[0].source_row == 0 && reads[0].target_row == 0 &&
+      loaded[0].value.shape() == s.block_shape()) {
+    block = std::move(loaded[0]);  // the slice is exactly this shard's block (same layout)
+  } else {
+    std::vector<const TensorSlice*> pointers;
+    for (const TensorSlice& slice : loaded) pointers.push_back(&slice);
+    ASSIGN_OR_RETURN(block, AssembleSlice(variable, s.row_offset(), s.spec().rows, reads,
+                                          pointers));
+  }
   ShardSnapshot snapshot;
   snapshot.value = std::move(block.value);
   snapshot.step = block.step;
@@ -84,7 +90,7 @@ absl::Status Load(ShardState& s, const std::string& dir, const CheckpointVariabl
         what, ": the checkpoint has optimizer slots [", absl::StrJoin(block.slot_names, ", "),
         "] but the shard's optimizer has [", absl::StrJoin(own_slots, ", "), "]"));
   }
-  return Annotate(s.Restore(snapshot), what);
+  return Annotate(s.Restore(std::move(snapshot)), what);
 }
 
 }  // namespace

@@ -190,6 +190,32 @@ ShardSnapshot ShardState::Snapshot() const {
 }
 
 absl::Status ShardState::Restore(const ShardSnapshot& snapshot) {
+  RETURN_IF_ERROR(CheckRestorable(snapshot));
+  value_ = snapshot.value;  // copies into the existing block: no new memory to fault in
+  if (!snapshot.slot_names.empty()) {
+    slots_.tensors = snapshot.slots;
+  } else if (optimizer_) {
+    slots_ = optimizer_->CreateSlots(value_.shape());
+  }
+  slots_.step = snapshot.step;
+  version_ = std::max(version_, snapshot.version) + 1;
+  return absl::OkStatus();
+}
+
+absl::Status ShardState::Restore(ShardSnapshot&& snapshot) {
+  RETURN_IF_ERROR(CheckRestorable(snapshot));
+  value_ = std::move(snapshot.value);
+  if (!snapshot.slot_names.empty()) {
+    slots_.tensors = std::move(snapshot.slots);
+  } else if (optimizer_) {
+    slots_ = optimizer_->CreateSlots(value_.shape());
+  }
+  slots_.step = snapshot.step;
+  version_ = std::max(version_, snapshot.version) + 1;
+  return absl::OkStatus();
+}
+
+absl::Status ShardState::CheckRestorable(const ShardSnapshot& snapshot) const {
   const std::string what = absl::StrCat(name_, ": restore");
   RETURN_IF_ERROR(Annotate(CheckSameShape(snapshot.value.shape(), value_.shape(), "value"), what));
   const std::vector<std::string> want_names =
@@ -215,14 +241,6 @@ absl::Status ShardState::Restore(const ShardSnapshot& snapshot) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": negative step ", snapshot.step, " or version ", snapshot.version));
   }
-  value_ = snapshot.value;
-  if (has_slots) {
-    slots_.tensors = snapshot.slots;
-  } else if (optimizer_) {
-    slots_ = optimizer_->CreateSlots(value_.shape());
-  }
-  slots_.step = snapshot.step;
-  version_ = std::max(version_, snapshot.version) + 1;
   return absl::OkStatus();
 }
 

@@ -140,10 +140,14 @@ class ShardState {
   // The version becomes max(version, snapshot.version) + 1: it never goes backwards, so a reader
   // comparing versions always sees the restore as a change.
   absl::Status Restore(const ShardSnapshot& snapshot);
+  // The same, taking the snapshot's tensors instead of copying them.
+  absl::Status Restore(ShardSnapshot&& snapshot);
 
  private:
   ShardState() = default;
   absl::Status RequireOptimizer(absl::string_view what) const;
+  // Restore's validation: InvalidArgument, naming what differs, unless `snapshot` fits.
+  absl::Status CheckRestorable(const ShardSnapshot& snapshot) const;
 
   ShardSpec spec_;
   std::string name_;

@@ -8,7 +8,10 @@
 #include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
 #include "core/partitioner.h"
+#include "core/exported_model.h"
+#include "core/reference_models.h"
 #include "schema/checkpoint_io.h"
+#include "schema/model_io.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {
@@ -134,6 +137,69 @@ TEST_CASE("a checkpoint without its manifest is invisible, and the manager keeps
   fs::remove(root + "/ckpt-40/" + kManifestFile);
   CHECK(manager.Latest() == root + "/ckpt-30");
   fs::remove_all(root);
+}
+
+TEST_CASE("an exported model predicts like the training process and restores as a checkpoint") {
+  const std::string dir = TempDir("export");
+  RecsysModelOptions tiny;
+  tiny.num_users = 50;
+  tiny.num_items = 20;
+  tiny.embedding_dim = 4;
+  tiny.hidden_units = 8;
+  tiny.seed = 3;
+  absl::StatusOr<ModelSpec> spec = RecsysModelSpec(tiny);
+  REQUIRE(spec.ok());
+  absl::StatusOr<Model> model = Model::Create(*spec);
+  REQUIRE(model.ok());
+  auto shared_model = std::make_shared<const Model>(*model);
+
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(3));
+  auto vars = strategy.CreateModelVariables(shared_model, {"adagrad", {{"learning_rate", 0.3}}});
+  REQUIRE(vars.ok());
+  // Move the embeddings away from their initial values so a stale read would show.
+  const ShardedVariable& users = strategy.variables().at("user_embedding");
+  REQUIRE(users.ScatterAdd({0, 7, 49}, Tensor(Shape{3, 4}, 0.25f)).ok());
+  REQUIRE(ExportModel(strategy, *model, dir, 17).ok());
+
+  // The training process's own forward pass, on values read from the shards.
+  Batch batch;
+  batch.size = 4;
+  batch.ids["user"] = {0, 7, 49, 3};
+  batch.ids["item"] = {19, 0, 5, 5};
+  std::map<std::string, Tensor> values;
+  StepParams params;
+  for (const auto& [name, variable] : strategy.variables()) values[name] = *variable.Read();
+  for (const auto& [name, value] : values) params.full[name] = value.view();
+  absl::StatusOr<ForwardResult> training = model->Forward(batch, params);
+  REQUIRE(training.ok());
+
+  absl::StatusOr<ExportedModel> exported = ReadExportedModel(dir);
+  REQUIRE(exported.ok());
+  CHECK(exported->step == 17);
+  absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Create(*exported);
+  REQUIRE(predictor.ok());
+  absl::StatusOr<std::map<std::string, Tensor>> served = (*predictor)->Predict(batch);
+  REQUIRE(served.ok());
+  for (const auto& [name, want] : training->outputs) {
+    CAPTURE(name);
+    REQUIRE(served->count(name) == 1);
+    CHECK_TENSOR_NEAR(served->at(name), want, 1e-5f);
+  }
+
+  // The export restores as a training checkpoint into another layout (values, fresh slots).
+  auto other_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy other(*other_cluster, Fixed(2));
+  auto other_vars = other.CreateModelVariables(shared_model, {"adagrad", {{"learning_rate", 0.3}}});
+  REQUIRE(other_vars.ok());
+  absl::StatusOr<int64_t> step = RestoreCheckpoint(other, dir);
+  REQUIRE_MESSAGE(step.ok(), step.status().ToString());
+  CHECK(*step == 17);
+  for (const auto& [name, value] : values) {
+    CAPTURE(name);
+    CHECK_TENSOR(*other.variables().at(name).Read(), value);
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -155,8 +155,8 @@ absl::Status ValidateManifest(const CheckpointManifest& manifest) {
             absl::StrCat(what, ": slice ", i, " names '", ref.file, "', not a plain file name"));
       }
       if (ref.row_offset != next) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, ": slice ", i, " starts at row ", ref.row_offset, ", expected ", next));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": slice ", i, " starts at row ",
+                                                       ref.row_offset, ", expected ", next));
       }
       RETURN_IF_ERROR(CheckRowRange(ref.row_offset, ref.rows, total,
                                     absl::StrCat(what, ": slice ", i, " (", ref.file, ")")));
@@ -177,8 +177,8 @@ absl::StatusOr<const CheckpointVariable*> FindVariable(const CheckpointManifest&
   }
   std::vector<std::string> names;
   for (const CheckpointVariable& v : manifest.variables) names.push_back(v.name);
-  return absl::NotFoundError(absl::StrCat("the checkpoint has no variable '", name,
-                                          "'; it has ", JoinNames(names)));
+  return absl::NotFoundError(
+      absl::StrCat("the checkpoint has no variable '", name, "'; it has ", JoinNames(names)));
 }
 
 absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& variable,
@@ -189,8 +189,8 @@ absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& 
   // Slices are in row order (ValidateManifest), so the first one ending after `offset` is found
   // by bisection; the walk then checks contiguity itself, so an unvalidated variable gives an
   // error rather than a wrong plan.
-  const auto first = std::partition_point(
-      slices.begin(), slices.end(), [offset](const SliceFileRef& s) {
+  const auto first =
+      std::partition_point(slices.begin(), slices.end(), [offset](const SliceFileRef& s) {
         return s.rows >= 0 && s.row_offset <= offset - s.rows;  // ends at or before offset
       });
   std::vector<SliceRead> reads;
@@ -206,8 +206,8 @@ absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& 
     row += take;
   }
   if (row != end) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": no slice holds row ", row,
-                                                   " (the slices do not tile the variable)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": no slice holds row ", row, " (the slices do not tile the variable)"));
   }
   return reads;
 }
@@ -241,14 +241,14 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
     const SliceFileRef& ref = variable.slices[read.slice];
     RETURN_IF_ERROR(Annotate(ValidateTensorSlice(*slice), read_what));
     if (slice->variable != variable.name) {
-      return absl::InvalidArgumentError(absl::StrCat(read_what, ": file ", ref.file,
-                                                     " holds variable '", slice->variable, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(read_what, ": file ", ref.file, " holds variable '", slice->variable, "'"));
     }
     if (slice->full_shape != variable.shape || slice->dtype != variable.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
-          read_what, ": file ", ref.file, " holds a ", DTypeName(slice->dtype), " ",
-          slice->full_shape.ToString(), " variable, the manifest says ",
-          DTypeName(variable.dtype), " ", variable.shape.ToString()));
+          read_what, ": file ", ref.file, " holds a variable of ", DTypeName(slice->dtype), " ",
+          slice->full_shape.ToString(), ", the manifest says ", DTypeName(variable.dtype), " ",
+          variable.shape.ToString()));
     }
     if (slice->row_offset != ref.row_offset || slice->value.rows() != ref.rows) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -257,15 +257,13 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
     }
     if (slice->slot_names != variable.slot_names) {
       return absl::InvalidArgumentError(
-          absl::StrCat(read_what, ": file ", ref.file, " has slots ",
-                       JoinNames(slice->slot_names), ", the manifest says ",
-                       JoinNames(variable.slot_names)));
+          absl::StrCat(read_what, ": file ", ref.file, " has slots ", JoinNames(slice->slot_names),
+                       ", the manifest says ", JoinNames(variable.slot_names)));
     }
     if (read.target_row != covered || read.rows <= 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(read_what, ": reads do not tile the block (target rows [",
-                       read.target_row, ", +", read.rows, "), expected to start at ", covered,
-                       ")"));
+          absl::StrCat(read_what, ": reads do not tile the block (target rows [", read.target_row,
+                       ", +", read.rows, "), expected to start at ", covered, ")"));
     }
     RETURN_IF_ERROR(CheckRowRange(read.target_row, read.rows, rows, read_what));
     RETURN_IF_ERROR(CheckRowRange(read.source_row, read.rows, slice->value.rows(), read_what));

@@ -24,14 +24,13 @@ template <typename T>
 using Encoder = absl::StatusOr<std::string> (*)(const T&);
 
 [[noreturn]] inline void Fail(const char* what, const absl::Status& status) {
-  std::fprintf(stderr, "round trip property violated: %s: %s\n", what,
-               status.ToString().c_str());
+  std::fprintf(stderr, "round trip property violated: %s: %s\n", what, status.ToString().c_str());
   std::abort();
 }
 
 template <typename T>
-int CheckReader(const uint8_t* data, size_t size, schema_internal::FileKind kind,
-                Decoder<T> decode, Encoder<T> encode) {
+int CheckReader(const uint8_t* data, size_t size, schema_internal::FileKind kind, Decoder<T> decode,
+                Encoder<T> encode) {
   std::string input(reinterpret_cast<const char*>(data), size);
   (void)decode(input);
 

@@ -40,11 +40,15 @@ TensorSlice Slice(Shape full_shape, int64_t offset, int64_t rows, bool with_slot
 CheckpointManifest Manifest() {
   CheckpointManifest m;
   m.global_step = 100;
-  CheckpointVariable emb{"emb", Shape{13, 4}, DType::kFloat32,
+  CheckpointVariable emb{"emb",
+                         Shape{13, 4},
+                         DType::kFloat32,
                          OptimizerSpec{"adagrad", {{"learning_rate", 0.05}}},
-                         {"accumulator"}, 90, {{"emb.0", 0, 7}, {"emb.1", 7, 6}}};
-  CheckpointVariable scalar{"scale", Shape(), DType::kFloat32, std::nullopt, {}, 0,
-                            {{"scale.0", 0, 1}}};
+                         {"accumulator"},
+                         90,
+                         {{"emb.0", 0, 7}, {"emb.1", 7, 6}}};
+  CheckpointVariable scalar{"scale", Shape(), DType::kFloat32,    std::nullopt,
+                            {},      0,       {{"scale.0", 0, 1}}};
   m.variables = {emb, scalar};
   return m;
 }
@@ -56,8 +60,7 @@ absl::StatusOr<ExportedModel> Model(const ModelSpec& spec) {
   if (!signature.ok()) return signature.status();
   model.signatures = {*signature};
   for (const ParamSpec& p : spec.params) {
-    absl::StatusOr<Tensor> value =
-        MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows());
+    absl::StatusOr<Tensor> value = MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows());
     if (!value.ok()) return value.status();
     model.variables.emplace(p.name, *std::move(value));
   }
@@ -85,8 +88,8 @@ int Main(int argc, char** argv) {
   const std::filesystem::path out = argv[1];
   bool ok = true;
   const std::vector<TensorSlice> slices = {
-      Slice(Shape{13, 3}, 4, 5, false), Slice(Shape{13, 3}, 4, 5, true),
-      Slice(Shape(), 0, 1, true), Slice(Shape{2, 4}, 2, 0, true), Slice(Shape{6, 2, 2}, 1, 2, true)};
+      Slice(Shape{13, 3}, 4, 5, false), Slice(Shape{13, 3}, 4, 5, true), Slice(Shape(), 0, 1, true),
+      Slice(Shape{2, 4}, 2, 0, true), Slice(Shape{6, 2, 2}, 1, 2, true)};
   for (size_t i = 0; i < slices.size(); ++i) {
     ok &= Write(out / "slice", absl::StrCat("seed", i), EncodeSlice(slices[i]));
   }
@@ -101,13 +104,13 @@ int Main(int argc, char** argv) {
   mlp.input_dim = 3;
   mlp.hidden_units = {4};
   mlp.num_classes = 2;
-  for (const auto& [name, spec] : {std::pair{"recsys", RecsysModelSpec(recsys)},
-                                   std::pair{"mlp", MlpModelSpec(mlp)}}) {
+  for (const auto& [name, spec] :
+       {std::pair{"recsys", RecsysModelSpec(recsys)}, std::pair{"mlp", MlpModelSpec(mlp)}}) {
     absl::StatusOr<ExportedModel> model =
         spec.ok() ? Model(*spec) : absl::StatusOr<ExportedModel>(spec.status());
-    ok &= Write(out / "model", name,
-                model.ok() ? EncodeExportedModel(*model)
-                           : absl::StatusOr<std::string>(model.status()));
+    ok &= Write(
+        out / "model", name,
+        model.ok() ? EncodeExportedModel(*model) : absl::StatusOr<std::string>(model.status()));
   }
   return ok ? 0 : 1;
 }

@@ -53,8 +53,7 @@ void BuildSlice(const TensorSlice& slice, wire::TensorSlice::Builder out) {
 }
 
 absl::StatusOr<TensorSlice> ParseSlice(wire::TensorSlice::Reader in) {
-  RETURN_IF_ERROR(
-      CheckFormatVersion(FileKind::kSlice, in.getFormatVersion(), kSliceFormatVersion));
+  RETURN_IF_ERROR(CheckFormatVersion(FileKind::kSlice, in.getFormatVersion(), kSliceFormatVersion));
   TensorSlice slice;
   slice.variable = DecodeText(in.getVariable());
   const std::string what = absl::StrCat("slice of ", slice.variable);
@@ -176,7 +175,8 @@ absl::StatusOr<std::string> EncodeManifest(const CheckpointManifest& manifest) {
 }
 
 absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& bytes) {
-  absl::StatusOr<CheckpointManifest> manifest = absl::DataLossError("checkpoint manifest: not decoded");
+  absl::StatusOr<CheckpointManifest> manifest =
+      absl::DataLossError("checkpoint manifest: not decoded");
   RETURN_IF_ERROR(schema_internal::ReadSealedMessage(
       FileKind::kManifest, bytes, [&manifest](capnp::MessageReader& message) {
         manifest = ParseManifest(message.getRoot<wire::Manifest>());
@@ -191,9 +191,9 @@ absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice) {
 }
 
 absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string bytes,
-                   schema_internal::ReadFileBounded(
-                       path, schema_internal::MaxFileBytes(FileKind::kSlice)));
+  ASSIGN_OR_RETURN(
+      const std::string bytes,
+      schema_internal::ReadFileBounded(path, schema_internal::MaxFileBytes(FileKind::kSlice)));
   absl::StatusOr<TensorSlice> slice = DecodeSlice(bytes);
   if (!slice.ok()) return Annotate(slice.status(), path);
   return slice;
@@ -211,8 +211,8 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
   absl::StatusOr<std::string> bytes =
       schema_internal::ReadFileBounded(path, schema_internal::MaxFileBytes(FileKind::kManifest));
   if (absl::IsNotFound(bytes.status())) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint in ", dir, " (", path,
-                                            " does not exist)"));
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint in ", dir, " (", path, " does not exist)"));
   }
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<CheckpointManifest> manifest = DecodeManifest(*bytes);

@@ -42,8 +42,12 @@ absl::StatusOr<InputSpec> ParseInput(wire::Input::Reader in) {
   InputSpec input;
   input.name = DecodeText(in.getName());
   switch (in.getKind()) {
-    case wire::InputKind::IDS: input.kind = InputKind::kIds; break;
-    case wire::InputKind::DENSE: input.kind = InputKind::kDense; break;
+    case wire::InputKind::IDS:
+      input.kind = InputKind::kIds;
+      break;
+    case wire::InputKind::DENSE:
+      input.kind = InputKind::kDense;
+      break;
     default:
       return absl::DataLossError(absl::StrCat("model input ", input.name, ": invalid kind ",
                                               static_cast<int>(in.getKind())));
@@ -140,8 +144,7 @@ absl::StatusOr<ModelSpec> ParseSpec(wire::ModelSpec::Reader in) {
       return absl::DataLossError(
           absl::StrCat("model output '", name, "' is out of order or repeated"));
     }
-    spec.outputs.emplace_hint(spec.outputs.end(), std::move(name),
-                              DecodeText(output.getNode()));
+    spec.outputs.emplace_hint(spec.outputs.end(), std::move(name), DecodeText(output.getNode()));
   }
   spec.loss.kind = DecodeText(in.getLoss().getKind());
   spec.loss.logits = DecodeText(in.getLoss().getLogits());
@@ -213,8 +216,8 @@ absl::StatusOr<ExportedModel> ParseModel(wire::ExportedModel::Reader in) {
       return absl::DataLossError(
           absl::StrCat("model variable '", name, "' is out of order or repeated"));
     }
-    ASSIGN_OR_RETURN(Tensor value, schema_internal::DecodeTensor(
-                                       variable.getValue(), absl::StrCat("variable ", name)));
+    ASSIGN_OR_RETURN(Tensor value, schema_internal::DecodeTensor(variable.getValue(),
+                                                                 absl::StrCat("variable ", name)));
     model.variables.emplace_hint(model.variables.end(), std::move(name), std::move(value));
   }
   model.step = in.getStep();
@@ -228,15 +231,14 @@ absl::Status CheckSignatures(const std::vector<Signature>& signatures) {
   for (const Signature& signature : signatures) {
     for (const auto* list : {&signature.inputs, &signature.outputs}) {
       for (const TensorSignature& t : *list) {
-        const bool valid_dtype = t.dtype == DType::kFloat32 || t.dtype == DType::kInt64 ||
-                                 t.dtype == DType::kString;
+        const bool valid_dtype =
+            t.dtype == DType::kFloat32 || t.dtype == DType::kInt64 || t.dtype == DType::kString;
         bool valid_dims = t.shape.size() <= static_cast<size_t>(schema_internal::kMaxRank);
         for (int64_t d : t.shape) valid_dims = valid_dims && d >= -1;
         if (!valid_dtype || !valid_dims) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("signature ", signature.name, ": tensor ", t.name, " has dtype ",
-                           static_cast<int>(t.dtype), " and shape [",
-                           absl::StrJoin(t.shape, ", "), "]"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "signature ", signature.name, ": tensor ", t.name, " has dtype ",
+              static_cast<int>(t.dtype), " and shape [", absl::StrJoin(t.shape, ", "), "]"));
         }
       }
     }
@@ -278,8 +280,8 @@ absl::StatusOr<ExportedModel> ReadExportedModel(const std::string& dir) {
   absl::StatusOr<std::string> bytes =
       schema_internal::ReadFileBounded(path, schema_internal::MaxFileBytes(FileKind::kModel));
   if (absl::IsNotFound(bytes.status())) {
-    return absl::NotFoundError(absl::StrCat("no exported model in ", dir, " (", path,
-                                            " does not exist)"));
+    return absl::NotFoundError(
+        absl::StrCat("no exported model in ", dir, " (", path, " does not exist)"));
   }
   if (!bytes.ok()) return bytes.status();
   absl::StatusOr<ExportedModel> model = DecodeExportedModel(*bytes);

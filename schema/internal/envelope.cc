@@ -16,9 +16,12 @@ namespace {
 
 absl::string_view Magic(FileKind kind) {
   switch (kind) {
-    case FileKind::kSlice: return "TSRSLICE";
-    case FileKind::kManifest: return "TSRMANIF";
-    case FileKind::kModel: return "TSRMODEL";
+    case FileKind::kSlice:
+      return "TSRSLICE";
+    case FileKind::kManifest:
+      return "TSRMANIF";
+    case FileKind::kModel:
+      return "TSRMODEL";
   }
   return "TSR?????";
 }
@@ -48,9 +51,12 @@ uint32_t Crc32(absl::string_view bytes) {
 
 absl::string_view FileKindName(FileKind kind) {
   switch (kind) {
-    case FileKind::kSlice: return "slice file";
-    case FileKind::kManifest: return "checkpoint manifest";
-    case FileKind::kModel: return "exported model";
+    case FileKind::kSlice:
+      return "slice file";
+    case FileKind::kManifest:
+      return "checkpoint manifest";
+    case FileKind::kModel:
+      return "exported model";
   }
   return "file";
 }
@@ -81,8 +87,8 @@ std::string Seal(FileKind kind, absl::string_view body) {
 absl::StatusOr<absl::string_view> OpenEnvelope(FileKind kind, absl::string_view bytes) {
   const absl::string_view what = FileKindName(kind);
   if (bytes.size() < kEnvelopeHeaderBytes) {
-    return absl::DataLossError(absl::StrCat(what, ": truncated to ", bytes.size(),
-                                            " bytes, shorter than its header"));
+    return absl::DataLossError(
+        absl::StrCat(what, ": truncated to ", bytes.size(), " bytes, shorter than its header"));
   }
   if (static_cast<int64_t>(bytes.size()) > MaxFileBytes(kind)) {
     return absl::DataLossError(absl::StrCat(what, ": ", bytes.size(), " bytes, more than the ",
@@ -90,8 +96,8 @@ absl::StatusOr<absl::string_view> OpenEnvelope(FileKind kind, absl::string_view 
   }
   if (bytes.substr(0, 8) != Magic(kind)) {
     return absl::DataLossError(absl::StrCat(what, ": bad magic '",
-                                            absl::CHexEscape(bytes.substr(0, 8)),
-                                            "', expected '", Magic(kind), "'"));
+                                            absl::CHexEscape(bytes.substr(0, 8)), "', expected '",
+                                            Magic(kind), "'"));
   }
   const uint64_t size = LoadLE(bytes.data() + 8, 8);
   const uint32_t stored_crc = static_cast<uint32_t>(LoadLE(bytes.data() + 16, 4));
@@ -106,9 +112,9 @@ absl::StatusOr<absl::string_view> OpenEnvelope(FileKind kind, absl::string_view 
   }
   const uint32_t crc = Crc32(body);
   if (crc != stored_crc) {
-    return absl::DataLossError(absl::StrFormat(
-        "%s: checksum mismatch in its content (stored %08x, computed %08x)", what, stored_crc,
-        crc));
+    return absl::DataLossError(
+        absl::StrFormat("%s: checksum mismatch in its content (stored %08x, computed %08x)", what,
+                        stored_crc, crc));
   }
   return body;
 }

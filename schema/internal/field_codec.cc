@@ -25,7 +25,9 @@ namespace schema_internal {
 
 std::string DecodeText(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
-capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.c_str(), s.size()); }
+capnp::Text::Reader TextOf(const std::string& s) {
+  return capnp::Text::Reader(s.c_str(), s.size());
+}
 
 std::vector<std::string> DecodeTexts(capnp::List<capnp::Text>::Reader texts) {
   std::vector<std::string> out;
@@ -73,19 +75,26 @@ kj::ArrayPtr<const int64_t> DimsOf(const std::vector<int64_t>& dims) {
 
 absl::StatusOr<DType> DecodeDType(wire::DType dtype, absl::string_view what) {
   switch (dtype) {
-    case wire::DType::FLOAT32: return DType::kFloat32;
-    case wire::DType::INT64: return DType::kInt64;
-    case wire::DType::STRING: return DType::kString;
-    default: break;
+    case wire::DType::FLOAT32:
+      return DType::kFloat32;
+    case wire::DType::INT64:
+      return DType::kInt64;
+    case wire::DType::STRING:
+      return DType::kString;
+    default:
+      break;
   }
   return absl::DataLossError(absl::StrCat(what, ": invalid dtype ", static_cast<int>(dtype)));
 }
 
 wire::DType EncodeDType(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return wire::DType::FLOAT32;
-    case DType::kInt64: return wire::DType::INT64;
-    case DType::kString: return wire::DType::STRING;
+    case DType::kFloat32:
+      return wire::DType::FLOAT32;
+    case DType::kInt64:
+      return wire::DType::INT64;
+    case DType::kString:
+      return wire::DType::STRING;
   }
   return wire::DType::UNSPECIFIED;  // never valid: rejected when read
 }
@@ -111,8 +120,7 @@ absl::StatusOr<std::map<std::string, Value>> DecodeMap(Entries entries, absl::st
 
 absl::StatusOr<std::map<std::string, double>> DecodeNumberMap(
     capnp::List<wire::NumberEntry>::Reader entries, absl::string_view what) {
-  return DecodeMap<double>(entries, what,
-                           [](wire::NumberEntry::Reader e) { return e.getValue(); });
+  return DecodeMap<double>(entries, what, [](wire::NumberEntry::Reader e) { return e.getValue(); });
 }
 
 void EncodeNumberMap(const std::map<std::string, double>& map,
@@ -127,8 +135,8 @@ void EncodeNumberMap(const std::map<std::string, double>& map,
 
 absl::StatusOr<std::map<std::string, std::string>> DecodeTextMap(
     capnp::List<wire::TextEntry>::Reader entries, absl::string_view what) {
-  return DecodeMap<std::string>(
-      entries, what, [](wire::TextEntry::Reader e) { return DecodeText(e.getValue()); });
+  return DecodeMap<std::string>(entries, what,
+                                [](wire::TextEntry::Reader e) { return DecodeText(e.getValue()); });
 }
 
 void EncodeTextMap(const std::map<std::string, std::string>& map,
@@ -175,8 +183,8 @@ absl::StatusOr<std::vector<float>> DecodeValues(capnp::List<wire::Chunk>::Reader
     have += n;
   }
   if (have != want * sizeof(float)) {
-    return absl::DataLossError(absl::StrCat(what, ": ", have, " bytes of data for ", num_values,
-                                            " float32 values"));
+    return absl::DataLossError(
+        absl::StrCat(what, ": ", have, " bytes of data for ", num_values, " float32 values"));
   }
   std::vector<float> values(static_cast<size_t>(num_values));
   char* out = reinterpret_cast<char*>(values.data());

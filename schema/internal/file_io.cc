@@ -102,8 +102,8 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, int64_t max
     return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
   }
   if (info.st_size > max_bytes) {
-    return absl::DataLossError(absl::StrCat(path, " has ", info.st_size,
-                                            " bytes, more than the ", max_bytes, " allowed"));
+    return absl::DataLossError(
+        absl::StrCat(path, " has ", info.st_size, " bytes, more than the ", max_bytes, " allowed"));
   }
   std::string bytes(static_cast<size_t>(info.st_size), '\0');
   size_t done = 0;
@@ -114,8 +114,8 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, int64_t max
       return ErrnoError(errno, "reading", path);
     }
     if (n == 0) {
-      return absl::DataLossError(absl::StrCat(path, " ended after ", done, " of ",
-                                              bytes.size(), " bytes"));
+      return absl::DataLossError(
+          absl::StrCat(path, " ended after ", done, " of ", bytes.size(), " bytes"));
     }
     done += static_cast<size_t>(n);
   }

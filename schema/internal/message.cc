@@ -1,13 +1,13 @@
 #include "schema/internal/message.h"
 
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <kj/io.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <exception>
-
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-#include <kj/io.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -41,8 +41,9 @@ absl::StatusOr<std::string> BuildSealedMessage(
     build(message);
     const size_t words = capnp::computeSerializedSizeInWords(message);
     std::string bytes(kEnvelopeHeaderBytes + words * sizeof(capnp::word), '\0');
-    kj::ArrayOutputStream out(kj::arrayPtr(
-        reinterpret_cast<kj::byte*>(bytes.data() + kEnvelopeHeaderBytes), words * sizeof(capnp::word)));
+    kj::ArrayOutputStream out(
+        kj::arrayPtr(reinterpret_cast<kj::byte*>(bytes.data() + kEnvelopeHeaderBytes),
+                     words * sizeof(capnp::word)));
     capnp::writeMessage(out, message);
     SealInPlace(kind, bytes);
     return bytes;
@@ -75,8 +76,8 @@ absl::Status ReadSealedMessage(FileKind kind, absl::string_view bytes,
     }
     return read(reader);
   } catch (const kj::Exception& e) {
-    return absl::DataLossError(absl::StrCat(FileKindName(kind), ": malformed content: ",
-                                            e.getDescription().cStr()));
+    return absl::DataLossError(
+        absl::StrCat(FileKindName(kind), ": malformed content: ", e.getDescription().cStr()));
   }
 }
 

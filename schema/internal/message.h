@@ -7,10 +7,10 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <capnp/message.h>
+
 #include <cstddef>
 #include <string>
-
-#include <capnp/message.h>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"

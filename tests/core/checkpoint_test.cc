@@ -46,8 +46,8 @@ void CheckPlan(const CheckpointVariable& v, int64_t offset, int64_t rows,
   int64_t previous_end = 0;
   for (const SliceRead& read : reads) {
     REQUIRE(read.slice < v.slices.size());
-    CHECK(read.rows > 0);                      // only slices the block overlaps
-    CHECK(read.target_row == previous_end);    // in row order, contiguous
+    CHECK(read.rows > 0);                    // only slices the block overlaps
+    CHECK(read.target_row == previous_end);  // in row order, contiguous
     previous_end = read.target_row + read.rows;
     const SliceFileRef& ref = v.slices[read.slice];
     for (int64_t k = 0; k < read.rows; ++k) {
@@ -59,7 +59,8 @@ void CheckPlan(const CheckpointVariable& v, int64_t offset, int64_t rows,
       // The slice that really holds `global`.
       size_t holder = v.slices.size();
       for (size_t s = 0; s < v.slices.size(); ++s) {
-        if (v.slices[s].row_offset <= global && global < v.slices[s].row_offset + v.slices[s].rows) {
+        if (v.slices[s].row_offset <= global &&
+            global < v.slices[s].row_offset + v.slices[s].rows) {
           holder = s;
         }
       }
@@ -121,8 +122,8 @@ TEST_CASE("PlanSliceReads rejects ranges outside the variable and slices that do
   struct Case {
     int64_t offset, rows;
   };
-  for (const Case& c : std::vector<Case>{{-1, 2}, {0, 14}, {13, 1}, {14, 0}, {2, -1},
-                                         {kMax, 1}, {1, kMax}}) {
+  for (const Case& c :
+       std::vector<Case>{{-1, 2}, {0, 14}, {13, 1}, {14, 0}, {2, -1}, {kMax, 1}, {1, kMax}}) {
     CAPTURE(c.offset);
     CAPTURE(c.rows);
     const absl::Status status = PlanSliceReads(v, c.offset, c.rows).status();
@@ -186,9 +187,9 @@ TEST_CASE("AssembleSlice round trips every N -> M resharding, slots included") {
         CAPTURE(target);
         const Tensor full = Iota(Shape{13, 3});
         const std::vector<TensorSlice> files = SaveSlices("emb", full, saved, with_slots);
-        CheckpointVariable v = SavedVariable("emb", full.shape(), saved,
-                                             with_slots ? std::vector<std::string>{"m", "v"}
-                                                        : std::vector<std::string>{});
+        CheckpointVariable v = SavedVariable(
+            "emb", full.shape(), saved,
+            with_slots ? std::vector<std::string>{"m", "v"} : std::vector<std::string>{});
         v.step = 100 + saved - 1;
         const ShardLayout layout = Must(ShardLayout::Make(13, target));
         for (const ShardExtent& e : layout.Extents()) {
@@ -251,8 +252,7 @@ TEST_CASE("AssembleSlice restores a scalar and an empty block") {
   const std::vector<SliceRead> hollow_reads = Must(PlanSliceReads(hollow_var, 2, 9));
   std::vector<const TensorSlice*> hollow_slices;
   for (const SliceRead& r : hollow_reads) hollow_slices.push_back(&hollow_files[r.slice]);
-  const TensorSlice block9 =
-      Must(AssembleSlice(hollow_var, 2, 9, hollow_reads, hollow_slices));
+  const TensorSlice block9 = Must(AssembleSlice(hollow_var, 2, 9, hollow_reads, hollow_slices));
   CHECK(block9.value.shape() == Shape({9, 0}));
   CHECK(block9.slots[1].shape() == Shape({9, 0}));
 }
@@ -273,22 +273,30 @@ TEST_CASE("AssembleSlice rejects slices that do not match the manifest") {
   const std::vector<Case> cases = {
       {"another variable", [](auto&, TensorSlice& s, auto&) { s.variable = "other"; },
        "holds variable 'other'"},
-      {"another full shape", [](auto&, TensorSlice& s, auto&) { s.full_shape = Shape{14, 3}; },
+      {"another full shape",
+       [](auto&, TensorSlice& s, auto&) {
+         s.full_shape = Shape{14, 3};
+       },
        "the manifest says float32 [13, 3]"},
       {"another dtype", [](auto&, TensorSlice& s, auto&) { s.dtype = DType::kInt64; },
-       "holds a int64"},
-      {"other slot names", [](auto&, TensorSlice& s, auto&) { s.slot_names = {"m", "w"}; },
+       "holds a variable of int64 [13, 3]"},
+      {"other slot names",
+       [](auto&, TensorSlice& s, auto&) {
+         s.slot_names = {"m", "w"};
+       },
        "has slots [m, w], the manifest says [m, v]"},
       {"a slot of the wrong shape",
-       [](auto&, TensorSlice& s, auto&) { s.slots[1] = Tensor(Shape{5, 3}); }, "slot 'v'"},
-      {"rows the manifest does not name",
-       [](auto&, TensorSlice& s, auto&) { s.row_offset = 6; }, "the manifest says [7, +6)"},
+       [](auto&, TensorSlice& s, auto&) {
+         s.slots[1] = Tensor(Shape{5, 3});
+       },
+       "slot 'v'"},
+      {"rows the manifest does not name", [](auto&, TensorSlice& s, auto&) { s.row_offset = 6; },
+       "the manifest says [7, +6)"},
       {"a read past the slice",
        [](std::vector<SliceRead>& r, auto&, auto&) { r[1].source_row = 1; }, "not inside"},
       {"reads that leave a gap", [](std::vector<SliceRead>& r, auto&, auto&) { r[1].rows = 5; },
        "cover 12 of 13 rows"},
-      {"reads that overlap",
-       [](std::vector<SliceRead>& r, auto&, auto&) { r[1].target_row = 6; },
+      {"reads that overlap", [](std::vector<SliceRead>& r, auto&, auto&) { r[1].target_row = 6; },
        "reads do not tile"},
       {"a slice index out of range",
        [](std::vector<SliceRead>& r, auto&, auto&) { r[1].slice = 9; }, "slice index 9"},
@@ -329,25 +337,43 @@ TEST_CASE("ValidateTensorSlice accepts consistent slices and names what is wrong
       {"no name", [](TensorSlice& s) { s.variable.clear(); }, "empty variable name"},
       {"rows past the end", [](TensorSlice& s) { s.row_offset = 11; }, "not inside [0, 13)"},
       {"negative offset", [](TensorSlice& s) { s.row_offset = -1; }, "not inside"},
-      {"other row width", [](TensorSlice& s) { s.full_shape = Shape{13, 4}; }, "no row block"},
+      {"other row width",
+       [](TensorSlice& s) {
+         s.full_shape = Shape{13, 4};
+       },
+       "no row block"},
       {"other rank", [](TensorSlice& s) { s.full_shape = Shape{13}; }, "no row block"},
-      {"negative dim", [](TensorSlice& s) { s.full_shape = Shape{-13, 3}; }, "negative dimension"},
+      {"negative dim",
+       [](TensorSlice& s) {
+         s.full_shape = Shape{-13, 3};
+       },
+       "negative dimension"},
       {"overflowing shape",
-       [](TensorSlice& s) { s.full_shape = Shape{int64_t{1} << 40, 3, int64_t{1} << 40}; },
+       [](TensorSlice& s) {
+         s.full_shape = Shape{int64_t{1} << 40, 3, int64_t{1} << 40};
+       },
        "too many elements"},
       {"bad dtype", [](TensorSlice& s) { s.dtype = static_cast<DType>(9); }, "invalid dtype 9"},
       {"slot count", [](TensorSlice& s) { s.slots.clear(); }, "0 slot tensors"},
-      {"slot shape", [](TensorSlice& s) { s.slots[0] = Tensor(Shape{2, 3}); }, "accumulator"},
+      {"slot shape",
+       [](TensorSlice& s) {
+         s.slots[0] = Tensor(Shape{2, 3});
+       },
+       "accumulator"},
       {"empty slot name", [](TensorSlice& s) { s.slot_names[0].clear(); }, "empty slot name"},
-      {"duplicate slot", [](TensorSlice& s) {
+      {"duplicate slot",
+       [](TensorSlice& s) {
          s.slot_names = {"a", "a"};
          s.slots.push_back(s.slots[0]);
-       }, "duplicate slot name 'a'"},
+       },
+       "duplicate slot name 'a'"},
       {"negative step", [](TensorSlice& s) { s.step = -3; }, "negative step -3"},
-      {"scalar with rows", [](TensorSlice& s) {
+      {"scalar with rows",
+       [](TensorSlice& s) {
          s.full_shape = Shape();
          s.row_offset = 0;
-       }, "scalar"},
+       },
+       "scalar"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -400,12 +426,18 @@ TEST_CASE("ValidateManifest checks names, files, tiling and steps") {
       {"negative rows", [](CheckpointManifest& m) { m.variables[0].slices[4].rows = -2; },
        "not inside"},
       {"scalar in two slices",
-       [](CheckpointManifest& m) { m.variables[2].slices.push_back({"x", 1, 0}); }, "scalar"},
+       [](CheckpointManifest& m) {
+         m.variables[2].slices.push_back({"x", 1, 0});
+       },
+       "scalar"},
       {"negative step", [](CheckpointManifest& m) { m.variables[0].step = -1; }, "negative step"},
       {"negative dim", [](CheckpointManifest& m) { m.variables[1].shape = Shape{-4}; },
        "negative dimension"},
       {"duplicate slots",
-       [](CheckpointManifest& m) { m.variables[0].slot_names = {"a", "a"}; }, "duplicate slot"},
+       [](CheckpointManifest& m) {
+         m.variables[0].slot_names = {"a", "a"};
+       },
+       "duplicate slot"},
       {"unnamed optimizer", [](CheckpointManifest& m) { m.variables[0].optimizer->name.clear(); },
        "empty optimizer name"},
       {"bad dtype", [](CheckpointManifest& m) { m.variables[0].dtype = static_cast<DType>(0); },

@@ -153,8 +153,9 @@ TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the te
     std::string message;
   };
   // Sample() makes values (i + 0.5) * scale: 10.5 is in the value, 21 (10.5 * 2) in slot m.
-  const std::vector<Case> cases = {{"value", 10.5f, "checksum mismatch in slice of emb chunk 0"},
-                                   {"slot", 21.0f, "checksum mismatch in slice of emb slot m chunk 0"}};
+  const std::vector<Case> cases = {
+      {"value", 10.5f, "checksum mismatch in slice of emb chunk 0"},
+      {"slot", 21.0f, "checksum mismatch in slice of emb slot m chunk 0"}};
   for (const Case& c : cases) {
     CAPTURE(c.name);
     std::string from(4, '\0'), to(4, '\0');
@@ -181,8 +182,7 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
   const std::vector<Case> cases = {
       // 2^40 and 2^62 elements: 4 TiB and 16 EiB allocations if believed.
       {{int64_t{1} << 20, int64_t{1} << 20}, absl::StatusCode::kDataLoss, "bytes of data for"},
-      {{int64_t{1} << 31, int64_t{1} << 31}, absl::StatusCode::kDataLoss,
-       "invalid element count"},
+      {{int64_t{1} << 31, int64_t{1} << 31}, absl::StatusCode::kDataLoss, "invalid element count"},
       {{kMax, 3}, absl::StatusCode::kDataLoss, "invalid shape"},  // overflows
       {{kMax, kMax}, absl::StatusCode::kDataLoss, "invalid shape"},
       {{-5, 3}, absl::StatusCode::kDataLoss, "invalid shape"},
@@ -200,12 +200,12 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
   }
   // A forged full shape and a forged step fail validation.
   CHECK(absl::IsInvalidArgument(
-      DecodeSlice(Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}),
-                                                         Int64Bytes({8, 3}))))
+      DecodeSlice(
+          Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}), Int64Bytes({8, 3}))))
           .status()));
   const absl::Status step =
-      DecodeSlice(Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({slice.step}),
-                                                         Int64Bytes({-slice.step}))))
+      DecodeSlice(Reseal(FileKind::kSlice,
+                         ReplaceUnique(body, Int64Bytes({slice.step}), Int64Bytes({-slice.step}))))
           .status();
   CHECK(absl::IsInvalidArgument(step));
   CHECK(Contains(step, "negative step"));

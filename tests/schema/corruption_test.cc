@@ -98,8 +98,7 @@ TEST_CASE("flips behind a valid envelope checksum never crash and decode consist
     const std::string body = BodyOf(r.bytes);
     for (int trial = 0; trial < 3000; ++trial) {
       const int count = trial < 2000 ? 1 : 2 + trial % 7;
-      const absl::StatusOr<std::string> again =
-          r.reencode(Reseal(r.kind, Flip(body, count, rng)));
+      const absl::StatusOr<std::string> again = r.reencode(Reseal(r.kind, Flip(body, count, rng)));
       if (!again.ok()) continue;
       CHECK(Must(r.reencode(*again)) == *again);
     }

@@ -28,8 +28,8 @@ TEST_CASE("exported models round trip exactly and re-export to the same bytes") 
     ExportedModel model;
   };
   ExportedModel extra_signature = SmallRecsysModel();
-  extra_signature.signatures.push_back({"scores", {{"user", DType::kInt64, {-1}}},
-                                        {{"probability", DType::kFloat32, {-1, 1}}}});
+  extra_signature.signatures.push_back(
+      {"scores", {{"user", DType::kInt64, {-1}}}, {{"probability", DType::kFloat32, {-1, 1}}}});
   ExportedModel with_attrs = SmallRecsysModel();
   with_attrs.spec.name = "with every kind of field";
   with_attrs.spec.params[0].trainable = false;
@@ -70,13 +70,14 @@ TEST_CASE("an invalid model is refused before anything is written") {
       {"missing variable", [](ExportedModel& m) { m.variables.erase(m.variables.begin()); }},
       {"extra variable", [](ExportedModel& m) { m.variables.emplace("zzz", Tensor(Shape{1})); }},
       {"mis-shaped variable",
-       [](ExportedModel& m) { m.variables.begin()->second = Tensor(Shape{1, 1}); }},
+       [](ExportedModel& m) {
+         m.variables.begin()->second = Tensor(Shape{1, 1});
+       }},
       {"dangling node input", [](ExportedModel& m) { m.spec.nodes[0].inputs[0] = "nowhere"; }},
       {"duplicate signature", [](ExportedModel& m) { m.signatures.push_back(m.signatures[0]); }},
       {"negative step", [](ExportedModel& m) { m.step = -1; }},
-      {"signature dtype", [](ExportedModel& m) {
-         m.signatures[0].inputs[0].dtype = static_cast<DType>(0);
-       }},
+      {"signature dtype",
+       [](ExportedModel& m) { m.signatures[0].inputs[0].dtype = static_cast<DType>(0); }},
       {"signature dims", [](ExportedModel& m) { m.signatures[0].outputs[0].shape = {-2}; }},
   };
   for (const Case& c : cases) {
@@ -94,10 +95,10 @@ TEST_CASE("a decoded model is validated like a new one") {
   const ExportedModel model = SmallRecsysModel();
   const std::string body = BodyOf(Must(EncodeExportedModel(model)));
   // The step, negated.
-  const absl::Status step = DecodeExportedModel(
-      Reseal(FileKind::kModel, ReplaceUnique(body, Int64Bytes({model.step}),
-                                             Int64Bytes({-model.step}))))
-                                .status();
+  const absl::Status step =
+      DecodeExportedModel(Reseal(FileKind::kModel, ReplaceUnique(body, Int64Bytes({model.step}),
+                                                                 Int64Bytes({-model.step}))))
+          .status();
   CHECK(absl::IsInvalidArgument(step));
   // The format version (the root's first field in a one-segment message).
   std::string old = body;

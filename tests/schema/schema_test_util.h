@@ -85,8 +85,8 @@ inline CheckpointManifest SampleManifest() {
   CheckpointVariable emb;
   emb.name = "user_embedding";
   emb.shape = Shape{13, 4};
-  emb.optimizer = OptimizerSpec{"adagrad", {{"initial_accumulator_value", 0.1},
-                                            {"learning_rate", 0.05}}};
+  emb.optimizer =
+      OptimizerSpec{"adagrad", {{"initial_accumulator_value", 0.1}, {"learning_rate", 0.05}}};
   emb.slot_names = {"accumulator"};
   emb.step = 1200;
   emb.slices = {{"user_embedding.part_0", 0, 7}, {"user_embedding.part_1", 7, 6}};
@@ -117,12 +117,13 @@ inline bool SameManifest(const CheckpointManifest& a, const CheckpointManifest& 
         x.step != y.step || x.slices.size() != y.slices.size()) {
       return false;
     }
-    if (x.optimizer && (x.optimizer->name != y.optimizer->name ||
-                        x.optimizer->params != y.optimizer->params)) {
+    if (x.optimizer &&
+        (x.optimizer->name != y.optimizer->name || x.optimizer->params != y.optimizer->params)) {
       return false;
     }
     for (size_t k = 0; k < x.slices.size(); ++k) {
-      if (x.slices[k].file != y.slices[k].file || x.slices[k].row_offset != y.slices[k].row_offset ||
+      if (x.slices[k].file != y.slices[k].file ||
+          x.slices[k].row_offset != y.slices[k].row_offset ||
           x.slices[k].rows != y.slices[k].rows) {
         return false;
       }
@@ -137,8 +138,8 @@ inline ExportedModel SampleModel(const ModelSpec& spec) {
   model.spec = spec;
   model.signatures = {Must(ServingSignature(spec))};
   for (const ParamSpec& p : spec.params) {
-    model.variables.emplace(
-        p.name, Must(MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows())));
+    model.variables.emplace(p.name,
+                            Must(MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows())));
   }
   model.step = 0x0123456789AB;
   return model;
@@ -229,8 +230,7 @@ inline std::string Int64Bytes(std::vector<int64_t> values) {
 }
 
 // Replaces the only occurrence of `from` in `body` (of the same size) with `to`.
-inline std::string ReplaceUnique(std::string body, const std::string& from,
-                                 const std::string& to) {
+inline std::string ReplaceUnique(std::string body, const std::string& from, const std::string& to) {
   REQUIRE(from.size() == to.size());
   const size_t at = body.find(from);
   REQUIRE_MESSAGE(at != std::string::npos, "pattern not found");

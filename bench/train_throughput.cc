@@ -3,6 +3,7 @@
 // and batch stream, so their ratio is measured under the same machine conditions.
 //
 //   train_throughput                        # 3 rounds of: local, sim (2 PS, 2 workers)
+// It takes the drivers' --ps, --workers and --closures_per_worker (examples/internal/driver.h).
 //   train_throughput --rounds=5 --workers=4 --closures_per_worker=2
 //
 // Each round trains a fresh model for one pass over the training set; examples/s counts the
@@ -22,9 +23,6 @@
 #include "examples/internal/driver.h"
 
 ABSL_FLAG(int32_t, rounds, 3, "rounds of (local, sim)");
-ABSL_FLAG(int32_t, ps, 2, "simulation: parameter-server tasks");
-ABSL_FLAG(int32_t, workers, 2, "simulation: workers");
-ABSL_FLAG(int32_t, closures_per_worker, 1, "simulation: closures each worker runs at once");
 ABSL_FLAG(std::string, partitioner, "fixed:4", "simulation: embedding partitioner");
 ABSL_FLAG(int64_t, train_examples, 1000000, "training examples (one pass per round)");
 ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
@@ -48,10 +46,9 @@ absl::Status Run(int argc, char** argv) {
                                 {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   const int64_t steps = (data.train.size() + batch - 1) / batch;
-  driver::SimOptions sim;
-  sim.ps = absl::GetFlag(FLAGS_ps);
-  sim.workers = absl::GetFlag(FLAGS_workers);
-  sim.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
+  // The drivers' shared flags: --ps, --workers, --closures_per_worker (defaults 2, 2, 1).
+  ASSIGN_OR_RETURN(driver::DriverFlags flags, driver::ReadDriverFlags());
+  driver::SimOptions sim = flags.sim;
   ASSIGN_OR_RETURN(sim.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   std::vector<double> local_eps, sim_eps;

@@ -8,12 +8,30 @@
 #include <deque>
 #include <fstream>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
 #include "core/status.h"
+
+ABSL_FLAG(std::string, mode, "sim", "sim (parameter servers in one process) or local (baseline)");
+ABSL_FLAG(int32_t, ps, 2, "parameter-server tasks");
+ABSL_FLAG(int32_t, workers, 2, "worker tasks");
+ABSL_FLAG(int32_t, closures_per_worker, 1,
+          "closures each worker runs at once (1: TF's behaviour; 2 overlaps communication with "
+          "compute)");
+ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (sim mode)");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(bool, resume, false,
+          "continue from the latest checkpoint in --checkpoint_dir (any --ps or --partitioner)");
+ABSL_FLAG(std::string, export_dir, "", "export the trained model here for serving (sim mode)");
+ABSL_FLAG(int32_t, inject_worker_failures, 0,
+          "kill this many workers at random moments (mid-closure); each restarts after a delay");
+ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down");
+ABSL_FLAG(uint64_t, seed, 1, "model and shuffling seed");
+ABSL_FLAG(std::string, summary, "", "write a JSON summary of the run here");
 
 namespace tessera::driver {
 namespace {
@@ -23,6 +41,33 @@ double Now() {
 }
 
 }  // namespace
+
+absl::StatusOr<DriverFlags> ReadDriverFlags() {
+  DriverFlags flags;
+  flags.mode = absl::GetFlag(FLAGS_mode);
+  if (flags.mode != "sim" && flags.mode != "local") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--mode must be sim or local, not ", flags.mode));
+  }
+  SimOptions& sim = flags.sim;
+  sim.ps = absl::GetFlag(FLAGS_ps);
+  sim.workers = absl::GetFlag(FLAGS_workers);
+  sim.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
+  sim.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  sim.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  sim.resume = absl::GetFlag(FLAGS_resume);
+  sim.export_dir = absl::GetFlag(FLAGS_export_dir);
+  sim.inject_worker_failures = absl::GetFlag(FLAGS_inject_worker_failures);
+  sim.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
+  sim.seed = flags.seed = absl::GetFlag(FLAGS_seed);
+  flags.summary = absl::GetFlag(FLAGS_summary);
+  if (flags.mode == "local" &&
+      (!sim.checkpoint_dir.empty() || sim.resume || !sim.export_dir.empty())) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_dir, --resume and --export_dir work on parameter servers: use --mode=sim");
+  }
+  return flags;
+}
 
 absl::Status RegisterTraining(FunctionRegistry& registry,
                               std::shared_ptr<const ModelVariables> vars, const Dataset& train,

@@ -87,6 +87,21 @@ absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& t
                                          int64_t steps, int64_t batch_size, uint64_t seed,
                                          const std::string& label, nlohmann::json& summary);
 
+// The flags every driver shares, defined once in driver.cc: --mode, --ps, --workers,
+// --closures_per_worker, --checkpoint_dir, --checkpoint_every, --resume, --export_dir,
+// --inject_worker_failures, --restart_delay_ms, --seed, --summary. A driver adds its own model,
+// data and schedule flags (--steps, --batch_size, --partitioner, ... whose defaults differ).
+struct DriverFlags {
+  std::string mode;  // "sim" or "local"
+  SimOptions sim;    // everything but the partitioner, which the driver sets
+  uint64_t seed = 1;
+  std::string summary;
+};
+
+// Reads the shared flags. InvalidArgument for a mode other than sim or local, or checkpoint /
+// export flags with --mode=local (they work on parameter servers).
+absl::StatusOr<DriverFlags> ReadDriverFlags();
+
 // Copies the current value of every model variable into `trainer` (whose model is the same) so
 // it can evaluate on the driver.
 absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer);

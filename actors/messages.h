@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/serializer.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -94,8 +95,7 @@ struct SavedSlice {
   SliceFileRef ref;                        // file name (relative to the checkpoint) and rows
   std::vector<std::string> slot_names;
   int64_t step = 0;                        // the optimizer's step
-  bool has_optimizer = false;
-  OptimizerSpec optimizer;                 // when has_optimizer
+  std::optional<OptimizerSpec> optimizer;  // none: the shard has no optimizer
 };
 
 // What the coordinator actor knows of its workers.
@@ -216,22 +216,36 @@ typename Inspector::result_type inspect(Inspector& f, InitializerSpec& x) {
   return f(caf::meta::type_name("tessera::InitializerSpec"), x.name, x.params, x.seed);
 }
 
+namespace wire {
+
+// std::optional has no CAF 0.17 support: an optional OptimizerSpec travels as a flag and a
+// value, put back by a load callback. Wrap the member for the duration of one inspect call.
+struct OptionalOptimizer {
+  std::optional<OptimizerSpec>* target;
+};
+
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ShardSpec& x) {
-  // std::optional has no CAF 0.17 support: a flag plus a value, put back by a load callback.
-  bool has_optimizer = x.optimizer.has_value();
-  OptimizerSpec optimizer = has_optimizer ? *x.optimizer : OptimizerSpec{};
+typename Inspector::result_type inspect(Inspector& f, OptionalOptimizer& x) {
+  bool has_value = x.target->has_value();
+  OptimizerSpec value = has_value ? **x.target : OptimizerSpec{};
   auto put_back = caf::meta::load_callback([&]() -> caf::error {
-    if (has_optimizer) {
-      x.optimizer = std::move(optimizer);
+    if (has_value) {
+      *x.target = std::move(value);
     } else {
-      x.optimizer.reset();
+      x.target->reset();
     }
     return caf::none;
   });
+  return f(caf::meta::type_name("tessera::OptionalOptimizer"), has_value, value, put_back);
+}
+
+}  // namespace wire
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardSpec& x) {
+  wire::OptionalOptimizer optimizer{&x.optimizer};
   return f(caf::meta::type_name("tessera::ShardSpec"), x.variable, x.shard_index, x.num_shards,
-           x.full_shape, x.row_offset, x.rows, x.dtype, x.initializer, has_optimizer, optimizer,
-           put_back);
+           x.full_shape, x.row_offset, x.rows, x.dtype, x.initializer, optimizer);
 }
 
 template <class Inspector>
@@ -258,25 +272,15 @@ typename Inspector::result_type inspect(Inspector& f, SliceFileRef& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SavedSlice& x) {
-  return f(caf::meta::type_name("tessera::SavedSlice"), x.ref, x.slot_names, x.step,
-           x.has_optimizer, x.optimizer);
+  wire::OptionalOptimizer optimizer{&x.optimizer};
+  return f(caf::meta::type_name("tessera::SavedSlice"), x.ref, x.slot_names, x.step, optimizer);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
-  // std::optional has no CAF 0.17 support: a flag plus a value, put back by a load callback.
-  bool has_optimizer = x.optimizer.has_value();
-  OptimizerSpec optimizer = has_optimizer ? *x.optimizer : OptimizerSpec{};
-  auto put_back = caf::meta::load_callback([&]() -> caf::error {
-    if (has_optimizer) {
-      x.optimizer = std::move(optimizer);
-    } else {
-      x.optimizer.reset();
-    }
-    return caf::none;
-  });
+  wire::OptionalOptimizer optimizer{&x.optimizer};
   return f(caf::meta::type_name("tessera::CheckpointVariable"), x.name, x.shape, x.dtype,
-           has_optimizer, optimizer, x.slot_names, x.step, x.slices, put_back);
+           optimizer, x.slot_names, x.step, x.slices);
 }
 
 template <class Inspector>

@@ -36,10 +36,7 @@ absl::StatusOr<SavedSlice> Save(const ShardState& s, const std::string& dir,
   saved.ref = SliceFileRef{file, s.row_offset(), s.spec().rows};
   saved.slot_names = std::move(slice.slot_names);
   saved.step = slice.step;
-  if (s.optimizer() != nullptr) {
-    saved.has_optimizer = true;
-    saved.optimizer = s.optimizer()->spec();
-  }
+  if (s.optimizer() != nullptr) saved.optimizer = s.optimizer()->spec();
   return saved;
 }
 

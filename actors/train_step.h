@@ -74,9 +74,9 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
         params.full[name] = value.view();
       }
     }
-    auto result = std::make_shared<StepResult>();
+    StepResult result;
     StepWorkspace workspace;
-    if (absl::Status s = m.ForwardBackward(fetch->batch, params, workspace, *result); !s.ok()) {
+    if (absl::Status s = m.ForwardBackward(fetch->batch, params, workspace, result); !s.ok()) {
       return (*finish)(s);
     }
     struct Acks {
@@ -84,10 +84,11 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
       bool finished = false;
     };
     auto acks = std::make_shared<Acks>();
-    acks->pending = result->dense_gradients.size() + result->sparse_gradients.size();
-    const StepOutcome outcome{result->loss, fetch->batch.size};
+    acks->pending = result.dense_gradients.size() + result.sparse_gradients.size();
+    const StepOutcome outcome{result.loss, fetch->batch.size};
     if (acks->pending == 0) return (*finish)(outcome);
-    auto ack = [acks, finish, outcome, result](absl::Status s) {
+    // The gradients go into the requests before each call returns; only the acks are awaited.
+    auto ack = [acks, finish, outcome](absl::Status s) {
       if (acks->finished) return;
       if (!s.ok()) {
         acks->finished = true;
@@ -97,10 +98,10 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
       acks->finished = true;
       (*finish)(outcome);
     };
-    for (const auto& [name, grad] : result->dense_gradients) {
-      ApplyDenseGradientAsync(self, vars->by_param.at(name), grad, ack);
+    for (auto& [name, grad] : result.dense_gradients) {
+      ApplyDenseGradientAsync(self, vars->by_param.at(name), std::move(grad), ack);
     }
-    for (const auto& [name, grad] : result->sparse_gradients) {
+    for (const auto& [name, grad] : result.sparse_gradients) {
       ApplySparseGradientAsync(self, vars->by_param.at(name), grad, ack);
     }
   };

@@ -141,12 +141,13 @@ inline std::vector<int64_t> AllShards(const VariableHandle& v) {
   return out;
 }
 
-// Splits `value` (the full variable's shape) into one block per shard.
-inline std::vector<Tensor> SplitIntoShardBlocks(const VariableHandle& v, const Tensor& value) {
+// Splits `value` (the full variable's shape) into one block per shard; an unpartitioned
+// variable's value is moved, not copied.
+inline std::vector<Tensor> SplitIntoShardBlocks(const VariableHandle& v, Tensor value) {
   std::vector<Tensor> blocks;
   blocks.reserve(v.shards.size());
-  if (v.shape.rank() == 0) {
-    blocks.push_back(value);
+  if (v.shape.rank() == 0 || v.num_shards() == 1) {
+    blocks.push_back(std::move(value));
     return blocks;
   }
   for (int64_t s = 0; s < v.num_shards(); ++s) {
@@ -246,14 +247,15 @@ void SliceAsync(Self* self, const VariableHandle& v, std::optional<int64_t> star
 
 // assign / assign_add / assign_sub of the whole variable, split by the shards' offsets.
 template <class Self>
-void AssignAsync(Self* self, const VariableHandle& v, AssignKind kind, const Tensor& value,
+void AssignAsync(Self* self, const VariableHandle& v, AssignKind kind, Tensor value,
                  DoneStatus done) {
   if (absl::Status s = CheckSameShape(value.shape(), v.shape,
                                       absl::StrCat(AssignKindName(kind), " to ", v.name));
       !s.ok()) {
     return done(s);
   }
-  auto blocks = std::make_shared<std::vector<Tensor>>(internal::SplitIntoShardBlocks(v, value));
+  auto blocks = std::make_shared<std::vector<Tensor>>(
+      internal::SplitIntoShardBlocks(v, std::move(value)));
   internal::FanOut<int64_t>(
       self, v, AssignKindName(kind), internal::AllShards(v),
       [&](int64_t s, size_t) {
@@ -289,13 +291,13 @@ void ScatterAsync(Self* self, const VariableHandle& v, ScatterOp op, absl::Span<
 
 // One optimizer step with a dense gradient of the variable's shape, split by shard.
 template <class Self>
-void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, const Tensor& grad,
-                             DoneStatus done) {
+void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, DoneStatus done) {
   if (absl::Status s = CheckSameShape(grad.shape(), v.shape, absl::StrCat("gradient of ", v.name));
       !s.ok()) {
     return done(s);
   }
-  auto blocks = std::make_shared<std::vector<Tensor>>(internal::SplitIntoShardBlocks(v, grad));
+  auto blocks =
+      std::make_shared<std::vector<Tensor>>(internal::SplitIntoShardBlocks(v, std::move(grad)));
   internal::FanOut<int64_t>(
       self, v, "apply_gradient", internal::AllShards(v),
       [&](int64_t s, size_t) {
@@ -339,7 +341,7 @@ void UpdateFromReplicasAsync(Self* self, const VariableHandle& v, AssignKind kin
                              absl::Span<const Tensor> per_replica, DoneStatus done) {
   absl::StatusOr<Tensor> combined = AggregateReplicaValues(v.aggregation, per_replica);
   if (!combined.ok()) return done(Annotate(combined.status(), absl::StrCat("update of ", v.name)));
-  AssignAsync(self, v, kind, *combined, std::move(done));
+  AssignAsync(self, v, kind, *std::move(combined), std::move(done));
 }
 
 // An ON_READ variable: one unpartitioned copy per worker ("name/worker_k"), combined on read.

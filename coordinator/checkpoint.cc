@@ -108,15 +108,13 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
     }
     blocks.push_back(std::move(per_shard));
   }
-  ASSIGN_OR_RETURN(auto versions,
-                   AskEveryShard<int64_t>(system, variables,
+  RETURN_IF_ERROR(AskEveryShard<int64_t>(system, variables,
                                           [&blocks](caf::event_based_actor* self, size_t i,
                                                     const VariableHandle& h, size_t s) {
                                             return self->request(h.shards[s], caf::infinite,
                                                                  restore_atom::value,
                                                                  blocks[i][s]);
-                                          }));
-  (void)versions;
+                                          }).status());
   return model.step;
 }
 
@@ -150,7 +148,7 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
       entry.slices.push_back(slice.ref);
       entry.step = std::max(entry.step, slice.step);
       entry.slot_names = slice.slot_names;
-      if (slice.has_optimizer) entry.optimizer = slice.optimizer;
+      if (slice.optimizer.has_value()) entry.optimizer = slice.optimizer;
     }
     manifest.variables.push_back(std::move(entry));
   }
@@ -187,15 +185,13 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
     }
     entries.push_back(*entry);
   }
-  ASSIGN_OR_RETURN(auto versions,
-                   AskEveryShard<int64_t>(system, variables,
+  RETURN_IF_ERROR(AskEveryShard<int64_t>(system, variables,
                                           [dir, &entries](caf::event_based_actor* self, size_t i,
                                                           const VariableHandle& h, size_t s) {
                                             return self->request(h.shards[s], caf::infinite,
                                                                  load_atom::value, dir,
                                                                  entries[i]);
-                                          }));
-  (void)versions;
+                                          }).status());
   return manifest->global_step;
 }
 

@@ -62,30 +62,13 @@ absl::Status Run() {
               static_cast<long long>(batch_size));
 
   nlohmann::json summary;
-  driver::TrainingRun run;
-  if (flags.mode == "local") {
-    ASSIGN_OR_RETURN(run, driver::TrainLocally(trainer, train, steps, batch_size,
-                                               flags.seed, "fashion_mnist",
-                                               summary));
-  } else {
-    driver::SimOptions sim = flags.sim;
-    sim.partitioner = partitioner;
-    ASSIGN_OR_RETURN(run, driver::TrainInSimulation(trainer, train, steps, batch_size, sim,
-                                                    "fashion_mnist", summary));
-  }
+  RETURN_IF_ERROR(driver::Train(trainer, train, steps, batch_size, partitioner, flags,
+                                "fashion_mnist", summary)
+                      .status());
 
   ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(test));
-  const double eps = run.examples / std::max(run.wall_seconds, 1e-9);
-  std::printf("fashion_mnist: %lld examples in %.2f s (%.0f examples/s); final train loss %.4f\n",
-              static_cast<long long>(run.examples), run.wall_seconds, eps, run.final_loss);
   std::printf("fashion_mnist: test loss %.4f, test accuracy %.4f\n", eval.loss,
               eval.accuracy.value_or(0));
-  summary["workload"] = "fashion_mnist";
-  summary["steps"] = run.steps;
-  summary["examples"] = run.examples;
-  summary["wall_seconds"] = run.wall_seconds;
-  summary["examples_per_sec"] = eps;
-  summary["final_loss"] = run.final_loss;
   summary["test_loss"] = eval.loss;
   summary["test_accuracy"] = eval.accuracy.value_or(0);
   return driver::WriteSummary(flags.summary, summary);

@@ -89,29 +89,13 @@ absl::Status Run() {
               static_cast<long long>(steps), static_cast<long long>(batch_size));
 
   nlohmann::json summary;
-  driver::TrainingRun run;
-  if (flags.mode == "local") {
-    ASSIGN_OR_RETURN(run, driver::TrainLocally(local, data.train, steps, batch_size,
-                                               flags.seed, "recsys", summary));
-  } else {
-    driver::SimOptions sim = flags.sim;
-    sim.partitioner = partitioner;
-    ASSIGN_OR_RETURN(run, driver::TrainInSimulation(local, data.train, steps, batch_size, sim,
-                                                    "recsys", summary));
-  }
+  RETURN_IF_ERROR(driver::Train(local, data.train, steps, batch_size, partitioner, flags, "recsys",
+                                summary)
+                      .status());
 
   ASSIGN_OR_RETURN(EvalResult eval, local.Evaluate(data.test));
-  const double eps = run.examples / std::max(run.wall_seconds, 1e-9);
-  std::printf("recsys: %lld examples in %.2f s (%.0f examples/s); final train loss %.4f\n",
-              static_cast<long long>(run.examples), run.wall_seconds, eps, run.final_loss);
   std::printf("recsys: test loss %.4f, test AUC %.4f (Bayes-optimal %.4f), accuracy %.4f\n",
               eval.loss, eval.auc.value_or(0), data.bayes_auc, eval.accuracy.value_or(0));
-  summary["workload"] = "recsys";
-  summary["steps"] = run.steps;
-  summary["examples"] = run.examples;
-  summary["wall_seconds"] = run.wall_seconds;
-  summary["examples_per_sec"] = eps;
-  summary["final_loss"] = run.final_loss;
   summary["test_loss"] = eval.loss;
   summary["test_auc"] = eval.auc.value_or(0);
   summary["bayes_auc"] = data.bayes_auc;

@@ -269,6 +269,33 @@ absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& t
   return run;
 }
 
+absl::StatusOr<TrainingRun> Train(LocalTrainer& trainer, const Dataset& train, int64_t steps,
+                                  int64_t batch_size, const Partitioner& partitioner,
+                                  const DriverFlags& flags, const std::string& label,
+                                  nlohmann::json& summary) {
+  TrainingRun run;
+  if (flags.mode == "local") {
+    ASSIGN_OR_RETURN(run,
+                     TrainLocally(trainer, train, steps, batch_size, flags.seed, label, summary));
+  } else {
+    SimOptions sim = flags.sim;
+    sim.partitioner = partitioner;
+    ASSIGN_OR_RETURN(run, TrainInSimulation(trainer, train, steps, batch_size, sim, label,
+                                            summary));
+  }
+  const double eps = run.examples / std::max(run.wall_seconds, 1e-9);
+  std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss %.4f\n",
+              label.c_str(), static_cast<long long>(run.examples), run.wall_seconds, eps,
+              run.final_loss);
+  summary["workload"] = label;
+  summary["steps"] = run.steps;
+  summary["examples"] = run.examples;
+  summary["wall_seconds"] = run.wall_seconds;
+  summary["examples_per_sec"] = eps;
+  summary["final_loss"] = run.final_loss;
+  return run;
+}
+
 absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer) {
   for (const ParamSpec& param : trainer.model().spec().params) {
     auto it = strategy.variables().find(param.name);

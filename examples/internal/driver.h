@@ -102,6 +102,15 @@ struct DriverFlags {
 // export flags with --mode=local (they work on parameter servers).
 absl::StatusOr<DriverFlags> ReadDriverFlags();
 
+// Trains `trainer`'s model for `steps` steps as `flags.mode` says (TrainLocally, or
+// TrainInSimulation with `partitioner`), prints the throughput line, and records the run in
+// `summary` (steps, examples, wall_seconds, examples_per_sec, final_loss and the mode's fields).
+// The trained values are in `trainer` afterwards, ready to evaluate.
+absl::StatusOr<TrainingRun> Train(LocalTrainer& trainer, const Dataset& train, int64_t steps,
+                                  int64_t batch_size, const Partitioner& partitioner,
+                                  const DriverFlags& flags, const std::string& label,
+                                  nlohmann::json& summary);
+
 // Copies the current value of every model variable into `trainer` (whose model is the same) so
 // it can evaluate on the driver.
 absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer);

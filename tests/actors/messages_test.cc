@@ -222,6 +222,35 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   const ShardValue value_back = RoundTrip(ShardValue{*values, 12});
   CHECK(SameTensor(value_back.value, *values));
   CHECK(value_back.version == 12);
+
+  for (const bool with_optimizer : {false, true}) {
+    CAPTURE(with_optimizer);
+    CheckpointVariable variable;
+    variable.name = "emb";
+    variable.shape = Shape{10, 4};
+    variable.slot_names = {"accumulator"};
+    variable.step = 5;
+    variable.slices = {SliceFileRef{"a.slice", 0, 6}, SliceFileRef{"b.slice", 6, 4}};
+    if (with_optimizer) variable.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.1}}};
+    const CheckpointVariable back = RoundTrip(variable);
+    CHECK(back.name == "emb");
+    CHECK(back.shape == variable.shape);
+    CHECK(back.slot_names == variable.slot_names);
+    CHECK(back.step == 5);
+    REQUIRE(back.slices.size() == 2);
+    CHECK(back.slices[1].file == "b.slice");
+    CHECK(back.slices[1].row_offset == 6);
+    CHECK(back.slices[1].rows == 4);
+    REQUIRE(back.optimizer.has_value() == with_optimizer);
+    if (with_optimizer) CHECK(back.optimizer->params == variable.optimizer->params);
+
+    SavedSlice saved{SliceFileRef{"c.slice", 3, 2}, {"m", "v"}, 9, variable.optimizer};
+    const SavedSlice saved_back = RoundTrip(saved);
+    CHECK(saved_back.ref.file == "c.slice");
+    CHECK(saved_back.slot_names == saved.slot_names);
+    CHECK(saved_back.step == 9);
+    CHECK(saved_back.optimizer.has_value() == with_optimizer);
+  }
 }
 
 TEST_CASE("a whole message of registered types survives the system's serializer") {

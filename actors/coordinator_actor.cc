@@ -31,14 +31,30 @@ void WorkerGone(Self self, WorkerId id) {
   DispatchIdle(self);
 }
 
-void StartWorker(Self self, int32_t slot) {
-  WorkerInfo info{slot, self->state.num_slots};
-  worker_actor worker = self->state.factory(info);
-  if (!worker) return;
+void AddWorker(Self self, worker_actor worker, int32_t slot) {
+  if (!self->state.started_slots.insert(slot).second) ++self->state.worker_restarts;
   const WorkerId id = self->state.next_worker_id++;
   self->monitor(worker);
-  self->state.workers->emplace(id, CoordinatorState::Worker{worker, slot, 0, false});
+  self->state.workers->emplace(
+      id, CoordinatorState::Worker{worker, slot, 0, false, self->state.directory.generation});
   DispatchIdle(self);
+}
+
+void StartWorker(Self self, int32_t slot) {
+  if (!self->state.factory) return;
+  WorkerInfo info{slot, self->state.num_slots};
+  worker_actor worker = self->state.factory(info);
+  if (worker) AddWorker(self, std::move(worker), slot);
+}
+
+// Stops every live worker older than `generation`: their variable handles name shards that
+// moved. In networked mode each worker process then joins again with the new directory.
+void StopWorkersBefore(Self self, int64_t generation) {
+  for (auto& [id, worker] : *self->state.workers) {
+    if (worker.killed || worker.generation >= generation) continue;
+    worker.killed = true;
+    self->send_exit(worker.handle, caf::exit_reason::kill);
+  }
 }
 
 bool KillSlot(Self self, int32_t slot) {
@@ -70,6 +86,7 @@ void InjectFailure(Self self) {
 }
 
 void DispatchIdle(Self self) {
+  if (self->state.recovering) return;
   // Round after round, one closure per worker that has room, so closures spread evenly.
   for (bool sent = true; sent;) {
     sent = false;
@@ -105,7 +122,15 @@ void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker
             // A Tessera error is the replica function's own; anything else (the worker exited,
             // its node went down) means the worker is gone.
             if (err.category() != kErrorCategory) return WorkerGone(self, worker_id);
-            self->state.queue->Complete(closure, attempt, ErrorToStatus(err));
+            absl::Status status = ErrorToStatus(err);
+            // Unavailable: the worker could not reach a shard (a PS died or moved). That says
+            // nothing about the closure, so it runs again (TF treats it as a worker failure);
+            // a dead PS itself is reported, or restored, by the down handler.
+            if (absl::IsUnavailable(status)) {
+              self->state.queue->Requeue(closure, attempt);
+            } else {
+              self->state.queue->Complete(closure, attempt, std::move(status));
+            }
             auto it = self->state.workers->find(worker_id);
             if (it != self->state.workers->end()) --it->second.running;
             DispatchIdle(self);
@@ -129,11 +154,13 @@ void StopWorkersOnExit(Self self) {
 
 coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<ClosureQueue> queue,
                                                   int32_t num_slots, int32_t closures_per_worker,
-                                                  WorkerFactory factory) {
+                                                  WorkerFactory factory, PsLostHandler on_ps_lost) {
   self->state.queue = std::move(queue);
   self->state.num_slots = num_slots;
   self->state.closures_per_worker = std::max(closures_per_worker, 1);
   self->state.factory = std::move(factory);
+  self->state.on_ps_lost = std::move(on_ps_lost);
+  self->state.directory.num_workers = num_slots;
   StopWorkersOnExit(self);
   self->set_down_handler([self](caf::down_msg& msg) {
     for (const auto& [id, worker] : *self->state.workers) {
@@ -141,16 +168,23 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
     }
     auto ps = self->state.ps_nodes.find(msg.source);
     if (ps == self->state.ps_nodes.end()) return;
+    if (self->state.on_ps_lost) {
+      // Restore rather than fail: dispatch pauses, every worker (holding handles to the lost
+      // shards) is stopped and its closure re-queued, and the handler sends the new directory.
+      const int32_t task = ps->second.task;
+      self->state.ps_nodes.erase(ps);
+      self->state.recovering = true;
+      StopWorkersBefore(self, self->state.directory.generation + 1);
+      self->state.on_ps_lost(task);
+      return;
+    }
     self->state.queue->SetFatal(absl::UnavailableError(absl::StrCat(
         "parameter server ps ", ps->second.task, " is unavailable (", to_string(msg.reason),
         "); its variables are lost until restored: ", ps->second.variables)));
   });
   return {
       [self](dispatch_atom) { DispatchIdle(self); },
-      [self](add_worker_atom, int32_t slot) {
-        if (!self->state.started_slots.insert(slot).second) ++self->state.worker_restarts;
-        StartWorker(self, slot);
-      },
+      [self](add_worker_atom, int32_t slot) { StartWorker(self, slot); },
       [self](kill_worker_atom, int32_t slot) { return KillSlot(self, slot); },
       [self](restart_atom, int32_t slot, int64_t delay_ms) {
         self->delayed_send(self, std::chrono::milliseconds(delay_ms), add_worker_atom::value,
@@ -189,14 +223,51 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         status.worker_restarts = self->state.worker_restarts;
         return status;
       },
+      [self](directory_atom) { return self->state.directory; },
+      [self](directory_atom, VariableDirectory& directory) {
+        directory.num_workers = self->state.num_slots;
+        const bool moved = directory.generation > self->state.directory.generation;
+        self->state.directory = std::move(directory);
+        if (moved) StopWorkersBefore(self, self->state.directory.generation);
+        self->state.recovering = false;
+        DispatchIdle(self);
+      },
+      [self](join_atom, worker_actor& worker, int32_t slot,
+             int64_t generation) -> caf::result<int32_t> {
+        if (!worker) return StatusToError(absl::InvalidArgumentError("join: no worker actor"));
+        if (slot < 0 || slot >= self->state.num_slots) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("worker task ", slot, " is not in the cluster spec (it lists ",
+                           self->state.num_slots, " workers)")));
+        }
+        if (self->state.recovering) {
+          return StatusToError(absl::UnavailableError(
+              "the coordinator is restoring a lost parameter server; join again shortly"));
+        }
+        if (generation != self->state.directory.generation) {
+          return StatusToError(absl::FailedPreconditionError(absl::StrCat(
+              "the variable directory changed (generation ", generation, " -> ",
+              self->state.directory.generation, "); fetch it again")));
+        }
+        // A live worker in this slot belongs to a process that was replaced (its down message
+        // may still be on the way): stop it, its closure runs again.
+        for (auto& [id, old] : *self->state.workers) {
+          if (old.slot == slot && !old.killed) {
+            old.killed = true;
+            self->send_exit(old.handle, caf::exit_reason::kill);
+          }
+        }
+        AddWorker(self, std::move(worker), slot);
+        return self->state.num_slots;
+      },
   };
 }
 
 coordinator_actor SpawnCoordinator(caf::actor_system& system, std::shared_ptr<ClosureQueue> queue,
                                    int32_t num_slots, int32_t closures_per_worker,
-                                   WorkerFactory factory) {
+                                   WorkerFactory factory, PsLostHandler on_ps_lost) {
   return system.spawn(CoordinatorActor, std::move(queue), num_slots, closures_per_worker,
-                      std::move(factory));
+                      std::move(factory), std::move(on_ps_lost));
 }
 
 }  // namespace tessera

@@ -40,10 +40,26 @@
 
 #include "actors/messages.h"
 #include "actors/ps_node_actor.h"
+#include "actors/variable_ops.h"
 #include "actors/worker_actor.h"
 #include "core/closure_queue.h"
 
 namespace tessera {
+
+// What a networked worker needs to reach the variables: every variable's handle (shard actors
+// included), and the generation, which changes whenever shards move (a lost PS was restored
+// elsewhere). A worker joins with the generation it fetched; an older one is refused.
+struct VariableDirectory {
+  int64_t generation = 0;
+  int32_t num_workers = 0;  // worker slots
+  std::vector<VariableHandle> variables;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, VariableDirectory& x) {
+  return f(caf::meta::type_name("tessera::VariableDirectory"), x.generation, x.num_workers,
+           x.variables);
+}
 
 using coordinator_actor = caf::typed_actor<
     caf::reacts_to<dispatch_atom>,                                         //
@@ -53,10 +69,18 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<watch_ps_atom, ps_node_actor, int32_t, std::string>,    //
     caf::reacts_to<chaos_atom, int32_t, int64_t, uint64_t, int64_t>,       //
     caf::reacts_to<chaos_atom, int64_t, uint64_t, int64_t>,                //
-    caf::replies_to<workers_atom>::with<WorkerPoolStatus>>;
+    caf::replies_to<workers_atom>::with<WorkerPoolStatus>,                 //
+    caf::replies_to<directory_atom>::with<VariableDirectory>,              //
+    caf::reacts_to<directory_atom, VariableDirectory>,                     //
+    caf::replies_to<join_atom, worker_actor, int32_t, int64_t>::with<int32_t>>;
 
-// Starts a worker for a slot (in process: spawns one; networked: asks a worker node).
+// Starts an in-process worker for a slot (the simulation); empty in networked mode, where worker
+// processes join instead.
 using WorkerFactory = std::function<worker_actor(const WorkerInfo&)>;
+// Called (on the coordinator actor's thread; it must not block) when PS task `task` is lost and
+// should be restored rather than reported: the handler restores it elsewhere and then sends the
+// new VariableDirectory. Empty: a lost PS is a fatal PS-unavailable error.
+using PsLostHandler = std::function<void(int32_t task)>;
 
 struct CoordinatorState {
   static inline const char* name = "tessera.coordinator";
@@ -67,6 +91,7 @@ struct CoordinatorState {
     int32_t running = 0;  // closures sent and not answered
     bool busy() const { return running > 0; }
     bool killed = false;  // an exit was sent; its down message has not arrived yet
+    int64_t generation = 0;  // of the VariableDirectory it runs with
   };
   struct Ps {
     int32_t task = 0;
@@ -75,6 +100,9 @@ struct CoordinatorState {
 
   std::shared_ptr<ClosureQueue> queue;
   WorkerFactory factory;
+  PsLostHandler on_ps_lost;
+  VariableDirectory directory;  // what joining workers fetch (networked mode)
+  bool recovering = false;      // a lost PS is being restored: nothing is dispatched
   int32_t num_slots = 0;
   int32_t closures_per_worker = 1;  // the most closures in flight per worker
   WorkerId next_worker_id = 1;
@@ -98,10 +126,10 @@ struct CoordinatorState {
 coordinator_actor::behavior_type CoordinatorActor(
     coordinator_actor::stateful_pointer<CoordinatorState> self,
     std::shared_ptr<ClosureQueue> queue, int32_t num_slots, int32_t closures_per_worker,
-    WorkerFactory factory);
+    WorkerFactory factory, PsLostHandler on_ps_lost);
 
 coordinator_actor SpawnCoordinator(caf::actor_system& system, std::shared_ptr<ClosureQueue> queue,
                                    int32_t num_slots, int32_t closures_per_worker,
-                                   WorkerFactory factory);
+                                   WorkerFactory factory, PsLostHandler on_ps_lost = {});
 
 }  // namespace tessera

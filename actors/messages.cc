@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "absl/strings/str_cat.h"
+#include "actors/coordinator_actor.h"
 #include "actors/error.h"
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
@@ -155,6 +156,9 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<SavedSlice>("tessera::SavedSlice");
   cfg.add_message_type<CheckpointVariable>("tessera::CheckpointVariable");
   cfg.add_message_type<worker_actor>("tessera::worker_actor");
+  cfg.add_message_type<coordinator_actor>("tessera::coordinator_actor");
+  cfg.add_message_type<VariableHandle>("tessera::VariableHandle");
+  cfg.add_message_type<VariableDirectory>("tessera::VariableDirectory");
   cfg.add_message_type<shard_actor>("tessera::shard_actor");
   cfg.add_message_type<ps_node_actor>("tessera::ps_node_actor");
   cfg.add_error_category(kErrorCategory, RenderError);

@@ -67,6 +67,15 @@ using watch_ps_atom = caf::atom_constant<caf::atom("watch_ps")>;
 using chaos_atom = caf::atom_constant<caf::atom("chaos")>;
 using workers_atom = caf::atom_constant<caf::atom("workers")>;
 
+// Networked nodes (actors/node_gate.h, coordinator/network.h).
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using join_atom = caf::atom_constant<caf::atom("join")>;
+using directory_atom = caf::atom_constant<caf::atom("directory")>;
+
+// The protocol every networked node speaks. Bump it with any change to a message type, an actor
+// interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
+constexpr int32_t kProtocolVersion = 1;
+
 // -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec and InitializerSpec travel as they are) -----------------------------------------
 

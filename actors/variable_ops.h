@@ -24,6 +24,8 @@
 #pragma once
 
 #include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -64,6 +66,34 @@ struct VariableHandle {
     return ShardName(name, static_cast<int32_t>(shard), static_cast<int32_t>(shards.size()));
   }
 };
+
+// A handle travels to networked workers inside a VariableDirectory (actors/coordinator_actor.h):
+// the shard handles as CAF actor handles, the layout as (rows, shards), rebuilt and checked on
+// arrival so a forged handle cannot describe an impossible layout.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, VariableHandle& x) {
+  int64_t rows = x.layout.rows();
+  int64_t num_shards = x.layout.num_shards();
+  int32_t synchronization = static_cast<int32_t>(x.synchronization);
+  int32_t aggregation = static_cast<int32_t>(x.aggregation);
+  auto rebuild = caf::meta::load_callback([&]() -> caf::error {
+    absl::StatusOr<ShardLayout> layout = ShardLayout::Make(rows, num_shards);
+    if (!layout.ok()) return StatusToError(layout.status());
+    if (static_cast<int64_t>(x.shards.size()) != num_shards ||
+        x.ps_tasks.size() != x.shards.size() || synchronization < 0 || synchronization > 2 ||
+        aggregation < 0 || aggregation > 3) {
+      return StatusToError(absl::DataLossError(
+          absl::StrCat("malformed handle of variable ", x.name, ": ", x.shards.size(),
+                       " shards for a layout of ", num_shards)));
+    }
+    x.layout = *layout;
+    x.synchronization = static_cast<VariableSynchronization>(synchronization);
+    x.aggregation = static_cast<VariableAggregation>(aggregation);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("tessera::VariableHandle"), x.name, x.shape, x.dtype, rows,
+           num_shards, x.shards, x.ps_tasks, synchronization, aggregation, x.trainable, rebuild);
+}
 
 template <class T>
 using Done = std::function<void(absl::StatusOr<T>)>;

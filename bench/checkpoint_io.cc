@@ -100,8 +100,8 @@ absl::Status Run(int argc, char** argv) {
   ClusterOptions cluster_options;
   cluster_options.num_ps = absl::GetFlag(FLAGS_ps);
   // Two clusters: the variable and its restored copy share a name (restore matches by name).
-  ASSIGN_OR_RETURN(auto cluster, InProcessCluster::Start(cluster_options));
-  ASSIGN_OR_RETURN(auto restore_cluster, InProcessCluster::Start(cluster_options));
+  ASSIGN_OR_RETURN(auto cluster, Cluster::StartInProcess(cluster_options));
+  ASSIGN_OR_RETURN(auto restore_cluster, Cluster::StartInProcess(cluster_options));
   ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
   VariableOptions options;
   options.name = "table";

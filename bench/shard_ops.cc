@@ -373,7 +373,7 @@ SparseWorkload MakeSparseWorkload(int64_t num_rows, int64_t dim, int64_t ids_per
 }
 
 struct Context {
-  InProcessCluster* cluster = nullptr;
+  Cluster* cluster = nullptr;
   ParameterServerStrategy* strategy = nullptr;
   Partitioner partitioner;
   int32_t repeats = 1;
@@ -665,7 +665,7 @@ absl::Status Run(Json& summary) {
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = 1;
   options.threads = absl::GetFlag(FLAGS_threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster, InProcessCluster::Start(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, Cluster::StartInProcess(options));
   ParameterServerStrategy strategy(*cluster);
   ctx.cluster = cluster.get();
   ctx.strategy = &strategy;

@@ -10,12 +10,18 @@
 #include "absl/strings/match.h"
 #include "cli/internal/inspect_command.h"
 #include "cli/internal/predict_command.h"
+#include "cli/internal/ps_command.h"
 #include "cli/internal/serve_command.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
 ABSL_FLAG(std::string, input, "", "predict: the JSON lines file of instances ('-': stdin)");
-ABSL_FLAG(std::string, host, "127.0.0.1", "serve: the address to listen on");
-ABSL_FLAG(int, port, 8501, "serve: the port to listen on (0: any free port, printed)");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "serve, ps: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: all)");
+ABSL_FLAG(int, port, 8501, "serve, ps: the port to listen on (0: any free port, printed)");
+ABSL_FLAG(int32_t, task, 0, "ps: this node's index in the cluster spec's \"ps\" list");
+ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mutual TLS");
+ABSL_FLAG(std::string, tls_key, "", "ps: this node's private key (PEM)");
+ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peers must be signed by it");
 ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the model's own)");
 
 namespace {
@@ -33,6 +39,10 @@ commands:
         GET  /v1/models/NAME          the model's status
         GET  /v1/models/NAME/metadata its signatures
       --port 0 picks a free port; the URL served on is printed.
+  ps --port P [--task K] [--host 127.0.0.1] [--tls_cert F --tls_key F --tls_ca F]
+      Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM. Without TLS
+      it listens on loopback unless --host says otherwise (and then anyone who can reach the
+      port can read and change the model: use TLS beyond a trusted network).
   inspect PATH
       Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
       model (its signatures, layers and variables).
@@ -102,6 +112,17 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     options.name = absl::GetFlag(FLAGS_name);
     if (absl::Status s = Require(options.model_dir, "model"); !s.ok()) return s;
     return tessera::cli::RunServe(options, std::cout);
+  }
+  if (command == "ps") {
+    if (absl::Status s = no_arguments(); !s.ok()) return s;
+    tessera::cli::PsOptions options;
+    options.port = absl::GetFlag(FLAGS_port);
+    options.task = absl::GetFlag(FLAGS_task);
+    options.network.bind = absl::GetFlag(FLAGS_host);
+    options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+    options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
+    options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+    return tessera::cli::RunPs(options, std::cout);
   }
   if (command == "inspect") {
     if (args.size() != 1) return absl::InvalidArgumentError("inspect needs exactly one PATH");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -40,28 +41,33 @@ std::vector<const ShardedVariable*> CheckpointedVariables(const ParameterServerS
   return out;
 }
 
-// Sends one request per shard of every variable from one actor and joins the replies.
+// Sends one request per shard of every variable (with `only`: per shard it accepts) from one
+// actor and joins the replies; a shard not asked leaves its reply default-constructed.
+using ShardFilter = std::function<bool(const VariableHandle&, size_t shard)>;
 template <class Reply, class Request>
 absl::StatusOr<std::vector<std::vector<Reply>>> AskEveryShard(
     caf::actor_system& system, const std::vector<const ShardedVariable*>& variables,
-    Request request) {
+    Request request, ShardFilter only = nullptr) {
   struct Join {
     std::vector<std::vector<Reply>> replies;
     size_t pending = 0;
     bool finished = false;
   };
   using Result = std::vector<std::vector<Reply>>;
-  return internal::Await<Result>(system, [&variables, request](caf::event_based_actor* self,
-                                                                auto done) {
+  return internal::Await<Result>(system, [&variables, request, only](
+                                             caf::event_based_actor* self, auto done) {
     auto join = std::make_shared<Join>();
     for (const ShardedVariable* v : variables) {
       join->replies.emplace_back(v->handle().shards.size());
-      join->pending += v->handle().shards.size();
+      for (size_t s = 0; s < v->handle().shards.size(); ++s) {
+        if (!only || only(v->handle(), s)) ++join->pending;
+      }
     }
-    if (join->pending == 0) return done(Result{});
+    if (join->pending == 0) return done(std::move(join->replies));
     for (size_t i = 0; i < variables.size(); ++i) {
       const VariableHandle& h = variables[i]->handle();
       for (size_t s = 0; s < h.shards.size(); ++s) {
+        if (only && !only(h, s)) continue;
         request(self, i, h, s)
             .then(
                 [join, done, i, s](Reply& reply) {
@@ -155,6 +161,49 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   return WriteManifest(dir, manifest);
 }
 
+namespace {
+
+// The manifest entry of every checkpointed variable, checked against the variable.
+absl::StatusOr<std::vector<CheckpointVariable>> MatchManifest(
+    const std::vector<const ShardedVariable*>& variables, const CheckpointManifest& manifest,
+    const std::string& dir) {
+  std::vector<CheckpointVariable> entries;
+  for (const ShardedVariable* v : variables) {
+    ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(manifest, v->name()));
+    if (entry->shape != v->shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable ", v->name(), ": the checkpoint in ", dir, " has shape ",
+          entry->shape.ToString(), " but the variable has ", v->shape().ToString()));
+    }
+    if (entry->dtype != v->dtype()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable ", v->name(), ": the checkpoint has dtype ",
+                       DTypeName(entry->dtype), ", the variable ", DTypeName(v->dtype())));
+    }
+    entries.push_back(*entry);
+  }
+  return entries;
+}
+
+// Every (accepted) shard loads its rows from the checkpoint in `dir`.
+absl::Status LoadShards(const std::vector<const ShardedVariable*>& variables,
+                        caf::actor_system& system, const CheckpointManifest& manifest,
+                        const std::string& dir, ShardFilter only) {
+  ASSIGN_OR_RETURN(std::vector<CheckpointVariable> entries,
+                   MatchManifest(variables, manifest, dir));
+  return AskEveryShard<int64_t>(
+             system, variables,
+             [dir, &entries](caf::event_based_actor* self, size_t i, const VariableHandle& h,
+                             size_t s) {
+               return self->request(h.shards[s], caf::infinite, load_atom::value, dir,
+                                    entries[i]);
+             },
+             std::move(only))
+      .status();
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
                                           const std::string& dir) {
   const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
@@ -170,29 +219,20 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
     return RestoreFromExport(variables, system, *model, dir);
   }
   if (!manifest.ok()) return manifest.status();
-  std::vector<CheckpointVariable> entries;
-  for (const ShardedVariable* v : variables) {
-    ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(*manifest, v->name()));
-    if (entry->shape != v->shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable ", v->name(), ": the checkpoint in ", dir, " has shape ",
-          entry->shape.ToString(), " but the variable has ", v->shape().ToString()));
-    }
-    if (entry->dtype != v->dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat("variable ", v->name(), ": the checkpoint has dtype ",
-                                                     DTypeName(entry->dtype), ", the variable ",
-                                                     DTypeName(v->dtype())));
-    }
-    entries.push_back(*entry);
-  }
-  RETURN_IF_ERROR(AskEveryShard<int64_t>(system, variables,
-                                          [dir, &entries](caf::event_based_actor* self, size_t i,
-                                                          const VariableHandle& h, size_t s) {
-                                            return self->request(h.shards[s], caf::infinite,
-                                                                 load_atom::value, dir,
-                                                                 entries[i]);
-                                          }).status());
+  RETURN_IF_ERROR(LoadShards(variables, system, *manifest, dir, nullptr));
   return manifest->global_step;
+}
+
+absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
+                                        const std::string& dir, int32_t ps_task) {
+  const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
+  auto& system = const_cast<ParameterServerStrategy&>(strategy).cluster().system();
+  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadManifest(dir));
+  RETURN_IF_ERROR(LoadShards(variables, system, manifest, dir,
+                             [ps_task](const VariableHandle& h, size_t s) {
+                               return h.ps_tasks[s] == ps_task;
+                             }));
+  return manifest.global_step;
 }
 
 absl::StatusOr<std::string> CheckpointManager::Save(const ParameterServerStrategy& strategy,

@@ -38,6 +38,12 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
                                           const std::string& dir);
 
+// Networked PS recovery: restores only the shards placed on PS `ps_task` from the checkpoint in
+// `dir` (the others keep their newer values). Returns the checkpoint's global step. Errors as
+// RestoreCheckpoint (an exported model is refused: it has no optimizer slots).
+absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
+                                        const std::string& dir, int32_t ps_task);
+
 // Keeps the last `max_to_keep` checkpoints under `root` as root/ckpt-<step>.
 class CheckpointManager {
  public:

@@ -9,57 +9,106 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/messages.h"
+#include "core/status.h"
 
 namespace tessera {
 
-InProcessCluster::InProcessCluster(const ClusterOptions& options) : options_(options) {
-  RegisterTesseraTypes(config_);
-  config_.set("logger.file-verbosity", caf::atom("quiet"));
-  config_.set("logger.console-verbosity", caf::atom("quiet"));
+void ConfigureActorSystem(caf::actor_system_config& cfg, int32_t threads) {
+  RegisterTesseraTypes(cfg);
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
   // One scheduler thread per core: CAF's default, max(cores, 4), oversubscribes small machines
   // (on 2 cores a training step's compute took 350 us instead of 265 us).
   const int32_t cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  config_.set("scheduler.max-threads", static_cast<size_t>(options.threads > 0 ? options.threads
-                                                                                 : cores));
+  cfg.set("scheduler.max-threads", static_cast<size_t>(threads > 0 ? threads : cores));
   // Note [Prompt work stealing]: a message sent by an actor is queued on its sender's thread
   // without waking anyone, and CAF's default idle thread steals only every few milliseconds of
   // sleep, so a worker's gradients and its shards' updates end up on one core. Idle threads poll
   // briefly, then steal at every short sleep instead.
-  config_.set("work-stealing.moderate-poll-attempts", size_t{2000});
-  config_.set("work-stealing.moderate-steal-interval", size_t{1});
-  config_.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
-  config_.set("work-stealing.relaxed-steal-interval", size_t{1});
-  config_.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
-  system_ = std::make_unique<caf::actor_system>(config_);
-  for (int32_t task = 0; task < options.num_ps; ++task) {
-    ps_nodes_.push_back(SpawnPsNode(*system_, task));
-  }
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{2000});
+  cfg.set("work-stealing.moderate-steal-interval", size_t{1});
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
+  cfg.set("work-stealing.relaxed-steal-interval", size_t{1});
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
 }
 
-absl::StatusOr<std::unique_ptr<InProcessCluster>> InProcessCluster::Start(
+Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
+                 NetworkOptions network)
+    : options_(options), spec_(std::move(spec)), network_(std::move(network)) {}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
     const ClusterOptions& options) {
   if (options.num_ps < 1 || options.num_workers < 1 || options.threads < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a cluster needs at least one PS and one worker (got ", options.num_ps,
                      " PS, ", options.num_workers, " workers, ", options.threads, " threads)"));
   }
-  return std::unique_ptr<InProcessCluster>(new InProcessCluster(options));
+  std::unique_ptr<Cluster> cluster(new Cluster(options, std::nullopt, {}));
+  ConfigureActorSystem(cluster->config_, options.threads);
+  cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
+  for (int32_t task = 0; task < options.num_ps; ++task) {
+    cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
+  }
+  return cluster;
 }
 
-InProcessCluster::~InProcessCluster() {
-  for (const ps_node_actor& node : ps_nodes_) {
-    caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spec,
+                                                          const NetworkOptions& network,
+                                                          int32_t threads) {
+  ClusterOptions options;
+  options.num_ps = static_cast<int32_t>(spec.ps.size());
+  options.num_workers = static_cast<int32_t>(spec.workers.size());
+  options.threads = threads;
+  std::unique_ptr<Cluster> cluster(new Cluster(options, spec, network));
+  ConfigureActorSystem(cluster->config_, threads);
+  RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
+  cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
+  for (int32_t task = 0; task < options.num_ps; ++task) {
+    ASSIGN_OR_RETURN(caf::actor node, ConnectToNode(*cluster->system_, spec.ps[task],
+                                                    "the coordinator", network));
+    cluster->ps_nodes_.push_back(caf::actor_cast<ps_node_actor>(node));
+  }
+  return cluster;
+}
+
+ps_node_actor Cluster::ps_node(int32_t task) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ps_nodes_.at(task);
+}
+
+std::vector<ps_node_actor> Cluster::ps_nodes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ps_nodes_;
+}
+
+absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task) {
+  if (!networked()) return absl::FailedPreconditionError("an in-process PS cannot reconnect");
+  if (task < 0 || task >= options_.num_ps) {
+    return absl::InvalidArgumentError(absl::StrCat("no PS task ", task));
+  }
+  ASSIGN_OR_RETURN(caf::actor node,
+                   ConnectToNode(*system_, spec_->ps[task], "the coordinator", network_));
+  std::lock_guard<std::mutex> lock(mu_);
+  ps_nodes_[task] = caf::actor_cast<ps_node_actor>(node);
+  return ps_nodes_[task];
+}
+
+Cluster::~Cluster() {
+  if (!networked()) {
+    for (const ps_node_actor& node : ps_nodes_) {
+      caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+    }
   }
   ps_nodes_.clear();
   system_.reset();  // waits for every actor
 }
 
-absl::Status InProcessCluster::KillPs(int32_t task) {
+absl::Status Cluster::KillPs(int32_t task) {
   if (task < 0 || task >= options_.num_ps) {
     return absl::InvalidArgumentError(
         absl::StrCat("no PS task ", task, " (the cluster has ", options_.num_ps, ")"));
   }
-  caf::anon_send_exit(ps_nodes_[task], caf::exit_reason::kill);
+  caf::anon_send_exit(ps_node(task), caf::exit_reason::kill);
   return absl::OkStatus();
 }
 

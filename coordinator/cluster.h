@@ -1,27 +1,37 @@
-// InProcessCluster: the single-process simulation (DESIGN.md §2) — one CAF actor system holding
-// the parameter-server nodes; workers are started by the ClusterCoordinator. Every test and the
-// drivers' default mode run on it.
+// Cluster: the parameter-server nodes a strategy places variables on, and the worker slots a
+// ClusterCoordinator fills — either
+//   - in process (StartInProcess): the single-process simulation (DESIGN.md §2), one CAF actor
+//     system holding the PS nodes; the coordinator spawns the workers. Every test and the
+//     drivers' default mode run on it; or
+//   - networked (Connect): this process is the coordinator of a cluster spec's PS processes
+//     (`tessera ps`) and worker processes (a driver with --role=worker), which join it over the
+//     network (coordinator/network.h).
 //
 // Example:
-//   ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster,
-//                    InProcessCluster::Start({.num_ps = 2, .num_workers = 2}));
+//   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
+//                    Cluster::StartInProcess({.num_ps = 2, .num_workers = 2}));
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
 //
-// Shutdown: the destructor stops every PS node (their shards follow) and waits for the actor
-// system; a ClusterCoordinator on this cluster must be destroyed first.
+// Shutdown: the destructor stops the in-process PS nodes (their shards follow; remote PS
+// processes keep running) and waits for the actor system; a ClusterCoordinator on this cluster
+// must be destroyed first.
 //
-// Thread-safety: Start and the destructor on one thread; the accessors are safe from any thread.
+// Thread-safety: Start/Connect and the destructor on one thread; the accessors are safe from any
+// thread (ReplacePsNode may swap a node while others read).
 #pragma once
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/ps_node_actor.h"
+#include "coordinator/network.h"
 
 namespace tessera {
 
@@ -31,33 +41,56 @@ struct ClusterOptions {
   int32_t threads = 0;      // scheduler threads; 0: one per core (not CAF's max(cores, 4))
 };
 
-class InProcessCluster {
+// Registers Tessera's types and sets the scheduler every Tessera node uses (`threads`, 0: one per
+// core; see Note [Prompt work stealing] in cluster.cc) and a quiet CAF logger.
+void ConfigureActorSystem(caf::actor_system_config& cfg, int32_t threads = 0);
+
+class Cluster {
  public:
   // InvalidArgument when num_ps or num_workers is < 1 or threads < 0.
-  static absl::StatusOr<std::unique_ptr<InProcessCluster>> Start(const ClusterOptions& options);
-  ~InProcessCluster();
+  static absl::StatusOr<std::unique_ptr<Cluster>> StartInProcess(const ClusterOptions& options);
+  // The coordinator of a networked cluster: connects to every PS of `spec` (waiting up to
+  // network.connect_timeout for each); one worker slot per worker of the spec. Errors as
+  // ConnectToNode, or ConfigureNetwork's.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Connect(const ClusterSpec& spec,
+                                                          const NetworkOptions& network,
+                                                          int32_t threads = 0);
+  ~Cluster();
 
-  InProcessCluster(const InProcessCluster&) = delete;
-  InProcessCluster& operator=(const InProcessCluster&) = delete;
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
 
   caf::actor_system& system() { return *system_; }
   const ClusterOptions& options() const { return options_; }
   int32_t num_ps() const { return options_.num_ps; }
   int32_t num_workers() const { return options_.num_workers; }
-  const ps_node_actor& ps_node(int32_t task) const { return ps_nodes_[task]; }
-  const std::vector<ps_node_actor>& ps_nodes() const { return ps_nodes_; }
+  ps_node_actor ps_node(int32_t task) const;
+  std::vector<ps_node_actor> ps_nodes() const;
+
+  // Networked mode: the spec and options it was connected with (nullopt in process).
+  bool networked() const { return spec_.has_value(); }
+  const std::optional<ClusterSpec>& spec() const { return spec_; }
+  const NetworkOptions& network() const { return network_; }
+
+  // Networked mode: connects again to PS task `task`'s address (a restarted process) and makes
+  // it that task's node. Errors as ConnectToNode; FailedPrecondition in process.
+  absl::StatusOr<ps_node_actor> ReconnectPs(int32_t task);
 
   // Fault injection: kills PS node `task` and every shard on it. InvalidArgument for a task out
   // of range.
   absl::Status KillPs(int32_t task);
 
  private:
-  explicit InProcessCluster(const ClusterOptions& options);
+  Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
+          NetworkOptions network);
 
   ClusterOptions options_;
+  std::optional<ClusterSpec> spec_;
+  NetworkOptions network_;
   caf::actor_system_config config_;  // must outlive system_
   std::unique_ptr<caf::actor_system> system_;
-  std::vector<ps_node_actor> ps_nodes_;
+  mutable std::mutex mu_;
+  std::vector<ps_node_actor> ps_nodes_;  // guarded by mu_
 };
 
 }  // namespace tessera

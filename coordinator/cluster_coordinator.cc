@@ -4,7 +4,14 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/checkpoint.h"
+#include "core/status.h"
 
 namespace tessera {
 namespace {
@@ -12,6 +19,24 @@ namespace {
 int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
 }  // namespace
+
+struct ClusterCoordinator::LostPs {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<int32_t> tasks;
+  bool stop = false;
+};
+
+ClusterCoordinator::ClusterCoordinator(ParameterServerStrategy& strategy,
+                                       std::shared_ptr<ClosureQueue> queue,
+                                       std::shared_ptr<const FunctionRegistry> registry,
+                                       CoordinatorOptions options)
+    : strategy_(strategy),
+      system_(strategy.cluster().system()),
+      queue_(std::move(queue)),
+      registry_(std::move(registry)),
+      options_(std::move(options)),
+      lost_(std::make_shared<LostPs>()) {}
 
 absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     ParameterServerStrategy& strategy, std::shared_ptr<const FunctionRegistry> registry,
@@ -21,29 +46,150 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     return absl::InvalidArgumentError(
         "ClusterCoordinator: queue_capacity and closures_per_worker must be >= 1");
   }
-  InProcessCluster& cluster = strategy.cluster();
+  Cluster& cluster = strategy.cluster();
   caf::actor_system& system = cluster.system();
   auto queue = std::make_shared<ClosureQueue>(options.queue_capacity);
   std::unique_ptr<ClusterCoordinator> coordinator(
-      new ClusterCoordinator(system, queue, registry));
-  WorkerFactory factory = [&system, registry](const WorkerInfo& info) {
-    return SpawnWorker(system, info, registry);
-  };
+      new ClusterCoordinator(strategy, queue, registry, options));
+  WorkerFactory factory;
+  PsLostHandler on_ps_lost;
+  if (!cluster.networked()) {
+    factory = [&system, registry](const WorkerInfo& info) {
+      return SpawnWorker(system, info, registry);
+    };
+  } else if (!options.recovery_checkpoints.empty()) {
+    on_ps_lost = [lost = coordinator->lost_](int32_t task) {
+      std::lock_guard<std::mutex> lock(lost->mu);
+      lost->tasks.push_back(task);
+      lost->changed.notify_all();
+    };
+  }
   coordinator->actor_ = SpawnCoordinator(system, queue, cluster.num_workers(),
-                                         options.closures_per_worker, factory);
+                                         options.closures_per_worker, std::move(factory),
+                                         std::move(on_ps_lost));
   for (int32_t task = 0; task < cluster.num_ps(); ++task) {
     caf::anon_send(coordinator->actor_, watch_ps_atom::value, cluster.ps_node(task), task,
                    strategy.DescribePlacement(task));
   }
-  for (int32_t slot = 0; slot < cluster.num_workers(); ++slot) {
-    caf::anon_send(coordinator->actor_, add_worker_atom::value, slot);
+  if (cluster.networked()) {
+    RETURN_IF_ERROR(coordinator->StartNetworked());
+  } else {
+    for (int32_t slot = 0; slot < cluster.num_workers(); ++slot) {
+      caf::anon_send(coordinator->actor_, add_worker_atom::value, slot);
+    }
   }
   return coordinator;
 }
 
+absl::Status ClusterCoordinator::StartNetworked() {
+  Cluster& cluster = strategy_.cluster();
+  caf::anon_send(actor_, directory_atom::value,
+                 VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles()});
+  ASSIGN_OR_RETURN(port_, PublishNode(system_, "the coordinator",
+                                      caf::actor_cast<caf::actor>(actor_),
+                                      cluster.spec()->coordinator.port, cluster.network()));
+  recovery_thread_ = std::thread([this] { RecoveryLoop(); });
+  return absl::OkStatus();
+}
+
 ClusterCoordinator::~ClusterCoordinator() {
+  {
+    std::lock_guard<std::mutex> lock(lost_->mu);
+    lost_->stop = true;
+    lost_->changed.notify_all();
+  }
+  if (recovery_thread_.joinable()) recovery_thread_.join();
   queue_->Shutdown(absl::CancelledError("the coordinator was shut down"));
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+void ClusterCoordinator::RecoveryLoop() {
+  for (;;) {
+    int32_t task = 0;
+    {
+      std::unique_lock<std::mutex> lock(lost_->mu);
+      lost_->changed.wait(lock, [&] { return lost_->stop || !lost_->tasks.empty(); });
+      if (lost_->stop) return;
+      task = lost_->tasks.front();
+      lost_->tasks.pop_front();
+    }
+    Recover(task);
+  }
+}
+
+void ClusterCoordinator::Recover(int32_t task) {
+  const absl::Time start = absl::Now();
+  const int64_t completed = queue_->stats().completed;
+  Cluster& cluster = strategy_.cluster();
+  const std::string address = cluster.spec()->ps[task].ToString();
+  const std::string placement = strategy_.DescribePlacement(task);
+  auto fail = [&](const absl::Status& why) {
+    std::fprintf(stderr, "coordinator: cannot restore ps %d: %s\n", task,
+                 std::string(why.message()).c_str());
+    queue_->SetFatal(absl::UnavailableError(absl::StrCat(
+        "parameter server ps ", task, " (", address, ") is unavailable and could not be ",
+        "restored (", why.message(), "); its variables: ", placement)));
+  };
+  std::optional<std::string> latest =
+      CheckpointManager(options_.recovery_checkpoints, 1).Latest();
+  if (!latest.has_value()) {
+    return fail(absl::NotFoundError(
+        absl::StrCat("no checkpoint in ", options_.recovery_checkpoints, " yet")));
+  }
+  std::fprintf(stderr, "coordinator: ps %d (%s) lost; waiting for it to come back, then "
+               "restoring %s from %s\n", task, address.c_str(), placement.c_str(),
+               latest->c_str());
+  absl::StatusOr<ps_node_actor> node = cluster.ReconnectPs(task);
+  if (!node.ok()) return fail(node.status());
+  if (absl::StatusOr<std::vector<std::string>> moved = strategy_.RecreateShardsOn(task);
+      !moved.ok()) {
+    return fail(moved.status());
+  }
+  absl::StatusOr<int64_t> step = RestoreShardsOf(strategy_, *latest, task);
+  if (!step.ok()) return fail(step.status());
+  caf::anon_send(actor_, watch_ps_atom::value, *node, task, placement);
+  caf::anon_send(actor_, directory_atom::value,
+                 VariableDirectory{++generation_, cluster.num_workers(), strategy_.Handles()});
+  PsRecovery report;
+  report.ps_task = task;
+  report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  report.checkpoint = *latest;
+  report.checkpoint_step = *step;
+  report.lost_steps = std::max<int64_t>(0, options_.first_step + completed - *step);
+  std::fprintf(stderr, "coordinator: ps %d restored from %s (step %lld) in %.2f s; the updates "
+               "of %lld steps to its shards were lost\n", task, latest->c_str(),
+               static_cast<long long>(*step), report.seconds,
+               static_cast<long long>(report.lost_steps));
+  std::lock_guard<std::mutex> lock(mu_);
+  recoveries_.push_back(std::move(report));
+}
+
+std::vector<PsRecovery> ClusterCoordinator::recoveries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recoveries_;
+}
+
+absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<int32_t> reported{-1};
+  for (;;) {
+    const WorkerPoolStatus pool = workers();
+    const std::string tasks =
+        pool.live_slots.empty() ? "none" : absl::StrJoin(pool.live_slots, ", ");
+    if (pool.live_slots != reported) {
+      std::fprintf(stderr, "coordinator: %zu of %d workers connected (tasks: %s)\n",
+                   pool.live_slots.size(), strategy_.cluster().num_workers(), tasks.c_str());
+      reported = pool.live_slots;
+    }
+    if (static_cast<int32_t>(pool.live_slots.size()) >= min_workers) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "only ", pool.live_slots.size(), " of the ", min_workers,
+          " workers needed joined within ", absl::FormatDuration(timeout),
+          " (connected tasks: ", tasks, ")"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& function,

@@ -10,9 +10,15 @@
 //   }
 //   RETURN_IF_ERROR(coordinator->Join());
 //
-// Creating the coordinator starts one worker per worker slot of the cluster and watches every
-// PS node: once one dies, Schedule / Join / Done return Unavailable naming the node and the
-// variables it held (recovery comes with the networked mode).
+// Creating the coordinator starts one worker per worker slot of an in-process cluster; on a
+// networked cluster it listens at the cluster spec's coordinator address instead, and worker
+// processes join (and rejoin after a restart) by themselves. It watches every PS node: once one
+// dies, Schedule / Join / Done return Unavailable naming the node and the variables it held —
+// unless, in networked mode, CoordinatorOptions::recovery_checkpoints names the checkpoints to
+// restore it from: then dispatch pauses, the coordinator waits for the PS process to come back
+// at its address, recreates its shards there, loads them from the latest checkpoint, hands every
+// worker the new shard handles and carries on (the updates those shards took since that
+// checkpoint are lost, and reported by recoveries()).
 //
 // Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any
 // non-actor thread.
@@ -22,7 +28,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -42,6 +51,22 @@ struct CoordinatorOptions {
   // closure's messages travel; 2 overlaps one closure's parameter fetch and gradient push with
   // another's compute (see bench/README.md for what it buys).
   int32_t closures_per_worker = 1;
+  // Networked mode: the CheckpointManager root whose latest checkpoint restores a lost PS
+  // (empty: a lost PS is a fatal PS-unavailable error, as in TF).
+  std::string recovery_checkpoints;
+  // The global step this run started from (a resumed run's), to count the steps lost by a PS
+  // recovery.
+  int64_t first_step = 0;
+};
+
+// One restored PS (networked mode).
+struct PsRecovery {
+  int32_t ps_task = 0;
+  double seconds = 0;           // from the loss to training resuming
+  std::string checkpoint;       // the directory restored from
+  int64_t checkpoint_step = 0;  // its global step
+  int64_t lost_steps = 0;       // steps completed after that checkpoint: their updates to the
+                                // restored shards are gone
 };
 
 class ClusterCoordinator {
@@ -70,6 +95,14 @@ class ClusterCoordinator {
   ClosureStats stats() const { return queue_->stats(); }
   WorkerPoolStatus workers() const;
 
+  // Networked mode: the port workers join on (the spec's, or the one picked for port 0).
+  uint16_t port() const { return port_; }
+  // Networked mode: waits until at least `min_workers` workers have joined, printing who is
+  // connected as they come. DeadlineExceeded after `timeout`, naming who is missing.
+  absl::Status WaitForWorkers(int32_t min_workers, absl::Duration timeout);
+  // The PS recoveries so far, oldest first.
+  std::vector<PsRecovery> recoveries() const;
+
   // Fault injection.
   // Kills the worker in `slot` now (its closure is re-run elsewhere); false when none lives.
   bool KillWorker(int32_t slot);
@@ -83,14 +116,28 @@ class ClusterCoordinator {
   void KillRandomWorkerEvery(absl::Duration period, uint64_t seed, absl::Duration restart_delay);
 
  private:
-  ClusterCoordinator(caf::actor_system& system, std::shared_ptr<ClosureQueue> queue,
-                     std::shared_ptr<const FunctionRegistry> registry)
-      : system_(system), queue_(std::move(queue)), registry_(std::move(registry)) {}
+  struct LostPs;  // the PS losses waiting for the recovery thread
 
+  ClusterCoordinator(ParameterServerStrategy& strategy, std::shared_ptr<ClosureQueue> queue,
+                     std::shared_ptr<const FunctionRegistry> registry, CoordinatorOptions options);
+  // Networked: listen for workers, hand out the first directory, start the recovery thread.
+  absl::Status StartNetworked();
+  void RecoveryLoop();
+  // Restores PS `task` (see the class comment); a failure is the fatal PS-unavailable error.
+  void Recover(int32_t task);
+
+  ParameterServerStrategy& strategy_;
   caf::actor_system& system_;
   std::shared_ptr<ClosureQueue> queue_;
   std::shared_ptr<const FunctionRegistry> registry_;
+  CoordinatorOptions options_;
   coordinator_actor actor_;
+  uint16_t port_ = 0;
+  std::shared_ptr<LostPs> lost_;
+  std::thread recovery_thread_;
+  int64_t generation_ = 0;  // of the directory last sent (recovery thread only)
+  mutable std::mutex mu_;
+  std::vector<PsRecovery> recoveries_;  // guarded by mu_
 };
 
 }  // namespace tessera

@@ -84,6 +84,13 @@ class ShardedVariable {
   absl::Status UpdateFromReplicas(AssignKind kind, absl::Span<const Tensor> per_replica) const;
 
  private:
+  friend class ParameterServerStrategy;  // moves shards to a replacement PS node
+  // Networked PS recovery: shard `shard` (or worker `copy`'s ON_READ copy) is now `actor`.
+  void ReplaceShard(int64_t shard, shard_actor actor) { handle_.shards[shard] = std::move(actor); }
+  void ReplaceCopy(int64_t copy, shard_actor actor) {
+    per_worker_->copies[copy].shards[0] = std::move(actor);
+  }
+
   absl::Status AssignOp(AssignKind kind, const Tensor& value) const;
   absl::Status RequireOnWrite(absl::string_view op) const;
 

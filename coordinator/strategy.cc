@@ -11,7 +11,7 @@
 
 namespace tessera {
 
-ParameterServerStrategy::ParameterServerStrategy(InProcessCluster& cluster,
+ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster,
                                                  Partitioner partitioner)
     : cluster_(cluster), partitioner_(std::move(partitioner)) {}
 
@@ -73,6 +73,7 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
   const int32_t num_ps = cluster_.num_ps();
 
   std::vector<std::pair<int32_t, std::string>> created;
+  std::vector<PlacedShard> placed;
   auto fail = [&](absl::Status status) {
     DropShards(created);
     return status;
@@ -91,6 +92,7 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
       absl::StatusOr<shard_actor> shard = CreateShard(task, spec);
       if (!shard.ok()) return fail(shard.status());
       created.emplace_back(task, spec.variable);
+      placed.push_back(PlacedShard{task, spec, options.name, k, true});
       VariableHandle copy;
       copy.name = spec.variable;
       copy.shape = shape;
@@ -104,6 +106,7 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
       per_worker.copies.push_back(std::move(copy));
     }
     for (const auto& [task, name] : created) placement_[task].push_back(name);
+    shards_.insert(shards_.end(), placed.begin(), placed.end());
     ShardedVariable variable(&cluster_.system(), std::move(per_worker));
     variables_.emplace(options.name, variable);
     return variable;
@@ -144,10 +147,12 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
     absl::StatusOr<shard_actor> shard = CreateShard(task, spec);
     if (!shard.ok()) return fail(shard.status());
     created.emplace_back(task, ShardName(spec.variable, spec.shard_index, spec.num_shards));
+    placed.push_back(PlacedShard{task, spec, options.name, s, false});
     handle.shards.push_back(*shard);
     handle.ps_tasks.push_back(task);
   }
   for (const auto& [task, name] : created) placement_[task].push_back(name);
+  shards_.insert(shards_.end(), placed.begin(), placed.end());
   ShardedVariable variable(&cluster_.system(), std::move(handle));
   variables_.emplace(options.name, variable);
   return variable;
@@ -172,6 +177,38 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
   }
   RETURN_IF_ERROR(vars->Validate());
   return std::shared_ptr<const ModelVariables>(std::move(vars));
+}
+
+absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShardsOn(int32_t task) {
+  std::vector<std::string> touched;
+  for (const PlacedShard& placed : shards_) {
+    if (placed.task != task) continue;
+    ASSIGN_OR_RETURN(shard_actor shard, CreateShard(task, placed.spec));
+    ShardedVariable& variable = variables_.at(placed.variable);
+    if (placed.per_worker_copy) {
+      variable.ReplaceCopy(placed.index, std::move(shard));
+    } else {
+      variable.ReplaceShard(placed.index, std::move(shard));
+    }
+    if (touched.empty() || touched.back() != placed.variable) touched.push_back(placed.variable);
+  }
+  return touched;
+}
+
+std::vector<VariableHandle> ParameterServerStrategy::Handles() const {
+  std::vector<VariableHandle> out;
+  for (const auto& [name, variable] : variables_) {
+    if (!variable.is_on_read()) {
+      out.push_back(variable.handle());
+      continue;
+    }
+    for (int32_t k = 0; k < cluster_.num_workers(); ++k) {
+      if (absl::StatusOr<VariableHandle> copy = variable.ForWorker(k); copy.ok()) {
+        out.push_back(*std::move(copy));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace tessera

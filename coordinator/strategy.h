@@ -53,7 +53,7 @@ struct VariableOptions {
 class ParameterServerStrategy {
  public:
   // `partitioner`: the default for variables created under this strategy ("none" by default).
-  explicit ParameterServerStrategy(InProcessCluster& cluster, Partitioner partitioner = {});
+  explicit ParameterServerStrategy(Cluster& cluster, Partitioner partitioner = {});
 
   // Creates the variable. InvalidArgument for an empty or duplicate name, a bad shape, dtype,
   // synchronization/aggregation pair (core/aggregation.h), initializer or optimizer (the PS
@@ -78,24 +78,41 @@ class ParameterServerStrategy {
     ParameterServerStrategy& strategy_;
   };
 
-  InProcessCluster& cluster() { return cluster_; }
+  Cluster& cluster() { return cluster_; }
   const Partitioner& partitioner() const { return partitioner_; }
   // The variables by name.
   const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
   // "emb/part_0, w" for every shard placed on PS `task`, in creation order.
   std::string DescribePlacement(int32_t task) const;
 
+  // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
+  // initialized, on the cluster's current node for that task (Cluster::ReconnectPs), and points
+  // the variables at them. Returns the names of the variables touched; a restore from a
+  // checkpoint (RestoreShards, coordinator/checkpoint.h) brings their values back.
+  absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
+  // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
+  std::vector<VariableHandle> Handles() const;
+
  private:
   const Partitioner& PartitionerFor(const VariableOptions& options) const;
   absl::StatusOr<shard_actor> CreateShard(int32_t task, const ShardSpec& spec);
   void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
 
-  InProcessCluster& cluster_;
+  Cluster& cluster_;
   Partitioner partitioner_;
   std::vector<Partitioner> scopes_;
   int64_t next_ps_ = 0;  // the round-robin counter
   std::map<std::string, ShardedVariable> variables_;
   std::map<int32_t, std::vector<std::string>> placement_;
+  // Every shard created, to create it again after its PS was lost.
+  struct PlacedShard {
+    int32_t task = 0;
+    ShardSpec spec;
+    std::string variable;  // the ShardedVariable's name
+    int64_t index = 0;     // its shard index, or the worker of an ON_READ copy
+    bool per_worker_copy = false;
+  };
+  std::vector<PlacedShard> shards_;
 };
 
 }  // namespace tessera

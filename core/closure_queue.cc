@@ -80,6 +80,25 @@ void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<Closur
   if (!result_ok) room_.notify_all();  // an error releases blocked producers
 }
 
+void ClosureQueue::RequeueLocked(Entry entry) {
+  entry.worker.reset();
+  // With an error pending, the queue was cancelled: cancel this closure too rather than run it
+  // again (TF does the same).
+  const std::optional<absl::Status>& error =
+      fatal_error_.has_value() ? fatal_error_ : pending_error_;
+  if (error.has_value()) {
+    ++stats_.cancelled;
+    RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
+                         absl::CancelledError(absl::StrCat(
+                             "cancelled: its attempt was lost after an error: ",
+                             error->ToString())));
+    return;
+  }
+  RemoteValue::MarkAborted(*entry.value);
+  ++stats_.retried;
+  queue_.push_front(std::move(entry));
+}
+
 bool ClosureQueue::WorkerLost(WorkerId worker) {
   bool requeued = false;
   {
@@ -91,24 +110,24 @@ bool ClosureQueue::WorkerLost(WorkerId worker) {
       }
       Entry entry = std::move(it->second);
       it = running_.erase(it);
-      entry.worker.reset();
-      // With an error pending, the queue was cancelled: cancel this closure too rather than
-      // run it again (TF does the same).
-      const std::optional<absl::Status>& error =
-          fatal_error_.has_value() ? fatal_error_ : pending_error_;
-      if (error.has_value()) {
-        ++stats_.cancelled;
-        RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
-                             absl::CancelledError(absl::StrCat(
-                                 "cancelled: its worker died after an error: ",
-                                 error->ToString())));
-        continue;
-      }
-      RemoteValue::MarkAborted(*entry.value);
-      ++stats_.retried;
-      queue_.push_front(std::move(entry));
-      requeued = true;
+      RequeueLocked(std::move(entry));
+      requeued = requeued || (!pending_error_.has_value() && !fatal_error_.has_value());
     }
+  }
+  changed_.notify_all();
+  return requeued;
+}
+
+bool ClosureQueue::Requeue(ClosureId id, int64_t attempt) {
+  bool requeued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = running_.find(id);
+    if (it == running_.end() || it->second.attempt != attempt) return false;
+    Entry entry = std::move(it->second);
+    running_.erase(it);
+    requeued = !pending_error_.has_value() && !fatal_error_.has_value();
+    RequeueLocked(std::move(entry));
   }
   changed_.notify_all();
   return requeued;

@@ -84,6 +84,12 @@ class ClosureQueue {
   // an error is pending or fatal. Returns whether one was re-queued. Idempotent.
   bool WorkerLost(WorkerId worker);
 
+  // `attempt` of closure `id` failed in a way that says nothing about the closure itself (its
+  // worker could not reach a parameter server): queued again at the front like a lost worker's
+  // closure, or cancelled when an error is pending or fatal. Returns whether it was re-queued;
+  // false also for an attempt that is no longer current.
+  bool Requeue(ClosureId id, int64_t attempt);
+
   // Sets the sticky fatal error: every queued closure is cancelled, every later Enqueue / Join /
   // Done returns it. The first fatal error wins.
   void SetFatal(absl::Status status);
@@ -115,6 +121,8 @@ class ClosureQueue {
   // Returns and clears the pending application error, or the fatal error, or OK.
   absl::Status TakeErrorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelQueuedLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts a running closure's entry back at the front of the queue, or cancels it (see Requeue).
+  void RequeueLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IdleLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return queue_.empty() && running_.empty();
   }

@@ -62,9 +62,10 @@ absl::Status Run() {
               static_cast<long long>(batch_size));
 
   nlohmann::json summary;
-  RETURN_IF_ERROR(driver::Train(trainer, train, steps, batch_size, partitioner, flags,
-                                "fashion_mnist", summary)
-                      .status());
+  ASSIGN_OR_RETURN(driver::TrainingRun run, driver::Train(trainer, train, steps, batch_size,
+                                                         partitioner, flags, "fashion_mnist",
+                                                         summary));
+  if (run.worker_role) return absl::OkStatus();  // the coordinator evaluates
 
   ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(test));
   std::printf("fashion_mnist: test loss %.4f, test accuracy %.4f\n", eval.loss,

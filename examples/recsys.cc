@@ -6,6 +6,8 @@
 //   recsys --mode=local                      # the single-thread baseline, same model and data
 //   recsys --inject_worker_failures=5        # preempt 5 workers mid-closure; each comes back
 //   recsys --partitioner=max_size:262144 --summary=run.json
+//   recsys --cluster_spec=cluster.json --checkpoint_dir=/shared/ckpt   # networked coordinator
+//   recsys --cluster_spec=cluster.json --role=worker --task=0           # a worker process
 //
 // Data: synthetic clicks from a planted model; the test AUC is reported next to the Bayes-optimal
 // AUC of the planted logits (about 0.77, out of reach: cold ids are rare).
@@ -89,9 +91,9 @@ absl::Status Run() {
               static_cast<long long>(steps), static_cast<long long>(batch_size));
 
   nlohmann::json summary;
-  RETURN_IF_ERROR(driver::Train(local, data.train, steps, batch_size, partitioner, flags, "recsys",
-                                summary)
-                      .status());
+  ASSIGN_OR_RETURN(driver::TrainingRun run, driver::Train(local, data.train, steps, batch_size,
+                                                         partitioner, flags, "recsys", summary));
+  if (run.worker_role) return absl::OkStatus();  // the coordinator evaluates
 
   ASSIGN_OR_RETURN(EvalResult eval, local.Evaluate(data.test));
   std::printf("recsys: test loss %.4f, test AUC %.4f (Bayes-optimal %.4f), accuracy %.4f\n",

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
+#include "coordinator/worker_node.h"
 #include "core/status.h"
 
 ABSL_FLAG(std::string, mode, "sim", "sim (parameter servers in one process) or local (baseline)");
@@ -32,6 +33,20 @@ ABSL_FLAG(int32_t, inject_worker_failures, 0,
 ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down");
 ABSL_FLAG(uint64_t, seed, 1, "model and shuffling seed");
 ABSL_FLAG(std::string, summary, "", "write a JSON summary of the run here");
+ABSL_FLAG(std::string, cluster_spec, "",
+          "networked mode: a JSON cluster spec listing the ps, worker and coordinator addresses "
+          "(--ps and --workers are then taken from it)");
+ABSL_FLAG(std::string, role, "coordinator",
+          "networked mode: coordinator (schedules, checkpoints, evaluates) or worker");
+ABSL_FLAG(int32_t, task, 0, "networked mode, --role=worker: this worker's index in the spec");
+ABSL_FLAG(int32_t, min_workers, 1, "networked coordinator: workers to wait for before training");
+ABSL_FLAG(int64_t, worker_wait_s, 300, "networked coordinator: how long to wait for them");
+ABSL_FLAG(int64_t, connect_timeout_s, 30, "networked mode: how long to retry reaching a node");
+ABSL_FLAG(std::string, bind, "127.0.0.1",
+          "networked coordinator: the address to listen on for workers (0.0.0.0: all)");
+ABSL_FLAG(std::string, tls_cert, "", "networked mode: this node's certificate (PEM)");
+ABSL_FLAG(std::string, tls_key, "", "networked mode: this node's private key (PEM)");
+ABSL_FLAG(std::string, tls_ca, "", "networked mode: the cluster CA's certificate (PEM)");
 
 namespace tessera::driver {
 namespace {
@@ -65,6 +80,33 @@ absl::StatusOr<DriverFlags> ReadDriverFlags() {
       (!sim.checkpoint_dir.empty() || sim.resume || !sim.export_dir.empty())) {
     return absl::InvalidArgumentError(
         "--checkpoint_dir, --resume and --export_dir work on parameter servers: use --mode=sim");
+  }
+  flags.role = absl::GetFlag(FLAGS_role);
+  flags.task = absl::GetFlag(FLAGS_task);
+  const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
+  if (spec_path.empty()) return flags;
+  if (flags.mode == "local") {
+    return absl::InvalidArgumentError("--cluster_spec runs on parameter servers: drop --mode=local");
+  }
+  if (flags.role != "coordinator" && flags.role != "worker") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--role must be coordinator or worker, not ", flags.role));
+  }
+  flags.mode = "net";
+  ASSIGN_OR_RETURN(sim.cluster, ReadClusterSpec(spec_path));
+  sim.ps = static_cast<int32_t>(sim.cluster->ps.size());
+  sim.workers = static_cast<int32_t>(sim.cluster->workers.size());
+  sim.min_workers = absl::GetFlag(FLAGS_min_workers);
+  sim.worker_wait = absl::Seconds(absl::GetFlag(FLAGS_worker_wait_s));
+  sim.network.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+  sim.network.bind = absl::GetFlag(FLAGS_bind);
+  sim.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  sim.network.tls_key = absl::GetFlag(FLAGS_tls_key);
+  sim.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  RETURN_IF_ERROR(ValidateNetworkOptions(sim.network));
+  if (sim.min_workers < 1 || sim.min_workers > sim.workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--min_workers must be in 1..", sim.workers,
+                                                   " (the spec's workers)"));
   }
   return flags;
 }
@@ -151,13 +193,20 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
                                               int64_t steps, int64_t batch_size,
                                               const SimOptions& options, const std::string& label,
                                               nlohmann::json& summary) {
-  ASSIGN_OR_RETURN(std::unique_ptr<InProcessCluster> cluster,
-                   InProcessCluster::Start({options.ps, options.workers, 0}));
+  std::unique_ptr<Cluster> cluster;
+  if (options.cluster.has_value()) {
+    std::printf("%s: connecting to %d PS (protocol version %d, %s)\n", label.c_str(), options.ps,
+                kProtocolVersion, options.network.tls() ? "mutual TLS" : "plain TCP");
+    ASSIGN_OR_RETURN(cluster, Cluster::Connect(*options.cluster, options.network));
+  } else {
+    ASSIGN_OR_RETURN(cluster, Cluster::StartInProcess({options.ps, options.workers, 0}));
+  }
   ParameterServerStrategy strategy(*cluster, options.partitioner);
   auto model = std::make_shared<const Model>(trainer.model());
   ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, trainer.optimizer().spec()));
-  std::printf("%s: simulation with %d PS and %d workers, partitioner %s\n", label.c_str(),
-              options.ps, options.workers, options.partitioner.description().c_str());
+  std::printf("%s: %s with %d PS and %d workers, partitioner %s\n", label.c_str(),
+              cluster->networked() ? "networked cluster" : "simulation", options.ps,
+              options.workers, options.partitioner.description().c_str());
   for (const auto& [name, variable] : strategy.variables()) {
     std::string tasks;
     for (const VariableShard& shard : variable.Variables()) absl::StrAppend(&tasks, " ", shard.ps_task);
@@ -167,14 +216,6 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   }
   auto registry = std::make_shared<FunctionRegistry>();
   RETURN_IF_ERROR(RegisterTraining(*registry, vars, train, batch_size, options.seed));
-  CoordinatorOptions coordinator_options;
-  coordinator_options.closures_per_worker = options.closures_per_worker;
-  ASSIGN_OR_RETURN(auto coordinator,
-                   ClusterCoordinator::Create(strategy, registry, coordinator_options));
-  if (options.inject_worker_failures > 0) {
-    coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
-                                      options.restart_delay);
-  }
   int64_t first_step = 0;
   std::optional<CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) checkpoints.emplace(options.checkpoint_dir, 3);
@@ -190,6 +231,22 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
       std::printf("%s: no checkpoint in %s yet: starting from scratch\n", label.c_str(),
                   options.checkpoint_dir.c_str());
     }
+  }
+  CoordinatorOptions coordinator_options;
+  coordinator_options.closures_per_worker = options.closures_per_worker;
+  coordinator_options.first_step = first_step;
+  if (cluster->networked()) coordinator_options.recovery_checkpoints = options.checkpoint_dir;
+  ASSIGN_OR_RETURN(auto coordinator,
+                   ClusterCoordinator::Create(strategy, registry, coordinator_options));
+  if (cluster->networked()) {
+    std::printf("%s: waiting for %d of %d workers on port %d\n", label.c_str(),
+                options.min_workers, options.workers, coordinator->port());
+    std::fflush(stdout);
+    RETURN_IF_ERROR(coordinator->WaitForWorkers(options.min_workers, options.worker_wait));
+  }
+  if (options.inject_worker_failures > 0) {
+    coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
+                                      options.restart_delay);
   }
   auto save = [&](int64_t step) -> absl::Status {
     ASSIGN_OR_RETURN(std::string dir, checkpoints->Save(strategy, step));
@@ -217,7 +274,7 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
               static_cast<long long>(stats.completed), static_cast<long long>(stats.retried),
               static_cast<long long>(stats.cancelled), static_cast<long long>(pool.worker_failures),
               static_cast<long long>(pool.worker_restarts));
-  summary["mode"] = "sim";
+  summary["mode"] = cluster->networked() ? "net" : "sim";
   summary["ps"] = options.ps;
   summary["workers"] = options.workers;
   summary["closures_per_worker"] = options.closures_per_worker;
@@ -230,7 +287,47 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   summary["worker_restarts"] = pool.worker_restarts;
   summary["first_step"] = first_step;
   summary["global_step"] = final_step;
+  nlohmann::json recoveries = nlohmann::json::array();
+  for (const PsRecovery& r : coordinator->recoveries()) {
+    recoveries.push_back({{"ps_task", r.ps_task},
+                          {"recovery_seconds", r.seconds},
+                          {"checkpoint", r.checkpoint},
+                          {"checkpoint_step", r.checkpoint_step},
+                          {"lost_steps", r.lost_steps}});
+  }
+  summary["ps_recoveries"] = recoveries;
   return run;
+}
+
+absl::Status ServeAsWorker(const LocalTrainer& trainer, const Dataset& train, int64_t batch_size,
+                           const SimOptions& options, int32_t task) {
+  if (!options.cluster.has_value()) {
+    return absl::InvalidArgumentError("--role=worker needs --cluster_spec");
+  }
+  auto model = std::make_shared<const Model>(trainer.model());
+  WorkerNodeOptions node{*options.cluster, options.network, task};
+  std::printf("worker %d: connecting to %d PS and the coordinator at %s\n", task, options.ps,
+              options.cluster->coordinator.ToString().c_str());
+  std::fflush(stdout);
+  return RunWorkerNode(node, [&](const VariableDirectory& directory)
+                                 -> absl::StatusOr<std::shared_ptr<const FunctionRegistry>> {
+    auto vars = std::make_shared<ModelVariables>();
+    vars->model = model;
+    std::map<std::string, VariableHandle> handles = HandlesByName(directory);
+    for (const ParamSpec& param : model->spec().params) {
+      auto it = handles.find(param.name);
+      if (it == handles.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the coordinator has no variable ", param.name,
+            ": is it running the same driver with the same model flags?"));
+      }
+      vars->by_param.emplace(param.name, it->second);
+    }
+    RETURN_IF_ERROR(vars->Validate());
+    auto registry = std::make_shared<FunctionRegistry>();
+    RETURN_IF_ERROR(RegisterTraining(*registry, std::move(vars), train, batch_size, options.seed));
+    return std::shared_ptr<const FunctionRegistry>(std::move(registry));
+  });
 }
 
 absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
@@ -274,6 +371,11 @@ absl::StatusOr<TrainingRun> Train(LocalTrainer& trainer, const Dataset& train, i
                                   const DriverFlags& flags, const std::string& label,
                                   nlohmann::json& summary) {
   TrainingRun run;
+  if (flags.mode == "net" && flags.role == "worker") {
+    RETURN_IF_ERROR(ServeAsWorker(trainer, train, batch_size, flags.sim, flags.task));
+    run.worker_role = true;
+    return run;
+  }
   if (flags.mode == "local") {
     ASSIGN_OR_RETURN(run,
                      TrainLocally(trainer, train, steps, batch_size, flags.seed, label, summary));

@@ -19,6 +19,7 @@
 #include "actors/replica.h"
 #include "actors/train_step.h"
 #include "coordinator/cluster_coordinator.h"
+#include "coordinator/network.h"
 #include "coordinator/strategy.h"
 #include "core/dataset.h"
 #include "core/local_trainer.h"
@@ -43,6 +44,9 @@ struct TrainingRun {
   int64_t examples = 0;
   double wall_seconds = 0;
   double final_loss = 0;  // example-weighted mean loss of the last ~5% of steps
+  // A worker process (--role=worker) served closures until the coordinator finished: it trained
+  // nothing itself, so there is nothing to evaluate here.
+  bool worker_role = false;
 };
 
 // Schedules kTrainStep(first_step), ..., kTrainStep(steps - 1) (the batch index is the global
@@ -54,7 +58,8 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(
     const std::string& label, int64_t checkpoint_every = 0,
     const std::function<absl::Status(int64_t)>& checkpoint = nullptr);
 
-// How a driver trains in the simulation.
+// How a driver trains on parameter servers: in the simulation, or (with `cluster`) as the
+// coordinator of a networked cluster.
 struct SimOptions {
   int32_t ps = 2;
   int32_t workers = 2;
@@ -70,9 +75,17 @@ struct SimOptions {
   int32_t inject_worker_failures = 0;  // workers killed mid-closure, each restarted after:
   absl::Duration restart_delay = absl::Milliseconds(100);
   uint64_t seed = 1;
+  // Networked mode: the cluster spec (PS processes to connect to, workers that will join), the
+  // network options, and how many workers to wait for (and how long) before training starts.
+  // With checkpoint_dir, a lost PS is restored from the latest checkpoint.
+  std::optional<ClusterSpec> cluster;
+  NetworkOptions network;
+  int32_t min_workers = 1;
+  absl::Duration worker_wait = absl::Minutes(5);
 };
 
-// Trains `trainer`'s model for `steps` steps of `batch_size` on an in-process cluster: one
+// Trains `trainer`'s model for `steps` steps of `batch_size` on an in-process cluster (or the
+// networked one of options.cluster): one
 // variable per parameter (embeddings partitioned), the trainer's optimizer on the shards,
 // per-worker shuffled parts of `train`. Prints the placement and the closure statistics, then
 // copies the trained variables into `trainer` (to evaluate) and fills the summary's run fields.
@@ -87,19 +100,30 @@ absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& t
                                          int64_t steps, int64_t batch_size, uint64_t seed,
                                          const std::string& label, nlohmann::json& summary);
 
+// Runs this process as worker `task` of the networked cluster in `options`: the replica
+// functions of RegisterTraining against the variables the coordinator hands out, until the
+// coordinator finishes (see coordinator/worker_node.h).
+absl::Status ServeAsWorker(const LocalTrainer& trainer, const Dataset& train, int64_t batch_size,
+                           const SimOptions& options, int32_t task);
+
 // The flags every driver shares, defined once in driver.cc: --mode, --ps, --workers,
 // --closures_per_worker, --checkpoint_dir, --checkpoint_every, --resume, --export_dir,
-// --inject_worker_failures, --restart_delay_ms, --seed, --summary. A driver adds its own model,
-// data and schedule flags (--steps, --batch_size, --partitioner, ... whose defaults differ).
+// --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
+// --cluster_spec, --role, --task, --min_workers, --worker_wait_s, --connect_timeout_s, --bind,
+// --tls_cert, --tls_key, --tls_ca. A driver adds its own model, data and schedule flags
+// (--steps, --batch_size, --partitioner, ... whose defaults differ).
 struct DriverFlags {
-  std::string mode;  // "sim" or "local"
+  std::string mode;  // "sim", "local", or "net" (with --cluster_spec)
+  std::string role;  // "coordinator" or "worker" (networked mode)
+  int32_t task = 0;  // the worker's task (--role=worker)
   SimOptions sim;    // everything but the partitioner, which the driver sets
   uint64_t seed = 1;
   std::string summary;
 };
 
-// Reads the shared flags. InvalidArgument for a mode other than sim or local, or checkpoint /
-// export flags with --mode=local (they work on parameter servers).
+// Reads the shared flags. InvalidArgument for a mode other than sim or local, checkpoint /
+// export flags with --mode=local (they work on parameter servers), a bad cluster spec or role,
+// or incomplete TLS flags.
 absl::StatusOr<DriverFlags> ReadDriverFlags();
 
 // Trains `trainer`'s model for `steps` steps as `flags.mode` says (TrainLocally, or

@@ -71,7 +71,7 @@ void AddAndReport(ReplicaContext& ctx, const VariableHandle& counter, float delt
 //   fail          returns InvalidArgument("boom")
 //   gated_fail    waits for the gate, then returns InvalidArgument("boom")
 struct Fixture {
-  std::unique_ptr<InProcessCluster> cluster;
+  std::unique_ptr<Cluster> cluster;
   std::unique_ptr<ParameterServerStrategy> strategy;
   std::unique_ptr<testing::Timekeeper> timekeeper;
   ShardedVariable counter;

@@ -46,11 +46,11 @@ namespace tessera::testing {
 // Generous upper bound for anything a test waits on; a healthy run takes milliseconds.
 inline constexpr absl::Duration kWaitLimit = absl::Seconds(20);
 
-inline std::unique_ptr<InProcessCluster> StartCluster(int32_t num_ps, int32_t num_workers) {
+inline std::unique_ptr<Cluster> StartCluster(int32_t num_ps, int32_t num_workers) {
   ClusterOptions options;
   options.num_ps = num_ps;
   options.num_workers = num_workers;
-  absl::StatusOr<std::unique_ptr<InProcessCluster>> cluster = InProcessCluster::Start(options);
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::StartInProcess(options);
   REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
   return *std::move(cluster);
 }

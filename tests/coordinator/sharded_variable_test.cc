@@ -54,7 +54,7 @@ const InitializerSpec kInit{"random_uniform", {{"minval", -1.0}, {"maxval", 1.0}
 // A cluster, a strategy and one variable laid out as `layout`, with the reference value it
 // should hold. Members are destroyed in reverse order: the variable, the strategy, the cluster.
 struct Fixture {
-  std::unique_ptr<InProcessCluster> cluster;
+  std::unique_ptr<Cluster> cluster;
   std::unique_ptr<ParameterServerStrategy> strategy;
   ShardedVariable v;
   Tensor reference;

@@ -49,7 +49,7 @@ std::vector<int32_t> PsTasks(const ShardedVariable& v) {
 }
 
 // The shard names PS node `task` holds (sorted), asked of the node itself.
-std::vector<std::string> ShardsOn(InProcessCluster& cluster, int32_t task) {
+std::vector<std::string> ShardsOn(Cluster& cluster, int32_t task) {
   caf::scoped_actor self(cluster.system());
   std::vector<std::string> out;
   bool answered = false;
@@ -64,7 +64,7 @@ std::vector<std::string> ShardsOn(InProcessCluster& cluster, int32_t task) {
   return out;
 }
 
-PsNodeStats StatsOf(InProcessCluster& cluster, int32_t task) {
+PsNodeStats StatsOf(Cluster& cluster, int32_t task) {
   caf::scoped_actor self(cluster.system());
   PsNodeStats out;
   self->request(cluster.ps_node(task), kRequestTimeout, stats_atom::value)
@@ -312,7 +312,7 @@ ShardedVariable CreateOnRead(ParameterServerStrategy& strategy, const std::strin
   return ValueOrDie(strategy.CreateVariable(options), name.c_str());
 }
 
-void AssignCopy(InProcessCluster& cluster, const ShardedVariable& v, int32_t slot, float value) {
+void AssignCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot, float value) {
   const VariableHandle copy = ValueOrDie(v.ForWorker(slot), "ForWorker");
   const absl::Status s = internal::AwaitStatus(
       cluster.system(), [copy, value](caf::event_based_actor* self, auto done) {

@@ -1,0 +1,41 @@
+#include "actors/node_gate.h"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/result.hpp>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+
+namespace tessera {
+namespace {
+
+caf::behavior NodeGate(caf::event_based_actor* self, std::string node, caf::actor service,
+                       int32_t version) {
+  // The gate lives as long as its service: when the PS node or coordinator exits, so does the
+  // gate, and nothing is left to keep the actor system from shutting down.
+  self->set_default_handler(caf::drop);
+  self->monitor(service);
+  self->set_down_handler([self](const caf::down_msg&) { self->quit(); });
+  return {
+      [node, service, version](hello_atom, int32_t peer_version,
+                               const std::string& peer) -> caf::result<int32_t, caf::actor> {
+        if (peer_version != version) {
+          return StatusToError(absl::FailedPreconditionError(absl::StrCat(
+              node, " speaks Tessera protocol version ", version, " but ", peer,
+              " speaks version ", peer_version, "; run the same Tessera release on every node")));
+        }
+        return caf::result<int32_t, caf::actor>(version, service);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor SpawnNodeGate(caf::actor_system& system, std::string node, caf::actor service,
+                         int32_t version) {
+  return system.spawn(NodeGate, std::move(node), std::move(service), version);
+}
+
+}  // namespace tessera

@@ -1,0 +1,199 @@
+#include "coordinator/network.h"
+
+#include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+#include "actors/node_gate.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+caf::timespan ToTimespan(absl::Duration d) {
+  return caf::timespan{absl::ToInt64Nanoseconds(d)};
+}
+
+absl::StatusOr<std::vector<NodeAddress>> AddressList(const nlohmann::json& cluster,
+                                                     const char* key) {
+  auto it = cluster.find(key);
+  if (it == cluster.end()) return std::vector<NodeAddress>{};
+  if (!it->is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster spec: \"", key, "\" must be a list of \"host:port\" strings"));
+  }
+  std::vector<NodeAddress> out;
+  for (const nlohmann::json& entry : *it) {
+    if (!entry.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster spec: \"", key, "\" holds ", entry.dump(), ", not a string"));
+    }
+    absl::StatusOr<NodeAddress> address = ParseNodeAddress(entry.get<std::string>());
+    if (!address.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cluster spec: \"", key, "\": ", address.status().message()));
+    }
+    out.push_back(*std::move(address));
+  }
+  return out;
+}
+
+bool Readable(const std::string& path) { return std::ifstream(path).good(); }
+
+}  // namespace
+
+std::string NodeAddress::ToString() const { return absl::StrCat(host, ":", port); }
+
+absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text) {
+  const size_t colon = text.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a \"host:port\" address with a port in 1..65535"));
+  }
+  return NodeAddress{std::string(text.substr(0, colon)), static_cast<uint16_t>(port)};
+}
+
+absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json) {
+  nlohmann::json doc = nlohmann::json::parse(json.begin(), json.end(), nullptr,
+                                             /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError("cluster spec: not a JSON object");
+  }
+  auto cluster = doc.find("cluster");
+  if (cluster == doc.end() || !cluster->is_object()) {
+    return absl::InvalidArgumentError("cluster spec: no \"cluster\" object");
+  }
+  ClusterSpec spec;
+  ASSIGN_OR_RETURN(spec.ps, AddressList(*cluster, "ps"));
+  ASSIGN_OR_RETURN(spec.workers, AddressList(*cluster, "worker"));
+  ASSIGN_OR_RETURN(std::vector<NodeAddress> coordinator, AddressList(*cluster, "coordinator"));
+  ASSIGN_OR_RETURN(std::vector<NodeAddress> chief, AddressList(*cluster, "chief"));
+  coordinator.insert(coordinator.end(), chief.begin(), chief.end());
+  if (spec.ps.empty()) return absl::InvalidArgumentError("cluster spec: no \"ps\" address");
+  if (spec.workers.empty()) {
+    return absl::InvalidArgumentError("cluster spec: no \"worker\" address");
+  }
+  if (coordinator.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cluster spec: needs exactly one \"coordinator\" address, has ", coordinator.size()));
+  }
+  spec.coordinator = coordinator[0];
+  return spec;
+}
+
+absl::StatusOr<ClusterSpec> ReadClusterSpec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the cluster spec ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(text.str());
+  if (!spec.ok()) return Annotate(spec.status(), path);
+  return spec;
+}
+
+absl::Status ValidateNetworkOptions(const NetworkOptions& options) {
+  const int given = !options.tls_cert.empty() + !options.tls_key.empty() +
+                    !options.tls_ca.empty();
+  if (given != 0 && given != 3) {
+    return absl::InvalidArgumentError(
+        "TLS needs all of --tls_cert, --tls_key and --tls_ca (or none of them)");
+  }
+  for (const std::string& file : {options.tls_cert, options.tls_key, options.tls_ca}) {
+    if (!file.empty() && !Readable(file)) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot read the TLS file ", file));
+    }
+  }
+  if (options.connect_timeout <= absl::ZeroDuration() ||
+      options.heartbeat_interval <= absl::ZeroDuration() ||
+      options.connection_timeout <= options.heartbeat_interval) {
+    return absl::InvalidArgumentError(
+        "network timeouts must be positive, with the heartbeat shorter than the connection "
+        "timeout");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options) {
+  RETURN_IF_ERROR(ValidateNetworkOptions(options));
+  cfg.load<caf::io::middleman>();
+  if (options.tls()) {
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = options.tls_cert;
+    cfg.openssl_key = options.tls_key;
+    cfg.openssl_cafile = options.tls_ca;
+  }
+  cfg.set("middleman.heartbeat-interval", ToTimespan(options.heartbeat_interval));
+  cfg.set("middleman.connection-timeout", ToTimespan(options.connection_timeout));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::string& node,
+                                     caf::actor service, uint16_t port,
+                                     const NetworkOptions& options, int32_t version) {
+  caf::actor gate = SpawnNodeGate(system, node, std::move(service), version);
+  caf::expected<uint16_t> bound =
+      options.tls() ? caf::openssl::publish(gate, port, options.bind.c_str(), /*reuse=*/true)
+                    : system.middleman().publish(gate, port, options.bind.c_str(),
+                                                 /*reuse=*/true);
+  if (!bound) {
+    caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
+    return absl::UnavailableError(absl::StrCat(node, ": cannot listen on ", options.bind, ":",
+                                               port, ": ", system.render(bound.error())));
+  }
+  return *bound;
+}
+
+absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAddress& address,
+                                         const std::string& self_name,
+                                         const NetworkOptions& options, int32_t version) {
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  caf::expected<caf::actor> gate = caf::sec::cannot_connect_to_node;
+  for (;;) {
+    gate = options.tls()
+               ? caf::openssl::remote_actor<caf::actor>(system, address.host, address.port)
+               : system.middleman().remote_actor<caf::actor>(address.host, address.port);
+    if (gate || absl::Now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!gate) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot reach ", address.ToString(), " within ",
+        absl::FormatDuration(options.connect_timeout), ": ", system.render(gate.error())));
+  }
+  caf::scoped_actor self(system);
+  absl::StatusOr<caf::actor> out = absl::InternalError("no handshake reply");
+  self->request(*gate, std::chrono::seconds(10), hello_atom::value, version, self_name)
+      .receive(
+          [&](int32_t peer_version, caf::actor service) {
+            if (peer_version != version) {
+              out = absl::FailedPreconditionError(
+                  absl::StrCat(address.ToString(), " speaks Tessera protocol version ",
+                               peer_version, " but ", self_name, " speaks version ", version));
+            } else {
+              out = std::move(service);
+            }
+          },
+          [&](caf::error& err) {
+            absl::Status status = ErrorToStatus(err);
+            out = err.category() == kErrorCategory
+                      ? status
+                      : absl::UnavailableError(absl::StrCat("handshake with ", address.ToString(),
+                                                            " failed: ", status.message()));
+          });
+  return out;
+}
+
+}  // namespace tessera

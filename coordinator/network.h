@@ -1,0 +1,98 @@
+// Networked mode's plumbing (DESIGN.md §2): who is where (the cluster spec), how a node's actor
+// system is configured for the network (middleman, heartbeats, mutual TLS), and how a node is
+// published and reached — always through its NodeGate (actors/node_gate.h), so the protocol
+// version is checked before anything else is exchanged.
+//
+// A cluster spec is a JSON file in the spirit of TF_CONFIG:
+//   {"cluster": {"ps": ["10.0.0.1:7001", "10.0.0.2:7001"],
+//                "worker": ["10.0.0.3:7101", "10.0.0.4:7101"],
+//                "coordinator": ["10.0.0.5:7000"]}}
+// ("chief" is accepted for "coordinator"). Worker addresses name the worker tasks (their count
+// is the number of worker slots); only the PS and coordinator addresses are listened on.
+//
+// Security: without TLS, connections are plain TCP and unauthenticated; a node listens on
+// 127.0.0.1 unless NetworkOptions::bind says otherwise. With --tls_cert/--tls_key/--tls_ca every
+// connection is mutual TLS and a peer whose certificate is not signed by the cluster CA is
+// refused in the handshake.
+//
+// Thread-safety: pure functions, except that ConnectToNode blocks the calling (non-actor) thread.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "actors/messages.h"
+
+namespace tessera {
+
+struct NodeAddress {
+  std::string host;
+  uint16_t port = 0;
+  std::string ToString() const;
+};
+
+// "host:port" (port 1..65535). InvalidArgument otherwise.
+absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text);
+
+struct ClusterSpec {
+  std::vector<NodeAddress> ps;       // PS task k listens at ps[k]
+  std::vector<NodeAddress> workers;  // one per worker task
+  NodeAddress coordinator;           // where workers find the coordinator
+};
+
+// InvalidArgument naming the field for malformed JSON, a missing or empty "ps" / "worker" /
+// "coordinator" list, more than one coordinator, or a bad address.
+absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json);
+// ParseClusterSpec of the file's contents; NotFound when it cannot be read.
+absl::StatusOr<ClusterSpec> ReadClusterSpec(const std::string& path);
+
+struct NetworkOptions {
+  // Mutual TLS: all three PEM files, or none.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  bool tls() const { return !tls_cert.empty(); }
+  // The address this node listens on: loopback unless told otherwise ("0.0.0.0": every interface).
+  std::string bind = "127.0.0.1";
+  // How long to keep trying to reach a node that is not up yet.
+  absl::Duration connect_timeout = absl::Seconds(30);
+  // Heartbeats on every connection; a connection silent for `connection_timeout` is closed and
+  // its actors reported down (a process killed outright is noticed at once: its socket closes).
+  absl::Duration heartbeat_interval = absl::Milliseconds(250);
+  absl::Duration connection_timeout = absl::Seconds(2);
+};
+
+// InvalidArgument when only some TLS files are given or one cannot be read, or the timeouts are
+// not positive (the heartbeat must be shorter than the connection timeout).
+absl::Status ValidateNetworkOptions(const NetworkOptions& options);
+
+// Loads the middleman (and the OpenSSL module with TLS) into `cfg` and sets heartbeats, the
+// connection timeout and the certificate files. Call before the system is built. Also registers
+// Tessera's types. Errors as ValidateNetworkOptions.
+absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options);
+
+// Spawns a NodeGate named `node` for `service` and publishes it on options.bind:`port` (0: any
+// free port). Returns the port. Unavailable when the port cannot be bound.
+absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::string& node,
+                                     caf::actor service, uint16_t port,
+                                     const NetworkOptions& options,
+                                     int32_t version = kProtocolVersion);
+
+// Connects to the node at `address` (retrying until options.connect_timeout), shakes hands as
+// `self_name` and returns its service actor. Unavailable naming the address when it cannot be
+// reached in time; FailedPrecondition naming both versions when the protocol versions differ;
+// Unauthenticated-looking failures of TLS come back as Unavailable with CAF's reason.
+absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAddress& address,
+                                         const std::string& self_name,
+                                         const NetworkOptions& options,
+                                         int32_t version = kProtocolVersion);
+
+}  // namespace tessera

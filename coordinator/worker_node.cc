@@ -1,0 +1,122 @@
+#include "coordinator/worker_node.h"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+#include "actors/worker_actor.h"
+#include "coordinator/cluster.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+constexpr auto kRequestTimeout = std::chrono::seconds(30);
+
+// What ended one membership of the worker.
+enum class Ending { kFinished, kRejoin };
+
+// A request to the coordinator from a blocking actor.
+template <class T, class... Args>
+absl::StatusOr<T> Ask(caf::scoped_actor& self, const caf::actor& coordinator, Args... args) {
+  absl::StatusOr<T> out = absl::InternalError("no reply");
+  self->request(coordinator, kRequestTimeout, args...)
+      .receive([&](T& value) { out = std::move(value); },
+               [&](caf::error& err) { out = ErrorToStatus(err); });
+  return out;
+}
+
+// One membership: fetch the directory, build the functions, spawn the worker, join, and wait
+// until the worker is stopped (rejoin) or the coordinator finishes.
+absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordinator,
+                             const WorkerNodeOptions& options, const RegistryBuilder& build) {
+  caf::scoped_actor self(system);
+  absl::StatusOr<VariableDirectory> directory =
+      Ask<VariableDirectory>(self, coordinator, directory_atom::value);
+  if (!directory.ok()) return directory.status();
+  ASSIGN_OR_RETURN(std::shared_ptr<const FunctionRegistry> registry, build(*directory));
+  worker_actor worker =
+      SpawnWorker(system, WorkerInfo{options.task, directory->num_workers}, std::move(registry));
+  self->monitor(worker);
+  self->monitor(coordinator);
+  absl::StatusOr<int32_t> joined = Ask<int32_t>(self, coordinator, join_atom::value, worker,
+                                                options.task, directory->generation);
+  if (!joined.ok()) {
+    self->send_exit(worker, caf::exit_reason::user_shutdown);
+    // Recovering, or the directory changed between fetch and join: try again shortly.
+    if (absl::IsUnavailable(joined.status()) || absl::IsFailedPrecondition(joined.status())) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return Ending::kRejoin;
+    }
+    return joined.status();
+  }
+  std::fprintf(stderr, "worker %d: joined the coordinator (directory generation %lld)\n",
+               options.task, static_cast<long long>(directory->generation));
+  Ending ending = Ending::kFinished;
+  absl::Status status;
+  bool waiting = true;
+  self->receive_while([&] { return waiting; })([&](caf::down_msg& down) {
+    waiting = false;
+    if (down.source == worker.address()) {
+      // The coordinator stops its workers with user_shutdown when it is done, and with kill
+      // when they must join again (shards moved, or a slot was taken over).
+      ending = down.reason == caf::exit_reason::user_shutdown ? Ending::kFinished
+                                                              : Ending::kRejoin;
+    } else if (down.reason == caf::exit_reason::user_shutdown) {
+      self->send_exit(worker, caf::exit_reason::user_shutdown);  // the coordinator is done
+    } else {
+      self->send_exit(worker, caf::exit_reason::user_shutdown);
+      status = absl::UnavailableError(
+          absl::StrCat("worker ", options.task, ": lost the coordinator (",
+                       system.render(down.reason), ")"));
+    }
+  });
+  if (!status.ok()) return status;
+  return ending;
+}
+
+}  // namespace
+
+std::map<std::string, VariableHandle> HandlesByName(const VariableDirectory& directory) {
+  std::map<std::string, VariableHandle> out;
+  for (const VariableHandle& handle : directory.variables) out.emplace(handle.name, handle);
+  return out;
+}
+
+absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuilder& build) {
+  const ClusterSpec& spec = options.spec;
+  if (options.task < 0 || options.task >= static_cast<int32_t>(spec.workers.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("--task=", options.task,
+                                                   " is not a worker of the cluster spec (it lists ",
+                                                   spec.workers.size(), ")"));
+  }
+  caf::actor_system_config config;
+  ConfigureActorSystem(config, options.threads);
+  RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
+  caf::actor_system system(config);
+  const std::string me = absl::StrCat("worker ", options.task);
+  for (;;) {
+    // Every PS first: shard handles in the directory are reached over these direct connections
+    // (and a restarted PS is a new node to connect to).
+    for (const NodeAddress& ps : spec.ps) {
+      RETURN_IF_ERROR(ConnectToNode(system, ps, me, options.network).status());
+    }
+    ASSIGN_OR_RETURN(caf::actor coordinator,
+                     ConnectToNode(system, spec.coordinator, me, options.network));
+    ASSIGN_OR_RETURN(Ending ending, Serve(system, coordinator, options, build));
+    if (ending == Ending::kFinished) {
+      std::fprintf(stderr, "%s: the coordinator finished; exiting\n", me.c_str());
+      return absl::OkStatus();
+    }
+    std::fprintf(stderr, "%s: joining again\n", me.c_str());
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,48 @@
+// A worker process of a networked cluster (a driver run with --role=worker): connects to every
+// PS and to the coordinator, fetches the variable directory, builds its replica functions
+// against it, and joins. It serves closures until the coordinator finishes; when the coordinator
+// stops it because shards moved (a PS was restored), it fetches the new directory and joins
+// again. A worker process that is killed and started again simply joins again.
+//
+// Example (what driver::Train does with --role=worker):
+//   RETURN_IF_ERROR(RunWorkerNode({spec, network, task}, [&](const VariableDirectory& dir) {
+//     ... build ModelVariables from dir.variables, register the replica functions ...
+//   }));
+//
+// Thread-safety: RunWorkerNode blocks the calling (non-actor) thread until the work is over.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "actors/coordinator_actor.h"
+#include "actors/replica.h"
+#include "coordinator/network.h"
+
+namespace tessera {
+
+struct WorkerNodeOptions {
+  ClusterSpec spec;
+  NetworkOptions network;
+  int32_t task = 0;     // this worker's index in spec.workers
+  int32_t threads = 0;  // scheduler threads (0: one per core)
+};
+
+// The replica functions of one variable directory.
+using RegistryBuilder = std::function<absl::StatusOr<std::shared_ptr<const FunctionRegistry>>(
+    const VariableDirectory& directory)>;
+
+// Runs worker `options.task` until the coordinator finishes (OK). InvalidArgument for a task not
+// in the spec; Unavailable when a node cannot be reached within the connect timeout or the
+// coordinator goes away; FailedPrecondition when a node speaks another protocol version; the
+// builder's error.
+absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuilder& build);
+
+// The handle of every variable in `directory` by name (what a driver's replica functions use).
+std::map<std::string, VariableHandle> HandlesByName(const VariableDirectory& directory);
+
+}  // namespace tessera

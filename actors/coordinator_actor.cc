@@ -25,14 +25,19 @@ void WorkerGone(Self self, WorkerId id) {
   auto it = workers.find(id);
   if (it == workers.end()) return;
   self->demonitor(it->second.handle.address());
+  if (it->second.moved) {
+    self->state.moved_slots.insert(it->second.slot);
+  } else {
+    ++self->state.worker_failures;
+  }
   workers.erase(it);
-  ++self->state.worker_failures;
   self->state.queue->WorkerLost(id);
   DispatchIdle(self);
 }
 
 void AddWorker(Self self, worker_actor worker, int32_t slot) {
-  if (!self->state.started_slots.insert(slot).second) ++self->state.worker_restarts;
+  const bool rejoin = self->state.moved_slots.erase(slot) > 0;
+  if (!self->state.started_slots.insert(slot).second && !rejoin) ++self->state.worker_restarts;
   const WorkerId id = self->state.next_worker_id++;
   self->monitor(worker);
   self->state.workers->emplace(
@@ -53,6 +58,7 @@ void StopWorkersBefore(Self self, int64_t generation) {
   for (auto& [id, worker] : *self->state.workers) {
     if (worker.killed || worker.generation >= generation) continue;
     worker.killed = true;
+    worker.moved = true;
     self->send_exit(worker.handle, caf::exit_reason::kill);
   }
 }
@@ -249,12 +255,12 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
               "the variable directory changed (generation ", generation, " -> ",
               self->state.directory.generation, "); fetch it again")));
         }
-        // A live worker in this slot belongs to a process that was replaced (its down message
-        // may still be on the way): stop it, its closure runs again.
-        for (auto& [id, old] : *self->state.workers) {
+        // One process per worker task: a second one is refused (it retries, in case the
+        // first is dead and its down message is still on the way).
+        for (const auto& [id, old] : *self->state.workers) {
           if (old.slot == slot && !old.killed) {
-            old.killed = true;
-            self->send_exit(old.handle, caf::exit_reason::kill);
+            return StatusToError(absl::AlreadyExistsError(
+                absl::StrCat("worker task ", slot, " is already connected")));
           }
         }
         AddWorker(self, std::move(worker), slot);

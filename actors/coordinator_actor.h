@@ -92,6 +92,7 @@ struct CoordinatorState {
     bool busy() const { return running > 0; }
     bool killed = false;  // an exit was sent; its down message has not arrived yet
     int64_t generation = 0;  // of the VariableDirectory it runs with
+    bool moved = false;      // stopped because its shards moved: not a failure
   };
   struct Ps {
     int32_t task = 0;
@@ -110,7 +111,8 @@ struct CoordinatorState {
   std::shared_ptr<std::map<WorkerId, Worker>> workers =
       std::make_shared<std::map<WorkerId, Worker>>();
   std::map<caf::actor_addr, Ps> ps_nodes;
-  std::set<int32_t> started_slots;  // a second start in a slot is a restart
+  std::set<int32_t> started_slots;  // a second start in a slot is a restart...
+  std::set<int32_t> moved_slots;    // ...unless its worker was stopped because shards moved
   int64_t worker_failures = 0;
   int64_t worker_restarts = 0;
   // Fault injection by completions: kill a busy worker when `completions` reaches each entry.

@@ -7,6 +7,7 @@
 #include <caf/system_messages.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,7 @@ namespace {
 constexpr auto kRequestTimeout = std::chrono::seconds(30);
 
 // What ended one membership of the worker.
-enum class Ending { kFinished, kRejoin };
+enum class Ending { kFinished, kRejoin, kTaskTaken };
 
 // A request to the coordinator from a blocking actor.
 template <class T, class... Args>
@@ -54,6 +55,12 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
     if (absl::IsUnavailable(joined.status()) || absl::IsFailedPrecondition(joined.status())) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return Ending::kRejoin;
+    }
+    // Our task is taken: by a process that just died (wait for the coordinator to notice), or
+    // by a second process started with the same --task (give up after the connect timeout).
+    if (absl::IsAlreadyExists(joined.status())) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return Ending::kTaskTaken;
     }
     return joined.status();
   }
@@ -102,6 +109,7 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
   RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
   caf::actor_system system(config);
   const std::string me = absl::StrCat("worker ", options.task);
+  std::optional<absl::Time> taken_since;  // when the coordinator first said our task was taken
   for (;;) {
     // Every PS first: shard handles in the directory are reached over these direct connections
     // (and a restarted PS is a new node to connect to).
@@ -111,6 +119,15 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
     ASSIGN_OR_RETURN(caf::actor coordinator,
                      ConnectToNode(system, spec.coordinator, me, options.network));
     ASSIGN_OR_RETURN(Ending ending, Serve(system, coordinator, options, build));
+    if (ending == Ending::kTaskTaken) {
+      if (!taken_since.has_value()) taken_since = absl::Now();
+      if (absl::Now() - *taken_since > options.network.connect_timeout) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            me, ": another process serves this task (is --task right?)"));
+      }
+      continue;
+    }
+    taken_since.reset();
     if (ending == Ending::kFinished) {
       std::fprintf(stderr, "%s: the coordinator finished; exiting\n", me.c_str());
       return absl::OkStatus();

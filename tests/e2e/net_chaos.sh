@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End to end across real processes on loopback: 2 `tessera ps`, 3 recsys worker processes and
+# the recsys coordinator, on free ports chosen now. While it trains, a chaos loop kill -9's a
+# random worker process several times (each comes back after a short delay, as a preempted
+# machine would) and one PS process once (restarted at its address; the coordinator restores its
+# shards from the latest checkpoint). Checks: every scheduled closure completed, the PS recovery
+# is in the summary, and the model still reaches its test AUC.
+#   net_chaos.sh RECSYS_BINARY TESSERA_BINARY
+set -euo pipefail
+recsys=$1
+tessera=$2
+work=$(mktemp -d)
+declare -A pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+read -r -a ports < <(python3 -c '
+import socket
+socks = [socket.socket() for _ in range(6)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))')
+cat >"$work/spec.json" <<JSON
+{"cluster": {"coordinator": ["127.0.0.1:${ports[0]}"],
+             "ps": ["127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"],
+             "worker": ["127.0.0.1:${ports[3]}", "127.0.0.1:${ports[4]}", "127.0.0.1:${ports[5]}"]}}
+JSON
+data=(--users=20000 --items=2000 --train_examples=1000000 --test_examples=20000)
+common=(--cluster_spec="$work/spec.json" "${data[@]}" --connect_timeout_s=60)
+
+start_ps() { "$tessera" ps --port "${ports[$((1 + $1))]}" --task "$1" >>"$work/ps$1.log" 2>&1 &
+             pids[ps$1]=$!; }
+start_worker() { "$recsys" "${common[@]}" --role=worker --task="$1" >>"$work/worker$1.log" 2>&1 &
+                 pids[worker$1]=$!; }
+start_ps 0
+start_ps 1
+for t in 0 1 2; do start_worker "$t"; done
+"$recsys" "${common[@]}" --min_workers=3 --checkpoint_dir="$work/ckpt" --checkpoint_every=50 \
+  --summary="$work/summary.json" >"$work/coordinator.log" 2>&1 &
+coordinator=$!
+
+alive() { kill -0 "$coordinator" 2>/dev/null; }
+# Chaos once training is under way (the first checkpoint exists): four worker kills, one PS kill.
+for _ in $(seq 600); do ls "$work"/ckpt/ckpt-*/manifest.tsr >/dev/null 2>&1 && break; sleep 0.1; done
+worker_kills=0
+for round in 1 2 3 4 5; do
+  alive || break
+  if [ "$round" = 2 ]; then
+    kill -9 "${pids[ps1]}"; echo "chaos: killed ps 1"
+    sleep 1; start_ps 1
+  else
+    t=$((RANDOM % 3))
+    kill -9 "${pids[worker$t]}" && worker_kills=$((worker_kills + 1)); echo "chaos: killed worker $t"
+    sleep 0.3; start_worker "$t"
+  fi
+  sleep 0.7
+done
+
+status=0
+if ! timeout 180 tail --pid="$coordinator" -f /dev/null; then
+  echo "the coordinator did not finish within 180 s"; kill -9 "$coordinator"; status=124
+fi
+wait "$coordinator" || status=$?
+if [ "$status" != 0 ]; then
+  echo "the coordinator failed ($status):"; tr '\r' '\n' <"$work/coordinator.log" | tail -30
+  tail -n 8 "$work"/worker*.log "$work"/ps*.log; exit 1
+fi
+tr '\r' '\n' <"$work/coordinator.log" | grep -E "restored|closures|AUC" || true
+python3 - "$work/summary.json" "$worker_kills" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+kills = int(sys.argv[2])
+problems = []
+if s["closures_completed"] != s["closures_scheduled"]:
+    problems.append(f"completed {s['closures_completed']} of {s['closures_scheduled']} closures")
+if kills == 0 or s["worker_failures"] < 1:
+    problems.append(f"{kills} worker kills, {s['worker_failures']} failures seen")
+if len(s["ps_recoveries"]) != 1:
+    problems.append(f"ps_recoveries: {s['ps_recoveries']}")
+if s["test_auc"] < 0.60:
+    problems.append(f"test AUC {s['test_auc']:.4f} < 0.60")
+print(f"net chaos: {s['closures_completed']}/{s['closures_scheduled']} closures, "
+      f"{s['worker_failures']} worker failures, recoveries {s['ps_recoveries']}, "
+      f"AUC {s['test_auc']:.4f}")
+sys.exit("; ".join(problems) if problems else 0)
+PY

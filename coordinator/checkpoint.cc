@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <caf/system_messages.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -64,23 +65,36 @@ absl::StatusOr<std::vector<std::vector<Reply>>> AskEveryShard(
       }
     }
     if (join->pending == 0) return done(std::move(join->replies));
+    // A shard on a PS process that dies never answers (a request already on the wire is not
+    // bounced), so every shard asked is watched: its death fails the whole operation at once.
+    self->set_down_handler([self, join, done](caf::down_msg& down) {
+      if (!join->finished) {
+        join->finished = true;
+        done(absl::UnavailableError(absl::StrCat("a shard became unavailable (",
+                                                 to_string(down.reason), ")")));
+      }
+      self->quit();
+    });
     for (size_t i = 0; i < variables.size(); ++i) {
       const VariableHandle& h = variables[i]->handle();
       for (size_t s = 0; s < h.shards.size(); ++s) {
         if (only && !only(h, s)) continue;
+        self->monitor(h.shards[s]);
         request(self, i, h, s)
             .then(
-                [join, done, i, s](Reply& reply) {
+                [self, join, done, i, s](Reply& reply) {
                   if (join->finished) return;
                   join->replies[i][s] = std::move(reply);
                   if (--join->pending > 0) return;
                   join->finished = true;
                   done(std::move(join->replies));
+                  self->quit();
                 },
-                [join, done, name = h.ShardNameOf(s)](caf::error& err) {
+                [self, join, done, name = h.ShardNameOf(s)](caf::error& err) {
                   if (join->finished) return;
                   join->finished = true;
                   done(Annotate(ErrorToStatus(err), name));
+                  self->quit();
                 });
       }
     }

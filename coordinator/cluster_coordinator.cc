@@ -24,6 +24,7 @@ struct ClusterCoordinator::LostPs {
   std::mutex mu;
   std::condition_variable changed;
   std::deque<int32_t> tasks;
+  int32_t restoring = 0;  // queued or in progress
   bool stop = false;
 };
 
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     on_ps_lost = [lost = coordinator->lost_](int32_t task) {
       std::lock_guard<std::mutex> lock(lost->mu);
       lost->tasks.push_back(task);
+      ++lost->restoring;
       lost->changed.notify_all();
     };
   }
@@ -114,6 +116,20 @@ void ClusterCoordinator::RecoveryLoop() {
       lost_->tasks.pop_front();
     }
     Recover(task);
+    std::lock_guard<std::mutex> lock(lost_->mu);
+    --lost_->restoring;
+    lost_->changed.notify_all();
+  }
+}
+
+absl::Status ClusterCoordinator::Join() {
+  for (;;) {
+    RETURN_IF_ERROR(queue_->Join());
+    std::unique_lock<std::mutex> lock(lost_->mu);
+    if (lost_->restoring == 0) return absl::OkStatus();
+    // A restore re-queues closures; wait for it, then for them.
+    lost_->changed.wait(lock, [&] { return lost_->stop || lost_->restoring == 0; });
+    if (lost_->stop) return absl::CancelledError("the coordinator was shut down");
   }
 }
 

@@ -87,8 +87,9 @@ class ClusterCoordinator {
   // full). Raises a pending application error once (see ClosureQueue), or the fatal PS error;
   // NotFound for a function the registry does not have.
   absl::StatusOr<RemoteValue> Schedule(const std::string& function, ClosureValues args = {});
-  // Waits until nothing is queued or running; raises the pending error once.
-  absl::Status Join() { return queue_->Join(); }
+  // Waits until nothing is queued or running (and no lost PS is being restored); raises the
+  // pending error once.
+  absl::Status Join();
   // Whether everything scheduled has finished, without waiting; raises the pending error once.
   absl::StatusOr<bool> Done() { return queue_->Done(); }
 

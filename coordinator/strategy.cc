@@ -1,6 +1,7 @@
 #include "coordinator/strategy.h"
 
 #include <caf/scoped_actor.hpp>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,13 @@
 #include "core/status.h"
 
 namespace tessera {
+namespace {
+
+// Creating or dropping a shard is quick (a large one is initialized in well under a minute); a
+// PS process that dies in the middle never answers, so the wait is bounded.
+constexpr auto kPsRequestTimeout = std::chrono::minutes(2);
+
+}  // namespace
 
 ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster,
                                                  Partitioner partitioner)
@@ -39,7 +47,7 @@ absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
                                                                  const ShardSpec& spec) {
   caf::scoped_actor self(cluster_.system());
   absl::StatusOr<shard_actor> out = absl::InternalError("no reply");
-  self->request(cluster_.ps_node(task), caf::infinite, create_shard_atom::value, spec)
+  self->request(cluster_.ps_node(task), kPsRequestTimeout, create_shard_atom::value, spec)
       .receive([&](shard_actor& shard) { out = std::move(shard); },
                [&](caf::error& err) {
                  absl::Status status = ErrorToStatus(err);
@@ -55,7 +63,7 @@ void ParameterServerStrategy::DropShards(
     const std::vector<std::pair<int32_t, std::string>>& created) {
   caf::scoped_actor self(cluster_.system());
   for (const auto& [task, name] : created) {
-    self->request(cluster_.ps_node(task), caf::infinite, drop_shard_atom::value, name)
+    self->request(cluster_.ps_node(task), kPsRequestTimeout, drop_shard_atom::value, name)
         .receive([] {}, [](caf::error&) {});
   }
 }

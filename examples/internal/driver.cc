@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -249,7 +250,19 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
                                       options.restart_delay);
   }
   auto save = [&](int64_t step) -> absl::Status {
-    ASSIGN_OR_RETURN(std::string dir, checkpoints->Save(strategy, step));
+    absl::StatusOr<std::string> saved = checkpoints->Save(strategy, step);
+    // Networked: a PS lost during the save is being restored; save again once it is back.
+    for (int attempt = 1; attempt < 4 && absl::IsUnavailable(saved.status()) &&
+                          !coordinator_options.recovery_checkpoints.empty();
+         ++attempt) {
+      std::fprintf(stderr, "%s: checkpoint at step %lld failed (%s); retrying after the "
+                   "recovery\n", label.c_str(), static_cast<long long>(step),
+                   std::string(saved.status().message()).c_str());
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      RETURN_IF_ERROR(coordinator->Join());
+      saved = checkpoints->Save(strategy, step);
+    }
+    ASSIGN_OR_RETURN(std::string dir, std::move(saved));
     if (!Progress::OnTerminal()) std::fprintf(stderr, "%s: saved %s\n", label.c_str(), dir.c_str());
     return absl::OkStatus();
   };

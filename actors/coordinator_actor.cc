@@ -5,6 +5,7 @@
 #include <caf/make_message.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,10 @@ void WorkerGone(Self self, WorkerId id) {
     self->state.moved_slots.insert(it->second.slot);
   } else {
     ++self->state.worker_failures;
+    if (!self->state.factory) {  // a worker process: say so (in process, the driver reports)
+      std::fprintf(stderr, "coordinator: worker %d lost; %d closure(s) go back on the queue\n",
+                   it->second.slot, it->second.running);
+    }
   }
   workers.erase(it);
   self->state.queue->WorkerLost(id);

@@ -23,6 +23,16 @@ ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster,
                                                  Partitioner partitioner)
     : cluster_(cluster), partitioner_(std::move(partitioner)) {}
 
+ParameterServerStrategy::~ParameterServerStrategy() {
+  if (!cluster_.networked()) return;
+  std::vector<std::pair<int32_t, std::string>> created;
+  for (const PlacedShard& placed : shards_) {
+    created.emplace_back(placed.task, ShardName(placed.spec.variable, placed.spec.shard_index,
+                                                placed.spec.num_shards));
+  }
+  DropShards(created);
+}
+
 ParameterServerStrategy::PartitionerScope::PartitionerScope(ParameterServerStrategy& strategy,
                                                             Partitioner partitioner)
     : strategy_(strategy) {
@@ -61,9 +71,11 @@ absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
 
 void ParameterServerStrategy::DropShards(
     const std::vector<std::pair<int32_t, std::string>>& created) {
+  // A dead PS answers with an error at once (its connection is gone); a hung one costs a
+  // bounded wait.
   caf::scoped_actor self(cluster_.system());
   for (const auto& [task, name] : created) {
-    self->request(cluster_.ps_node(task), kPsRequestTimeout, drop_shard_atom::value, name)
+    self->request(cluster_.ps_node(task), std::chrono::seconds(10), drop_shard_atom::value, name)
         .receive([] {}, [](caf::error&) {});
   }
 }

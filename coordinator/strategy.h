@@ -54,6 +54,11 @@ class ParameterServerStrategy {
  public:
   // `partitioner`: the default for variables created under this strategy ("none" by default).
   explicit ParameterServerStrategy(Cluster& cluster, Partitioner partitioner = {});
+  // On a networked cluster, drops every shard it created from the PS processes (which outlive
+  // the job), so the next job on them starts clean. In process, the shards die with the cluster.
+  ~ParameterServerStrategy();
+  ParameterServerStrategy(const ParameterServerStrategy&) = delete;
+  ParameterServerStrategy& operator=(const ParameterServerStrategy&) = delete;
 
   // Creates the variable. InvalidArgument for an empty or duplicate name, a bad shape, dtype,
   // synchronization/aggregation pair (core/aggregation.h), initializer or optimizer (the PS

@@ -20,6 +20,7 @@
 #include <caf/stateful_actor.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -33,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/error.h"
@@ -46,7 +48,28 @@ namespace tessera::testing {
 // Generous upper bound for anything a test waits on; a healthy run takes milliseconds.
 inline constexpr absl::Duration kWaitLimit = absl::Seconds(20);
 
+// In process by default. With TESSERA_TEST_PS="host:port,host:port,..." (set by
+// tests/e2e/networked_shard_ops.sh, which starts those `tessera ps` processes), a networked
+// Cluster connected to the first `num_ps` of them instead: the same tests then run against
+// shards in other processes, over the real wire format and handshake.
 inline std::unique_ptr<Cluster> StartCluster(int32_t num_ps, int32_t num_workers) {
+  if (const char* remote = std::getenv("TESSERA_TEST_PS"); remote != nullptr && *remote) {
+    ClusterSpec spec;
+    for (absl::string_view address : absl::StrSplit(remote, ',')) {
+      absl::StatusOr<NodeAddress> parsed = ParseNodeAddress(address);
+      REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+      spec.ps.push_back(*parsed);
+    }
+    REQUIRE(static_cast<int32_t>(spec.ps.size()) >= num_ps);
+    spec.ps.resize(num_ps);
+    spec.workers.assign(num_workers, NodeAddress{"127.0.0.1", 1});  // nobody joins
+    spec.coordinator = NodeAddress{"127.0.0.1", 1};
+    NetworkOptions network;
+    network.connect_timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Connect(spec, network);
+    REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
+    return *std::move(cluster);
+  }
   ClusterOptions options;
   options.num_ps = num_ps;
   options.num_workers = num_workers;

@@ -43,7 +43,12 @@ for t in 0 1 2; do start_worker "$t"; done
 coordinator=$!
 
 alive() { kill -0 "$coordinator" 2>/dev/null; }
-# Chaos once training is under way (the first checkpoint exists): four worker kills, one PS kill.
+joined() { grep -c "joined the coordinator" "$work/worker$1.log" || true; }
+lost() { grep -c "worker $1 lost" "$work/coordinator.log" || true; }
+declare -A starts=([0]=1 [1]=1 [2]=1)
+# Chaos once training is under way (the first checkpoint exists): four kill -9's of a joined
+# worker process (each noticed by the coordinator within 2 s, and restarted 0.3 s later), and
+# one of PS 1 (restarted after 1 s).
 for _ in $(seq 600); do ls "$work"/ckpt/ckpt-*/manifest.tsr >/dev/null 2>&1 && break; sleep 0.1; done
 worker_kills=0
 for round in 1 2 3 4 5; do
@@ -53,8 +58,17 @@ for round in 1 2 3 4 5; do
     sleep 1; start_ps 1
   else
     t=$((RANDOM % 3))
-    kill -9 "${pids[worker$t]}" && worker_kills=$((worker_kills + 1)); echo "chaos: killed worker $t"
-    sleep 0.3; start_worker "$t"
+    for _ in $(seq 100); do [ "$(joined "$t")" -ge "${starts[$t]}" ] && break; sleep 0.05; done
+    before=$(lost "$t")
+    kill -9 "${pids[worker$t]}"; worker_kills=$((worker_kills + 1))
+    killed_at=$(date +%s.%N)
+    for _ in $(seq 40); do [ "$(lost "$t")" -gt "$before" ] && break; sleep 0.05; done
+    noticed=$(python3 -c "import time; print(f'{time.time() - $killed_at:.2f}')")
+    if [ "$(lost "$t")" -le "$before" ] && alive; then
+      echo "the coordinator did not notice the death of worker $t within 2 s"; exit 1
+    fi
+    echo "chaos: killed worker $t; noticed after ${noticed} s"
+    sleep 0.3; start_worker "$t"; starts[$t]=$((starts[$t] + 1))
   fi
   sleep 0.7
 done

@@ -17,19 +17,19 @@ caf::result<int64_t> VersionOr(const absl::Status& status, const ShardState& sha
   return shard.version();
 }
 
-// Writes the shard's block, slots and step to dir/file.
+// Writes the shard's block, slots and step to dir/file, straight from the shard's memory: the
+// actor handles nothing else meanwhile, so the block cannot change under the write.
 absl::StatusOr<SavedSlice> Save(const ShardState& s, const std::string& dir,
                                 const std::string& file) {
-  ShardSnapshot snapshot = s.Snapshot();
-  TensorSlice slice;
+  TensorSliceView slice;
   slice.variable = s.spec().variable;
   slice.full_shape = s.full_shape();
   slice.dtype = s.spec().dtype;
   slice.row_offset = s.row_offset();
-  slice.value = std::move(snapshot.value);
-  slice.slot_names = std::move(snapshot.slot_names);
-  slice.slots = std::move(snapshot.slots);
-  slice.step = snapshot.step;
+  slice.value = s.value().view();
+  if (s.optimizer() != nullptr) slice.slot_names = s.optimizer()->SlotNames();
+  for (const Tensor& slot : s.slots().tensors) slice.slots.push_back(slot.view());
+  slice.step = s.slots().step;
   RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
                            absl::StrCat("saving ", s.name())));
   SavedSlice saved;

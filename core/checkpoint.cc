@@ -70,7 +70,24 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
+TensorSliceView ViewOf(const TensorSlice& slice) {
+  TensorSliceView view;
+  view.variable = slice.variable;
+  view.full_shape = slice.full_shape;
+  view.dtype = slice.dtype;
+  view.row_offset = slice.row_offset;
+  view.value = slice.value.view();
+  view.slot_names = slice.slot_names;
+  for (const Tensor& slot : slice.slots) view.slots.push_back(slot.view());
+  view.step = slice.step;
+  return view;
+}
+
 absl::Status ValidateTensorSlice(const TensorSlice& slice) {
+  return ValidateTensorSlice(ViewOf(slice));
+}
+
+absl::Status ValidateTensorSlice(const TensorSliceView& slice) {
   if (slice.variable.empty()) {
     return absl::InvalidArgumentError("tensor slice: empty variable name");
   }

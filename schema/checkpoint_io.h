@@ -1,7 +1,9 @@
 // Reading and writing checkpoints (core/checkpoint.h) as Cap'n Proto files. The only code that
 // touches the checkpoint schemas' Readers and Builders (schema/checkpoint.capnp).
 //
-// Files carry a format version and a CRC-32 per data chunk. Reading enforces capnp's traversal
+// Files carry a format version and checksums over every byte (a slice file's float data: a
+// CRC-32C per 1 MiB chunk, read and written straight from and into the tensors; Note [Slice file
+// layout] in checkpoint_io.cc). Reading enforces capnp's traversal
 // and nesting limits and validates everything: malformed, truncated or forged bytes become
 // DataLoss (corrupt data, a bad checksum) or InvalidArgument (well-formed but inconsistent
 // content), never a crash, an exception escaping, or an allocation sized by the file.
@@ -21,7 +23,9 @@ namespace tessera {
 inline constexpr char kManifestFile[] = "manifest.tsr";
 
 // Writes `slice` to `path` (validated first, InvalidArgument). The file is complete when this
-// returns OK (written to a temporary name, fsync'd, renamed).
+// returns OK (written to a temporary name, fsync'd, renamed). The view's tensors are read in
+// place, never copied.
+absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice);
 absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice);
 absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
 

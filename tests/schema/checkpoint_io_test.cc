@@ -128,12 +128,16 @@ TEST_CASE("a slice of another format version is refused, naming both versions") 
   // whose first field is formatVersion.
   uint32_t version = 0;
   std::memcpy(&version, body.data() + 16, 4);
-  REQUIRE(version == 1);
-  version = 7;
-  std::memcpy(body.data() + 16, &version, 4);
-  const absl::Status status = DecodeSlice(Reseal(FileKind::kSlice, body)).status();
-  CHECK(absl::IsInvalidArgument(status));
-  CHECK(Contains(status, "format version 7; this build reads format version 1"));
+  REQUIRE(version == 2);
+  for (uint32_t other : {1u, 7u}) {
+    CAPTURE(other);
+    std::memcpy(body.data() + 16, &other, 4);
+    const absl::Status status =
+        DecodeSlice(Reseal(FileKind::kSlice, body, TailBytesOf(bytes))).status();
+    CHECK(absl::IsInvalidArgument(status));
+    CHECK(Contains(status, absl::StrCat("format version ", other,
+                                        "; this build reads format version 2")));
+  }
 
   std::string manifest_body = BodyOf(Must(EncodeManifest(SampleManifest())));
   std::memcpy(&version, manifest_body.data() + 16, 4);
@@ -146,7 +150,8 @@ TEST_CASE("a slice of another format version is refused, naming both versions") 
 
 TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the tensor") {
   const TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
-  const std::string body = BodyOf(Must(EncodeSlice(slice)));
+  const std::string file = Must(EncodeSlice(slice));
+  const std::string body = BodyOf(file);
   struct Case {
     std::string name;
     float value;  // a value found once in the data
@@ -162,7 +167,8 @@ TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the te
     const float changed = c.value + 1;
     std::memcpy(from.data(), &c.value, 4);
     std::memcpy(to.data(), &changed, 4);
-    const std::string forged = Reseal(FileKind::kSlice, ReplaceUnique(body, from, to));
+    const std::string forged =
+        Reseal(FileKind::kSlice, ReplaceUnique(body, from, to), TailBytesOf(file));
     const absl::Status status = DecodeSlice(forged).status();
     CHECK(absl::IsDataLoss(status));
     CHECK_MESSAGE(Contains(status, c.message), status.ToString());
@@ -171,7 +177,9 @@ TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the te
 
 TEST_CASE("forged shapes never allocate what the data does not hold") {
   const TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
-  const std::string body = BodyOf(Must(EncodeSlice(slice)));
+  const std::string file = Must(EncodeSlice(slice));
+  const std::string body = BodyOf(file);
+  const uint64_t tail = TailBytesOf(file);
   const std::string value_shape = Int64Bytes({5, 3});
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   struct Case {
@@ -188,12 +196,13 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
       {{-5, 3}, absl::StatusCode::kDataLoss, "invalid shape"},
       {{3, 5}, absl::StatusCode::kInvalidArgument, "no row block"},  // same size, wrong shape
       {{15, 1}, absl::StatusCode::kInvalidArgument, "no row block"},
-      {{0, 3}, absl::StatusCode::kDataLoss, "60 bytes of data for 0 float32 values"},
+      // The value and its two slots: 3 x 15 floats, 180 bytes padded to 184.
+      {{0, 3}, absl::StatusCode::kDataLoss, "184 bytes of data for 3 x 0 float32 values"},
   };
   for (const Case& c : cases) {
     CAPTURE(Shape(c.dims).ToString());
     const std::string forged =
-        Reseal(FileKind::kSlice, ReplaceUnique(body, value_shape, Int64Bytes(c.dims)));
+        Reseal(FileKind::kSlice, ReplaceUnique(body, value_shape, Int64Bytes(c.dims)), tail);
     const absl::Status status = DecodeSlice(forged).status();
     CHECK(status.code() == c.code);
     CHECK_MESSAGE(Contains(status, c.message), status.ToString());
@@ -201,11 +210,13 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
   // A forged full shape and a forged step fail validation.
   CHECK(absl::IsInvalidArgument(
       DecodeSlice(
-          Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}), Int64Bytes({8, 3}))))
+          Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}), Int64Bytes({8, 3})),
+                 tail))
           .status()));
   const absl::Status step =
       DecodeSlice(Reseal(FileKind::kSlice,
-                         ReplaceUnique(body, Int64Bytes({slice.step}), Int64Bytes({-slice.step}))))
+                         ReplaceUnique(body, Int64Bytes({slice.step}), Int64Bytes({-slice.step})),
+                         tail))
           .status();
   CHECK(absl::IsInvalidArgument(step));
   CHECK(Contains(step, "negative step"));

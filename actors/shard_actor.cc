@@ -55,25 +55,10 @@ absl::Status Load(ShardState& s, const std::string& dir, const CheckpointVariabl
                                                    DTypeName(variable.dtype), ", the variable's ",
                                                    DTypeName(s.spec().dtype)));
   }
-  ASSIGN_OR_RETURN(std::vector<SliceRead> reads,
-                   PlanSliceReads(variable, s.row_offset(), s.spec().rows));
-  std::vector<TensorSlice> loaded;
-  loaded.reserve(reads.size());
-  for (const SliceRead& read : reads) {
-    const std::string path = absl::StrCat(dir, "/", variable.slices[read.slice].file);
-    ASSIGN_OR_RETURN(TensorSlice slice, ReadSliceFile(path));
-    loaded.push_back(std::move(slice));
-  }
-  TensorSlice block;
-  if (reads.size() == 1 && reads[0].source_row == 0 && reads[0].target_row == 0 &&
-      loaded[0].value.shape() == s.block_shape()) {
-    block = std::move(loaded[0]);  // the slice is exactly this shard's block (same layout)
-  } else {
-    std::vector<const TensorSlice*> pointers;
-    for (const TensorSlice& slice : loaded) pointers.push_back(&slice);
-    ASSIGN_OR_RETURN(block, AssembleSlice(variable, s.row_offset(), s.spec().rows, reads,
-                                          pointers));
-  }
+  // Reads only the rows this shard holds, straight into a fresh block (the shard is unchanged
+  // until the whole block has been read and checked).
+  ASSIGN_OR_RETURN(TensorSlice block,
+                   ReadSliceBlock(dir, variable, s.row_offset(), s.spec().rows));
   ShardSnapshot snapshot;
   snapshot.value = std::move(block.value);
   snapshot.step = block.step;

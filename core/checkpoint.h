@@ -116,4 +116,11 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
                                           int64_t rows, const std::vector<SliceRead>& reads,
                                           const std::vector<const TensorSlice*>& slices);
 
+// AssembleSlice's checks alone, for a reader that copies the rows itself (straight from the
+// files): only the shapes of the slices' tensors are looked at, so their views may have no data.
+// Returns the block's step; InvalidArgument as AssembleSlice.
+absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int64_t offset,
+                                        int64_t rows, const std::vector<SliceRead>& reads,
+                                        const std::vector<const TensorSliceView*>& slices);
+
 }  // namespace tessera

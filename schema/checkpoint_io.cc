@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -120,106 +121,85 @@ absl::Status WriteSlice(const TensorSliceView& slice, RandomAccessWriter& out) {
   return out.WriteAt(0, head);
 }
 
-// Reads one tensor's data (`crcs.size()` chunks) at `at` in `in` into `out`, checking each
-// chunk's CRC-32C right after reading it.
-absl::Status ReadTensorData(RandomAccessReader& in, uint64_t at,
-                            capnp::List<uint32_t>::Reader crcs, Tensor& out,
-                            absl::string_view what) {
-  char* data = reinterpret_cast<char*>(out.data());
-  const uint64_t bytes = static_cast<uint64_t>(out.size()) * sizeof(float);
-  for (unsigned i = 0; i < crcs.size(); ++i) {
-    const uint64_t offset = uint64_t{i} * kChunkBytes;
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, bytes - offset));
-    RETURN_IF_ERROR(in.ReadAt(at + offset, n, data + offset));
-    if (schema_internal::Crc32c(absl::string_view(data + offset, n)) != crcs[i]) {
-      return absl::DataLossError(absl::StrCat("checksum mismatch in ", what, " chunk ", i));
-    }
-  }
-  return absl::OkStatus();
-}
+// An open slice file whose header and message have been read and checked: its metadata (the
+// tensors as views without data: shapes only), and where each tensor's data lies in the file
+// with the CRC-32C of each of its chunks.
+struct OpenedSlice {
+  std::unique_ptr<RandomAccessReader> owned;  // null when the reader belongs to the caller
+  RandomAccessReader* file = nullptr;
+  TensorSliceView meta;
+  std::vector<std::vector<uint32_t>> crcs;  // value, then each slot
+  uint64_t data_at = 0;                     // the value's first byte; the slots follow
+  uint64_t tensor_bytes = 0;
+  uint64_t padding = 0;  // zero bytes after the data, up to a whole word
+};
 
-// Decodes a format-2 slice: the message `in` (its checksum checked), then the data section of
-// `tail_bytes` at `data_at` in `file`, sized from the message and checked against the file
-// before anything is allocated.
-absl::StatusOr<TensorSlice> ParseSlice(wire::TensorSlice::Reader in, RandomAccessReader& file,
-                                       uint64_t data_at, uint64_t tail_bytes) {
+// Fills `opened` from a format-2 message (its checksum checked) of a file whose tail is
+// `tail_bytes`: the data's size, from the message, must be the tail's, checked before any data
+// is read or allocated for.
+absl::Status ParseSliceMetadata(wire::TensorSlice::Reader in, uint64_t tail_bytes,
+                                OpenedSlice& opened) {
   RETURN_IF_ERROR(CheckFormatVersion(FileKind::kSlice, in.getFormatVersion(), kSliceFormatVersion));
-  TensorSlice slice;
-  slice.variable = DecodeText(in.getVariable());
-  const std::string what = absl::StrCat("slice of ", slice.variable);
-  ASSIGN_OR_RETURN(slice.full_shape, DecodeShape(in.getFullShape(), what));
-  ASSIGN_OR_RETURN(slice.dtype, DecodeDType(in.getDtype(), what));
-  slice.row_offset = in.getRowOffset();
+  TensorSliceView& meta = opened.meta;
+  meta.variable = DecodeText(in.getVariable());
+  const std::string what = absl::StrCat("slice of ", meta.variable);
+  ASSIGN_OR_RETURN(meta.full_shape, DecodeShape(in.getFullShape(), what));
+  ASSIGN_OR_RETURN(meta.dtype, DecodeDType(in.getDtype(), what));
+  meta.row_offset = in.getRowOffset();
   ASSIGN_OR_RETURN(Shape shape, DecodeShape(in.getValue().getShape(), what));
   const auto slots = in.getSlots();
   bool inline_data = in.getValue().getChunks().size() != 0;
   for (wire::TensorSlice::Slot::Reader slot : slots) {
-    slice.slot_names.push_back(DecodeText(slot.getName()));
+    meta.slot_names.push_back(DecodeText(slot.getName()));
     inline_data = inline_data || slot.getChunks().size() != 0;
   }
   if (inline_data) {
     return absl::DataLossError(
         absl::StrCat(what, ": data chunks inside the message (format 2 keeps them after it)"));
   }
-  // The data's size, from the message, must be the tail's: checked before allocating.
   const uint64_t tensors = 1 + uint64_t{slots.size()};
   const uint64_t elements = static_cast<uint64_t>(shape.num_elements());
   if (elements > std::numeric_limits<uint64_t>::max() / sizeof(float) / tensors) {
     return absl::DataLossError(absl::StrCat(what, ": invalid element count ", elements));
   }
-  const uint64_t data_bytes = elements * sizeof(float) * tensors;
+  opened.tensor_bytes = elements * sizeof(float);
+  const uint64_t data_bytes = opened.tensor_bytes * tensors;
   if (PaddedToWords(data_bytes) != tail_bytes) {
     return absl::DataLossError(absl::StrCat(what, ": ", tail_bytes, " bytes of data for ", tensors,
                                             " x ", elements, " float32 values"));
   }
+  opened.padding = tail_bytes - data_bytes;
   const size_t chunks = schema_internal::NumChunks(static_cast<size_t>(elements));
-  bool crcs_match = in.getValueCrc32c().size() == chunks;
-  for (wire::TensorSlice::Slot::Reader slot : slots) {
-    crcs_match = crcs_match && slot.getCrc32c().size() == chunks;
-  }
+  auto copy_crcs = [&](capnp::List<uint32_t>::Reader list) {
+    if (list.size() != chunks) return false;
+    std::vector<uint32_t>& crcs = opened.crcs.emplace_back();
+    crcs.reserve(chunks);  // bounded by the message: 4 bytes each
+    for (uint32_t crc : list) crcs.push_back(crc);
+    return true;
+  };
+  bool crcs_match = copy_crcs(in.getValueCrc32c());
+  for (wire::TensorSlice::Slot::Reader slot : slots) crcs_match = crcs_match && copy_crcs(slot.getCrc32c());
   if (!crcs_match) {
     return absl::DataLossError(
         absl::StrCat(what, ": the checksums do not match the ", chunks, " chunks of each tensor"));
   }
-  slice.step = in.getStep();
-  // The rest of the metadata, before allocating for the data.
-  TensorSliceView shapes;
-  shapes.variable = slice.variable;
-  shapes.full_shape = slice.full_shape;
-  shapes.dtype = slice.dtype;
-  shapes.row_offset = slice.row_offset;
-  shapes.value = ConstTensorView(nullptr, shape);
-  shapes.slot_names = slice.slot_names;
-  shapes.slots.assign(slots.size(), ConstTensorView(nullptr, shape));
-  shapes.step = slice.step;
-  RETURN_IF_ERROR(ValidateTensorSlice(shapes));
-
-  const uint64_t tensor_bytes = elements * sizeof(float);
-  slice.value = Tensor(shape);
-  RETURN_IF_ERROR(ReadTensorData(file, data_at, in.getValueCrc32c(), slice.value, what));
-  for (unsigned i = 0; i < slots.size(); ++i) {
-    slice.slots.emplace_back(shape);
-    RETURN_IF_ERROR(ReadTensorData(file, data_at + (1 + uint64_t{i}) * tensor_bytes,
-                                   slots[i].getCrc32c(), slice.slots.back(),
-                                   absl::StrCat(what, " slot ", slice.slot_names[i])));
-  }
-  char padding[8] = {};
-  RETURN_IF_ERROR(file.ReadAt(data_at + data_bytes, tail_bytes - data_bytes, padding));
-  if (std::any_of(padding, padding + 8, [](char c) { return c != 0; })) {
-    return absl::DataLossError(absl::StrCat(what, ": non-zero padding after the data"));
-  }
-  return slice;
+  meta.step = in.getStep();
+  meta.value = ConstTensorView(nullptr, shape);
+  meta.slots.assign(slots.size(), ConstTensorView(nullptr, shape));
+  return ValidateTensorSlice(meta);
 }
 
-// Reads a slice file (Note [Slice file layout]) through `in`: the header, then the message,
-// then the data straight into the slice's tensors.
-absl::StatusOr<TensorSlice> ReadSlice(RandomAccessReader& in) {
+// Opens a slice file (Note [Slice file layout]) through `in`: reads and checks its header and
+// message. Nothing of the data is read yet.
+absl::Status OpenSlice(RandomAccessReader& in, OpenedSlice& opened) {
+  opened.file = &in;
   char header_bytes[schema_internal::kEnvelopeHeaderBytes];
   const bool has_header = in.size() >= sizeof(header_bytes);
   if (has_header) RETURN_IF_ERROR(in.ReadAt(0, sizeof(header_bytes), header_bytes));
   ASSIGN_OR_RETURN(const schema_internal::EnvelopeHeader header,
                    schema_internal::ParseEnvelopeHeader(
-                       FileKind::kSlice, absl::string_view(header_bytes, has_header ? 24 : 0),
+                       FileKind::kSlice,
+                       absl::string_view(header_bytes, has_header ? sizeof(header_bytes) : 0),
                        in.size()));
   // Word-aligned for the parser; sized by bytes the file really has (ParseEnvelopeHeader).
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>(header.message_bytes() / 8);
@@ -228,13 +208,73 @@ absl::StatusOr<TensorSlice> ReadSlice(RandomAccessReader& in) {
   RETURN_IF_ERROR(in.ReadAt(sizeof(header_bytes), message.size(),
                             reinterpret_cast<char*>(words.begin())));
   RETURN_IF_ERROR(schema_internal::CheckMessageChecksum(FileKind::kSlice, header, message));
-  absl::StatusOr<TensorSlice> slice = absl::DataLossError("slice file: not decoded");
-  RETURN_IF_ERROR(schema_internal::ReadMessage(
+  opened.data_at = sizeof(header_bytes) + message.size();
+  return schema_internal::ReadMessage(
       FileKind::kSlice, message, [&](capnp::MessageReader& reader) {
-        slice = ParseSlice(reader.getRoot<wire::TensorSlice>(), in,
-                           sizeof(header_bytes) + message.size(), header.tail_bytes);
-        return slice.status();
-      }));
+        return ParseSliceMetadata(reader.getRoot<wire::TensorSlice>(), header.tail_bytes, opened);
+      });
+}
+
+// Copies bytes [begin, end) of tensor `t` (0: the value, 1 + i: slot i) of an opened slice to
+// `out`, checking every chunk it touches: a chunk inside the range is read straight into `out`
+// and checked there; one across an edge of the range is read whole into `bounce` first.
+absl::Status ReadTensorBytes(OpenedSlice& opened, size_t t, uint64_t begin, uint64_t end,
+                             char* out, std::vector<char>& bounce) {
+  if (begin >= end) return absl::OkStatus();
+  const uint64_t at = opened.data_at + t * opened.tensor_bytes;
+  for (uint64_t c = begin / kChunkBytes; c * kChunkBytes < end; ++c) {
+    const uint64_t chunk_begin = c * kChunkBytes;
+    const uint64_t chunk_end = std::min(chunk_begin + kChunkBytes, opened.tensor_bytes);
+    const size_t n = static_cast<size_t>(chunk_end - chunk_begin);
+    const bool inside = chunk_begin >= begin && chunk_end <= end;
+    char* to = out + (chunk_begin - begin);
+    if (!inside) {
+      bounce.resize(kChunkBytes);
+      to = bounce.data();
+    }
+    RETURN_IF_ERROR(opened.file->ReadAt(at + chunk_begin, n, to));
+    if (schema_internal::Crc32c(absl::string_view(to, n)) != opened.crcs[t][c]) {
+      const std::string tensor =
+          t == 0 ? "" : absl::StrCat(" slot ", opened.meta.slot_names[t - 1]);
+      return absl::DataLossError(absl::StrCat("checksum mismatch in slice of ",
+                                              opened.meta.variable, tensor, " chunk ", c));
+    }
+    if (!inside) {
+      const uint64_t from = std::max(chunk_begin, begin), to_end = std::min(chunk_end, end);
+      std::memcpy(out + (from - begin), bounce.data() + (from - chunk_begin),
+                  static_cast<size_t>(to_end - from));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The whole slice `in` holds.
+absl::StatusOr<TensorSlice> ReadSlice(RandomAccessReader& in) {
+  OpenedSlice opened;
+  RETURN_IF_ERROR(OpenSlice(in, opened));
+  TensorSlice slice;
+  slice.variable = opened.meta.variable;
+  slice.full_shape = opened.meta.full_shape;
+  slice.dtype = opened.meta.dtype;
+  slice.row_offset = opened.meta.row_offset;
+  slice.slot_names = opened.meta.slot_names;
+  slice.step = opened.meta.step;
+  std::vector<char> bounce;
+  slice.value = Tensor(opened.meta.value.shape());
+  RETURN_IF_ERROR(ReadTensorBytes(opened, 0, 0, opened.tensor_bytes,
+                                  reinterpret_cast<char*>(slice.value.data()), bounce));
+  for (size_t i = 0; i < opened.meta.slots.size(); ++i) {
+    slice.slots.emplace_back(opened.meta.value.shape());
+    RETURN_IF_ERROR(ReadTensorBytes(opened, 1 + i, 0, opened.tensor_bytes,
+                                    reinterpret_cast<char*>(slice.slots.back().data()), bounce));
+  }
+  char padding[8] = {};
+  RETURN_IF_ERROR(in.ReadAt(opened.data_at + opened.crcs.size() * opened.tensor_bytes,
+                            opened.padding, padding));
+  if (std::any_of(padding, padding + 8, [](char c) { return c != 0; })) {
+    return absl::DataLossError(
+        absl::StrCat("slice of ", slice.variable, ": non-zero padding after the data"));
+  }
   return slice;
 }
 
@@ -310,6 +350,53 @@ absl::StatusOr<CheckpointManifest> ParseManifest(wire::Manifest::Reader in) {
 }
 
 }  // namespace
+
+absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
+                                           const CheckpointVariable& variable, int64_t offset,
+                                           int64_t rows) {
+  ASSIGN_OR_RETURN(const std::vector<SliceRead> reads, PlanSliceReads(variable, offset, rows));
+  // Headers and messages first: every file must be the one the manifest names before anything
+  // is allocated for the block.
+  std::vector<OpenedSlice> opened(reads.size());
+  std::vector<const TensorSliceView*> metas;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const std::string path = absl::StrCat(dir, "/", variable.slices[reads[i].slice].file);
+    ASSIGN_OR_RETURN(opened[i].owned, schema_internal::OpenFileForReading(path));
+    RETURN_IF_ERROR(Annotate(OpenSlice(*opened[i].owned, opened[i]), path));
+    metas.push_back(&opened[i].meta);
+  }
+  ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, metas));
+  const Shape block_shape = variable.shape.rank() == 0 ? Shape() : variable.shape.WithRows(rows);
+  TensorSlice block;
+  block.variable = variable.name;
+  block.full_shape = variable.shape;
+  block.dtype = variable.dtype;
+  block.row_offset = offset;
+  block.value = Tensor(block_shape);
+  block.slot_names = variable.slot_names;
+  for (size_t k = 0; k < block.slot_names.size(); ++k) block.slots.emplace_back(block_shape);
+  block.step = step;
+  const uint64_t row_bytes = static_cast<uint64_t>(block_shape.row_size()) * sizeof(float);
+  std::vector<char> bounce;
+  for (size_t i = 0; i < reads.size(); ++i) {
+    const SliceRead& read = reads[i];
+    const uint64_t begin = static_cast<uint64_t>(read.source_row) * row_bytes;
+    const uint64_t end = begin + static_cast<uint64_t>(read.rows) * row_bytes;
+    const uint64_t to = static_cast<uint64_t>(read.target_row) * row_bytes;
+    const std::string path = absl::StrCat(dir, "/", variable.slices[read.slice].file);
+    RETURN_IF_ERROR(Annotate(ReadTensorBytes(opened[i], 0, begin, end,
+                                             reinterpret_cast<char*>(block.value.data()) + to,
+                                             bounce),
+                             path));
+    for (size_t k = 0; k < block.slots.size(); ++k) {
+      RETURN_IF_ERROR(Annotate(
+          ReadTensorBytes(opened[i], 1 + k, begin, end,
+                          reinterpret_cast<char*>(block.slots[k].data()) + to, bounce),
+          path));
+    }
+  }
+  return block;
+}
 
 absl::StatusOr<std::string> EncodeSlice(const TensorSlice& slice) {
   std::string bytes;

@@ -29,6 +29,16 @@ absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slic
 absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice);
 absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
 
+// The block of rows [offset, offset + rows) of `variable` (a manifest entry) from the checkpoint
+// in `dir`: what AssembleSlice gives from the slice files PlanSliceReads names, but reading only
+// the chunks holding the block's rows, straight into the block (a chunk across a read's edge goes
+// through a 1 MiB buffer), each checked. Nothing is allocated for the block before every file's
+// header and message are read and match the manifest. Errors: those of ReadSliceFile (naming the
+// file), and InvalidArgument as PlanSliceReads and AssembleSlice.
+absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
+                                           const CheckpointVariable& variable, int64_t offset,
+                                           int64_t rows);
+
 // Writes dir/manifest.tsr atomically (temporary file, fsync, rename, fsync of the directory).
 absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest);
 // NotFound when the directory has no manifest (an incomplete checkpoint is invisible).

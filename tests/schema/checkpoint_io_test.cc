@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,97 @@ TEST_CASE("slice files are written atomically and read back") {
   CHECK(dir.Files() == std::vector<std::string>{"emb.part_0"});
   const absl::Status not_a_file = ReadSliceFile(dir.path()).status();
   CHECK(absl::IsDataLoss(not_a_file));
+}
+
+// A [rows, 3] variable with two slots saved as slices of `sizes` rows in dir/emb.<i>, and its
+// manifest entry. Row r's values are distinct across the variable and its slots.
+CheckpointVariable SaveSlices(const std::string& dir, const std::vector<int64_t>& sizes) {
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  CheckpointVariable v;
+  v.name = "emb";
+  v.shape = Shape{total, 3};
+  v.slot_names = {"m", "v"};
+  v.step = 9;
+  int64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    TensorSlice slice;
+    slice.variable = "emb";
+    slice.full_shape = v.shape;
+    slice.row_offset = offset;
+    slice.value = Tensor(Shape{sizes[i], 3});
+    slice.slot_names = v.slot_names;
+    slice.slots = {Tensor(Shape{sizes[i], 3}), Tensor(Shape{sizes[i], 3})};
+    for (int64_t k = 0; k < slice.value.size(); ++k) {
+      const float global = static_cast<float>(offset * 3 + k);
+      slice.value.values()[k] = global;
+      slice.slots[0].values()[k] = -global;
+      slice.slots[1].values()[k] = global + 0.5f;
+    }
+    slice.step = static_cast<int64_t>(i) + 7;
+    const std::string file = absl::StrCat("emb.", i);
+    REQUIRE(WriteSliceFile(dir + "/" + file, slice).ok());
+    v.slices.push_back({file, offset, sizes[i]});
+    offset += sizes[i];
+  }
+  return v;
+}
+
+TEST_CASE("a block is read straight from the slice files, equal to the assembled one") {
+  TempDir dir;
+  // Slices of 100k, 250k and 1 row: 1.2 MB, 3 MB and 12 bytes per tensor, so reads start and
+  // end inside 1 MiB chunks, span several, or fall inside one.
+  const CheckpointVariable v = SaveSlices(dir.path(), {100000, 250000, 1});
+  const int64_t rows = v.shape.rows();
+  for (const auto& [offset, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, rows}, {0, 100000}, {100000, 250000}, {5, 1}, {99999, 2}, {87381, 87382},
+           {123456, 200000}, {rows - 1, 1}, {rows - 7, 7}, {3, 0}}) {
+    CAPTURE(offset);
+    CAPTURE(count);
+    const std::vector<SliceRead> reads = Must(PlanSliceReads(v, offset, count));
+    std::vector<TensorSlice> files;
+    for (const SliceRead& read : reads) {
+      files.push_back(Must(ReadSliceFile(dir.path() + "/" + v.slices[read.slice].file)));
+    }
+    std::vector<const TensorSlice*> pointers;
+    for (const TensorSlice& f : files) pointers.push_back(&f);
+    const TensorSlice want = Must(AssembleSlice(v, offset, count, reads, pointers));
+    CHECK(SameSlice(Must(ReadSliceBlock(dir.path(), v, offset, count)), want));
+  }
+}
+
+TEST_CASE("a block read checks the chunks it reads and the files against the manifest") {
+  TempDir dir;
+  const CheckpointVariable v = SaveSlices(dir.path(), {100000, 250000});
+  // Damage the second file's value in its last chunk: bytes 2 MiB.. of its 3 MB.
+  const std::string path = dir.path() + "/emb.1";
+  std::string bytes;
+  {
+    const int fd = ::open(path.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    bytes.resize(static_cast<size_t>(size));
+    REQUIRE(::pread(fd, bytes.data(), bytes.size(), 0) == size);
+    const off_t data_at = size - 3 * 250000 * 3 * 4;  // three tensors, no padding
+    const char damaged = static_cast<char>(bytes[data_at + (2 << 20) + 100] ^ 1);
+    REQUIRE(::pwrite(fd, &damaged, 1, data_at + (2 << 20) + 100) == 1);
+    ::close(fd);
+  }
+  // Rows 100000 + [0, 174762) of the file lie in its first two value chunks: not damaged.
+  CHECK(ReadSliceBlock(dir.path(), v, 100000, 100000).ok());
+  const absl::Status damaged = ReadSliceBlock(dir.path(), v, 300000, 10).status();
+  CHECK(absl::IsDataLoss(damaged));
+  CHECK_MESSAGE(Contains(damaged, "checksum mismatch in slice of emb chunk 2"), damaged.ToString());
+  CHECK(Contains(damaged, "emb.1"));
+
+  // A manifest that disagrees with a file, or names a missing one.
+  CheckpointVariable other = v;
+  other.slot_names = {"accumulator"};
+  CHECK(absl::IsInvalidArgument(ReadSliceBlock(dir.path(), other, 0, 10).status()));
+  other = v;
+  other.slices[0].file = "emb.9";
+  CHECK(absl::IsNotFound(ReadSliceBlock(dir.path(), other, 0, 10).status()));
+  CHECK(absl::IsInvalidArgument(ReadSliceBlock(dir.path(), v, 0, v.shape.rows() + 1).status()));
 }
 
 TEST_CASE("an invalid slice is refused before anything is written") {

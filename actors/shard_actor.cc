@@ -17,19 +17,19 @@ caf::result<int64_t> VersionOr(const absl::Status& status, const ShardState& sha
   return shard.version();
 }
 
-// Writes the shard's block, slots and step to dir/file.
+// Writes the shard's block, slots and step to dir/file, straight from the shard's memory: the
+// actor handles nothing else meanwhile, so the block cannot change under the write.
 absl::StatusOr<SavedSlice> Save(const ShardState& s, const std::string& dir,
                                 const std::string& file) {
-  ShardSnapshot snapshot = s.Snapshot();
-  TensorSlice slice;
+  TensorSliceView slice;
   slice.variable = s.spec().variable;
   slice.full_shape = s.full_shape();
   slice.dtype = s.spec().dtype;
   slice.row_offset = s.row_offset();
-  slice.value = std::move(snapshot.value);
-  slice.slot_names = std::move(snapshot.slot_names);
-  slice.slots = std::move(snapshot.slots);
-  slice.step = snapshot.step;
+  slice.value = s.value().view();
+  if (s.optimizer() != nullptr) slice.slot_names = s.optimizer()->SlotNames();
+  for (const Tensor& slot : s.slots().tensors) slice.slots.push_back(slot.view());
+  slice.step = s.slots().step;
   RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
                            absl::StrCat("saving ", s.name())));
   SavedSlice saved;
@@ -55,25 +55,10 @@ absl::Status Load(ShardState& s, const std::string& dir, const CheckpointVariabl
                                                    DTypeName(variable.dtype), ", the variable's ",
                                                    DTypeName(s.spec().dtype)));
   }
-  ASSIGN_OR_RETURN(std::vector<SliceRead> reads,
-                   PlanSliceReads(variable, s.row_offset(), s.spec().rows));
-  std::vector<TensorSlice> loaded;
-  loaded.reserve(reads.size());
-  for (const SliceRead& read : reads) {
-    const std::string path = absl::StrCat(dir, "/", variable.slices[read.slice].file);
-    ASSIGN_OR_RETURN(TensorSlice slice, ReadSliceFile(path));
-    loaded.push_back(std::move(slice));
-  }
-  TensorSlice block;
-  if (reads.size() == 1 && reads[0].source_row == 0 && reads[0].target_row == 0 &&
-      loaded[0].value.shape() == s.block_shape()) {
-    block = std::move(loaded[0]);  // the slice is exactly this shard's block (same layout)
-  } else {
-    std::vector<const TensorSlice*> pointers;
-    for (const TensorSlice& slice : loaded) pointers.push_back(&slice);
-    ASSIGN_OR_RETURN(block, AssembleSlice(variable, s.row_offset(), s.spec().rows, reads,
-                                          pointers));
-  }
+  // Reads only the rows this shard holds, straight into a fresh block (the shard is unchanged
+  // until the whole block has been read and checked).
+  ASSIGN_OR_RETURN(TensorSlice block,
+                   ReadSliceBlock(dir, variable, s.row_offset(), s.spec().rows));
   ShardSnapshot snapshot;
   snapshot.value = std::move(block.value);
   snapshot.step = block.step;

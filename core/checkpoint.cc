@@ -70,7 +70,24 @@ std::string JoinNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
+TensorSliceView ViewOf(const TensorSlice& slice) {
+  TensorSliceView view;
+  view.variable = slice.variable;
+  view.full_shape = slice.full_shape;
+  view.dtype = slice.dtype;
+  view.row_offset = slice.row_offset;
+  view.value = slice.value.view();
+  view.slot_names = slice.slot_names;
+  for (const Tensor& slot : slice.slots) view.slots.push_back(slot.view());
+  view.step = slice.step;
+  return view;
+}
+
 absl::Status ValidateTensorSlice(const TensorSlice& slice) {
+  return ValidateTensorSlice(ViewOf(slice));
+}
+
+absl::Status ValidateTensorSlice(const TensorSliceView& slice) {
   if (slice.variable.empty()) {
     return absl::InvalidArgumentError("tensor slice: empty variable name");
   }
@@ -212,9 +229,9 @@ absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& 
   return reads;
 }
 
-absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, int64_t offset,
-                                          int64_t rows, const std::vector<SliceRead>& reads,
-                                          const std::vector<const TensorSlice*>& slices) {
+absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int64_t offset,
+                                        int64_t rows, const std::vector<SliceRead>& reads,
+                                        const std::vector<const TensorSliceView*>& slices) {
   const std::string what = absl::StrCat("restoring ", variable.name);
   RETURN_IF_ERROR(CheckShape(variable.shape, what));
   RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
@@ -222,15 +239,13 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", reads.size(), " reads but ", slices.size(), " slices"));
   }
-  const bool scalar = variable.shape.rank() == 0;
-  const Shape block_shape = scalar ? Shape() : variable.shape.WithRows(rows);
   // Check every read before allocating: they must tile the block in order, each from a slice
   // that is the one the manifest names and holds the rows read.
   int64_t covered = 0;
   int64_t step = reads.empty() ? variable.step : 0;
   for (size_t i = 0; i < reads.size(); ++i) {
     const SliceRead& read = reads[i];
-    const TensorSlice* slice = slices[i];
+    const TensorSliceView* slice = slices[i];
     const std::string read_what = absl::StrCat(what, ": read ", i);
     if (slice == nullptr) return absl::InvalidArgumentError(absl::StrCat(read_what, ": no slice"));
     if (read.slice >= variable.slices.size()) {
@@ -274,6 +289,26 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": the reads cover ", covered, " of ", rows, " rows"));
   }
+  return step;
+}
+
+absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, int64_t offset,
+                                          int64_t rows, const std::vector<SliceRead>& reads,
+                                          const std::vector<const TensorSlice*>& slices) {
+  std::vector<TensorSliceView> views;
+  views.reserve(slices.size());
+  std::vector<const TensorSliceView*> pointers;
+  for (const TensorSlice* slice : slices) {
+    if (slice == nullptr) {
+      pointers.push_back(nullptr);
+      continue;
+    }
+    views.push_back(ViewOf(*slice));
+    pointers.push_back(&views.back());
+  }
+  ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, pointers));
+  const bool scalar = variable.shape.rank() == 0;
+  const Shape block_shape = scalar ? Shape() : variable.shape.WithRows(rows);
 
   TensorSlice block;
   block.variable = variable.name;

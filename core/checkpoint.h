@@ -35,10 +35,27 @@ struct TensorSlice {
   int64_t step = 0;                     // the optimizer's step count
 };
 
+// A TensorSlice whose value and slots are borrowed: what a shard saves straight from its own
+// memory (no snapshot copy). Valid while the tensors it views live unchanged.
+struct TensorSliceView {
+  std::string variable;
+  Shape full_shape;
+  DType dtype = DType::kFloat32;
+  int64_t row_offset = 0;
+  ConstTensorView value;
+  std::vector<std::string> slot_names;
+  std::vector<ConstTensorView> slots;
+  int64_t step = 0;
+};
+
+// A view of `slice` (valid while it lives unchanged).
+TensorSliceView ViewOf(const TensorSlice& slice);
+
 // InvalidArgument unless the slice is consistent: a name, a value whose shape is full_shape with
 // value.rows() rows lying inside full_shape, slots matching slot_names one to one and of the
 // value's shape, step >= 0.
 absl::Status ValidateTensorSlice(const TensorSlice& slice);
+absl::Status ValidateTensorSlice(const TensorSliceView& slice);
 
 // Where a variable's rows [row_offset, row_offset + rows) are saved: a file in the checkpoint
 // directory (a plain file name, no directories).
@@ -98,5 +115,12 @@ absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& 
 absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, int64_t offset,
                                           int64_t rows, const std::vector<SliceRead>& reads,
                                           const std::vector<const TensorSlice*>& slices);
+
+// AssembleSlice's checks alone, for a reader that copies the rows itself (straight from the
+// files): only the shapes of the slices' tensors are looked at, so their views may have no data.
+// Returns the block's step; InvalidArgument as AssembleSlice.
+absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int64_t offset,
+                                        int64_t rows, const std::vector<SliceRead>& reads,
+                                        const std::vector<const TensorSliceView*>& slices);
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
-// tessera_fuzz_seeds OUT_DIR: writes the seed corpus of the fuzz targets — the message bodies
-// (without the envelope, as the targets take them) of small valid slices, manifests and models —
-// into OUT_DIR/{slice,manifest,model}/.
+// tessera_fuzz_seeds OUT_DIR: writes the seed corpus of the fuzz targets — the bodies (without
+// the envelope, as the targets take them; a slice's prefixed with its tail's size in words, see
+// round_trip_check.h) of small valid slices, manifests and models — into
+// OUT_DIR/{slice,manifest,model}/.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +77,7 @@ bool Write(const std::filesystem::path& dir, const std::string& name,
   }
   std::filesystem::create_directories(dir);
   std::ofstream out(dir / name, std::ios::binary);
+  if (dir.filename() == "slice") out << file->substr(20, 4);  // the header's tail size in words
   out << file->substr(schema_internal::kEnvelopeHeaderBytes);
   return static_cast<bool>(out);
 }

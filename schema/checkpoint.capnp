@@ -1,6 +1,7 @@
 # The checkpoint bundle (core/checkpoint.h, DESIGN.md §3): one slice file per saved shard and a
 # manifest naming them, written last. Each file is framed by schema/internal/envelope.h (magic,
-# size, CRC-32) around one message whose root is `TensorSlice` or `Manifest`.
+# size, CRC-32) around one message whose root is `TensorSlice` or `Manifest`; a slice file's float
+# data follows its message (Note [Slice file layout] in schema/checkpoint_io.cc).
 @0xc9d3d2db45c6cf1f;
 
 $import "/capnp/c++.capnp".namespace("tessera::wire");
@@ -8,19 +9,24 @@ $import "/capnp/c++.capnp".namespace("tessera::wire");
 using Common = import "/schema/common.capnp";
 
 # Rows [rowOffset, rowOffset + value.shape[0]) of variable `variable`, with the optimizer's slots.
+# Format 1 kept the floats in `value.chunks` and each slot's `chunks`; format 2 (the current one)
+# leaves those empty and keeps the floats in the file's tail, value first, then each slot in order,
+# each checked 1 MiB at a time by the CRC-32Cs in `valueCrc32c` and the slot's `crc32c`.
 struct TensorSlice {
   formatVersion @0 :UInt32;  # checkpoint_io.cc's kSliceFormatVersion
   variable @1 :Text;
   fullShape @2 :List(Int64);
   dtype @3 :Common.DType;
   rowOffset @4 :Int64;
-  value @5 :Common.Tensor;   # the slice's shape and values
+  value @5 :Common.Tensor;   # the slice's shape (and, in format 1, values)
   slots @6 :List(Slot);      # in the optimizer's slot order, each of value's shape
   step @7 :Int64;            # the optimizer's step count
+  valueCrc32c @8 :List(UInt32);  # format 2: of each 1 MiB piece of the value's data in the tail
 
   struct Slot {
     name @0 :Text;
-    chunks @1 :List(Common.Chunk);
+    chunks @1 :List(Common.Chunk);  # format 1 only
+    crc32c @2 :List(UInt32);        # format 2: as valueCrc32c, for this slot's data
   }
 }
 

@@ -1,7 +1,9 @@
 // Reading and writing checkpoints (core/checkpoint.h) as Cap'n Proto files. The only code that
 // touches the checkpoint schemas' Readers and Builders (schema/checkpoint.capnp).
 //
-// Files carry a format version and a CRC-32 per data chunk. Reading enforces capnp's traversal
+// Files carry a format version and checksums over every byte (a slice file's float data: a
+// CRC-32C per 1 MiB chunk, read and written straight from and into the tensors; Note [Slice file
+// layout] in checkpoint_io.cc). Reading enforces capnp's traversal
 // and nesting limits and validates everything: malformed, truncated or forged bytes become
 // DataLoss (corrupt data, a bad checksum) or InvalidArgument (well-formed but inconsistent
 // content), never a crash, an exception escaping, or an allocation sized by the file.
@@ -21,9 +23,21 @@ namespace tessera {
 inline constexpr char kManifestFile[] = "manifest.tsr";
 
 // Writes `slice` to `path` (validated first, InvalidArgument). The file is complete when this
-// returns OK (written to a temporary name, fsync'd, renamed).
+// returns OK (written to a temporary name, fsync'd, renamed). The view's tensors are read in
+// place, never copied.
+absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice);
 absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice);
 absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
+
+// The block of rows [offset, offset + rows) of `variable` (a manifest entry) from the checkpoint
+// in `dir`: what AssembleSlice gives from the slice files PlanSliceReads names, but reading only
+// the chunks holding the block's rows, straight into the block (a chunk across a read's edge goes
+// through a 1 MiB buffer), each checked. Nothing is allocated for the block before every file's
+// header and message are read and match the manifest. Errors: those of ReadSliceFile (naming the
+// file), and InvalidArgument as PlanSliceReads and AssembleSlice.
+absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
+                                           const CheckpointVariable& variable, int64_t offset,
+                                           int64_t rows);
 
 // Writes dir/manifest.tsr atomically (temporary file, fsync, rename, fsync of the directory).
 absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest);

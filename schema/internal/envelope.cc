@@ -68,55 +68,76 @@ int64_t MaxFileBytes(FileKind kind) {
   return kind == FileKind::kManifest ? (int64_t{256} << 20) : (int64_t{16} << 30);
 }
 
-void SealInPlace(FileKind kind, std::string& bytes) {
-  const absl::string_view body = absl::string_view(bytes).substr(kEnvelopeHeaderBytes);
+void SealInPlace(FileKind kind, std::string& bytes, uint64_t tail_bytes) {
+  const absl::string_view message = absl::string_view(bytes).substr(kEnvelopeHeaderBytes);
   char* header = bytes.data();
   std::memcpy(header, Magic(kind).data(), 8);
-  StoreLE(header + 8, body.size(), 8);
-  StoreLE(header + 16, Crc32(body), 4);
-  StoreLE(header + 20, 0, 4);
+  StoreLE(header + 8, message.size() + tail_bytes, 8);
+  StoreLE(header + 16, Crc32(message), 4);
+  StoreLE(header + 20, tail_bytes / 8, 4);
 }
 
-std::string Seal(FileKind kind, absl::string_view body) {
+std::string Seal(FileKind kind, absl::string_view body, uint64_t tail_bytes) {
+  tail_bytes = std::min<uint64_t>(tail_bytes, body.size()) / 8 * 8;
   std::string bytes(kEnvelopeHeaderBytes, '\0');
-  bytes.append(body.data(), body.size());
-  SealInPlace(kind, bytes);
+  bytes.append(body.data(), body.size() - tail_bytes);
+  SealInPlace(kind, bytes, tail_bytes);
+  bytes.append(body.data() + body.size() - tail_bytes, tail_bytes);
   return bytes;
 }
 
-absl::StatusOr<absl::string_view> OpenEnvelope(FileKind kind, absl::string_view bytes) {
+absl::StatusOr<EnvelopeHeader> ParseEnvelopeHeader(FileKind kind, absl::string_view header,
+                                                   uint64_t file_bytes) {
   const absl::string_view what = FileKindName(kind);
-  if (bytes.size() < kEnvelopeHeaderBytes) {
+  if (file_bytes < kEnvelopeHeaderBytes || header.size() < kEnvelopeHeaderBytes) {
     return absl::DataLossError(
-        absl::StrCat(what, ": truncated to ", bytes.size(), " bytes, shorter than its header"));
+        absl::StrCat(what, ": truncated to ", file_bytes, " bytes, shorter than its header"));
   }
-  if (static_cast<int64_t>(bytes.size()) > MaxFileBytes(kind)) {
-    return absl::DataLossError(absl::StrCat(what, ": ", bytes.size(), " bytes, more than the ",
+  if (file_bytes > static_cast<uint64_t>(MaxFileBytes(kind))) {
+    return absl::DataLossError(absl::StrCat(what, ": ", file_bytes, " bytes, more than the ",
                                             MaxFileBytes(kind), " allowed"));
   }
-  if (bytes.substr(0, 8) != Magic(kind)) {
+  if (header.substr(0, 8) != Magic(kind)) {
     return absl::DataLossError(absl::StrCat(what, ": bad magic '",
-                                            absl::CHexEscape(bytes.substr(0, 8)), "', expected '",
+                                            absl::CHexEscape(header.substr(0, 8)), "', expected '",
                                             Magic(kind), "'"));
   }
-  const uint64_t size = LoadLE(bytes.data() + 8, 8);
-  const uint32_t stored_crc = static_cast<uint32_t>(LoadLE(bytes.data() + 16, 4));
-  const uint32_t reserved = static_cast<uint32_t>(LoadLE(bytes.data() + 20, 4));
-  const absl::string_view body = bytes.substr(kEnvelopeHeaderBytes);
-  if (size != body.size()) {
-    return absl::DataLossError(absl::StrCat(what, ": the header says ", size,
-                                            " bytes of content, the file has ", body.size()));
+  EnvelopeHeader parsed;
+  parsed.body_bytes = LoadLE(header.data() + 8, 8);
+  parsed.crc = static_cast<uint32_t>(LoadLE(header.data() + 16, 4));
+  parsed.tail_bytes = LoadLE(header.data() + 20, 4) * 8;
+  if (parsed.body_bytes != file_bytes - kEnvelopeHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(what, ": the header says ", parsed.body_bytes,
+                                            " bytes of content, the file has ",
+                                            file_bytes - kEnvelopeHeaderBytes));
   }
-  if (size % 8 != 0 || reserved != 0) {
+  if (parsed.body_bytes % 8 != 0 || parsed.tail_bytes > parsed.body_bytes ||
+      (kind != FileKind::kSlice && parsed.tail_bytes != 0)) {
     return absl::DataLossError(absl::StrCat(what, ": malformed header"));
   }
-  const uint32_t crc = Crc32(body);
-  if (crc != stored_crc) {
+  return parsed;
+}
+
+absl::Status CheckMessageChecksum(FileKind kind, const EnvelopeHeader& header,
+                                  absl::string_view message) {
+  const uint32_t crc = Crc32(message);
+  if (crc != header.crc) {
     return absl::DataLossError(
-        absl::StrFormat("%s: checksum mismatch in its content (stored %08x, computed %08x)", what,
-                        stored_crc, crc));
+        absl::StrFormat("%s: checksum mismatch in its content (stored %08x, computed %08x)",
+                        FileKindName(kind), header.crc, crc));
   }
-  return body;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Envelope> OpenEnvelope(FileKind kind, absl::string_view bytes) {
+  absl::StatusOr<EnvelopeHeader> header = ParseEnvelopeHeader(kind, bytes, bytes.size());
+  if (!header.ok()) return header.status();
+  Envelope envelope;
+  envelope.message = bytes.substr(kEnvelopeHeaderBytes, header->message_bytes());
+  envelope.tail = bytes.substr(kEnvelopeHeaderBytes + header->message_bytes());
+  absl::Status status = CheckMessageChecksum(kind, *header, envelope.message);
+  if (!status.ok()) return status;
+  return envelope;
 }
 
 }  // namespace schema_internal

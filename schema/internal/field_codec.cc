@@ -16,12 +16,14 @@ namespace tessera {
 namespace schema_internal {
 
 // Note [Checksums]
-// Two layers of CRC-32 protect a file. The envelope's (envelope.h) covers every byte of the
-// message: names, shapes, offsets, steps — corruption anywhere is caught before Cap'n Proto even
-// parses it, so a file that reads OK reads exactly what was written. The per-chunk CRCs cover the
-// float data again, 1 MiB at a time: they name the tensor and chunk that went bad, and they still
-// hold for a message taken out of its envelope (e.g. sent over the network or re-sealed by a
-// tool). Reading costs two CRC passes over the data, small next to the disk read.
+// Two layers of CRC-32 protect a manifest or an exported model. The envelope's (envelope.h)
+// covers every byte of the message: names, shapes, offsets, steps — corruption anywhere is caught
+// before Cap'n Proto even parses it, so a file that reads OK reads exactly what was written. The
+// per-chunk CRCs cover the float data again, 1 MiB at a time: they name the tensor and chunk that
+// went bad, and they still hold for a message taken out of its envelope (e.g. sent over the
+// network or re-sealed by a tool). Reading costs two CRC passes over the data. Slice files, the
+// large ones, keep their float data after the message and check each byte once instead
+// (Note [Slice file layout] in checkpoint_io.cc).
 
 std::string DecodeText(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 

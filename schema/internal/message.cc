@@ -32,6 +32,22 @@ capnp::ReaderOptions LimitsFor(size_t body_bytes) {
 
 }  // namespace
 
+absl::StatusOr<std::string> SerializeAfterHeaderSpace(FileKind kind,
+                                                      capnp::MessageBuilder& message) {
+  try {
+    const size_t words = capnp::computeSerializedSizeInWords(message);
+    std::string bytes(kEnvelopeHeaderBytes + words * sizeof(capnp::word), '\0');
+    kj::ArrayOutputStream out(
+        kj::arrayPtr(reinterpret_cast<kj::byte*>(bytes.data() + kEnvelopeHeaderBytes),
+                     words * sizeof(capnp::word)));
+    capnp::writeMessage(out, message);
+    return bytes;
+  } catch (const kj::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot encode the ", FileKindName(kind), ": ", e.getDescription().cStr()));
+  }
+}
+
 absl::StatusOr<std::string> BuildSealedMessage(
     FileKind kind, size_t estimated_bytes, absl::FunctionRef<void(capnp::MessageBuilder&)> build) {
   try {
@@ -39,13 +55,8 @@ absl::StatusOr<std::string> BuildSealedMessage(
         std::clamp<size_t>(estimated_bytes / sizeof(capnp::word) + 64, 1024, kMaxFirstSegmentWords);
     capnp::MallocMessageBuilder message(static_cast<unsigned>(first_words));
     build(message);
-    const size_t words = capnp::computeSerializedSizeInWords(message);
-    std::string bytes(kEnvelopeHeaderBytes + words * sizeof(capnp::word), '\0');
-    kj::ArrayOutputStream out(
-        kj::arrayPtr(reinterpret_cast<kj::byte*>(bytes.data() + kEnvelopeHeaderBytes),
-                     words * sizeof(capnp::word)));
-    capnp::writeMessage(out, message);
-    SealInPlace(kind, bytes);
+    absl::StatusOr<std::string> bytes = SerializeAfterHeaderSpace(kind, message);
+    if (bytes.ok()) SealInPlace(kind, *bytes);
     return bytes;
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(
@@ -55,20 +66,28 @@ absl::StatusOr<std::string> BuildSealedMessage(
 
 absl::Status ReadSealedMessage(FileKind kind, absl::string_view bytes,
                                absl::FunctionRef<absl::Status(capnp::MessageReader&)> read) {
-  absl::StatusOr<absl::string_view> body = OpenEnvelope(kind, bytes);
-  if (!body.ok()) return body.status();
+  absl::StatusOr<Envelope> envelope = OpenEnvelope(kind, bytes);
+  if (!envelope.ok()) return envelope.status();
+  if (!envelope->tail.empty()) {
+    return absl::DataLossError(absl::StrCat(FileKindName(kind), ": unexpected data after its message"));
+  }
+  return ReadMessage(kind, envelope->message, read);
+}
+
+absl::Status ReadMessage(FileKind kind, absl::string_view message,
+                         absl::FunctionRef<absl::Status(capnp::MessageReader&)> read) {
   // The parser reads words in place, so they must be word-aligned; a std::string's heap buffer
   // is, and the header is a whole number of words. Copy in the rare other case.
   kj::Array<capnp::word> aligned;
-  kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(body->data()),
-                                        body->size() / sizeof(capnp::word));
-  if (reinterpret_cast<uintptr_t>(body->data()) % alignof(capnp::word) != 0) {
+  kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(message.data()),
+                                        message.size() / sizeof(capnp::word));
+  if (reinterpret_cast<uintptr_t>(message.data()) % alignof(capnp::word) != 0) {
     aligned = kj::heapArray<capnp::word>(words.size());
-    std::memcpy(aligned.begin(), body->data(), body->size());
+    std::memcpy(aligned.begin(), message.data(), words.size() * sizeof(capnp::word));
     words = aligned.asPtr();
   }
   try {
-    capnp::FlatArrayMessageReader reader(words, LimitsFor(body->size()));
+    capnp::FlatArrayMessageReader reader(words, LimitsFor(message.size()));
     if (reader.getEnd() != words.end()) {
       return absl::DataLossError(absl::StrCat(FileKindName(kind), ": ",
                                               words.end() - reader.getEnd(),

@@ -31,8 +31,19 @@ absl::StatusOr<std::string> BuildSealedMessage(
 // and a nesting limit of 64, rejects trailing bytes, and runs `read` on it. Returns read's status,
 // or DataLoss for a bad envelope, a malformed message, or any exception `read` raises while
 // walking it.
+// Files whose kind has a tail (slice files) are read with ReadMessage instead.
 absl::Status ReadSealedMessage(FileKind kind, absl::string_view bytes,
                                absl::FunctionRef<absl::Status(capnp::MessageReader&)> read);
+
+// The same for a message already out of its envelope (its checksum checked): parses `message`
+// (copied when it is not word-aligned) and runs `read` on it.
+absl::Status ReadMessage(FileKind kind, absl::string_view message,
+                         absl::FunctionRef<absl::Status(capnp::MessageReader&)> read);
+
+// The message `message` holds, serialized after kEnvelopeHeaderBytes of space for the header.
+// InvalidArgument when Cap'n Proto refuses it.
+absl::StatusOr<std::string> SerializeAfterHeaderSpace(FileKind kind,
+                                                      capnp::MessageBuilder& message);
 
 }  // namespace schema_internal
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -65,6 +66,97 @@ TEST_CASE("slice files are written atomically and read back") {
   CHECK(dir.Files() == std::vector<std::string>{"emb.part_0"});
   const absl::Status not_a_file = ReadSliceFile(dir.path()).status();
   CHECK(absl::IsDataLoss(not_a_file));
+}
+
+// A [rows, 3] variable with two slots saved as slices of `sizes` rows in dir/emb.<i>, and its
+// manifest entry. Row r's values are distinct across the variable and its slots.
+CheckpointVariable SaveSlices(const std::string& dir, const std::vector<int64_t>& sizes) {
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  CheckpointVariable v;
+  v.name = "emb";
+  v.shape = Shape{total, 3};
+  v.slot_names = {"m", "v"};
+  v.step = 9;
+  int64_t offset = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    TensorSlice slice;
+    slice.variable = "emb";
+    slice.full_shape = v.shape;
+    slice.row_offset = offset;
+    slice.value = Tensor(Shape{sizes[i], 3});
+    slice.slot_names = v.slot_names;
+    slice.slots = {Tensor(Shape{sizes[i], 3}), Tensor(Shape{sizes[i], 3})};
+    for (int64_t k = 0; k < slice.value.size(); ++k) {
+      const float global = static_cast<float>(offset * 3 + k);
+      slice.value.values()[k] = global;
+      slice.slots[0].values()[k] = -global;
+      slice.slots[1].values()[k] = global + 0.5f;
+    }
+    slice.step = static_cast<int64_t>(i) + 7;
+    const std::string file = absl::StrCat("emb.", i);
+    REQUIRE(WriteSliceFile(dir + "/" + file, slice).ok());
+    v.slices.push_back({file, offset, sizes[i]});
+    offset += sizes[i];
+  }
+  return v;
+}
+
+TEST_CASE("a block is read straight from the slice files, equal to the assembled one") {
+  TempDir dir;
+  // Slices of 100k, 250k and 1 row: 1.2 MB, 3 MB and 12 bytes per tensor, so reads start and
+  // end inside 1 MiB chunks, span several, or fall inside one.
+  const CheckpointVariable v = SaveSlices(dir.path(), {100000, 250000, 1});
+  const int64_t rows = v.shape.rows();
+  for (const auto& [offset, count] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, rows}, {0, 100000}, {100000, 250000}, {5, 1}, {99999, 2}, {87381, 87382},
+           {123456, 200000}, {rows - 1, 1}, {rows - 7, 7}, {3, 0}}) {
+    CAPTURE(offset);
+    CAPTURE(count);
+    const std::vector<SliceRead> reads = Must(PlanSliceReads(v, offset, count));
+    std::vector<TensorSlice> files;
+    for (const SliceRead& read : reads) {
+      files.push_back(Must(ReadSliceFile(dir.path() + "/" + v.slices[read.slice].file)));
+    }
+    std::vector<const TensorSlice*> pointers;
+    for (const TensorSlice& f : files) pointers.push_back(&f);
+    const TensorSlice want = Must(AssembleSlice(v, offset, count, reads, pointers));
+    CHECK(SameSlice(Must(ReadSliceBlock(dir.path(), v, offset, count)), want));
+  }
+}
+
+TEST_CASE("a block read checks the chunks it reads and the files against the manifest") {
+  TempDir dir;
+  const CheckpointVariable v = SaveSlices(dir.path(), {100000, 250000});
+  // Damage the second file's value in its last chunk: bytes 2 MiB.. of its 3 MB.
+  const std::string path = dir.path() + "/emb.1";
+  std::string bytes;
+  {
+    const int fd = ::open(path.c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    bytes.resize(static_cast<size_t>(size));
+    REQUIRE(::pread(fd, bytes.data(), bytes.size(), 0) == size);
+    const off_t data_at = size - 3 * 250000 * 3 * 4;  // three tensors, no padding
+    const char damaged = static_cast<char>(bytes[data_at + (2 << 20) + 100] ^ 1);
+    REQUIRE(::pwrite(fd, &damaged, 1, data_at + (2 << 20) + 100) == 1);
+    ::close(fd);
+  }
+  // Rows 100000 + [0, 174762) of the file lie in its first two value chunks: not damaged.
+  CHECK(ReadSliceBlock(dir.path(), v, 100000, 100000).ok());
+  const absl::Status damaged = ReadSliceBlock(dir.path(), v, 300000, 10).status();
+  CHECK(absl::IsDataLoss(damaged));
+  CHECK_MESSAGE(Contains(damaged, "checksum mismatch in slice of emb chunk 2"), damaged.ToString());
+  CHECK(Contains(damaged, "emb.1"));
+
+  // A manifest that disagrees with a file, or names a missing one.
+  CheckpointVariable other = v;
+  other.slot_names = {"accumulator"};
+  CHECK(absl::IsInvalidArgument(ReadSliceBlock(dir.path(), other, 0, 10).status()));
+  other = v;
+  other.slices[0].file = "emb.9";
+  CHECK(absl::IsNotFound(ReadSliceBlock(dir.path(), other, 0, 10).status()));
+  CHECK(absl::IsInvalidArgument(ReadSliceBlock(dir.path(), v, 0, v.shape.rows() + 1).status()));
 }
 
 TEST_CASE("an invalid slice is refused before anything is written") {
@@ -128,12 +220,16 @@ TEST_CASE("a slice of another format version is refused, naming both versions") 
   // whose first field is formatVersion.
   uint32_t version = 0;
   std::memcpy(&version, body.data() + 16, 4);
-  REQUIRE(version == 1);
-  version = 7;
-  std::memcpy(body.data() + 16, &version, 4);
-  const absl::Status status = DecodeSlice(Reseal(FileKind::kSlice, body)).status();
-  CHECK(absl::IsInvalidArgument(status));
-  CHECK(Contains(status, "format version 7; this build reads format version 1"));
+  REQUIRE(version == 2);
+  for (uint32_t other : {1u, 7u}) {
+    CAPTURE(other);
+    std::memcpy(body.data() + 16, &other, 4);
+    const absl::Status status =
+        DecodeSlice(Reseal(FileKind::kSlice, body, TailBytesOf(bytes))).status();
+    CHECK(absl::IsInvalidArgument(status));
+    CHECK(Contains(status, absl::StrCat("format version ", other,
+                                        "; this build reads format version 2")));
+  }
 
   std::string manifest_body = BodyOf(Must(EncodeManifest(SampleManifest())));
   std::memcpy(&version, manifest_body.data() + 16, 4);
@@ -146,7 +242,8 @@ TEST_CASE("a slice of another format version is refused, naming both versions") 
 
 TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the tensor") {
   const TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
-  const std::string body = BodyOf(Must(EncodeSlice(slice)));
+  const std::string file = Must(EncodeSlice(slice));
+  const std::string body = BodyOf(file);
   struct Case {
     std::string name;
     float value;  // a value found once in the data
@@ -162,7 +259,8 @@ TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the te
     const float changed = c.value + 1;
     std::memcpy(from.data(), &c.value, 4);
     std::memcpy(to.data(), &changed, 4);
-    const std::string forged = Reseal(FileKind::kSlice, ReplaceUnique(body, from, to));
+    const std::string forged =
+        Reseal(FileKind::kSlice, ReplaceUnique(body, from, to), TailBytesOf(file));
     const absl::Status status = DecodeSlice(forged).status();
     CHECK(absl::IsDataLoss(status));
     CHECK_MESSAGE(Contains(status, c.message), status.ToString());
@@ -171,7 +269,9 @@ TEST_CASE("a corrupt data chunk is reported as a checksum mismatch naming the te
 
 TEST_CASE("forged shapes never allocate what the data does not hold") {
   const TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
-  const std::string body = BodyOf(Must(EncodeSlice(slice)));
+  const std::string file = Must(EncodeSlice(slice));
+  const std::string body = BodyOf(file);
+  const uint64_t tail = TailBytesOf(file);
   const std::string value_shape = Int64Bytes({5, 3});
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   struct Case {
@@ -188,12 +288,13 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
       {{-5, 3}, absl::StatusCode::kDataLoss, "invalid shape"},
       {{3, 5}, absl::StatusCode::kInvalidArgument, "no row block"},  // same size, wrong shape
       {{15, 1}, absl::StatusCode::kInvalidArgument, "no row block"},
-      {{0, 3}, absl::StatusCode::kDataLoss, "60 bytes of data for 0 float32 values"},
+      // The value and its two slots: 3 x 15 floats, 180 bytes padded to 184.
+      {{0, 3}, absl::StatusCode::kDataLoss, "184 bytes of data for 3 x 0 float32 values"},
   };
   for (const Case& c : cases) {
     CAPTURE(Shape(c.dims).ToString());
     const std::string forged =
-        Reseal(FileKind::kSlice, ReplaceUnique(body, value_shape, Int64Bytes(c.dims)));
+        Reseal(FileKind::kSlice, ReplaceUnique(body, value_shape, Int64Bytes(c.dims)), tail);
     const absl::Status status = DecodeSlice(forged).status();
     CHECK(status.code() == c.code);
     CHECK_MESSAGE(Contains(status, c.message), status.ToString());
@@ -201,11 +302,13 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
   // A forged full shape and a forged step fail validation.
   CHECK(absl::IsInvalidArgument(
       DecodeSlice(
-          Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}), Int64Bytes({8, 3}))))
+          Reseal(FileKind::kSlice, ReplaceUnique(body, Int64Bytes({13, 3}), Int64Bytes({8, 3})),
+                 tail))
           .status()));
   const absl::Status step =
       DecodeSlice(Reseal(FileKind::kSlice,
-                         ReplaceUnique(body, Int64Bytes({slice.step}), Int64Bytes({-slice.step}))))
+                         ReplaceUnique(body, Int64Bytes({slice.step}), Int64Bytes({-slice.step})),
+                         tail))
           .status();
   CHECK(absl::IsInvalidArgument(step));
   CHECK(Contains(step, "negative step"));

@@ -210,8 +210,9 @@ class TempDir {
   std::string path_;
 };
 
-// Byte-level forging: the body (Cap'n Proto message) of an encoded file, and a file around a
-// body, so a test can change a field and still pass the envelope's checksum.
+// Byte-level forging: the body (Cap'n Proto message, then a slice file's data) of an encoded
+// file, and a file around a body, so a test can change a field and still pass the envelope's
+// checksum.
 using schema_internal::FileKind;
 
 inline std::string BodyOf(const std::string& file) {
@@ -219,8 +220,17 @@ inline std::string BodyOf(const std::string& file) {
   return file.substr(schema_internal::kEnvelopeHeaderBytes);
 }
 
-inline std::string Reseal(FileKind kind, const std::string& body) {
-  return schema_internal::Seal(kind, body);
+// The size of the file's tail (a slice file's data section), from its header.
+inline uint64_t TailBytesOf(const std::string& file) {
+  REQUIRE(file.size() >= schema_internal::kEnvelopeHeaderBytes);
+  uint32_t words = 0;
+  std::memcpy(&words, file.data() + 20, 4);
+  return uint64_t{words} * 8;
+}
+
+// A file around `body` whose last `tail_bytes` are its tail (TailBytesOf the file it came from).
+inline std::string Reseal(FileKind kind, const std::string& body, uint64_t tail_bytes = 0) {
+  return schema_internal::Seal(kind, body, tail_bytes);
 }
 
 inline std::string Int64Bytes(std::vector<int64_t> values) {

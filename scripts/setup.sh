@@ -20,6 +20,7 @@ packages=(
   libbenchmark-dev      # bench/
   dataset-fashion-mnist # the fashion_mnist reference workload
   curl                  # the end-to-end serving test
+  openssl               # the TLS tests make their certificates with it (docs/tls.md)
 )
 
 missing=()

@@ -194,6 +194,28 @@ TEST_CASE("network: options need all three TLS files or none, readable, and sane
       check_invalid(options, certs.File("missing.pem"));
     }
   }
+  SUBCASE("TLS files that do not load") {
+    // CAF would load them only at the first connection, and end the process there.
+    certs.MakeCa("other-ca");
+    certs.MakeNode("other", "other-ca");
+    certs.Run("echo 'not a certificate' > garbage.pem");
+    certs.Run("openssl pkey -in node.key -aes256 -passout pass:secret -out encrypted.key");
+    NetworkOptions options = tls;
+    options.tls_cert = certs.File("garbage.pem");
+    check_invalid(options, "--tls_cert " + certs.File("garbage.pem") + " is not a PEM");
+    options = tls;
+    options.tls_cert = certs.File("node.key");
+    check_invalid(options, "is not a PEM certificate");
+    options = tls;
+    options.tls_key = certs.File("other.key");
+    check_invalid(options, "--tls_key " + certs.File("other.key") + " is not an unencrypted PEM");
+    options = tls;
+    options.tls_key = certs.File("encrypted.key");
+    check_invalid(options, "--tls_key " + certs.File("encrypted.key"));
+    options = tls;
+    options.tls_ca = certs.File("garbage.pem");
+    check_invalid(options, "--tls_ca " + certs.File("garbage.pem") + " is not a PEM CA");
+  }
   SUBCASE("bad timeouts") {
     NetworkOptions options;
     options.connect_timeout = absl::ZeroDuration();

@@ -185,8 +185,8 @@ class TestCertificates {
 
   std::string File(const std::string& name) const { return dir_.File(name); }
 
- private:
-  // Runs `command` in the scratch directory; its output goes to openssl.log, shown on failure.
+  // Runs shell `command` in the scratch directory; its output goes to openssl.log, shown when it
+  // fails.
   void Run(const std::string& command) {
     const std::string line =
         absl::StrCat("cd '", dir_.path(), "' && ", command, " >>openssl.log 2>&1");
@@ -197,6 +197,8 @@ class TestCertificates {
     REQUIRE_MESSAGE(rc == 0, command, " failed (is the openssl tool installed?):\n",
                     text.str());
   }
+
+ private:
 
   ScratchDir dir_;
 };

@@ -7,10 +7,13 @@
 #include <caf/scoped_actor.hpp>
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +53,45 @@ absl::StatusOr<std::vector<NodeAddress>> AddressList(const nlohmann::json& clust
 }
 
 bool Readable(const std::string& path) { return std::ifstream(path).good(); }
+
+// The reason of the first error in OpenSSL's error queue on this thread, clearing the queue.
+std::string OpenSslReason() {
+  char text[256] = "unknown reason";
+  if (const unsigned long code = ERR_peek_error()) {
+    ERR_error_string_n(code, text, sizeof(text));
+  }
+  ERR_clear_error();
+  return text;
+}
+
+// Note [TLS files are loaded up front]
+// CAF's openssl module reads the PEM files only when a connection is made, and when one does
+// not load it throws from its I/O thread, which ends the process: a node with a broken
+// certificate would publish fine, then die at its first peer. So the files are loaded here, the
+// way CAF loads them (caf/openssl/session.cpp), and a bad one is a flag error at start-up.
+absl::Status CheckTlsFiles(const NetworkOptions& options) {
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> ctx(SSL_CTX_new(TLS_method()), SSL_CTX_free);
+  if (ctx == nullptr) return absl::InternalError("cannot create an OpenSSL context");
+  // No passphrase prompt on the terminal: CAF is given none, so an encrypted key cannot work.
+  SSL_CTX_set_default_passwd_cb(ctx.get(), [](char*, int, int, void*) { return 0; });
+  if (SSL_CTX_use_certificate_chain_file(ctx.get(), options.tls_cert.c_str()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--tls_cert ", options.tls_cert,
+                                                   " is not a PEM certificate: ",
+                                                   OpenSslReason()));
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), options.tls_key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx.get()) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_key ", options.tls_key,
+        " is not an unencrypted PEM private key of the --tls_cert certificate: ",
+        OpenSslReason()));
+  }
+  if (SSL_CTX_load_verify_locations(ctx.get(), options.tls_ca.c_str(), nullptr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls_ca ", options.tls_ca, " is not a PEM CA certificate: ", OpenSslReason()));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -116,6 +158,8 @@ absl::Status ValidateNetworkOptions(const NetworkOptions& options) {
       return absl::InvalidArgumentError(absl::StrCat("cannot read the TLS file ", file));
     }
   }
+  // Note [TLS files are loaded up front].
+  if (options.tls()) RETURN_IF_ERROR(CheckTlsFiles(options));
   if (options.connect_timeout <= absl::ZeroDuration() ||
       options.heartbeat_interval <= absl::ZeroDuration() ||
       options.connection_timeout <= options.heartbeat_interval) {

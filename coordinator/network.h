@@ -70,8 +70,9 @@ struct NetworkOptions {
   absl::Duration connection_timeout = absl::Seconds(2);
 };
 
-// InvalidArgument when only some TLS files are given or one cannot be read, or the timeouts are
-// not positive (the heartbeat must be shorter than the connection timeout).
+// InvalidArgument when only some TLS files are given, one cannot be read or does not load (not
+// PEM, a key of another certificate, an encrypted key), or the timeouts are not positive (the
+// heartbeat must be shorter than the connection timeout).
 absl::Status ValidateNetworkOptions(const NetworkOptions& options);
 
 // Loads the middleman (and the OpenSSL module with TLS) into `cfg` and sets heartbeats, the

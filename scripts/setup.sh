@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config
   libcaf-dev            # CAF 0.17: actors, middleman (networking), openssl module
+  libssl-dev            # OpenSSL: network.cc checks the TLS files before CAF loads them
   libeigen3-dev         # Eigen 3.4: tensor math
   capnproto libcapnp-dev  # Cap'n Proto 0.9: wire payloads, checkpoints, exported models
   libabsl-dev           # Abseil 20220623: Status, flags, containers
@@ -20,6 +21,7 @@ packages=(
   libbenchmark-dev      # bench/
   dataset-fashion-mnist # the fashion_mnist reference workload
   curl                  # the end-to-end serving test
+  openssl               # the TLS tests make their certificates with it (docs/tls.md)
 )
 
 missing=()

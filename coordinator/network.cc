@@ -181,6 +181,15 @@ absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOption
   }
   cfg.set("middleman.heartbeat-interval", ToTimespan(options.heartbeat_interval));
   cfg.set("middleman.connection-timeout", ToTimespan(options.connection_timeout));
+  // Note [Idle workers on a networked node]: work reaching a networked node's actors comes from
+  // the middleman's thread (CAF's external enqueue), which wakes a worker blocked on its condition
+  // variable at once but not one in the moderate phase's sleep-polling (ConfigureActorSystem's 20
+  // us sleeps, which the kernel's timer slack stretches to ~70 us). Every remote round trip
+  // crosses that wait about twice per side, so a networked node skips the moderate phase:
+  // bench/net_ops measured the round trip of a 1 KiB gather at 90-190 us instead of 170-220 us,
+  // and bench/net_train.sh a faster networked recsys. Actor-to-actor sends inside a node (which
+  // do not wake anyone) still get stolen by the relaxed phase's 1 ms polls.
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   return absl::OkStatus();
 }
 

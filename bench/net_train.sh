@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# net_train.sh: recsys end to end, the single-process simulation against the networked cluster
+# (issue 7's target: networked >= 0.5x the simulation's examples/s), interleaved on one machine.
+#
+#   bench/net_train.sh BUILD_DIR [ROUNDS] [-- extra recsys flags for every run]
+#   bench/net_train.sh build 3 -- --train_examples=200000
+#
+# Each round runs, in this order:
+#   sim    recsys --summary=...                           (2 PS, 2 workers, one process)
+#   net    2 `tessera ps` + 2 `recsys --role=worker` + the coordinator, fresh processes, free
+#          loopback ports picked at run time, --closures_per_worker=1
+#   net2   the same with --closures_per_worker=2
+# and reads examples_per_sec from each run's --summary JSON (training loop only: not data
+# generation, connecting, waiting for workers or evaluation). Figures are medians over rounds;
+# the last line is one JSON object.
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BUILD_DIR [ROUNDS] [-- recsys flags]" >&2
+  exit 2
+fi
+BUILD=$(cd "$1" && pwd)
+ROUNDS=${2:-2}
+shift $(( $# >= 2 ? 2 : 1 ))
+[[ "${1:-}" == "--" ]] && shift
+EXTRA=("$@")
+RECSYS=$BUILD/examples/recsys
+TESSERA=$BUILD/cli/tessera
+for bin in "$RECSYS" "$TESSERA"; do
+  [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
+done
+echo "command: $0 $BUILD $ROUNDS ${EXTRA[*]:+-- ${EXTRA[*]}}"
+
+WORK=$(mktemp -d /tmp/net_train.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# N free loopback ports (bound then released: a small race with other programs, retried by the
+# caller's failure).
+free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+eps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["examples_per_sec"])' "$1"; }
+
+run_sim() {  # $1: summary file
+  "$RECSYS" --summary="$1" "${EXTRA[@]}" > "${1%.json}.log" 2>&1
+}
+
+run_net() {  # $1: summary file, $2: closures per worker
+  local summary=$1 cpw=$2 log=${1%.json}.log
+  read -r P0 P1 C W0 W1 < <(free_ports 5)
+  local spec=$WORK/spec_$C.json
+  cat > "$spec" <<EOF
+{"cluster": {"ps": ["127.0.0.1:$P0", "127.0.0.1:$P1"],
+             "worker": ["127.0.0.1:$W0", "127.0.0.1:$W1"],
+             "coordinator": ["127.0.0.1:$C"]}}
+EOF
+  PIDS=()
+  "$TESSERA" ps --port "$P0" --task 0 > "$log.ps0" 2>&1 & PIDS+=($!)
+  "$TESSERA" ps --port "$P1" --task 1 > "$log.ps1" 2>&1 & PIDS+=($!)
+  local workers=()
+  for t in 0 1; do
+    "$RECSYS" --cluster_spec="$spec" --role=worker --task=$t "${EXTRA[@]}" > "$log.w$t" 2>&1 &
+    workers+=($!)
+  done
+  local status=0
+  "$RECSYS" --cluster_spec="$spec" --min_workers=2 --closures_per_worker="$cpw" \
+    --summary="$summary" "${EXTRA[@]}" > "$log" 2>&1 || status=$?
+  for pid in "${workers[@]}"; do wait "$pid" || true; done
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PIDS=()
+  if [[ $status -ne 0 ]]; then
+    echo "$0: networked run failed ($status); see $log" >&2
+    tail -5 "$log" >&2
+    exit 1
+  fi
+}
+
+SIM=() NET=() NET2=()
+for ((r = 0; r < ROUNDS; r++)); do
+  run_sim "$WORK/sim_$r.json"
+  SIM+=("$(eps "$WORK/sim_$r.json")")
+  run_net "$WORK/net_$r.json" 1
+  NET+=("$(eps "$WORK/net_$r.json")")
+  run_net "$WORK/net2_$r.json" 2
+  NET2+=("$(eps "$WORK/net2_$r.json")")
+  printf 'round %d: sim %.0f, net %.0f (%.3fx), net closures_per_worker=2 %.0f (%.3fx) examples/s\n' \
+    "$r" "${SIM[-1]}" "${NET[-1]}" "$(python3 -c "print(${NET[-1]}/${SIM[-1]})")" \
+    "${NET2[-1]}" "$(python3 -c "print(${NET2[-1]}/${SIM[-1]})")"
+done
+
+python3 - "${SIM[*]}" "${NET[*]}" "${NET2[*]}" "$WORK" <<'EOF'
+import json, statistics, sys
+sim, net, net2 = ([float(x) for x in a.split()] for a in sys.argv[1:4])
+m = statistics.median
+out = {"sim_examples_per_sec": m(sim), "net_examples_per_sec": m(net),
+       "net2_examples_per_sec": m(net2), "net_vs_sim": m(net) / m(sim),
+       "net2_vs_sim": m(net2) / m(sim), "target_net_vs_sim": 0.5,
+       "target_met": m(net) / m(sim) >= 0.5,
+       "sim_rounds": sim, "net_rounds": net, "net2_rounds": net2, "logs": sys.argv[4]}
+print("median: sim %.0f, net %.0f examples/s (%.3fx), net closures_per_worker=2 %.0f (%.3fx); "
+      "target net >= 0.5x sim: %s" % (out["sim_examples_per_sec"], out["net_examples_per_sec"],
+      out["net_vs_sim"], out["net2_examples_per_sec"], out["net2_vs_sim"],
+      "met" if out["target_met"] else "MISSED"))
+print(json.dumps(out))
+EOF

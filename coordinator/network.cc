@@ -214,11 +214,15 @@ absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAd
                                          const NetworkOptions& options, int32_t version) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   caf::expected<caf::actor> gate = caf::sec::cannot_connect_to_node;
-  for (;;) {
+  // Nobody listening yet (a node still starting) is worth waiting for; a connection that is
+  // accepted and then dropped in the handshake (a TLS refusal, a non-Tessera peer) is tried a
+  // few times only, so a certificate problem shows at once rather than after the timeout.
+  for (int dropped = 0;;) {
     gate = options.tls()
                ? caf::openssl::remote_actor<caf::actor>(system, address.host, address.port)
                : system.middleman().remote_actor<caf::actor>(address.host, address.port);
     if (gate || absl::Now() >= deadline) break;
+    if (gate.error() != caf::sec::cannot_connect_to_node && ++dropped >= 3) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (!gate) {

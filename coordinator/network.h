@@ -76,8 +76,10 @@ struct NetworkOptions {
 absl::Status ValidateNetworkOptions(const NetworkOptions& options);
 
 // Loads the middleman (and the OpenSSL module with TLS) into `cfg` and sets heartbeats, the
-// connection timeout and the certificate files. Call before the system is built. Also registers
-// Tessera's types. Errors as ValidateNetworkOptions.
+// connection timeout and the certificate files, and lets idle scheduler threads block rather
+// than sleep-poll (Note [Idle workers on a networked node]). Call after ConfigureActorSystem,
+// before the system is built. Errors as ValidateNetworkOptions (which also loads the TLS files,
+// so a bad certificate is a start-up error, not a crash at the first connection).
 absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options);
 
 // Spawns a NodeGate named `node` for `service` and publishes it on options.bind:`port` (0: any
@@ -87,10 +89,11 @@ absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::strin
                                      const NetworkOptions& options,
                                      int32_t version = kProtocolVersion);
 
-// Connects to the node at `address` (retrying until options.connect_timeout), shakes hands as
-// `self_name` and returns its service actor. Unavailable naming the address when it cannot be
-// reached in time; FailedPrecondition naming both versions when the protocol versions differ;
-// Unauthenticated-looking failures of TLS come back as Unavailable with CAF's reason.
+// Connects to the node at `address` (retrying while nobody listens, until
+// options.connect_timeout), shakes hands as `self_name` and returns its service actor.
+// Unavailable naming the address when it cannot be reached in time or the connection is dropped
+// during the handshake (a TLS refusal: CAF says disconnect_during_handshake); FailedPrecondition
+// naming both versions when the protocol versions differ.
 absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAddress& address,
                                          const std::string& self_name,
                                          const NetworkOptions& options,

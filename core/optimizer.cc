@@ -52,15 +52,6 @@ bool InRange(double value, ParamRange range) {
   return false;
 }
 
-// True when the ids are strictly increasing, hence unique: the common case (workers send
-// deduplicated, sorted ids), which needs no copy of the gradient.
-bool StrictlyIncreasing(absl::Span<const int64_t> ids) {
-  for (size_t k = 1; k < ids.size(); ++k) {
-    if (ids[k] <= ids[k - 1]) return false;
-  }
-  return true;
-}
-
 // Note [Denormals are flushed]
 // While a rule updates a block, the calling thread flushes denormal floats to zero (x86's FTZ
 // and DAZ bits), as TensorFlow's executor does around every CPU op (ScopedFlushDenormal). A
@@ -176,7 +167,8 @@ absl::Status ElementwiseOptimizer::ApplySparse(TensorView value, OptimizerSlots&
   RETURN_IF_ERROR(Annotate(CheckSlots(value.shape(), slots), context));
   const int64_t step = slots.step + 1;
   ScopedFlushDenormals flush_denormals;  // Note [Denormals are flushed]
-  if (StrictlyIncreasing(rows)) {
+  // Sorted unique ids (what workers send) need no copy of the gradient.
+  if (IsSortedUnique(rows)) {
     Update(step, value, absl::MakeSpan(slots.tensors), UpdatedRows{false, rows}, grad_rows);
   } else {
     const IndexedSlices summed = SumDuplicates(rows, grad_rows);

@@ -198,6 +198,9 @@ class ShardLayout {
   // The shard of `id` under div, and Locate without the range check; precondition
   // 0 <= id < rows_.
   int64_t DivShard(int64_t id) const;
+  // GroupIds for ids that are sorted, unique and inside [0, rows_), under div; `g` has its
+  // num_ids and per-shard vectors sized (and empty).
+  void GroupSortedUniqueDivIds(absl::Span<const int64_t> ids, IdGrouping& g) const;
   RowLocation LocateUnchecked(int64_t id, ShardingStrategy strategy) const;
   // Internal unless `row` is in `shard` and fewer than num_shards_ shards were `visited`: a
   // consistency check of the shard walks, never a report on the caller's input.

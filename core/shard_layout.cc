@@ -201,6 +201,7 @@ void ShardLayout::GroupSortedUniqueDivIds(absl::Span<const int64_t> ids, IdGroup
     g.touched_shards.push_back(shard);
     begin = end;
   }
+  g.in_shard_order = true;
 }
 
 absl::StatusOr<SliceDecomposition> ShardLayout::DecomposeSlice(std::optional<int64_t> start,

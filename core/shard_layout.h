@@ -105,6 +105,10 @@ struct IdGrouping {
   std::vector<DuplicateId> duplicates;
   // The shards with at least one id, ascending: exactly the requests to send.
   std::vector<int64_t> touched_shards;
+  // True when the touched shards' positions, concatenated in touched_shards order, are exactly
+  // 0, 1, ..., num_ids - 1 (sorted unique ids under div, what a worker's step sends): the
+  // replies appended in that order are then the output, with no stitching.
+  bool in_shard_order = false;
 };
 
 // One shard's part of a slice: its local rows local_start + j * step for j in [0, count), which

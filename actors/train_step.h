@@ -44,8 +44,9 @@ struct StepScratch {
 };
 
 // Note [Step scratch reuse]
-// A step's workspace and result hold a few hundred KiB of activations, gradients and id plans;
-// allocating them anew each step cost page faults and malloc time on every step. Each scheduler
+// A step's workspace and result hold a few hundred KiB of activations, gradients and id plans,
+// which a fresh pair allocates again on every step (and the carried lookup plan needs the
+// workspace to outlive the gather anyway: see Note [Reused lookup plans]). Each scheduler
 // thread keeps a few finished steps' scratch for the next step it starts. A step may finish on
 // another thread than it started on (work stealing moves actors), which only moves the scratch
 // to that thread's list; a step in flight owns its scratch alone, so concurrent steps (several

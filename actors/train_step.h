@@ -36,9 +36,28 @@ struct StepOutcome {
 
 namespace internal {
 
+// A step's scratch memory: the model's workspace (which also carries the lookup plan from
+// RowsNeeded to ForwardBackward) and its result buffers.
+struct StepScratch {
+  StepWorkspace workspace;
+  StepResult result;
+};
+
+// Note [Step scratch reuse]
+// A step's workspace and result hold a few hundred KiB of activations, gradients and id plans,
+// which a fresh pair allocates again on every step (and the carried lookup plan needs the
+// workspace to outlive the gather anyway: see Note [Reused lookup plans]). Each scheduler
+// thread keeps a few finished steps' scratch for the next step it starts. A step may finish on
+// another thread than it started on (work stealing moves actors), which only moves the scratch
+// to that thread's list; a step in flight owns its scratch alone, so concurrent steps (several
+// workers, or several closures per worker) never share one.
+std::unique_ptr<StepScratch> AcquireStepScratch();
+void ReleaseStepScratch(std::unique_ptr<StepScratch> scratch);
+
 // The parameter values of one step, gathered from the shards.
 struct StepFetch {
   Batch batch;
+  std::unique_ptr<StepScratch> scratch;    // holds the batch's lookup plan
   std::map<std::string, Ids> needed;       // per embedding table: sorted unique ids
   std::map<std::string, Tensor> values;    // per parameter: whole value or gathered rows
   size_t pending = 0;
@@ -57,7 +76,10 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
   const Model& model = *vars->model;
   auto fetch = std::make_shared<internal::StepFetch>();
   fetch->batch = std::move(batch);
-  absl::StatusOr<std::map<std::string, Ids>> needed = model.RowsNeeded(fetch->batch);
+  fetch->scratch = internal::AcquireStepScratch();
+  // Plans the lookups into the workspace, so ForwardBackward does not sort the ids again.
+  absl::StatusOr<std::map<std::string, Ids>> needed =
+      model.RowsNeeded(fetch->batch, fetch->scratch->workspace);
   if (!needed.ok()) return done(needed.status());
   fetch->needed = *std::move(needed);
   auto finish = std::make_shared<Done<StepOutcome>>(std::move(done));
@@ -74,9 +96,9 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
         params.full[name] = value.view();
       }
     }
-    StepResult result;
-    StepWorkspace workspace;
-    if (absl::Status s = m.ForwardBackward(fetch->batch, params, workspace, result); !s.ok()) {
+    StepResult& result = fetch->scratch->result;
+    if (absl::Status s = m.ForwardBackward(fetch->batch, params, fetch->scratch->workspace, result);
+        !s.ok()) {
       return (*finish)(s);
     }
     struct Acks {
@@ -104,6 +126,8 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
     for (const auto& [name, grad] : result.sparse_gradients) {
       ApplySparseGradientAsync(self, vars->by_param.at(name), grad, ack);
     }
+    // The requests own copies of the gradients now: the buffers can serve the next step.
+    internal::ReleaseStepScratch(std::move(fetch->scratch));
   };
 
   // Phase 1: every parameter's value, all requests in flight at once.

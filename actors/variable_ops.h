@@ -109,8 +109,9 @@ struct ShardJoin {
   size_t pending = 0;
   bool finished = false;
   std::function<void(absl::StatusOr<std::vector<Reply>>)> done;
-  // For error messages only: a shard's name is rendered from these when it fails.
-  std::string op;
+  // For error messages only: a shard's name is rendered from these when it fails. `op` is a
+  // literal or a static name (ScatterOpName, AssignKindName), so it is not copied.
+  absl::string_view op;
   std::string variable;
   int32_t num_shards = 1;
 };
@@ -128,7 +129,8 @@ inline absl::Status ShardError(const std::string& shard_name, int32_t ps_task,
 }
 
 // Sends `request(shard, k)` (which must return the response handle of self->request) for the
-// k-th entry of `shards` and joins the replies of type Reply.
+// k-th entry of `shards` and joins the replies of type Reply. `op` must outlive the replies: a
+// literal or a static name.
 template <class Reply, class Self, class Request>
 void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
             const std::vector<int64_t>& shards, Request request,
@@ -141,7 +143,7 @@ void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
   join->replies.resize(shards.size());
   join->pending = shards.size();
   join->done = std::move(done);
-  join->op = std::string(op);
+  join->op = op;
   join->variable = v.name;
   join->num_shards = static_cast<int32_t>(v.num_shards());
   for (size_t k = 0; k < shards.size(); ++k) {
@@ -238,6 +240,27 @@ void GatherAsync(Self* self, const VariableHandle& v, absl::Span<const int64_t> 
       },
       [g, shape = v.shape, done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
         if (!replies.ok()) return done(replies.status());
+        if (g->in_shard_order) {
+          // Sorted unique ids (a train step's): the replies in order are the rows in order;
+          // appending them into reserved memory skips zero-filling and stitching the output.
+          if (replies->size() == 1 && (*replies)[0].value.shape() == shape.WithRows(g->num_ids)) {
+            return done(std::move((*replies)[0].value));
+          }
+          std::vector<float> values;
+          values.reserve(static_cast<size_t>(g->num_ids * shape.row_size()));
+          for (size_t k = 0; k < g->touched_shards.size(); ++k) {
+            const Tensor& rows = (*replies)[k].value;
+            const Shape want = shape.WithRows(
+                static_cast<int64_t>(g->local_ids[g->touched_shards[k]].size()));
+            if (rows.shape() != want) {
+              return done(CheckSameShape(rows.shape(), want,
+                                         absl::StrCat("gather reply from shard ",
+                                                      g->touched_shards[k])));
+            }
+            values.insert(values.end(), rows.values().begin(), rows.values().end());
+          }
+          return done(Tensor::FromVector(shape.WithRows(g->num_ids), std::move(values)));
+        }
         std::vector<ConstTensorView> views(g->local_ids.size());
         for (size_t k = 0; k < g->touched_shards.size(); ++k) {
           views[g->touched_shards[k]] = (*replies)[k].value.view();
@@ -322,9 +345,8 @@ void ScatterAsync(Self* self, const VariableHandle& v, ScatterOp op, absl::Span<
 // One optimizer step with a dense gradient of the variable's shape, split by shard.
 template <class Self>
 void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, DoneStatus done) {
-  if (absl::Status s = CheckSameShape(grad.shape(), v.shape, absl::StrCat("gradient of ", v.name));
-      !s.ok()) {
-    return done(s);
+  if (grad.shape() != v.shape) {  // the message is only built on a mismatch
+    return done(CheckSameShape(grad.shape(), v.shape, absl::StrCat("gradient of ", v.name)));
   }
   auto blocks =
       std::make_shared<std::vector<Tensor>>(internal::SplitIntoShardBlocks(v, std::move(grad)));
@@ -342,18 +364,19 @@ void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, D
 template <class Self>
 void ApplySparseGradientAsync(Self* self, const VariableHandle& v, const IndexedSlices& grad,
                               DoneStatus done) {
-  const std::string what = absl::StrCat("sparse gradient of ", v.name);
-  if (v.shape.rank() == 0) return done(absl::InvalidArgumentError(what + ": a scalar has no rows"));
-  if (absl::Status s =
-          CheckSameShape(grad.values.shape(), v.shape.WithRows(grad.indices.size()), what);
-      !s.ok()) {
-    return done(s);
+  // Built only on an error: this runs once per embedding table per step.
+  auto what = [&v] { return absl::StrCat("sparse gradient of ", v.name); };
+  if (v.shape.rank() == 0) {
+    return done(absl::InvalidArgumentError(what() + ": a scalar has no rows"));
+  }
+  if (const Shape want = v.shape.WithRows(grad.indices.size()); grad.values.shape() != want) {
+    return done(CheckSameShape(grad.values.shape(), want, what()));
   }
   absl::StatusOr<IdGrouping> grouping =
       v.layout.GroupIds(grad.indices, ShardingStrategy::kDiv, DuplicateIds::kMerge);
-  if (!grouping.ok()) return done(Annotate(grouping.status(), what));
+  if (!grouping.ok()) return done(Annotate(grouping.status(), what()));
   absl::StatusOr<std::vector<IndexedSlices>> parts = SplitRowsByShard(*grouping, grad.values);
-  if (!parts.ok()) return done(Annotate(parts.status(), what));
+  if (!parts.ok()) return done(Annotate(parts.status(), what()));
   auto shared = std::make_shared<std::vector<IndexedSlices>>(*std::move(parts));
   internal::FanOut<int64_t>(
       self, v, "apply_sparse_gradient", grouping->touched_shards,

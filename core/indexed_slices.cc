@@ -32,6 +32,13 @@ absl::Status ValidateIndexedRows(absl::Span<const int64_t> indices, ConstTensorV
   return absl::OkStatus();
 }
 
+bool IsSortedUnique(absl::Span<const int64_t> ids) {
+  for (size_t k = 1; k < ids.size(); ++k) {
+    if (ids[k] <= ids[k - 1]) return false;
+  }
+  return true;
+}
+
 IndexedSlices SumDuplicates(absl::Span<const int64_t> indices, ConstTensorView values) {
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t width = values.row_size();

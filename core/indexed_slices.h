@@ -20,6 +20,11 @@ struct IndexedSlices {
 absl::Status ValidateIndexedRows(absl::Span<const int64_t> indices, ConstTensorView values,
                                  int64_t row_limit, int64_t row_size);
 
+// True when `ids` are strictly increasing, hence sorted and unique (an empty or one-id list is).
+// A linear scan: what a worker's ids are by construction (Model::RowsNeeded sorts and dedups),
+// so the sparse paths check it and skip their sort or hash map when it holds.
+bool IsSortedUnique(absl::Span<const int64_t> ids);
+
 // Sums the rows of repeated indices. The result has unique indices in ascending order.
 // Precondition: values.rows() == indices.size().
 IndexedSlices SumDuplicates(absl::Span<const int64_t> indices, ConstTensorView values);

@@ -160,14 +160,51 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
   return absl::OkStatus();
 }
 
+// Note [Reused lookup plans]
+// Planning a table's lookups sorts the batch's ids (UniqueIds), the costliest part of a step
+// after the matrix products. A distributed worker needs the plan twice: RowsNeeded, to know which
+// rows to gather, and ForwardBackward, once the rows have arrived. So a workspace remembers the
+// plan it holds, and the next call checks it against its batch in one linear pass (every
+// example's id sits at its slot, the unique ids are strictly increasing inside the table, and
+// each is used) before trusting it. A different batch fails the check, usually at its first
+// example, and is planned from scratch: the check makes reuse safe, never only likely.
+bool Model::PlanFits(const Batch& batch, int p, StepWorkspace& ws) const {
+  if (static_cast<size_t>(p) >= ws.planned.size() || !ws.planned[p]) return false;
+  const Ids& unique = ws.unique_ids[p];
+  const int64_t table_rows = spec_.params[p].shape.dim(0);
+  if (unique.empty() || unique.front() < 0 || unique.back() >= table_rows ||
+      !IsSortedUnique(unique)) {
+    return false;
+  }
+  const size_t num_unique = unique.size();
+  ws.plan_marks.assign(num_unique, 0);
+  size_t used = 0;
+  for (int n : lookups_[p]) {
+    const Ids& ids = batch.ids.at(spec_.inputs[graph_.nodes[n].inputs[0]].name);
+    const std::vector<int64_t>& slots = ws.slots[n];
+    if (slots.size() != ids.size()) return false;
+    for (size_t b = 0; b < ids.size(); ++b) {
+      const uint64_t slot = static_cast<uint64_t>(slots[b]);
+      if (slot >= num_unique || unique[slot] != ids[b]) return false;
+      used += ws.plan_marks[slot] == 0;
+      ws.plan_marks[slot] = 1;
+    }
+  }
+  return used == num_unique;
+}
+
 absl::Status Model::PlanLookups(const Batch& batch, const std::vector<bool>& plan,
                                 StepWorkspace& ws) const {
   const size_t num_params = spec_.params.size();
   ws.unique_ids.resize(num_params);
   ws.lookup_ids.resize(num_params);
   ws.slots.resize(graph_.nodes.size());
+  ws.planned.resize(num_params, false);
   for (size_t p = 0; p < num_params; ++p) {
     if (lookups_[p].empty()) continue;
+    // A fitting plan also proves every id of the table's lookups in range.
+    if (plan[p] && PlanFits(batch, static_cast<int>(p), ws)) continue;
+    ws.planned[p] = false;
     const int64_t table_rows = spec_.params[p].shape.dim(0);
     Ids& all_ids = ws.lookup_ids[p];
     all_ids.clear();
@@ -191,6 +228,7 @@ absl::Status Model::PlanLookups(const Batch& batch, const std::vector<bool>& pla
       ws.slots[n].assign(next, next + batch.size);
       next += batch.size;
     }
+    ws.planned[p] = true;
   }
   return absl::OkStatus();
 }
@@ -211,13 +249,18 @@ absl::Status Model::CheckGathered(const StepWorkspace& ws) const {
 }
 
 absl::StatusOr<std::map<std::string, Ids>> Model::RowsNeeded(const Batch& batch) const {
-  RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
   StepWorkspace ws;
+  return RowsNeeded(batch, ws);
+}
+
+absl::StatusOr<std::map<std::string, Ids>> Model::RowsNeeded(const Batch& batch,
+                                                             StepWorkspace& ws) const {
+  RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
   const std::vector<bool> plan(spec_.params.size(), true);
   RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
   std::map<std::string, Ids> needed;
   for (size_t p = 0; p < spec_.params.size(); ++p) {
-    if (!lookups_[p].empty()) needed.emplace(spec_.params[p].name, std::move(ws.unique_ids[p]));
+    if (!lookups_[p].empty()) needed.emplace(spec_.params[p].name, ws.unique_ids[p]);
   }
   return needed;
 }

@@ -86,6 +86,10 @@ class StepWorkspace {
   // is also the row it reads from a gathered table.
   std::vector<std::vector<int64_t>> slots;
   std::vector<int64_t> scratch_slots;
+  // Per parameter: unique_ids and its lookups' slots hold the plan of some earlier batch, which
+  // the next call checks against its own batch before sorting again (Note [Reused lookup plans]).
+  std::vector<bool> planned;
+  std::vector<uint8_t> plan_marks;  // scratch of that check: which unique ids a batch uses
   // Per parameter: its value for this call (a whole value, or a gathered table's rows).
   std::vector<ConstTensorView> param_values;
   std::vector<const EmbeddingRows*> param_gathered;  // null unless gathered
@@ -108,6 +112,11 @@ class Model {
   // worker must gather). InvalidArgument when an ids feature is missing, has the wrong number
   // of ids, or holds an id outside the table's rows (naming the feature, the example and id).
   absl::StatusOr<std::map<std::string, Ids>> RowsNeeded(const Batch& batch) const;
+  // The same, and leaves the batch's lookup plan in `workspace`: a ForwardBackward or Forward of
+  // the same batch with that workspace then checks the plan in linear time instead of sorting
+  // the batch's ids again (what a distributed worker does between its gather and its compute).
+  absl::StatusOr<std::map<std::string, Ids>> RowsNeeded(const Batch& batch,
+                                                        StepWorkspace& workspace) const;
 
   // Forward and backward over `batch`. Reuses `result`'s tensors when their shapes fit (keep one
   // StepResult per loop so steps do not reallocate). InvalidArgument, leaving `result`
@@ -136,6 +145,9 @@ class Model {
   // unique_ids[p] and the slots of its lookups.
   absl::Status PlanLookups(const Batch& batch, const std::vector<bool>& plan,
                            StepWorkspace& ws) const;
+  // True when ws already holds exactly the plan of table p for `batch` (its ids included in
+  // range); O(batch size + unique ids).
+  bool PlanFits(const Batch& batch, int p, StepWorkspace& ws) const;
   absl::Status CheckGathered(const StepWorkspace& ws) const;
   void RunForward(const Batch& batch, StepWorkspace& ws) const;
   void RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const;

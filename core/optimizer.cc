@@ -52,15 +52,6 @@ bool InRange(double value, ParamRange range) {
   return false;
 }
 
-// True when the ids are strictly increasing, hence unique: the common case (workers send
-// deduplicated, sorted ids), which needs no copy of the gradient.
-bool StrictlyIncreasing(absl::Span<const int64_t> ids) {
-  for (size_t k = 1; k < ids.size(); ++k) {
-    if (ids[k] <= ids[k - 1]) return false;
-  }
-  return true;
-}
-
 // Note [Denormals are flushed]
 // While a rule updates a block, the calling thread flushes denormal floats to zero (x86's FTZ
 // and DAZ bits), as TensorFlow's executor does around every CPU op (ScopedFlushDenormal). A
@@ -81,6 +72,13 @@ class ScopedFlushDenormals {
   ScopedFlushDenormals() {}  // user-provided, so an unused guard draws no warning
 #endif
 };
+
+// `status` prefixed with "<rule>: <op>" when it is an error. The prefix is built only then: an
+// apply runs once per shard request, and formatting it eagerly was a heap allocation each time.
+absl::Status InContext(const absl::Status& status, absl::string_view rule, absl::string_view op) {
+  if (status.ok()) return status;
+  return Annotate(status, absl::StrCat(rule, ": ", op));
+}
 
 }  // namespace
 
@@ -138,8 +136,10 @@ absl::Status ElementwiseOptimizer::CheckSlots(const Shape& block_shape,
                                                    " (", absl::StrJoin(slot_names_, ", "), ")"));
   }
   for (size_t i = 0; i < slot_names_.size(); ++i) {
-    RETURN_IF_ERROR(CheckSameShape(slots.tensors[i].shape(), block_shape,
-                                   absl::StrCat("slot '", slot_names_[i], "'")));
+    if (slots.tensors[i].shape() != block_shape) {  // the message is only built on a mismatch
+      return CheckSameShape(slots.tensors[i].shape(), block_shape,
+                            absl::StrCat("slot '", slot_names_[i], "'"));
+    }
   }
   if (slots.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("slots: step ", slots.step, " is negative"));
@@ -149,9 +149,10 @@ absl::Status ElementwiseOptimizer::CheckSlots(const Shape& block_shape,
 
 absl::Status ElementwiseOptimizer::ApplyDense(TensorView value, OptimizerSlots& slots,
                                               ConstTensorView grad) const {
-  const std::string context = absl::StrCat(spec_.name, ": apply_dense");
-  RETURN_IF_ERROR(Annotate(CheckSameShape(grad.shape(), value.shape(), "gradient"), context));
-  RETURN_IF_ERROR(Annotate(CheckSlots(value.shape(), slots), context));
+  constexpr absl::string_view kOp = "apply_dense";
+  RETURN_IF_ERROR(
+      InContext(CheckSameShape(grad.shape(), value.shape(), "gradient"), spec_.name, kOp));
+  RETURN_IF_ERROR(InContext(CheckSlots(value.shape(), slots), spec_.name, kOp));
   const int64_t step = slots.step + 1;
   ScopedFlushDenormals flush_denormals;  // Note [Denormals are flushed]
   Update(step, value, absl::MakeSpan(slots.tensors), UpdatedRows{}, grad);
@@ -162,21 +163,23 @@ absl::Status ElementwiseOptimizer::ApplyDense(TensorView value, OptimizerSlots& 
 absl::Status ElementwiseOptimizer::ApplySparse(TensorView value, OptimizerSlots& slots,
                                                absl::Span<const int64_t> rows,
                                                ConstTensorView grad_rows) const {
-  const std::string context = absl::StrCat(spec_.name, ": apply_sparse");
+  constexpr absl::string_view kOp = "apply_sparse";
   if (value.shape().rank() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        context, ": the block is a scalar (shape []); a sparse gradient needs rank >= 1"));
+        spec_.name, ": ", kOp,
+        ": the block is a scalar (shape []); a sparse gradient needs rank >= 1"));
   }
-  RETURN_IF_ERROR(
-      Annotate(ValidateIndexedRows(rows, grad_rows, value.rows(), value.row_size()), context));
+  RETURN_IF_ERROR(InContext(ValidateIndexedRows(rows, grad_rows, value.rows(), value.row_size()),
+                            spec_.name, kOp));
   // Same row width is not enough: [n, 6] rows do not fit a [rows, 2, 3] block.
-  RETURN_IF_ERROR(Annotate(
+  RETURN_IF_ERROR(InContext(
       CheckSameShape(grad_rows.shape(), value.shape().WithRows(rows.size()), "gradient rows"),
-      context));
-  RETURN_IF_ERROR(Annotate(CheckSlots(value.shape(), slots), context));
+      spec_.name, kOp));
+  RETURN_IF_ERROR(InContext(CheckSlots(value.shape(), slots), spec_.name, kOp));
   const int64_t step = slots.step + 1;
   ScopedFlushDenormals flush_denormals;  // Note [Denormals are flushed]
-  if (StrictlyIncreasing(rows)) {
+  // Sorted unique ids (what workers send) need no copy of the gradient.
+  if (IsSortedUnique(rows)) {
     Update(step, value, absl::MakeSpan(slots.tensors), UpdatedRows{false, rows}, grad_rows);
   } else {
     const IndexedSlices summed = SumDuplicates(rows, grad_rows);

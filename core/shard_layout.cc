@@ -132,6 +132,11 @@ absl::StatusOr<IdGrouping> ShardLayout::GroupIds(absl::Span<const int64_t> ids,
   g.num_ids = static_cast<int64_t>(ids.size());
   g.local_ids.resize(num_shards_);
   g.positions.resize(num_shards_);
+  if (strategy == ShardingStrategy::kDiv && !ids.empty() && ids.front() >= 0 &&
+      ids.back() < rows_ && IsSortedUnique(ids)) {
+    GroupSortedUniqueDivIds(ids, g);
+    return g;
+  }
   // Two passes: locate and count first, so each shard's vectors are allocated once at their
   // final size (growing them by push_back cost more than all the index math).
   std::vector<RowLocation> locations(ids.size());
@@ -171,6 +176,32 @@ absl::StatusOr<IdGrouping> ShardLayout::GroupIds(absl::Span<const int64_t> ids,
     if (!g.local_ids[s].empty()) g.touched_shards.push_back(s);
   }
   return g;
+}
+
+void ShardLayout::GroupSortedUniqueDivIds(absl::Span<const int64_t> ids, IdGrouping& g) const {
+  // Under div each shard holds one contiguous row range, so sorted ids fall into one run per
+  // touched shard: find each run's end by the shard's last row, one division per touched shard
+  // instead of one per id, and no repeats to look for.
+  const size_t n = ids.size();
+  size_t begin = 0;
+  while (begin < n) {
+    const int64_t shard = DivShard(ids[begin]);
+    const int64_t offset = ShardOffset(shard);
+    const int64_t end_row = ShardOffset(shard + 1);
+    size_t end = begin + 1;
+    while (end < n && ids[end] < end_row) ++end;
+    Ids& local = g.local_ids[shard];
+    std::vector<int64_t>& positions = g.positions[shard];
+    local.resize(end - begin);
+    positions.resize(end - begin);
+    for (size_t k = begin; k < end; ++k) {
+      local[k - begin] = ids[k] - offset;
+      positions[k - begin] = static_cast<int64_t>(k);
+    }
+    g.touched_shards.push_back(shard);
+    begin = end;
+  }
+  g.in_shard_order = true;
 }
 
 absl::StatusOr<SliceDecomposition> ShardLayout::DecomposeSlice(std::optional<int64_t> start,

@@ -105,6 +105,10 @@ struct IdGrouping {
   std::vector<DuplicateId> duplicates;
   // The shards with at least one id, ascending: exactly the requests to send.
   std::vector<int64_t> touched_shards;
+  // True when the touched shards' positions, concatenated in touched_shards order, are exactly
+  // 0, 1, ..., num_ids - 1 (sorted unique ids under div, what a worker's step sends): the
+  // replies appended in that order are then the output, with no stitching.
+  bool in_shard_order = false;
 };
 
 // One shard's part of a slice: its local rows local_start + j * step for j in [0, count), which
@@ -198,6 +202,9 @@ class ShardLayout {
   // The shard of `id` under div, and Locate without the range check; precondition
   // 0 <= id < rows_.
   int64_t DivShard(int64_t id) const;
+  // GroupIds for ids that are sorted, unique and inside [0, rows_), under div; `g` has its
+  // num_ids and per-shard vectors sized (and empty).
+  void GroupSortedUniqueDivIds(absl::Span<const int64_t> ids, IdGrouping& g) const;
   RowLocation LocateUnchecked(int64_t id, ShardingStrategy strategy) const;
   // Internal unless `row` is in `shard` and fewer than num_shards_ shards were `visited`: a
   // consistency check of the shard walks, never a report on the caller's input.

@@ -210,6 +210,30 @@ TEST_CASE("Gather returns the rows of the given ids in order, duplicates include
   }
 }
 
+TEST_CASE("Gather of sorted unique ids (a train step's) appends the shards' replies in order") {
+  for (const LayoutCase& layout : Layouts()) {
+    CAPTURE(layout.label);
+    Fixture f = MakeFixture(layout);
+    const int64_t n = Rows(f.reference);
+    // Every shard's first and last row, ascending: one run per shard.
+    std::vector<int64_t> ids;
+    for (size_t s = 0; s < layout.offsets.size(); ++s) {
+      ids.push_back(layout.offsets[s]);
+      const int64_t last = layout.offsets[s] + layout.shard_rows[s] - 1;
+      if (last != ids.back()) ids.push_back(last);
+    }
+    CAPTURE(absl::StrJoin(ids, ","));
+    CHECK_TENSOR(ValueOrDie(f.v.Gather(ids), "Gather sorted"), RefRows(f.reference, ids));
+    // One shard's rows only, and one id.
+    const std::vector<int64_t> first_shard = {0, layout.shard_rows[0] - 1};
+    const std::vector<int64_t> one_shard =
+        first_shard[0] == first_shard[1] ? std::vector<int64_t>{0} : first_shard;
+    CHECK_TENSOR(ValueOrDie(f.v.Gather(one_shard), "Gather in one shard"),
+                 RefRows(f.reference, one_shard));
+    CHECK_TENSOR(ValueOrDie(f.v.Gather({n - 1}), "Gather last"), RefRows(f.reference, {n - 1}));
+  }
+}
+
 TEST_CASE("Gather under mod reads id from shard id % n at local row id / n") {
   for (const LayoutCase& layout : Layouts()) {
     CAPTURE(layout.label);

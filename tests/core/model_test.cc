@@ -612,6 +612,90 @@ TEST_CASE("a reused workspace and result give the same values without reallocati
         fresh->dense_gradients.at("hidden/kernel").matrix());
 }
 
+TEST_CASE("a lookup plan left by RowsNeeded is reused only for the batch it fits") {
+  // A worker plans with RowsNeeded(batch, ws), gathers, then runs ForwardBackward with the same
+  // workspace: the carried plan must give exactly a fresh step's result, and a workspace planned
+  // for another batch (or another table size) must be re-planned, never trusted.
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  const StepParams params = FullParams(vars);
+  const Batch batch = RecsysBatch({4, 0, 4, 2}, {3, 3, 1, 0}, {0, 1, 1, 0});
+  const Batch other = RecsysBatch({1, 0, 4, 2}, {3, 3, 1, 0}, {0, 1, 1, 0});  // one id differs
+  const Batch permuted = RecsysBatch({4, 4, 0, 2}, {3, 1, 3, 0}, {0, 1, 1, 0});
+  auto fresh = model->ForwardBackward(batch, params);
+  REQUIRE(fresh.ok());
+  auto check_same_as_fresh = [&](const Batch& b, StepWorkspace& ws) {
+    auto want = model->ForwardBackward(b, params);
+    REQUIRE(want.ok());
+    StepResult result;
+    REQUIRE(model->ForwardBackward(b, params, ws, result).ok());
+    CHECK(result.loss == want->loss);
+    for (const auto& [name, grad] : want->sparse_gradients) {
+      CHECK(result.sparse_gradients.at(name).indices == grad.indices);
+      CHECK(result.sparse_gradients.at(name).values.matrix() == grad.values.matrix());
+    }
+    CHECK(result.dense_gradients.at("hidden/kernel").matrix() ==
+          want->dense_gradients.at("hidden/kernel").matrix());
+  };
+  SUBCASE("the same batch reuses the plan and gets the fresh result") {
+    StepWorkspace ws;
+    auto needed = model->RowsNeeded(batch, ws);
+    REQUIRE(needed.ok());
+    CHECK(needed->at("user_embedding") == Ids{0, 2, 4});
+    CHECK(needed->at("item_embedding") == Ids{0, 1, 3});
+    check_same_as_fresh(batch, ws);
+  }
+  SUBCASE("another batch, even a permutation of the same ids, is planned anew") {
+    for (const Batch* b : {&other, &permuted}) {
+      StepWorkspace ws;
+      REQUIRE(model->RowsNeeded(batch, ws).ok());
+      check_same_as_fresh(*b, ws);
+    }
+  }
+  SUBCASE("a batch with fewer distinct ids than the plan is planned anew") {
+    const Batch fewer = RecsysBatch({4, 4, 4, 4}, {3, 3, 3, 3}, {0, 1, 1, 0});
+    StepWorkspace ws;
+    REQUIRE(model->RowsNeeded(batch, ws).ok());
+    check_same_as_fresh(fewer, ws);
+  }
+  SUBCASE("a bad id after a good plan is still InvalidArgument") {
+    StepWorkspace ws;
+    REQUIRE(model->RowsNeeded(batch, ws).ok());
+    const Batch bad = RecsysBatch({4, 0, 99, 2}, {3, 3, 1, 0}, {0, 1, 1, 0});
+    StepResult result;
+    CHECK(model->ForwardBackward(bad, params, ws, result).code() ==
+          absl::StatusCode::kInvalidArgument);
+    check_same_as_fresh(batch, ws);  // and the workspace still works afterwards
+  }
+  SUBCASE("gathered rows with a carried plan equal the whole-table step") {
+    StepWorkspace ws;
+    auto needed = model->RowsNeeded(batch, ws);
+    REQUIRE(needed.ok());
+    Variables gathered_rows;
+    StepParams gathered;
+    for (const auto& [name, value] : vars) {
+      auto ids = needed->find(name);
+      if (ids == needed->end()) {
+        gathered.full.emplace(name, value.view());
+        continue;
+      }
+      Tensor rows(value.shape().WithRows(static_cast<int64_t>(ids->second.size())));
+      for (size_t k = 0; k < ids->second.size(); ++k) {
+        rows.matrix().row(k) = value.matrix().row(ids->second[k]);
+      }
+      gathered_rows.emplace(name, std::move(rows));
+      gathered.gathered.emplace(name, EmbeddingRows{ids->second, gathered_rows.at(name).view()});
+    }
+    StepResult result;
+    REQUIRE(model->ForwardBackward(batch, gathered, ws, result).ok());
+    CHECK(result.loss == fresh->loss);
+    CHECK(result.sparse_gradients.at("user_embedding").values.matrix() ==
+          fresh->sparse_gradients.at("user_embedding").values.matrix());
+  }
+}
+
 TEST_CASE("one model serves concurrent steps from several threads") {
   const ModelSpec spec = TinyRecsysSpec();
   auto model = Model::Create(spec);

@@ -83,6 +83,23 @@ TEST_CASE("SumDuplicates sums repeated rows and sorts the ids") {
   CHECK(s.values.values()[5] == 6);
 }
 
+TEST_CASE("IsSortedUnique holds exactly for strictly increasing ids") {
+  struct Case {
+    Ids ids;
+    bool want;
+  };
+  for (const Case& c : std::vector<Case>{{{}, true},
+                                         {{7}, true},
+                                         {{-3, 0, 2, 9}, true},
+                                         {{0, 1, 1, 2}, false},   // a repeat
+                                         {{0, 2, 1}, false},      // out of order
+                                         {{5, 5}, false},
+                                         {{1, 2, 3, 0}, false}}) {  // only the last pair
+    CAPTURE(c.ids.size());
+    CHECK(IsSortedUnique(c.ids) == c.want);
+  }
+}
+
 TEST_CASE("ValidateIndexedRows reports the first bad index, count or width") {
   Tensor rows(Shape{2, 3});
   CHECK(ValidateIndexedRows(std::vector<int64_t>{0, 4}, rows, 5, 3).ok());

@@ -94,8 +94,8 @@ if kills == 0 or s["worker_failures"] < 1:
     problems.append(f"{kills} worker kills, {s['worker_failures']} failures seen")
 if len(s["ps_recoveries"]) != 1:
     problems.append(f"ps_recoveries: {s['ps_recoveries']}")
-if s["test_auc"] < 0.60:
-    problems.append(f"test AUC {s['test_auc']:.4f} < 0.60")
+if s["test_auc"] < 0.65:  # the simulation reaches 0.666 on this data; chaos runs 0.664-0.665
+    problems.append(f"test AUC {s['test_auc']:.4f} < 0.65")
 print(f"net chaos: {s['closures_completed']}/{s['closures_scheduled']} closures, "
       f"{s['worker_failures']} worker failures, recoveries {s['ps_recoveries']}, "
       f"AUC {s['test_auc']:.4f}")

@@ -1,0 +1,114 @@
+// worker_step: the CPU a distributed worker spends on one recsys step's model work, without the
+// actors: RowsNeeded, assembling the gathered rows, ForwardBackward. Two ways, interleaved in one
+// run on the same batches:
+//   fresh   — a fresh StepWorkspace and StepResult per step, RowsNeeded on its own (the worker
+//             before the lookup plan was carried), so ForwardBackward sorts the ids again;
+//   carried — one reused workspace and result; RowsNeeded leaves its plan in the workspace and
+//             ForwardBackward checks it linearly (Note [Reused lookup plans], core/model.cc).
+// Single-threaded, so the figure is far less sensitive to a busy host than train_throughput.
+//
+//   worker_step --rounds=7 --steps=400
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_join.h"
+#include "core/dataset.h"
+#include "core/local_trainer.h"
+#include "core/recsys_data.h"
+#include "core/reference_models.h"
+#include "core/status.h"
+
+ABSL_FLAG(int32_t, rounds, 7, "rounds of (fresh, carried)");
+ABSL_FLAG(int64_t, steps, 400, "steps per round");
+ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
+
+namespace tessera {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+absl::Status Run(int argc, char** argv) {
+  std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
+  const int64_t steps = absl::GetFlag(FLAGS_steps);
+  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
+  RecsysConfig data_config;
+  data_config.num_train = steps * batch_size;
+  data_config.num_test = 1000;
+  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+  ASSIGN_OR_RETURN(LocalTrainer trainer,
+                   LocalTrainer::Create(spec, OptimizerSpec{"adagrad", {{"learning_rate", 0.1}}}));
+  const Model& model = trainer.model();
+  ASSIGN_OR_RETURN(BatchStream stream, BatchStream::Create(data.train, batch_size, true, 1));
+  std::vector<Batch> batches;
+  for (int64_t s = 0; s < steps; ++s) {
+    ASSIGN_OR_RETURN(Batch b, stream.Get(s));
+    batches.push_back(std::move(b));
+  }
+  // One step as a worker runs it; `ws` / `result` null: fresh ones, else reused.
+  std::map<std::string, Tensor> rows;
+  auto step = [&](const Batch& batch, StepWorkspace* ws, StepResult* result) -> absl::Status {
+    StepWorkspace fresh_ws;
+    StepResult fresh_result;
+    absl::StatusOr<std::map<std::string, Ids>> needed =
+        ws != nullptr ? model.RowsNeeded(batch, *ws) : model.RowsNeeded(batch);
+    RETURN_IF_ERROR(needed.status());
+    StepParams params;
+    for (const ParamSpec& p : model.spec().params) {
+      ASSIGN_OR_RETURN(const Tensor* value, trainer.variable(p.name));
+      auto ids = needed->find(p.name);
+      if (ids == needed->end()) {
+        params.full[p.name] = value->view();
+        continue;
+      }
+      Tensor& gathered = rows[p.name];  // what the shards' gather replies would hold
+      gathered = Tensor(value->shape().WithRows(static_cast<int64_t>(ids->second.size())));
+      for (size_t k = 0; k < ids->second.size(); ++k) {
+        std::copy(value->row(ids->second[k]).begin(), value->row(ids->second[k]).end(),
+                  gathered.row(static_cast<int64_t>(k)).begin());
+      }
+      params.gathered[p.name] = EmbeddingRows{ids->second, gathered.view()};
+    }
+    return model.ForwardBackward(batch, params, ws != nullptr ? *ws : fresh_ws,
+                                 result != nullptr ? *result : fresh_result);
+  };
+  StepWorkspace carried_ws;
+  StepResult carried_result;
+  std::vector<double> fresh_us, carried_us;
+  for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
+    double start = Now();
+    for (const Batch& b : batches) RETURN_IF_ERROR(step(b, nullptr, nullptr));
+    fresh_us.push_back((Now() - start) / steps * 1e6);
+    start = Now();
+    for (const Batch& b : batches) RETURN_IF_ERROR(step(b, &carried_ws, &carried_result));
+    carried_us.push_back((Now() - start) / steps * 1e6);
+    std::printf("round %d: fresh %.1f us/step, carried %.1f us/step (%.2fx)\n", r,
+                fresh_us.back(), carried_us.back(), fresh_us.back() / carried_us.back());
+  }
+  std::printf("median: fresh %.1f us/step, carried %.1f us/step: %.2fx\n", Median(fresh_us),
+              Median(carried_us), Median(fresh_us) / Median(carried_us));
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  if (absl::Status status = tessera::Run(argc, argv); !status.ok()) {
+    std::fprintf(stderr, "worker_step: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

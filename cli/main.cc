@@ -19,6 +19,8 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
           "serve, ps: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: all)");
 ABSL_FLAG(int, port, 8501, "serve, ps: the port to listen on (0: any free port, printed)");
 ABSL_FLAG(int32_t, task, 0, "ps: this node's index in the cluster spec's \"ps\" list");
+ABSL_FLAG(int32_t, threads, 0,
+          "ps: scheduler threads (0: one per core; 1 when several nodes share a small machine)");
 ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mutual TLS");
 ABSL_FLAG(std::string, tls_key, "", "ps: this node's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peers must be signed by it");
@@ -39,7 +41,7 @@ commands:
         GET  /v1/models/NAME          the model's status
         GET  /v1/models/NAME/metadata its signatures
       --port 0 picks a free port; the URL served on is printed.
-  ps --port P [--task K] [--host 127.0.0.1] [--tls_cert F --tls_key F --tls_ca F]
+  ps --port P [--task K] [--host 127.0.0.1] [--threads N] [--tls_cert F --tls_key F --tls_ca F]
       Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM. Without TLS
       it listens on loopback unless --host says otherwise (and then anyone who can reach the
       port can read and change the model: use TLS beyond a trusted network).
@@ -118,6 +120,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     tessera::cli::PsOptions options;
     options.port = absl::GetFlag(FLAGS_port);
     options.task = absl::GetFlag(FLAGS_task);
+    options.threads = absl::GetFlag(FLAGS_threads);
     options.network.bind = absl::GetFlag(FLAGS_host);
     options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
     options.network.tls_key = absl::GetFlag(FLAGS_tls_key);

@@ -15,6 +15,9 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port=", options.port, " is not a port"));
   }
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--threads=", options.threads, " is negative"));
+  }
   if (options.task < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--task=", options.task, " is negative"));
   }
@@ -29,7 +32,7 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
   absl::Status status;
   {
     caf::actor_system_config config;
-    ConfigureActorSystem(config);
+    ConfigureActorSystem(config, options.threads);
     status = ConfigureNetwork(config, options.network);
     if (status.ok()) {
       caf::actor_system system(config);

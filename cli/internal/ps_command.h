@@ -19,6 +19,7 @@ namespace tessera::cli {
 struct PsOptions {
   int port = 0;           // 0: a free port (printed)
   int32_t task = 0;       // this node's index in the cluster spec's "ps" list
+  int32_t threads = 0;    // scheduler threads; 0: one per core
   NetworkOptions network;  // bind address and TLS
 };
 

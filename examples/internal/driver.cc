@@ -43,6 +43,9 @@ ABSL_FLAG(int32_t, task, 0, "networked mode, --role=worker: this worker's index 
 ABSL_FLAG(int32_t, min_workers, 1, "networked coordinator: workers to wait for before training");
 ABSL_FLAG(int64_t, worker_wait_s, 300, "networked coordinator: how long to wait for them");
 ABSL_FLAG(int64_t, connect_timeout_s, 30, "networked mode: how long to retry reaching a node");
+ABSL_FLAG(int32_t, threads, 0,
+          "networked mode: this process's scheduler threads (0: one per core; 1 when several "
+          "nodes share a small machine)");
 ABSL_FLAG(std::string, bind, "127.0.0.1",
           "networked coordinator: the address to listen on for workers (0.0.0.0: all)");
 ABSL_FLAG(std::string, tls_cert, "", "networked mode: this node's certificate (PEM)");
@@ -100,6 +103,8 @@ absl::StatusOr<DriverFlags> ReadDriverFlags() {
   sim.min_workers = absl::GetFlag(FLAGS_min_workers);
   sim.worker_wait = absl::Seconds(absl::GetFlag(FLAGS_worker_wait_s));
   sim.network.connect_timeout = absl::Seconds(absl::GetFlag(FLAGS_connect_timeout_s));
+  sim.threads = absl::GetFlag(FLAGS_threads);
+  if (sim.threads < 0) return absl::InvalidArgumentError("--threads must be >= 0");
   sim.network.bind = absl::GetFlag(FLAGS_bind);
   sim.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   sim.network.tls_key = absl::GetFlag(FLAGS_tls_key);
@@ -198,7 +203,7 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   if (options.cluster.has_value()) {
     std::printf("%s: connecting to %d PS (protocol version %d, %s)\n", label.c_str(), options.ps,
                 kProtocolVersion, options.network.tls() ? "mutual TLS" : "plain TCP");
-    ASSIGN_OR_RETURN(cluster, Cluster::Connect(*options.cluster, options.network));
+    ASSIGN_OR_RETURN(cluster, Cluster::Connect(*options.cluster, options.network, options.threads));
   } else {
     ASSIGN_OR_RETURN(cluster, Cluster::StartInProcess({options.ps, options.workers, 0}));
   }
@@ -318,7 +323,7 @@ absl::Status ServeAsWorker(const LocalTrainer& trainer, const Dataset& train, in
     return absl::InvalidArgumentError("--role=worker needs --cluster_spec");
   }
   auto model = std::make_shared<const Model>(trainer.model());
-  WorkerNodeOptions node{*options.cluster, options.network, task};
+  WorkerNodeOptions node{*options.cluster, options.network, task, options.threads};
   std::printf("worker %d: connecting to %d PS and the coordinator at %s\n", task, options.ps,
               options.cluster->coordinator.ToString().c_str());
   std::fflush(stdout);

@@ -82,6 +82,7 @@ struct SimOptions {
   NetworkOptions network;
   int32_t min_workers = 1;
   absl::Duration worker_wait = absl::Minutes(5);
+  int32_t threads = 0;  // this process's scheduler threads (0: one per core)
 };
 
 // Trains `trainer`'s model for `steps` steps of `batch_size` on an in-process cluster (or the
@@ -109,7 +110,7 @@ absl::Status ServeAsWorker(const LocalTrainer& trainer, const Dataset& train, in
 // The flags every driver shares, defined once in driver.cc: --mode, --ps, --workers,
 // --closures_per_worker, --checkpoint_dir, --checkpoint_every, --resume, --export_dir,
 // --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
-// --cluster_spec, --role, --task, --min_workers, --worker_wait_s, --connect_timeout_s, --bind,
+// --cluster_spec, --role, --task, --min_workers, --worker_wait_s, --connect_timeout_s, --threads, --bind,
 // --tls_cert, --tls_key, --tls_ca. A driver adds its own model, data and schedule flags
 // (--steps, --batch_size, --partitioner, ... whose defaults differ).
 struct DriverFlags {

@@ -55,7 +55,7 @@ TEST_CASE("predict answers TF Serving's row format with the predictor's values")
   CHECK(predictions[0] == predictions[2]);
 }
 
-TEST_CASE("a signature with one output gives bare rows; signature_name picks it") {
+TEST_CASE("a signature with one output gives bare rows and signature_name picks it") {
   ExportedModel model = TinyRecsysModel();
   Signature scores = model.signatures[0];
   scores.name = "scores";

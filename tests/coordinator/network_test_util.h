@@ -76,13 +76,14 @@ class NetworkNode {
   caf::actor_system& system() { return *system_; }
   const NetworkOptions& options() const { return options_; }
 
-  // Spawns PS node `task` and publishes it (behind a NodeGate speaking `version`) on a free port
-  // of options().bind; returns the port.
-  uint16_t PublishPsNode(int32_t task, int32_t version = kProtocolVersion) {
+  // Spawns PS node `task` and publishes it (behind a NodeGate speaking `version`) on
+  // options().bind:`port_wanted`; returns the port.
+  // (port_wanted 0: a free one.)
+  uint16_t PublishPsNode(int32_t task, int32_t version = kProtocolVersion, uint16_t port_wanted = 0) {
     ps_nodes_.push_back(SpawnPsNode(*system_, task));
     absl::StatusOr<uint16_t> port =
         PublishNode(*system_, absl::StrCat("ps ", task), caf::actor_cast<caf::actor>(ps_nodes_.back()),
-                    /*port=*/0, options_, version);
+                    port_wanted, options_, version);
     REQUIRE_MESSAGE(port.ok(), port.status().ToString());
     return *port;
   }

@@ -304,7 +304,7 @@ TEST_CASE("SetOptimizer installs fresh slots, and setting the same rule again ke
   CHECK(shard.slots().step == 0);
 }
 
-TEST_CASE("snapshot and restore round-trip value, slots and step; the version moves forward") {
+TEST_CASE("snapshot and restore round-trip value, slots and step and the version moves forward") {
   ShardState source = MakeShard(Adagrad());
   REQUIRE(source.ApplyDenseGradient(Iota(Shape{3, 4}, 0.1f)).ok());
   REQUIRE(source.ApplySparseGradient(Ids{0}, Iota(Shape{1, 4}, -0.3f)).ok());

@@ -11,8 +11,13 @@ recsys=$1
 tessera=$2
 work=$(mktemp -d)
 declare -A pids=()
+coordinator=
 cleanup() {
-  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  local status=$?
+  if [ "$status" != 0 ]; then
+    for log in "$work"/*.log; do echo "== $log"; tr '\r' '\n' <"$log" | grep -v "^recsys: step" | tail -n 12; done
+  fi
+  for pid in "${pids[@]}" $coordinator; do kill -9 "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }
@@ -28,7 +33,7 @@ cat >"$work/spec.json" <<JSON
              "ps": ["127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"],
              "worker": ["127.0.0.1:${ports[3]}", "127.0.0.1:${ports[4]}", "127.0.0.1:${ports[5]}"]}}
 JSON
-data=(--users=20000 --items=2000 --train_examples=1000000 --test_examples=20000)
+data=(--users=20000 --items=2000 --train_examples=2000000 --test_examples=20000)
 common=(--cluster_spec="$work/spec.json" "${data[@]}" --connect_timeout_s=60)
 
 start_ps() { "$tessera" ps --port "${ports[$((1 + $1))]}" --task "$1" >>"$work/ps$1.log" 2>&1 &
@@ -43,9 +48,10 @@ for t in 0 1 2; do start_worker "$t"; done
 coordinator=$!
 
 alive() { kill -0 "$coordinator" 2>/dev/null; }
-joined() { grep -c "joined the coordinator" "$work/worker$1.log" || true; }
+# Whether worker $1's current process is a member now: its latest membership line says joined.
+member() { grep -E "joined the coordinator|joining again" "$work/worker$1.log" | tail -n 1 |
+           grep -q "joined the coordinator"; }
 lost() { grep -c "worker $1 lost" "$work/coordinator.log" || true; }
-declare -A starts=([0]=1 [1]=1 [2]=1)
 # Chaos once training is under way (the first checkpoint exists): four kill -9's of a joined
 # worker process (each noticed by the coordinator within 2 s, and restarted 0.3 s later), and
 # one of PS 1 (restarted after 1 s).
@@ -56,19 +62,25 @@ for round in 1 2 3 4 5; do
   if [ "$round" = 2 ]; then
     kill -9 "${pids[ps1]}"; echo "chaos: killed ps 1"
     sleep 1; start_ps 1
+    for _ in $(seq 300); do grep -q "restored from" "$work/coordinator.log" && break; sleep 0.1; done
   else
     t=$((RANDOM % 3))
-    for _ in $(seq 100); do [ "$(joined "$t")" -ge "${starts[$t]}" ] && break; sleep 0.05; done
+    was_member=false
+    for _ in $(seq 200); do member "$t" && { was_member=true; break; }; sleep 0.05; done
     before=$(lost "$t")
-    kill -9 "${pids[worker$t]}"; worker_kills=$((worker_kills + 1))
+    if ! kill -9 "${pids[worker$t]}"; then
+      alive && { echo "worker $t had exited by itself"; exit 1; }
+      break  # training is over: the coordinator sent its workers home
+    fi
+    worker_kills=$((worker_kills + 1))
     killed_at=$(date +%s.%N)
     for _ in $(seq 40); do [ "$(lost "$t")" -gt "$before" ] && break; sleep 0.05; done
     noticed=$(python3 -c "import time; print(f'{time.time() - $killed_at:.2f}')")
-    if [ "$(lost "$t")" -le "$before" ] && alive; then
+    if [ "$(lost "$t")" -le "$before" ] && alive && $was_member; then
       echo "the coordinator did not notice the death of worker $t within 2 s"; exit 1
     fi
     echo "chaos: killed worker $t; noticed after ${noticed} s"
-    sleep 0.3; start_worker "$t"; starts[$t]=$((starts[$t] + 1))
+    sleep 0.3; start_worker "$t"
   fi
   sleep 0.7
 done
@@ -79,8 +91,7 @@ if ! timeout 180 tail --pid="$coordinator" -f /dev/null; then
 fi
 wait "$coordinator" || status=$?
 if [ "$status" != 0 ]; then
-  echo "the coordinator failed ($status):"; tr '\r' '\n' <"$work/coordinator.log" | tail -30
-  tail -n 8 "$work"/worker*.log "$work"/ps*.log; exit 1
+  echo "the coordinator failed ($status)"; exit 1
 fi
 tr '\r' '\n' <"$work/coordinator.log" | grep -E "restored|closures|AUC" || true
 python3 - "$work/summary.json" "$worker_kills" <<'PY'
@@ -94,8 +105,8 @@ if kills == 0 or s["worker_failures"] < 1:
     problems.append(f"{kills} worker kills, {s['worker_failures']} failures seen")
 if len(s["ps_recoveries"]) != 1:
     problems.append(f"ps_recoveries: {s['ps_recoveries']}")
-if s["test_auc"] < 0.65:  # the simulation reaches 0.666 on this data; chaos runs 0.664-0.665
-    problems.append(f"test AUC {s['test_auc']:.4f} < 0.65")
+if s["test_auc"] < 0.66:  # the simulation reaches 0.678 on this data
+    problems.append(f"test AUC {s['test_auc']:.4f} < 0.66")
 print(f"net chaos: {s['closures_completed']}/{s['closures_scheduled']} closures, "
       f"{s['worker_failures']} worker failures, recoveries {s['ps_recoveries']}, "
       f"AUC {s['test_auc']:.4f}")

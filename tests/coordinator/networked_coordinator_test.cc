@@ -1,0 +1,164 @@
+// The networked ClusterCoordinator in one test process: PS nodes published by a separate actor
+// system (NetworkNode), the coordinator's own system connected to them over loopback, and worker
+// "processes" running RunWorkerNode on threads — joining, refused, finishing; and a lost PS
+// restored from the latest checkpoint onto a node started again at its address.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "actors/variable_ops.h"
+#include "coordinator/checkpoint.h"
+#include "coordinator/cluster.h"
+#include "coordinator/cluster_coordinator.h"
+#include "coordinator/network.h"
+#include "coordinator/strategy.h"
+#include "coordinator/worker_node.h"
+#include "tests/coordinator/coordinator_test_util.h"
+#include "tests/coordinator/network_test_util.h"
+
+namespace tessera {
+namespace {
+
+using testing::ValueOrDie;
+
+NetworkOptions FastNetwork() {
+  NetworkOptions options;
+  options.connect_timeout = absl::Seconds(10);
+  return options;
+}
+
+ClusterSpec SpecFor(uint16_t ps_port, int32_t workers) {
+  ClusterSpec spec;
+  spec.ps = {NodeAddress{"127.0.0.1", ps_port}};
+  spec.workers.assign(workers, NodeAddress{"127.0.0.1", 1});
+  spec.coordinator = NodeAddress{"127.0.0.1", testing::UnusedPort()};
+  return spec;
+}
+
+// "add_one": adds 1 to the scalar variable "counter" and returns nothing.
+absl::Status AddCounterFunction(FunctionRegistry& registry, VariableHandle counter) {
+  return registry.AddReplicaFunction(
+      "add_one", [counter](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
+        AssignAsync(ctx.self(), counter, AssignKind::kAdd, Tensor(Shape{}, 1.0f),
+                    [done](absl::Status s) {
+                      if (!s.ok()) return done(s);
+                      done(ClosureValues{});
+                    });
+      });
+}
+
+// What a worker process builds from the coordinator's directory.
+RegistryBuilder CounterWorker() {
+  return [](const VariableDirectory& directory)
+             -> absl::StatusOr<std::shared_ptr<const FunctionRegistry>> {
+    auto handles = HandlesByName(directory);
+    auto it = handles.find("counter");
+    if (it == handles.end()) return absl::NotFoundError("no counter in the directory");
+    auto registry = std::make_shared<FunctionRegistry>();
+    if (absl::Status s = AddCounterFunction(*registry, it->second); !s.ok()) return s;
+    return std::shared_ptr<const FunctionRegistry>(std::move(registry));
+  };
+}
+
+TEST_CASE("networked coordinator: a worker process joins and runs closures while a second "
+          "process for its task and a task outside the spec are refused") {
+  testing::NetworkNode ps_host(FastNetwork());
+  const uint16_t ps_port = ps_host.PublishPsNode(0);
+  const ClusterSpec spec = SpecFor(ps_port, /*workers=*/2);
+  auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
+  VariableOptions counter_options;
+  counter_options.name = "counter";
+  counter_options.shape = Shape{};
+  ShardedVariable counter = ValueOrDie(strategy->CreateVariable(counter_options), "counter");
+  auto registry = std::make_shared<FunctionRegistry>();
+  REQUIRE(AddCounterFunction(*registry, counter.handle()).ok());
+  auto coordinator = ValueOrDie(ClusterCoordinator::Create(*strategy, registry), "Create");
+
+  absl::Status worker_status = absl::UnknownError("not finished");
+  std::thread worker([&] {
+    worker_status = RunWorkerNode({spec, FastNetwork(), /*task=*/0, /*threads=*/1},
+                                  CounterWorker());
+  });
+  REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
+  CHECK(coordinator->workers().live_slots == std::vector<int32_t>{0});
+
+  for (int i = 0; i < 20; ++i) REQUIRE(coordinator->Schedule("add_one").ok());
+  REQUIRE(coordinator->Join().ok());
+  CHECK(ValueOrDie(counter.Read(), "Read").values()[0] == 20.0f);
+  CHECK(coordinator->stats().completed == 20);
+
+  NetworkOptions impatient = FastNetwork();
+  impatient.connect_timeout = absl::Seconds(1);
+  const absl::Status duplicate = RunWorkerNode({spec, impatient, 0, 1}, CounterWorker());
+  CHECK(absl::IsAlreadyExists(duplicate));
+  CHECK(duplicate.message().find("another process serves this task") != std::string::npos);
+  const absl::Status outside = RunWorkerNode({spec, impatient, 7, 1}, CounterWorker());
+  CHECK(absl::IsInvalidArgument(outside));
+  CHECK(outside.message().find("--task=7") != std::string::npos);
+  CHECK(coordinator->workers().live_slots == std::vector<int32_t>{0});  // unharmed
+
+  coordinator.reset();  // the coordinator finishes: its worker exits cleanly
+  worker.join();
+  CHECK(worker_status.ok());
+  counter = ShardedVariable();
+  strategy.reset();
+}
+
+TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoint onto a node "
+          "started again at its address") {
+  testing::ScratchDir checkpoints("tessera-recovery");
+  auto first_host = std::make_unique<testing::NetworkNode>(FastNetwork());
+  const uint16_t ps_port = first_host->PublishPsNode(0);
+  const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
+  auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
+  VariableOptions options;
+  options.name = "w";
+  options.shape = Shape{6, 2};
+  options.partitioner = ValueOrDie(FixedShardsPartitioner(2));
+  ShardedVariable w = ValueOrDie(strategy->CreateVariable(options), "w");
+  const Tensor saved = testing::FromVector(Shape{6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  REQUIRE(w.Assign(saved).ok());
+  CheckpointManager manager(checkpoints.path(), 2);
+  REQUIRE(manager.Save(*strategy, 10).ok());
+  REQUIRE(w.AssignAdd(saved).ok());  // an update after the checkpoint: lost with the PS
+
+  auto registry = std::make_shared<FunctionRegistry>();
+  CoordinatorOptions coordinator_options;
+  coordinator_options.recovery_checkpoints = checkpoints.path();
+  coordinator_options.first_step = 12;
+  auto coordinator =
+      ValueOrDie(ClusterCoordinator::Create(*strategy, registry, coordinator_options), "Create");
+
+  first_host.reset();  // the PS process dies
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  testing::NetworkNode second_host(FastNetwork());  // and comes back at its address
+  REQUIRE(second_host.PublishPsNode(0, kProtocolVersion, ps_port) == ps_port);
+
+  REQUIRE(testing::WaitUntil([&] { return !coordinator->recoveries().empty(); }));
+  REQUIRE(coordinator->Join().ok());  // nothing failed: the restore did not make the run fatal
+  const PsRecovery recovery = coordinator->recoveries().at(0);
+  CHECK(recovery.ps_task == 0);
+  CHECK(recovery.checkpoint_step == 10);
+  CHECK(recovery.lost_steps == 2);
+  CHECK(recovery.checkpoint == checkpoints.path() + "/ckpt-10");
+  // The strategy's handle names the new shards, which hold the checkpoint's values.
+  const VariableHandle& moved = strategy->variables().at("w").handle();
+  CHECK(moved.shards[0] != w.handle().shards[0]);
+  const Tensor restored = ValueOrDie(strategy->variables().at("w").Read(), "Read");
+  CHECK(std::vector<float>(restored.values().begin(), restored.values().end()) ==
+        std::vector<float>(saved.values().begin(), saved.values().end()));
+
+  coordinator.reset();
+  w = ShardedVariable();
+  strategy.reset();
+}
+
+}  // namespace
+}  // namespace tessera

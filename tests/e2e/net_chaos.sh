@@ -38,7 +38,9 @@ common=(--cluster_spec="$work/spec.json" "${data[@]}" --connect_timeout_s=60)
 
 start_ps() { "$tessera" ps --port "${ports[$((1 + $1))]}" --task "$1" >>"$work/ps$1.log" 2>&1 &
              pids[ps$1]=$!; }
-start_worker() { "$recsys" "${common[@]}" --role=worker --task="$1" >>"$work/worker$1.log" 2>&1 &
+declare -A logs=()  # the log of each worker task's current process
+start_worker() { logs[$1]="$work/worker$1.$(date +%s%N).log"
+                 "$recsys" "${common[@]}" --role=worker --task="$1" >"${logs[$1]}" 2>&1 &
                  pids[worker$1]=$!; }
 start_ps 0
 start_ps 1
@@ -49,7 +51,7 @@ coordinator=$!
 
 alive() { kill -0 "$coordinator" 2>/dev/null; }
 # Whether worker $1's current process is a member now: its latest membership line says joined.
-member() { grep -E "joined the coordinator|joining again" "$work/worker$1.log" | tail -n 1 |
+member() { grep -E "joined the coordinator|joining again" "${logs[$1]}" | tail -n 1 |
            grep -q "joined the coordinator"; }
 lost() { grep -c "worker $1 lost" "$work/coordinator.log" || true; }
 # Chaos once training is under way (the first checkpoint exists): four kill -9's of a joined

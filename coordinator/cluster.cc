@@ -21,15 +21,16 @@ void ConfigureActorSystem(caf::actor_system_config& cfg, int32_t threads) {
   // (on 2 cores a training step's compute took 350 us instead of 265 us).
   const int32_t cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   cfg.set("scheduler.max-threads", static_cast<size_t>(threads > 0 ? threads : cores));
-  // Note [Prompt work stealing]: a message sent by an actor is queued on its sender's thread
-  // without waking anyone, and CAF's default idle thread steals only every few milliseconds of
-  // sleep, so a worker's gradients and its shards' updates end up on one core. Idle threads poll
-  // briefly, then steal at every short sleep instead.
-  cfg.set("work-stealing.moderate-poll-attempts", size_t{2000});
-  cfg.set("work-stealing.moderate-steal-interval", size_t{1});
-  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
-  cfg.set("work-stealing.relaxed-steal-interval", size_t{1});
-  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
+  // Note [Scheduler policy]: CAF's default work-stealing scheduler queues a message an actor
+  // sends on the sender's own thread without waking anyone; an idle thread finds it only when it
+  // next polls or steals. On 2 cores that often left a worker and the shards it talks to on one
+  // thread while the other slept (train_throughput rounds at ~1.0x beside rounds at ~1.3x,
+  // whatever the polling settings). The sharing policy keeps one queue for all threads and
+  // wakes an idle thread on every enqueue, including those arriving from the network. Measured
+  // interleaved on a quiet host (bench/README.md): train_throughput medians 1.31/1.29/1.43/1.36x
+  // with sharing against 0.99/1.11/1.25/1.25x with tuned work stealing. Networked nodes
+  // switch back to work stealing (ConfigureNetwork, Note [Scheduler on a networked node]).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
 }
 
 Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,

@@ -42,7 +42,8 @@ struct ClusterOptions {
 };
 
 // Registers Tessera's types and sets the scheduler every Tessera node uses (`threads`, 0: one per
-// core; see Note [Prompt work stealing] in cluster.cc) and a quiet CAF logger.
+// core), CAF's sharing scheduler policy (Note [Scheduler policy] in cluster.cc; ConfigureNetwork
+// replaces it for networked nodes) and a quiet CAF logger.
 void ConfigureActorSystem(caf::actor_system_config& cfg, int32_t threads = 0);
 
 class Cluster {

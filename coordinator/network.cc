@@ -181,15 +181,18 @@ absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOption
   }
   cfg.set("middleman.heartbeat-interval", ToTimespan(options.heartbeat_interval));
   cfg.set("middleman.connection-timeout", ToTimespan(options.connection_timeout));
-  // Note [Idle workers on a networked node]: work reaching a networked node's actors comes from
-  // the middleman's thread (CAF's external enqueue), which wakes a worker blocked on its condition
-  // variable at once but not one in the moderate phase's sleep-polling (ConfigureActorSystem's 20
-  // us sleeps, which the kernel's timer slack stretches to ~70 us). Every remote round trip
-  // crosses that wait about twice per side, so a networked node skips the moderate phase:
-  // bench/net_ops measured the round trip of a 1 KiB gather at 90-190 us instead of 170-220 us,
-  // and bench/net_train.sh a faster networked recsys. Actor-to-actor sends inside a node (which
-  // do not wake anyone) still get stolen by the relaxed phase's 1 ms polls.
+  // Note [Scheduler on a networked node]: unlike the simulation (Note [Scheduler policy] in
+  // cluster.cc), a networked node does better with work stealing. Its work arrives from the
+  // middleman's thread as external enqueues, which wake a thread blocked on its condition
+  // variable at once; the sharing policy's single queue costs a remote round trip more
+  // (bench/net_ops, quiet host: 1 KiB gather 123 us vs 177 us; worst ratio at >= 256 KiB with 4
+  // in flight 0.64x vs 0.47x). Idle threads skip the moderate sleep-polling phase (20 us sleeps,
+  // ~70 us with timer slack, which such enqueues do not cut short) and block; sends between
+  // actors inside the node are found by the relaxed phase's steal every 1 ms.
+  cfg.set("scheduler.policy", caf::atom("stealing"));
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+  cfg.set("work-stealing.relaxed-steal-interval", size_t{1});
+  cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
   return absl::OkStatus();
 }
 

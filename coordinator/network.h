@@ -76,8 +76,8 @@ struct NetworkOptions {
 absl::Status ValidateNetworkOptions(const NetworkOptions& options);
 
 // Loads the middleman (and the OpenSSL module with TLS) into `cfg` and sets heartbeats, the
-// connection timeout and the certificate files, and lets idle scheduler threads block rather
-// than sleep-poll (Note [Idle workers on a networked node]). Call after ConfigureActorSystem,
+// connection timeout and the certificate files, and the scheduler a networked node runs best
+// with (Note [Scheduler on a networked node]). Call after ConfigureActorSystem,
 // before the system is built. Errors as ValidateNetworkOptions (which also loads the TLS files,
 // so a bad certificate is a start-up error, not a crash at the first connection).
 absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options);

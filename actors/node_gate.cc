@@ -20,13 +20,14 @@ caf::behavior NodeGate(caf::event_based_actor* self, std::string node, caf::acto
   self->set_down_handler([self](const caf::down_msg&) { self->quit(); });
   return {
       [node, service, version](hello_atom, int32_t peer_version,
-                               const std::string& peer) -> caf::result<int32_t, caf::actor> {
+                               const std::string& peer)
+          -> caf::result<int32_t, std::string, caf::actor> {
         if (peer_version != version) {
           return StatusToError(absl::FailedPreconditionError(absl::StrCat(
               node, " speaks Tessera protocol version ", version, " but ", peer,
               " speaks version ", peer_version, "; run the same Tessera release on every node")));
         }
-        return caf::result<int32_t, caf::actor>(version, service);
+        return caf::result<int32_t, std::string, caf::actor>(version, node, service);
       },
   };
 }

@@ -2,7 +2,8 @@
 // comes before anything else crosses the connection.
 //
 // A peer connects, sends (hello_atom, its protocol version, its name) and gets back (the node's
-// version, the node's service actor: a ps_node_actor or the coordinator_actor). A peer of another
+// version, the node's name, its service actor: a ps_node_actor or the coordinator_actor), so it
+// can also check that the address it dialled is the node it meant. A peer of another
 // version gets a FailedPrecondition naming both versions instead, so no message of an
 // incompatible build ever reaches a shard. The gate's own interface is the one thing that never
 // changes between versions; it is dynamically typed so that connecting to it does not compare

@@ -65,8 +65,9 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   for (int32_t task = 0; task < options.num_ps; ++task) {
-    ASSIGN_OR_RETURN(caf::actor node, ConnectToNode(*cluster->system_, spec.ps[task],
-                                                    "the coordinator", network));
+    ASSIGN_OR_RETURN(caf::actor node,
+                     ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
+                                   kProtocolVersion, absl::StrCat("ps ", task)));
     cluster->ps_nodes_.push_back(caf::actor_cast<ps_node_actor>(node));
   }
   return cluster;
@@ -88,7 +89,8 @@ absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task) {
     return absl::InvalidArgumentError(absl::StrCat("no PS task ", task));
   }
   ASSIGN_OR_RETURN(caf::actor node,
-                   ConnectToNode(*system_, spec_->ps[task], "the coordinator", network_));
+                   ConnectToNode(*system_, spec_->ps[task], "the coordinator", network_,
+                                 kProtocolVersion, absl::StrCat("ps ", task)));
   std::lock_guard<std::mutex> lock(mu_);
   ps_nodes_[task] = caf::actor_cast<ps_node_actor>(node);
   return ps_nodes_[task];

@@ -214,7 +214,8 @@ absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::strin
 
 absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAddress& address,
                                          const std::string& self_name,
-                                         const NetworkOptions& options, int32_t version) {
+                                         const NetworkOptions& options, int32_t version,
+                                         const std::string& expected_node) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   caf::expected<caf::actor> gate = caf::sec::cannot_connect_to_node;
   // Nobody listening yet (a node still starting) is worth waiting for; a connection that is
@@ -237,11 +238,15 @@ absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAd
   absl::StatusOr<caf::actor> out = absl::InternalError("no handshake reply");
   self->request(*gate, std::chrono::seconds(10), hello_atom::value, version, self_name)
       .receive(
-          [&](int32_t peer_version, caf::actor service) {
+          [&](int32_t peer_version, std::string& node, caf::actor service) {
             if (peer_version != version) {
               out = absl::FailedPreconditionError(
                   absl::StrCat(address.ToString(), " speaks Tessera protocol version ",
                                peer_version, " but ", self_name, " speaks version ", version));
+            } else if (!expected_node.empty() && node != expected_node) {
+              out = absl::FailedPreconditionError(absl::StrCat(
+                  address.ToString(), " is ", node, ", not ", expected_node,
+                  ": check the cluster spec (and --task of each tessera ps)"));
             } else {
               out = std::move(service);
             }

@@ -94,9 +94,12 @@ absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::strin
 // Unavailable naming the address when it cannot be reached in time or the connection is dropped
 // during the handshake (a TLS refusal: CAF says disconnect_during_handshake); FailedPrecondition
 // naming both versions when the protocol versions differ.
+// With `expected_node` ("ps 1", "the coordinator"), a node of another name is refused with
+// FailedPrecondition naming both (a spec listing the wrong address or --task).
 absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAddress& address,
                                          const std::string& self_name,
                                          const NetworkOptions& options,
-                                         int32_t version = kProtocolVersion);
+                                         int32_t version = kProtocolVersion,
+                                         const std::string& expected_node = "");
 
 }  // namespace tessera

@@ -113,11 +113,14 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
   for (;;) {
     // Every PS first: shard handles in the directory are reached over these direct connections
     // (and a restarted PS is a new node to connect to).
-    for (const NodeAddress& ps : spec.ps) {
-      RETURN_IF_ERROR(ConnectToNode(system, ps, me, options.network).status());
+    for (size_t task = 0; task < spec.ps.size(); ++task) {
+      RETURN_IF_ERROR(ConnectToNode(system, spec.ps[task], me, options.network,
+                                    kProtocolVersion, absl::StrCat("ps ", task))
+                          .status());
     }
     ASSIGN_OR_RETURN(caf::actor coordinator,
-                     ConnectToNode(system, spec.coordinator, me, options.network));
+                     ConnectToNode(system, spec.coordinator, me, options.network,
+                                   kProtocolVersion, "the coordinator"));
     ASSIGN_OR_RETURN(Ending ending, Serve(system, coordinator, options, build));
     if (ending == Ending::kTaskTaken) {
       if (!taken_since.has_value()) taken_since = absl::Now();

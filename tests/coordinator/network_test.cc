@@ -325,6 +325,26 @@ TEST_CASE("network: a node of another protocol version is refused, naming both v
             .ok());
 }
 
+TEST_CASE("network: a node that is not the one the spec names is refused, naming both") {
+  NetworkNode server(NetworkOptions{});
+  const uint16_t port = server.PublishPsNode(0);
+  NetworkNode client(NetworkOptions{});
+  const NodeAddress address{"127.0.0.1", port};
+
+  absl::StatusOr<caf::actor> service = ConnectToNode(client.system(), address, "test client",
+                                                     client.options(), kProtocolVersion, "ps 1");
+  REQUIRE_FALSE(service.ok());
+  CHECK(service.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_MESSAGE(Contains(service.status().message(), "is ps 0, not ps 1"), service.status());
+
+  // The node it is, by name, is served.
+  service = ConnectToNode(client.system(), address, "test client", client.options(),
+                          kProtocolVersion, "ps 0");
+  REQUIRE_MESSAGE(service.ok(), service.status().ToString());
+  CHECK(Ask<pong_atom>(client.system(), caf::actor_cast<ps_node_actor>(*service), ping_atom::value)
+            .ok());
+}
+
 TEST_CASE("network: a port nobody listens on is Unavailable naming the address after the timeout") {
   NetworkOptions options;
   options.connect_timeout = absl::Milliseconds(300);

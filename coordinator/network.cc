@@ -188,8 +188,13 @@ absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOption
   // (bench/net_ops, quiet host: 1 KiB gather 123 us vs 177 us; worst ratio at >= 256 KiB with 4
   // in flight 0.64x vs 0.47x). Idle threads skip the moderate sleep-polling phase (20 us sleeps,
   // ~70 us with timer slack, which such enqueues do not cut short) and block; sends between
-  // actors inside the node are found by the relaxed phase's steal every 1 ms.
+  // actors inside the node are found by the relaxed phase's steal every 1 ms. The moderate
+  // phase's interval and sleep still matter with no poll attempts: with CAF's defaults, a PS
+  // node started again in the same process as a previous one (networked_coordinator_test)
+  // never answered the coordinator's handshake.
   cfg.set("scheduler.policy", caf::atom("stealing"));
+  cfg.set("work-stealing.moderate-steal-interval", size_t{1});
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("work-stealing.relaxed-steal-interval", size_t{1});
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});

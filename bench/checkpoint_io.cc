@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
@@ -46,16 +47,13 @@ ABSL_FLAG(std::string, dir, "", "scratch directory (default: a fresh one under /
 namespace tessera {
 namespace {
 
+using bench::Median;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 absl::StatusOr<double> PlainWrite(const std::string& path, const std::vector<char>& bytes) {
@@ -185,10 +183,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  if (absl::Status status = tessera::Run(argc, argv); !status.ok()) {
-    std::fprintf(stderr, "checkpoint_io: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return tessera::bench::Main("checkpoint_io", argc, argv, tessera::Run);
 }

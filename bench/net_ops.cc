@@ -48,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -80,6 +81,8 @@ ABSL_FLAG(int32_t, settle_ms, 20, "pause before every measurement");
 namespace tessera {
 namespace {
 
+using bench::Median;
+
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
@@ -88,12 +91,6 @@ constexpr int64_t kRowBytes = kDim * sizeof(float);  // 256
 constexpr char kTableName[] = "table";
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 absl::StatusOr<std::vector<int64_t>> ParseList(const std::vector<std::string>& items,
                                                const char* flag) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
@@ -30,10 +31,7 @@ ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
 namespace tessera {
 namespace {
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::Median;
 
 absl::Status Run(int argc, char** argv) {
   std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
@@ -92,10 +90,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  if (absl::Status status = tessera::Run(argc, argv); !status.ok()) {
-    std::fprintf(stderr, "train_throughput: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return tessera::bench::Main("train_throughput", argc, argv, tessera::Run);
 }

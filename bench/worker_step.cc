@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
@@ -29,13 +30,10 @@ ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
 namespace tessera {
 namespace {
 
+using bench::Median;
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 absl::Status Run(int argc, char** argv) {
@@ -105,10 +103,5 @@ absl::Status Run(int argc, char** argv) {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  if (absl::Status status = tessera::Run(argc, argv); !status.ok()) {
-    std::fprintf(stderr, "worker_step: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
+  return tessera::bench::Main("worker_step", argc, argv, tessera::Run);
 }

@@ -1,13 +1,17 @@
 #include "coordinator/network.h"
 
+#include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/openssl/publish.hpp>
 #include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/system_messages.hpp>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -91,6 +95,71 @@ absl::Status CheckTlsFiles(const NetworkOptions& options) {
         "--tls_ca ", options.tls_ca, " is not a PEM CA certificate: ", OpenSslReason()));
   }
   return absl::OkStatus();
+}
+
+// Note [A restarted node behind a cached proxy]
+// CAF's middleman caches the actor that remote_actor returned for a host:port and drops the entry
+// only when that actor's down message reaches the middleman actor. A node that died and was
+// started again at its address (a PS after kill -9) can be asked for before that happens: we
+// learn of the loss from the down messages of our own monitors (its shards), which may come
+// first. The cache then hands back the dead node's gate, whose proxy may even be alive still,
+// as the proxies of a lost node are killed one after another. A request to it is dropped without
+// an error, so a plain request would wait out its timeout (about one restart in four on a
+// 2-core machine). So the hello's asker monitors the gate, and a gate that is or goes down makes
+// ConnectToNode ask the middleman again a moment later, when the cache has been purged and a
+// new connection reaches the new node.
+
+// The outcome of a hello: the service, a refusal, or nullopt when the gate went down first.
+using HelloResult = std::optional<absl::StatusOr<caf::actor>>;
+
+// Says hello through `gate` and returns the service it fronts. The asking actor monitors the
+// gate while it waits: a request to a dead node's proxy is dropped without an error (Note [A
+// restarted node behind a cached proxy]), and its down message is what says so.
+HelloResult Hello(caf::actor_system& system, const caf::actor& gate, const NodeAddress& address,
+                  const std::string& self_name, int32_t version,
+                  const std::string& expected_node) {
+  auto answer = std::make_shared<std::promise<HelloResult>>();
+  std::future<HelloResult> result = answer->get_future();
+  auto judge = [=](int32_t peer_version, const std::string& node,
+                   caf::actor service) -> absl::StatusOr<caf::actor> {
+    if (peer_version != version) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(address.ToString(), " speaks Tessera protocol version ", peer_version,
+                       " but ", self_name, " speaks version ", version));
+    }
+    if (!expected_node.empty() && node != expected_node) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(address.ToString(), " is ", node, ", not ", expected_node,
+                       ": check the cluster spec (and --task of each tessera ps)"));
+    }
+    return service;
+  };
+  // Every path answers exactly once and quits, so no second answer can follow.
+  system.spawn([=](caf::event_based_actor* self) {
+    self->monitor(gate);
+    self->set_down_handler([=](caf::down_msg&) {
+      answer->set_value(std::nullopt);
+      self->quit();
+    });
+    self->request(gate, std::chrono::seconds(10), hello_atom::value, version, self_name)
+        .then(
+            [=](int32_t peer_version, std::string& node, caf::actor service) {
+              answer->set_value(judge(peer_version, node, std::move(service)));
+              self->quit();
+            },
+            [=](caf::error& err) {
+              if (err == caf::sec::request_receiver_down) {
+                answer->set_value(std::nullopt);
+              } else if (err.category() == kErrorCategory) {
+                answer->set_value(ErrorToStatus(err));
+              } else {
+                answer->set_value(absl::UnavailableError(absl::StrCat(
+                    "handshake with ", address.ToString(), " failed: ", self->system().render(err))));
+              }
+              self->quit();
+            });
+  });
+  return result.get();
 }
 
 }  // namespace
@@ -188,13 +257,8 @@ absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOption
   // (bench/net_ops, quiet host: 1 KiB gather 123 us vs 177 us; worst ratio at >= 256 KiB with 4
   // in flight 0.64x vs 0.47x). Idle threads skip the moderate sleep-polling phase (20 us sleeps,
   // ~70 us with timer slack, which such enqueues do not cut short) and block; sends between
-  // actors inside the node are found by the relaxed phase's steal every 1 ms. The moderate
-  // phase's interval and sleep still matter with no poll attempts: with CAF's defaults, a PS
-  // node started again in the same process as a previous one (networked_coordinator_test)
-  // never answered the coordinator's handshake.
+  // actors inside the node are found by the relaxed phase's steal every 1 ms.
   cfg.set("scheduler.policy", caf::atom("stealing"));
-  cfg.set("work-stealing.moderate-steal-interval", size_t{1});
-  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(20)});
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
   cfg.set("work-stealing.relaxed-steal-interval", size_t{1});
   cfg.set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::milliseconds(1)});
@@ -222,48 +286,27 @@ absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAd
                                          const NetworkOptions& options, int32_t version,
                                          const std::string& expected_node) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  caf::expected<caf::actor> gate = caf::sec::cannot_connect_to_node;
-  // Nobody listening yet (a node still starting) is worth waiting for; a connection that is
+  // Nobody listening yet (a node still starting) and a cached gate of a node that has died
+  // (Note [A restarted node behind a cached proxy]) are worth waiting for; a connection that is
   // accepted and then dropped in the handshake (a TLS refusal, a non-Tessera peer) is tried a
   // few times only, so a certificate problem shows at once rather than after the timeout.
-  for (int dropped = 0;;) {
-    gate = options.tls()
-               ? caf::openssl::remote_actor<caf::actor>(system, address.host, address.port)
-               : system.middleman().remote_actor<caf::actor>(address.host, address.port);
-    if (gate || absl::Now() >= deadline) break;
-    if (gate.error() != caf::sec::cannot_connect_to_node && ++dropped >= 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int dropped = 0;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
+    caf::expected<caf::actor> gate =
+        options.tls()
+            ? caf::openssl::remote_actor<caf::actor>(system, address.host, address.port)
+            : system.middleman().remote_actor<caf::actor>(address.host, address.port);
+    if (gate) {
+      HelloResult service = Hello(system, *gate, address, self_name, version, expected_node);
+      if (service.has_value()) return *std::move(service);
+      gate = caf::sec::cannot_connect_to_node;  // a dead node's gate: ask again
+    }
+    const bool refused = gate.error() != caf::sec::cannot_connect_to_node && ++dropped >= 3;
+    if (refused || absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach ", address.ToString(), " within ",
+          absl::FormatDuration(options.connect_timeout), ": ", system.render(gate.error())));
+    }
   }
-  if (!gate) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach ", address.ToString(), " within ",
-        absl::FormatDuration(options.connect_timeout), ": ", system.render(gate.error())));
-  }
-  caf::scoped_actor self(system);
-  absl::StatusOr<caf::actor> out = absl::InternalError("no handshake reply");
-  self->request(*gate, std::chrono::seconds(10), hello_atom::value, version, self_name)
-      .receive(
-          [&](int32_t peer_version, std::string& node, caf::actor service) {
-            if (peer_version != version) {
-              out = absl::FailedPreconditionError(
-                  absl::StrCat(address.ToString(), " speaks Tessera protocol version ",
-                               peer_version, " but ", self_name, " speaks version ", version));
-            } else if (!expected_node.empty() && node != expected_node) {
-              out = absl::FailedPreconditionError(absl::StrCat(
-                  address.ToString(), " is ", node, ", not ", expected_node,
-                  ": check the cluster spec (and --task of each tessera ps)"));
-            } else {
-              out = std::move(service);
-            }
-          },
-          [&](caf::error& err) {
-            absl::Status status = ErrorToStatus(err);
-            out = err.category() == kErrorCategory
-                      ? status
-                      : absl::UnavailableError(absl::StrCat("handshake with ", address.ToString(),
-                                                            " failed: ", status.message()));
-          });
-  return out;
 }
 
 }  // namespace tessera

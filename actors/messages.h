@@ -74,7 +74,7 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 
 // The protocol every networked node speaks. Bump it with any change to a message type, an actor
 // interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
-constexpr int32_t kProtocolVersion = 1;
+constexpr int32_t kProtocolVersion = 2;  // 2: create_shard names the shard's owner
 
 // -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec and InitializerSpec travel as they are) -----------------------------------------

@@ -1,6 +1,7 @@
 #include "actors/ps_node_actor.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <caf/exit_reason.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message_id.hpp>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "actors/error.h"
 
 namespace tessera {
@@ -73,23 +75,54 @@ void StopShardsOnExit(NodePointer self) {
   });
 }
 
+// Stops shard `name` and forgets it (if the node holds it); its owner entry is the caller's.
+void DropShard(NodePointer self, const std::string& name) {
+  auto it = self->state.shards->find(name);
+  if (it == self->state.shards->end()) return;
+  self->demonitor(it->second.address());
+  self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  self->state.shards->erase(it);
+}
+
 }  // namespace
 
 ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
   self->state.task = task;
   StopShardsOnExit(self);
-  // A monitored shard that went down is forgotten; the node carries on.
+  // A monitored shard that went down is forgotten; the node carries on. An owner that went down
+  // takes its shards with it (Note [Shards die with their coordinator]).
   self->set_down_handler([self](caf::down_msg& msg) {
-    auto& shards = *self->state.shards;
+    PsNodeState& state = self->state;
+    if (state.owners.erase(msg.source) > 0) {
+      std::vector<std::string> dropped;
+      for (auto it = state.owner_of.begin(); it != state.owner_of.end();) {
+        if (it->second != msg.source) {
+          ++it;
+          continue;
+        }
+        dropped.push_back(it->first);
+        DropShard(self, it->first);
+        it = state.owner_of.erase(it);
+      }
+      if (!dropped.empty()) {
+        std::fprintf(stderr, "ps %d: dropped %zu shard(s) of a coordinator that is gone (%s): %s\n",
+                     state.task, dropped.size(), self->system().render(msg.reason).c_str(),
+                     absl::StrJoin(dropped, ", ").c_str());
+      }
+      return;
+    }
+    auto& shards = *state.shards;
     for (auto it = shards.begin(); it != shards.end(); ++it) {
       if (it->second.address() == msg.source) {
+        state.owner_of.erase(it->first);
         shards.erase(it);
         return;
       }
     }
   });
   return {
-      [self](create_shard_atom, const ShardSpec& spec) -> caf::result<shard_actor> {
+      [self](create_shard_atom, const ShardSpec& spec,
+             const caf::actor& owner) -> caf::result<shard_actor> {
         const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
         if (self->state.shards->count(name) > 0) {
           return StatusToError(absl::AlreadyExistsError(
@@ -101,17 +134,28 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
             self->spawn(ShardActor, std::make_shared<ShardState>(std::move(shard).value()));
         self->monitor(actor);
         self->state.shards->emplace(name, actor);
+        if (owner) {
+          if (self->state.owners.insert(owner.address()).second) self->monitor(owner);
+          self->state.owner_of[name] = owner.address();
+        }
         return actor;
       },
-      [self](drop_shard_atom, const std::string& name) -> caf::result<void> {
-        auto it = self->state.shards->find(name);
-        if (it == self->state.shards->end()) {
+      [self](drop_shard_atom, const std::string& name,
+             const caf::actor& owner) -> caf::result<void> {
+        if (self->state.shards->count(name) == 0) {
           return StatusToError(absl::NotFoundError(
               absl::StrCat("ps node ", self->state.task, " holds no shard ", name)));
         }
-        self->demonitor(it->second.address());
-        self->send_exit(it->second, caf::exit_reason::user_shutdown);
-        self->state.shards->erase(it);
+        auto owned = self->state.owner_of.find(name);
+        const caf::actor_addr holder =
+            owned == self->state.owner_of.end() ? caf::actor_addr() : owned->second;
+        if (holder != owner.address()) {
+          return StatusToError(absl::FailedPreconditionError(absl::StrCat(
+              "ps node ", self->state.task, ": shard ", name,
+              " belongs to another coordinator (a newer one, after this one was lost)")));
+        }
+        DropShard(self, name);
+        self->state.owner_of.erase(name);
         return caf::unit;
       },
       [self](lookup_atom, const std::string& name) -> caf::result<shard_actor> {

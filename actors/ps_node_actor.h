@@ -3,9 +3,10 @@
 // Interface (errors arrive as caf::error convertible with ErrorToStatus, actors/error.h):
 //
 //   request                                 reply                     errors
-//   (create_shard_atom, ShardSpec)          shard_actor               AlreadyExists (name taken),
+//   (create_shard_atom, ShardSpec, owner)   shard_actor               AlreadyExists (name taken),
 //                                                                     InvalidArgument (bad spec)
-//   (drop_shard_atom, std::string name)     void                      NotFound
+//   (drop_shard_atom, std::string name,     void                      NotFound; FailedPrecondition
+//    owner)                                                           (another owner's shard)
 //   (lookup_atom, std::string name)         shard_actor               NotFound
 //   (list_atom)                             std::vector<std::string>  (shard names, sorted)
 //   (stats_atom)                            PsNodeStats               Unavailable (a shard died)
@@ -16,7 +17,10 @@
 // lifetimes]): when the node exits, for whatever reason (send_exit with exit_reason::kill or
 // user_shutdown, or all handles to it dropped), every shard it holds exits with the same reason;
 // a shard that exits on its own leaves the node running, and the node forgets it (its name can be
-// used again, e.g. to restore the lost shard). drop_shard shuts a shard down (user_shutdown).
+// used again, e.g. to restore the lost shard). drop_shard shuts a shard down (user_shutdown); only
+// the shard's owner (null for an ownerless shard) may drop it.
+// A shard created with an `owner` (a caf::actor; null for none) is dropped when its owner goes
+// down (Note [Shards die with their coordinator]).
 //
 // Note [Shard lifetimes]
 // A CAF link would also take the shards down with the node, but links are symmetric and a kill
@@ -24,12 +28,24 @@
 // down too. So the node monitors its shards (to forget dead ones) and attaches a functor that
 // sends each live shard an exit message when the node exits.
 //
+// Note [Shards die with their coordinator]
+// The coordinator creates every shard with its Cluster's session actor as owner. When that
+// actor goes down — the coordinator exited, was killed, or its connection was lost (a kill -9
+// closes it at once; a hung process misses the middleman's heartbeats) — the node drops the
+// shards it owned. Otherwise a coordinator started again (--resume) against running PS
+// processes would find every name taken, and shards nobody can reach would hold their memory
+// for the life of the process. Dropping them loses nothing that could still be used: a
+// coordinator that lost its connection to a PS treats that PS as lost and restores its shards
+// from the latest checkpoint, under the same names (PS recovery in cluster_coordinator.h).
+//
 // CAF terminates an actor nobody references any more: keep a handle to each node while it is
 // meant to live; its shards follow it.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once
 
+#include <caf/actor.hpp>
+#include <caf/actor_addr.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
@@ -39,6 +55,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,8 +65,8 @@
 namespace tessera {
 
 using ps_node_actor =
-    caf::typed_actor<caf::replies_to<create_shard_atom, ShardSpec>::with<shard_actor>,  //
-                     caf::replies_to<drop_shard_atom, std::string>::with<void>,         //
+    caf::typed_actor<caf::replies_to<create_shard_atom, ShardSpec, caf::actor>::with<shard_actor>,
+                     caf::replies_to<drop_shard_atom, std::string, caf::actor>::with<void>,
                      caf::replies_to<lookup_atom, std::string>::with<shard_actor>,      //
                      caf::replies_to<list_atom>::with<std::vector<std::string>>,        //
                      caf::replies_to<stats_atom>::with<PsNodeStats>,                    //
@@ -61,6 +78,9 @@ struct PsNodeState {
   // The live shards by name; shared with the exit functor of Note [Shard lifetimes].
   std::shared_ptr<std::map<std::string, shard_actor>> shards =
       std::make_shared<std::map<std::string, shard_actor>>();
+  // Note [Shards die with their coordinator]: each owned shard's owner, and the owners watched.
+  std::map<std::string, caf::actor_addr> owner_of;
+  std::set<caf::actor_addr> owners;
 };
 
 // The behaviour of PS node `task` (its index among the PS tasks).

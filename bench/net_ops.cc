@@ -400,7 +400,7 @@ absl::StatusOr<shard_actor> CreateShard(caf::actor_system& system, const caf::ac
   caf::scoped_actor self(system);
   absl::StatusOr<shard_actor> out = absl::InternalError("no reply");
   self->request(caf::actor_cast<ps_node_actor>(node), std::chrono::seconds(30),
-                create_shard_atom::value, spec)
+                create_shard_atom::value, spec, caf::actor())
       .receive([&](shard_actor& shard) { out = std::move(shard); },
                [&](caf::error& err) { out = ErrorToStatus(err); });
   return out;

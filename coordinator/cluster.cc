@@ -1,6 +1,7 @@
 #include "coordinator/cluster.h"
 
 #include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 #include <algorithm>
@@ -37,6 +38,15 @@ Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
                  NetworkOptions network)
     : options_(options), spec_(std::move(spec)), network_(std::move(network)) {}
 
+namespace {
+
+// The session actor (Cluster::session): it only has to exist, and answers pings.
+caf::behavior Session() {
+  return {[](ping_atom) { return pong_atom::value; }};
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
     const ClusterOptions& options) {
   if (options.num_ps < 1 || options.num_workers < 1 || options.threads < 0) {
@@ -47,6 +57,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   std::unique_ptr<Cluster> cluster(new Cluster(options, std::nullopt, {}));
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
+  cluster->session_ = cluster->system_->spawn(Session);
   for (int32_t task = 0; task < options.num_ps; ++task) {
     cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
   }
@@ -64,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   ConfigureActorSystem(cluster->config_, threads);
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
+  cluster->session_ = cluster->system_->spawn(Session);
   for (int32_t task = 0; task < options.num_ps; ++task) {
     ASSIGN_OR_RETURN(caf::actor node,
                      ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
@@ -103,6 +115,8 @@ Cluster::~Cluster() {
     }
   }
   ps_nodes_.clear();
+  if (session_) caf::anon_send_exit(session_, caf::exit_reason::user_shutdown);
+  session_ = nullptr;
   system_.reset();  // waits for every actor
 }
 

@@ -67,6 +67,10 @@ class Cluster {
   int32_t num_workers() const { return options_.num_workers; }
   ps_node_actor ps_node(int32_t task) const;
   std::vector<ps_node_actor> ps_nodes() const;
+  // The owner of every shard this cluster's strategies create: it lives as long as the Cluster,
+  // and a PS node drops the shards of an owner that is gone (Note [Shards die with their
+  // coordinator] in actors/ps_node_actor.h).
+  const caf::actor& session() const { return session_; }
 
   // Networked mode: the spec and options it was connected with (nullopt in process).
   bool networked() const { return spec_.has_value(); }
@@ -90,6 +94,7 @@ class Cluster {
   NetworkOptions network_;
   caf::actor_system_config config_;  // must outlive system_
   std::unique_ptr<caf::actor_system> system_;
+  caf::actor session_;
   mutable std::mutex mu_;
   std::vector<ps_node_actor> ps_nodes_;  // guarded by mu_
 };

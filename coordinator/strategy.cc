@@ -57,7 +57,8 @@ absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
                                                                  const ShardSpec& spec) {
   caf::scoped_actor self(cluster_.system());
   absl::StatusOr<shard_actor> out = absl::InternalError("no reply");
-  self->request(cluster_.ps_node(task), kPsRequestTimeout, create_shard_atom::value, spec)
+  self->request(cluster_.ps_node(task), kPsRequestTimeout, create_shard_atom::value, spec,
+                cluster_.session())
       .receive([&](shard_actor& shard) { out = std::move(shard); },
                [&](caf::error& err) {
                  absl::Status status = ErrorToStatus(err);
@@ -75,7 +76,8 @@ void ParameterServerStrategy::DropShards(
   // bounded wait.
   caf::scoped_actor self(cluster_.system());
   for (const auto& [task, name] : created) {
-    self->request(cluster_.ps_node(task), std::chrono::seconds(10), drop_shard_atom::value, name)
+    self->request(cluster_.ps_node(task), std::chrono::seconds(10), drop_shard_atom::value, name,
+                  cluster_.session())
         .receive([] {}, [](caf::error&) {});
   }
 }

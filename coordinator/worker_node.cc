@@ -22,7 +22,7 @@ namespace {
 constexpr auto kRequestTimeout = std::chrono::seconds(30);
 
 // What ended one membership of the worker.
-enum class Ending { kFinished, kRejoin, kTaskTaken };
+enum class Ending { kFinished, kRejoin, kTaskTaken, kCoordinatorLost };
 
 // A request to the coordinator from a blocking actor.
 template <class T, class... Args>
@@ -67,7 +67,6 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
   std::fprintf(stderr, "worker %d: joined the coordinator (directory generation %lld)\n",
                options.task, static_cast<long long>(directory->generation));
   Ending ending = Ending::kFinished;
-  absl::Status status;
   bool waiting = true;
   self->receive_while([&] { return waiting; })([&](caf::down_msg& down) {
     waiting = false;
@@ -80,12 +79,11 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
       self->send_exit(worker, caf::exit_reason::user_shutdown);  // the coordinator is done
     } else {
       self->send_exit(worker, caf::exit_reason::user_shutdown);
-      status = absl::UnavailableError(
-          absl::StrCat("worker ", options.task, ": lost the coordinator (",
-                       system.render(down.reason), ")"));
+      std::fprintf(stderr, "worker %d: lost the coordinator (%s); waiting for it to come back\n",
+                   options.task, system.render(down.reason).c_str());
+      ending = Ending::kCoordinatorLost;
     }
   });
-  if (!status.ok()) return status;
   return ending;
 }
 
@@ -135,7 +133,7 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
       std::fprintf(stderr, "%s: the coordinator finished; exiting\n", me.c_str());
       return absl::OkStatus();
     }
-    std::fprintf(stderr, "%s: joining again\n", me.c_str());
+    if (ending == Ending::kRejoin) std::fprintf(stderr, "%s: joining again\n", me.c_str());
   }
 }
 

@@ -2,7 +2,9 @@
 // PS and to the coordinator, fetches the variable directory, builds its replica functions
 // against it, and joins. It serves closures until the coordinator finishes; when the coordinator
 // stops it because shards moved (a PS was restored), it fetches the new directory and joins
-// again. A worker process that is killed and started again simply joins again.
+// again. A worker process that is killed and started again simply joins again; so does a worker
+// whose coordinator was lost, once a coordinator is back at the spec's address (a restarted one,
+// e.g. with --resume) within the connect timeout.
 //
 // Example (what driver::Train does with --role=worker):
 //   RETURN_IF_ERROR(RunWorkerNode({spec, network, task}, [&](const VariableDirectory& dir) {
@@ -37,8 +39,8 @@ using RegistryBuilder = std::function<absl::StatusOr<std::shared_ptr<const Funct
     const VariableDirectory& directory)>;
 
 // Runs worker `options.task` until the coordinator finishes (OK). InvalidArgument for a task not
-// in the spec; Unavailable when a node cannot be reached within the connect timeout or the
-// coordinator goes away; FailedPrecondition when a node speaks another protocol version; the
+// in the spec; Unavailable when a node cannot be reached within the connect timeout (also a lost
+// coordinator that does not come back in that time); FailedPrecondition when a node speaks another protocol version; the
 // builder's error.
 absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuilder& build);
 

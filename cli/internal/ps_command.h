@@ -2,7 +2,7 @@
 // coordinator creates the variable shards on it, and workers talk to them directly.
 //
 //   $ tessera ps --port 7001 --task 0
-//   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 1, plain TCP)
+//   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 2, plain TCP)
 //
 // Thread-safety: RunPs blocks SIGINT and SIGTERM in the calling thread (and so in every thread
 // it starts) and waits for one of them; call it from the main thread before other threads.

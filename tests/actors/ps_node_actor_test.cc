@@ -24,8 +24,8 @@ ps_node_actor SpawnTestNode(DeterministicSystem& fixture, int32_t task) {
 }
 
 shard_actor CreateShard(DeterministicSystem& fixture, const ps_node_actor& node,
-                        const ShardSpec& spec) {
-  auto shard = fixture.Ask<shard_actor>(node, create_shard_atom::value, spec);
+                        const ShardSpec& spec, const caf::actor& owner = caf::actor()) {
+  auto shard = fixture.Ask<shard_actor>(node, create_shard_atom::value, spec, owner);
   REQUIRE(shard.ok());
   return *shard;
 }
@@ -86,17 +86,19 @@ TEST_CASE("a PS node refuses a duplicate shard name, a bad spec and an unknown n
   CreateShard(fixture, node, TestShardSpec(0, 2, 10, 4));
 
   auto duplicate =
-      fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 10, 4));
+      fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 10, 4),
+                               caf::actor());
   CHECK(duplicate.status() == absl::AlreadyExistsError("ps node 2 already holds shard emb/part_0"));
 
   auto unknown_optimizer = fixture.Ask<shard_actor>(
-      node, create_shard_atom::value, TestShardSpec(1, 2, 10, 4, OptimizerSpec{"adamw9", {}}));
+      node, create_shard_atom::value, TestShardSpec(1, 2, 10, 4, OptimizerSpec{"adamw9", {}}),
+      caf::actor());
   CHECK(unknown_optimizer.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(absl::string_view(unknown_optimizer.status().message()).substr(0, 12) == "emb/part_1: ");
 
   ShardSpec outside = TestShardSpec(1, 2, 10, 4);
   outside.row_offset = 8;
-  auto bad_rows = fixture.Ask<shard_actor>(node, create_shard_atom::value, outside);
+  auto bad_rows = fixture.Ask<shard_actor>(node, create_shard_atom::value, outside, caf::actor());
   CHECK(bad_rows.status().code() == absl::StatusCode::kInvalidArgument);
 
   auto missing = fixture.Ask<shard_actor>(node, lookup_atom::value, std::string("emb/part_9"));
@@ -174,7 +176,9 @@ TEST_CASE("a shard that dies on its own leaves its node running and frees its na
   CHECK(*names == std::vector<std::string>{"emb/part_1"});
   CHECK(fixture.Ask<ShardValue>(survivor, read_atom::value).ok());
   // The name can be used again, e.g. to restore the lost shard.
-  CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 8, 2)).ok());
+  CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 8, 2),
+                                 caf::actor())
+            .ok());
 }
 
 TEST_CASE("dropping a shard stops it and leaves the node and its other shards running") {
@@ -185,14 +189,60 @@ TEST_CASE("dropping a shard stops it and leaves the node and its other shards ru
   DownWatcher watcher;
   watcher.Watch(fixture, std::vector<shard_actor>{dropped});
 
-  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0")).ok());
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0"),
+                        caf::actor()).ok());
   fixture.Run();
   REQUIRE(watcher.reasons.size() == 1);
   CHECK(watcher.reasons[0] == caf::make_error(caf::exit_reason::user_shutdown));
   CHECK(fixture.Ask<pong_atom>(node, ping_atom::value).ok());
   CHECK(fixture.Ask<ShardValue>(kept, read_atom::value).ok());
-  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0")).code() ==
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0"),
+                        caf::actor()).code() ==
         absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("a PS node drops the shards of an owner that goes down, and keeps the others") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 0);
+  auto spawn_owner = [&] {
+    return fixture.Track(fixture.system().spawn(
+        []() -> caf::behavior { return {[](ping_atom) { return pong_atom::value; }}; }));
+  };
+  const caf::actor gone = spawn_owner();
+  const caf::actor alive = spawn_owner();
+  const shard_actor owned = CreateShard(fixture, node, TestShardSpec(0, 3, 9, 2), gone);
+  CreateShard(fixture, node, TestShardSpec(1, 3, 9, 2), gone);
+  const shard_actor other = CreateShard(fixture, node, TestShardSpec(2, 3, 9, 2), alive);
+  ShardSpec unowned_spec = TestShardSpec(0, 1, 4, 2);
+  unowned_spec.variable = "bias";
+  const shard_actor unowned = CreateShard(fixture, node, unowned_spec);
+  DownWatcher watcher;
+  watcher.Watch(fixture, std::vector<shard_actor>{owned});
+
+  caf::anon_send_exit(gone, caf::exit_reason::kill);
+  fixture.Run();
+  REQUIRE(watcher.reasons.size() == 1);
+  CHECK(watcher.reasons[0] == caf::make_error(caf::exit_reason::user_shutdown));
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"bias", "emb/part_2"});
+  CHECK(fixture.Ask<ShardValue>(other, read_atom::value).ok());
+  CHECK(fixture.Ask<ShardValue>(unowned, read_atom::value).ok());
+  // The names are free again: a new coordinator creates the same variable.
+  const caf::actor successor = spawn_owner();
+  CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 3, 9, 2),
+                                 successor)
+            .ok());
+  // A dropped shard forgets its owner: the owner going down later touches nothing else.
+  // Only its owner may drop a shard.
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_2"), successor)
+            .code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_2"), alive).ok());
+  caf::anon_send_exit(alive, caf::exit_reason::kill);
+  fixture.Run();
+  names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"bias", "emb/part_0"});
 }
 
 }  // namespace

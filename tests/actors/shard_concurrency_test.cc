@@ -58,7 +58,7 @@ TEST_CASE("concurrent scatter_adds from several actors on the threaded scheduler
     ShardSpec spec = testing::TestShardSpec(0, 1, 6, 4);
     spec.initializer = InitializerSpec{"zeros", {}, 0};
     shard_actor shard;
-    self->request(node, kTimeout, create_shard_atom::value, spec)
+    self->request(node, kTimeout, create_shard_atom::value, spec, caf::actor())
         .receive([&](shard_actor& created) { shard = created; },
                  [&](caf::error& err) { FAIL(ErrorToStatus(err).ToString()); });
 

@@ -487,7 +487,9 @@ TEST_CASE("InjectWorkerFailures with coinciding kill points still kills K distin
 }
 
 TEST_CASE("a queue bounded at 2 with 50 schedules does not deadlock") {
-  auto f = MakeFixture(Options(1, 1, nullptr, CoordinatorOptions{2}));
+  CoordinatorOptions bounded;
+  bounded.queue_capacity = 2;
+  auto f = MakeFixture(Options(1, 1, nullptr, bounded));
   std::vector<RemoteValue> values;
   int64_t max_queued = 0;
   testing::RunWithin(absl::Seconds(30), "scheduling 50 closures on a queue of 2", [&] {

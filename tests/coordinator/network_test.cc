@@ -260,7 +260,7 @@ void CheckRequestsCrossIntact(caf::actor_system& client, const caf::actor& servi
   CHECK(Ask<pong_atom>(client, node, ping_atom::value).ok());
 
   const ShardSpec spec = BigShardSpec();
-  absl::StatusOr<shard_actor> shard = Ask<shard_actor>(client, node, create_shard_atom::value, spec);
+  absl::StatusOr<shard_actor> shard = Ask<shard_actor>(client, node, create_shard_atom::value, spec, caf::actor());
   REQUIRE_MESSAGE(shard.ok(), shard.status().ToString());
   const Tensor want_initial = ShardState::Create(spec)->Read();
   absl::StatusOr<ShardValue> initial = Ask<ShardValue>(client, *shard, read_atom::value);
@@ -285,7 +285,7 @@ void CheckRequestsCrossIntact(caf::actor_system& client, const caf::actor& servi
   CHECK(SameBytes(read->value, assigned));
 
   // Errors cross as values too.
-  absl::StatusOr<shard_actor> again = Ask<shard_actor>(client, node, create_shard_atom::value, spec);
+  absl::StatusOr<shard_actor> again = Ask<shard_actor>(client, node, create_shard_atom::value, spec, caf::actor());
   CHECK(again.status().code() == absl::StatusCode::kAlreadyExists);
 }
 

@@ -9,6 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
+
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "actors/variable_ops.h"
@@ -108,6 +111,41 @@ TEST_CASE("networked coordinator: a worker process joins and runs closures while
   CHECK(worker_status.ok());
   counter = ShardedVariable();
   strategy.reset();
+}
+
+TEST_CASE("networked coordinator: the shards of a coordinator that is gone are dropped, so a "
+          "new coordinator creates the same variables") {
+  testing::NetworkNode ps_host(FastNetwork());
+  const uint16_t ps_port = ps_host.PublishPsNode(0);
+  const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
+  auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*first);
+  VariableOptions options;
+  options.name = "w";
+  options.shape = Shape{6, 2};
+  options.partitioner = ValueOrDie(FixedShardsPartitioner(2));
+  REQUIRE(strategy->CreateVariable(options).ok());
+  auto names = [&] {
+    return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
+                                                             list_atom::value),
+                      "list");
+  };
+  REQUIRE(names() == std::vector<std::string>{"w/part_0", "w/part_1"});
+
+  // The coordinator's session ends without a word to the PS, as in a crash.
+  caf::anon_send_exit(first->session(), caf::exit_reason::kill);
+  REQUIRE(testing::WaitUntil([&] { return names().empty(); }));
+
+  auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
+  ParameterServerStrategy successor(*second);
+  ShardedVariable w = ValueOrDie(successor.CreateVariable(options), "the same variable again");
+  CHECK(ValueOrDie(w.Read(), "Read").shape() == Shape{6, 2});
+  CHECK(names() == std::vector<std::string>{"w/part_0", "w/part_1"});
+  strategy.reset();  // the old coordinator's drops leave the new one's shards alone
+  first.reset();
+  CHECK(names() == std::vector<std::string>{"w/part_0", "w/part_1"});
+  CHECK(w.Read().ok());
+  w = ShardedVariable();
 }
 
 TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoint onto a node "

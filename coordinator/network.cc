@@ -28,6 +28,9 @@
 namespace tessera {
 namespace {
 
+// How long PublishNode retries a busy port.
+constexpr absl::Duration kBindPatience = absl::Seconds(10);
+
 caf::timespan ToTimespan(absl::Duration d) {
   return caf::timespan{absl::ToInt64Nanoseconds(d)};
 }
@@ -269,10 +272,18 @@ absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::strin
                                      caf::actor service, uint16_t port,
                                      const NetworkOptions& options, int32_t version) {
   caf::actor gate = SpawnNodeGate(system, node, std::move(service), version);
-  caf::expected<uint16_t> bound =
-      options.tls() ? caf::openssl::publish(gate, port, options.bind.c_str(), /*reuse=*/true)
-                    : system.middleman().publish(gate, port, options.bind.c_str(),
-                                                 /*reuse=*/true);
+  // A node started again at its address (a restarted PS or coordinator) can find its port still
+  // held a moment by the socket of the process it replaces, or by a connection that took it as
+  // its local port meanwhile: a busy fixed port is retried for kBindPatience.
+  const absl::Time deadline = absl::Now() + kBindPatience;
+  caf::expected<uint16_t> bound = caf::sec::cannot_open_port;
+  for (;;) {
+    bound = options.tls()
+                ? caf::openssl::publish(gate, port, options.bind.c_str(), /*reuse=*/true)
+                : system.middleman().publish(gate, port, options.bind.c_str(), /*reuse=*/true);
+    if (bound || port == 0 || absl::Now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   if (!bound) {
     caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
     return absl::UnavailableError(absl::StrCat(node, ": cannot listen on ", options.bind, ":",
@@ -286,10 +297,12 @@ absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAd
                                          const NetworkOptions& options, int32_t version,
                                          const std::string& expected_node) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  // Nobody listening yet (a node still starting) and a cached gate of a node that has died
-  // (Note [A restarted node behind a cached proxy]) are worth waiting for; a connection that is
-  // accepted and then dropped in the handshake (a TLS refusal, a non-Tessera peer) is tried a
-  // few times only, so a certificate problem shows at once rather than after the timeout.
+  // Nobody listening yet (a node still starting), a handshake not finished within the
+  // middleman's connection timeout (a node busy starting on a loaded machine) and a cached gate
+  // of a node that has died (Note [A restarted node behind a cached proxy]) are worth waiting
+  // for; a connection that is accepted and then dropped in the handshake (a TLS refusal, a
+  // non-Tessera peer) is tried a few times only, so a certificate problem shows at once rather
+  // than after the timeout.
   for (int dropped = 0;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
     caf::expected<caf::actor> gate =
         options.tls()
@@ -300,11 +313,18 @@ absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAd
       if (service.has_value()) return *std::move(service);
       gate = caf::sec::cannot_connect_to_node;  // a dead node's gate: ask again
     }
-    const bool refused = gate.error() != caf::sec::cannot_connect_to_node && ++dropped >= 3;
-    if (refused || absl::Now() >= deadline) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot reach ", address.ToString(), " within ",
-          absl::FormatDuration(options.connect_timeout), ": ", system.render(gate.error())));
+    const caf::error& why = gate.error();
+    const bool waiting = why == caf::sec::cannot_connect_to_node ||
+                         why == caf::sec::connection_timeout;
+    if (!waiting && ++dropped >= 3) {
+      return absl::UnavailableError(absl::StrCat("cannot connect to ", address.ToString(),
+                                                 ": the handshake failed ", dropped,
+                                                 " times: ", system.render(why)));
+    }
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("cannot reach ", address.ToString(), " within ",
+                                                 absl::FormatDuration(options.connect_timeout),
+                                                 ": ", system.render(why)));
     }
   }
 }

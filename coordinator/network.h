@@ -83,7 +83,8 @@ absl::Status ValidateNetworkOptions(const NetworkOptions& options);
 absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options);
 
 // Spawns a NodeGate named `node` for `service` and publishes it on options.bind:`port` (0: any
-// free port). Returns the port. Unavailable when the port cannot be bound.
+// free port). Returns the port. Unavailable when the port cannot be bound; a busy fixed port is
+// retried for 10 s first (a node started again at its address races the socket it replaces).
 absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::string& node,
                                      caf::actor service, uint16_t port,
                                      const NetworkOptions& options,

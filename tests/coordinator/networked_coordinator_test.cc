@@ -43,6 +43,15 @@ ClusterSpec SpecFor(uint16_t ps_port, int32_t workers) {
   return spec;
 }
 
+// "w": 6 x 2 in two shards.
+VariableOptions TwoShardW() {
+  VariableOptions options;
+  options.name = "w";
+  options.shape = Shape{6, 2};
+  options.partitioner = ValueOrDie(FixedShardsPartitioner(2));
+  return options;
+}
+
 // "add_one": adds 1 to the scalar variable "counter" and returns nothing.
 absl::Status AddCounterFunction(FunctionRegistry& registry, VariableHandle counter) {
   return registry.AddReplicaFunction(
@@ -120,10 +129,7 @@ TEST_CASE("networked coordinator: the shards of a coordinator that is gone are d
   const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
   auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*first);
-  VariableOptions options;
-  options.name = "w";
-  options.shape = Shape{6, 2};
-  options.partitioner = ValueOrDie(FixedShardsPartitioner(2));
+  const VariableOptions options = TwoShardW();
   REQUIRE(strategy->CreateVariable(options).ok());
   auto names = [&] {
     return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
@@ -156,10 +162,7 @@ TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoi
   const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
   auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
-  VariableOptions options;
-  options.name = "w";
-  options.shape = Shape{6, 2};
-  options.partitioner = ValueOrDie(FixedShardsPartitioner(2));
+  const VariableOptions options = TwoShardW();
   ShardedVariable w = ValueOrDie(strategy->CreateVariable(options), "w");
   const Tensor saved = testing::FromVector(Shape{6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   REQUIRE(w.Assign(saved).ok());

@@ -9,25 +9,8 @@
 set -euo pipefail
 recsys=$1
 tessera=$2
-work=$(mktemp -d)
-declare -A pids=()
-coordinator=
-cleanup() {
-  local status=$?
-  if [ "$status" != 0 ]; then
-    for log in "$work"/*.log; do echo "== $log"; tr '\r' '\n' <"$log" | grep -v "^recsys: step" | tail -n 12; done
-  fi
-  for pid in "${pids[@]}" $coordinator; do kill -9 "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-read -r -a ports < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(6)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')
+source "$(dirname "$0")/net_lib.sh"
+read -r -a ports < <(free_ports 6)
 cat >"$work/spec.json" <<JSON
 {"cluster": {"coordinator": ["127.0.0.1:${ports[0]}"],
              "ps": ["127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"],
@@ -48,6 +31,7 @@ for t in 0 1 2; do start_worker "$t"; done
 "$recsys" "${common[@]}" --min_workers=3 --checkpoint_dir="$work/ckpt" --checkpoint_every=50 \
   --summary="$work/summary.json" >"$work/coordinator.log" 2>&1 &
 coordinator=$!
+pids[coordinator]=$coordinator
 
 alive() { kill -0 "$coordinator" 2>/dev/null; }
 # Whether worker $1's current process is a member now: its latest membership line says joined.
@@ -62,7 +46,7 @@ worker_kills=0
 for round in 1 2 3 4 5; do
   alive || break
   if [ "$round" = 2 ]; then
-    kill -9 "${pids[ps1]}"; echo "chaos: killed ps 1"
+    kill -9 "${pids[ps1]}"; wait "${pids[ps1]}" 2>/dev/null || true; echo "chaos: killed ps 1"
     sleep 1; start_ps 1
     for _ in $(seq 300); do grep -q "restored from" "$work/coordinator.log" && break; sleep 0.1; done
   else

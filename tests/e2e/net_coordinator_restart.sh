@@ -9,25 +9,8 @@
 set -euo pipefail
 recsys=$1
 tessera=$2
-work=$(mktemp -d)
-pids=()
-coordinator=
-cleanup() {
-  local status=$?
-  if [ "$status" != 0 ]; then
-    for log in "$work"/*.log; do echo "== $log"; tr '\r' '\n' <"$log" | grep -v "^recsys: step" | tail -n 12; done
-  fi
-  for pid in "${pids[@]}" $coordinator; do kill -9 "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-read -r -a ports < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(5)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')
+source "$(dirname "$0")/net_lib.sh"
+read -r -a ports < <(free_ports 5)
 cat >"$work/spec.json" <<JSON
 {"cluster": {"coordinator": ["127.0.0.1:${ports[0]}"],
              "ps": ["127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"],
@@ -37,18 +20,19 @@ common=(--cluster_spec="$work/spec.json" --users=20000 --items=2000 --train_exam
         --test_examples=20000 --connect_timeout_s=60)
 for t in 0 1; do
   "$tessera" ps --port "${ports[$((1 + t))]}" --task "$t" >"$work/ps$t.log" 2>&1 &
-  pids+=($!)
+  pids[ps$t]=$!
 done
 workers=()
 for t in 0 1; do
   "$recsys" "${common[@]}" --role=worker --task="$t" >"$work/worker$t.log" 2>&1 &
   workers+=($!)
+  pids[worker$t]=$!
 done
-pids+=("${workers[@]}")
 coordinate() {  # $@: extra flags
   "$recsys" "${common[@]}" --min_workers=2 --checkpoint_dir="$work/ckpt" --checkpoint_every=100 \
     --summary="$work/summary.json" "$@" >>"$work/coordinator.log" 2>&1 &
   coordinator=$!
+  pids[coordinator]=$coordinator
 }
 coordinate
 

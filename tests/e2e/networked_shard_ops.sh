@@ -6,22 +6,11 @@
 set -euo pipefail
 tests=$1
 tessera=$2
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-read -r -a ports < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in socks))')
+source "$(dirname "$0")/net_lib.sh"
+read -r -a ports < <(free_ports 2)
 for task in 0 1; do
   "$tessera" ps --port "${ports[$task]}" --task "$task" >"$work/ps$task.log" 2>&1 &
-  pids+=($!)
+  pids[ps$task]=$!
 done
 TESSERA_TEST_PS="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}" \
   "$tests" --source-file='*sharded_variable_test.cc'

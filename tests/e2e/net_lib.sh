@@ -1,0 +1,30 @@
+# Shared plumbing of the networked end-to-end scripts (source it after `set -euo pipefail`):
+#   work          a scratch directory, removed at exit
+#   pids          an associative array of the processes to kill at exit (any keys)
+#   free_ports N  N loopback ports free now (bound, then released), on one line
+# At exit every process in pids is killed with SIGKILL; when the script fails, the last lines of
+# each log in $work are printed first (progress lines of the drivers left out).
+work=$(mktemp -d)
+declare -A pids=()
+net_cleanup() {
+  local status=$?
+  if [ "$status" != 0 ]; then
+    for log in "$work"/*.log; do
+      [ -e "$log" ] || continue
+      echo "== $log"; tr '\r' '\n' <"$log" | grep -v "^recsys: step" | tail -n 12
+    done
+  fi
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap net_cleanup EXIT
+
+free_ports() {
+  python3 - "$1" <<'PY'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}

@@ -234,7 +234,13 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         status.worker_restarts = self->state.worker_restarts;
         return status;
       },
-      [self](directory_atom) { return self->state.directory; },
+      [self](directory_atom) -> caf::result<VariableDirectory> {
+        if (self->state.recovering) {  // its shard handles and PS addresses are about to change
+          return StatusToError(absl::UnavailableError(
+              "the coordinator is restoring a lost parameter server; ask again shortly"));
+        }
+        return self->state.directory;
+      },
       [self](directory_atom, VariableDirectory& directory) {
         directory.num_workers = self->state.num_slots;
         const bool moved = directory.generation > self->state.directory.generation;

@@ -53,12 +53,13 @@ struct VariableDirectory {
   int64_t generation = 0;
   int32_t num_workers = 0;  // worker slots
   std::vector<VariableHandle> variables;
+  std::vector<std::string> ps_addresses;  // networked: "host:port" of each PS task's node now
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, VariableDirectory& x) {
   return f(caf::meta::type_name("tessera::VariableDirectory"), x.generation, x.num_workers,
-           x.variables);
+           x.variables, x.ps_addresses);
 }
 
 using coordinator_actor = caf::typed_actor<

@@ -54,6 +54,7 @@ using drop_shard_atom = caf::atom_constant<caf::atom("drop_shard")>;
 using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 

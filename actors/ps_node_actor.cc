@@ -173,6 +173,23 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         return names;
       },
       [self](stats_atom) -> caf::result<PsNodeStats> { return CollectStats(self); },
+      [self](adopt_atom, int32_t task) -> caf::result<void> {
+        if (task < 0) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("a standby cannot be adopted as ps ", task)));
+        }
+        if (self->state.task != kStandbyTask && self->state.task != task) {
+          return StatusToError(absl::FailedPreconditionError(
+              absl::StrCat("ps node ", self->state.task, " is not a standby: it cannot serve as ps ",
+                           task, " (check the cluster spec and --task of each tessera ps)")));
+        }
+        if (self->state.task == kStandbyTask) {
+          std::fprintf(stderr, "ps %d: a standby no more: adopted in place of the lost ps %d\n",
+                       task, task);
+        }
+        self->state.task = task;
+        return caf::unit;
+      },
       [](ping_atom) -> pong_atom { return pong_atom::value; },
   };
 }

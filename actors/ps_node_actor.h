@@ -10,6 +10,8 @@
 //   (lookup_atom, std::string name)         shard_actor               NotFound
 //   (list_atom)                             std::vector<std::string>  (shard names, sorted)
 //   (stats_atom)                            PsNodeStats               Unavailable (a shard died)
+//   (adopt_atom, int32_t task)              void                      FailedPrecondition (not a
+//                                                                     standby), InvalidArgument
 //   (ping_atom)                             pong_atom                 -
 //
 // create_shard builds the ShardState on the node (so the shard initializes its own rows there,
@@ -37,6 +39,9 @@
 // for the life of the process. Dropping them loses nothing that could still be used: a
 // coordinator that lost its connection to a PS treats that PS as lost and restores its shards
 // from the latest checkpoint, under the same names (PS recovery in cluster_coordinator.h).
+//
+// A standby node (task kStandbyTask, `tessera ps --standby`) holds nothing until a coordinator
+// adopts it as PS task `task` in place of a lost one; from then on it is that task's node.
 //
 // CAF terminates an actor nobody references any more: keep a handle to each node while it is
 // meant to live; its shards follow it.
@@ -70,7 +75,11 @@ using ps_node_actor =
                      caf::replies_to<lookup_atom, std::string>::with<shard_actor>,      //
                      caf::replies_to<list_atom>::with<std::vector<std::string>>,        //
                      caf::replies_to<stats_atom>::with<PsNodeStats>,                    //
+                     caf::replies_to<adopt_atom, int32_t>::with<void>,                  //
                      caf::replies_to<ping_atom>::with<pong_atom>>;
+
+// The task of a standby PS node that no coordinator has adopted yet.
+constexpr int32_t kStandbyTask = -1;
 
 struct PsNodeState {
   static inline const char* name = "tessera.ps_node";
@@ -83,7 +92,7 @@ struct PsNodeState {
   std::set<caf::actor_addr> owners;
 };
 
-// The behaviour of PS node `task` (its index among the PS tasks).
+// The behaviour of PS node `task` (its index among the PS tasks, or kStandbyTask).
 ps_node_actor::behavior_type PsNodeActor(ps_node_actor::stateful_pointer<PsNodeState> self,
                                          int32_t task);
 

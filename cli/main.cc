@@ -19,6 +19,8 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
           "serve, ps: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: all)");
 ABSL_FLAG(int, port, 8501, "serve, ps: the port to listen on (0: any free port, printed)");
 ABSL_FLAG(int32_t, task, 0, "ps: this node's index in the cluster spec's \"ps\" list");
+ABSL_FLAG(bool, standby, false,
+          "ps: start as a standby that a coordinator adopts in place of a lost PS (no --task)");
 ABSL_FLAG(int32_t, threads, 0,
           "ps: scheduler threads (0: one per core; 1 when several nodes share a small machine)");
 ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mutual TLS");
@@ -41,8 +43,11 @@ commands:
         GET  /v1/models/NAME          the model's status
         GET  /v1/models/NAME/metadata its signatures
       --port 0 picks a free port; the URL served on is printed.
-  ps --port P [--task K] [--host 127.0.0.1] [--threads N] [--tls_cert F --tls_key F --tls_ca F]
-      Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM. Without TLS
+  ps --port P [--task K | --standby] [--host 127.0.0.1] [--threads N]
+     [--tls_cert F --tls_key F --tls_ca F]
+      Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM; with
+      --standby, a PS that holds nothing until the coordinator adopts it in place of a lost one
+      (list it under "ps_standby" in the cluster spec). Without TLS
       it listens on loopback unless --host says otherwise (and then anyone who can reach the
       port can read and change the model: use TLS beyond a trusted network).
   inspect PATH
@@ -120,6 +125,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     tessera::cli::PsOptions options;
     options.port = absl::GetFlag(FLAGS_port);
     options.task = absl::GetFlag(FLAGS_task);
+    options.standby = absl::GetFlag(FLAGS_standby);
     options.threads = absl::GetFlag(FLAGS_threads);
     options.network.bind = absl::GetFlag(FLAGS_host);
     options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);

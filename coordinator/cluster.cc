@@ -3,12 +3,15 @@
 #include <caf/atom.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "actors/error.h"
 #include "actors/messages.h"
 #include "core/status.h"
 
@@ -82,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
                                    kProtocolVersion, absl::StrCat("ps ", task)));
     cluster->ps_nodes_.push_back(caf::actor_cast<ps_node_actor>(node));
   }
+  cluster->ps_addresses_ = spec.ps;
   return cluster;
 }
 
@@ -95,17 +99,62 @@ std::vector<ps_node_actor> Cluster::ps_nodes() const {
   return ps_nodes_;
 }
 
-absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task) {
-  if (!networked()) return absl::FailedPreconditionError("an in-process PS cannot reconnect");
+namespace {
+
+// Connects to the PS node at `address` and adopts it as PS task `task` (a standby becomes that
+// task; the task's own node, restarted, accepts its own task; another PS refuses).
+absl::StatusOr<ps_node_actor> ConnectAndAdopt(caf::actor_system& system,
+                                              const NodeAddress& address, int32_t task,
+                                              const NetworkOptions& network) {
+  ASSIGN_OR_RETURN(caf::actor gate_service,
+                   ConnectToNode(system, address, "the coordinator", network, kProtocolVersion));
+  const auto node = caf::actor_cast<ps_node_actor>(gate_service);
+  absl::Status adopted;
+  caf::scoped_actor self(system);
+  self->request(node, std::chrono::seconds(10), adopt_atom::value, task)
+      .receive([] {}, [&](caf::error& err) { adopted = ErrorToStatus(err); });
+  if (!adopted.ok()) return Annotate(adopted, address.ToString());
+  return node;
+}
+
+}  // namespace
+
+absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
+  if (!networked()) return absl::FailedPreconditionError("an in-process PS cannot be replaced");
   if (task < 0 || task >= options_.num_ps) {
     return absl::InvalidArgumentError(absl::StrCat("no PS task ", task));
   }
-  ASSIGN_OR_RETURN(caf::actor node,
-                   ConnectToNode(*system_, spec_->ps[task], "the coordinator", network_,
-                                 kProtocolVersion, absl::StrCat("ps ", task)));
+  NetworkOptions standby_network = network_;
+  standby_network.connect_timeout = std::min(network_.connect_timeout, absl::Seconds(5));
+  for (;;) {
+    std::optional<NodeAddress> standby;
+    NodeAddress own;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (standbys_tried_ < spec_->ps_standby.size()) standby = spec_->ps_standby[standbys_tried_++];
+      own = ps_addresses_[task];
+    }
+    absl::StatusOr<ps_node_actor> node =
+        ConnectAndAdopt(*system_, standby.value_or(own), task,
+                        standby.has_value() ? standby_network : network_);
+    if (!node.ok() && standby.has_value()) {
+      std::fprintf(stderr, "coordinator: standby %s passed over: %s\n",
+                   standby->ToString().c_str(), std::string(node.status().message()).c_str());
+      continue;
+    }
+    if (!node.ok()) return node.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    ps_nodes_[task] = *node;
+    ps_addresses_[task] = standby.value_or(own);
+    return *node;
+  }
+}
+
+std::vector<std::string> Cluster::ps_addresses() const {
   std::lock_guard<std::mutex> lock(mu_);
-  ps_nodes_[task] = caf::actor_cast<ps_node_actor>(node);
-  return ps_nodes_[task];
+  std::vector<std::string> out;
+  for (const NodeAddress& address : ps_addresses_) out.push_back(address.ToString());
+  return out;
 }
 
 Cluster::~Cluster() {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -77,9 +78,15 @@ class Cluster {
   const std::optional<ClusterSpec>& spec() const { return spec_; }
   const NetworkOptions& network() const { return network_; }
 
-  // Networked mode: connects again to PS task `task`'s address (a restarted process) and makes
-  // it that task's node. Errors as ConnectToNode; FailedPrecondition in process.
-  absl::StatusOr<ps_node_actor> ReconnectPs(int32_t task);
+  // Networked mode: a node for PS task `task` in place of its lost one, made that task's node:
+  // the first standby of the spec not tried yet, adopted as `task` (a standby that cannot be
+  // reached within 5 s or refuses is passed over), or else a PS at the task's address again (a
+  // restarted process, waited for up to the connect timeout). Errors as ConnectToNode;
+  // FailedPrecondition in process.
+  absl::StatusOr<ps_node_actor> ReplacePs(int32_t task);
+  // Networked mode: where each PS task is now (its spec address, or the standby that replaced
+  // it), as "host:port".
+  std::vector<std::string> ps_addresses() const;
 
   // Fault injection: kills PS node `task` and every shard on it. InvalidArgument for a task out
   // of range.
@@ -96,7 +103,9 @@ class Cluster {
   std::unique_ptr<caf::actor_system> system_;
   caf::actor session_;
   mutable std::mutex mu_;
-  std::vector<ps_node_actor> ps_nodes_;  // guarded by mu_
+  std::vector<ps_node_actor> ps_nodes_;    // guarded by mu_
+  std::vector<NodeAddress> ps_addresses_;  // guarded by mu_; networked mode
+  size_t standbys_tried_ = 0;              // guarded by mu_
 };
 
 }  // namespace tessera

@@ -86,7 +86,8 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
 absl::Status ClusterCoordinator::StartNetworked() {
   Cluster& cluster = strategy_.cluster();
   caf::anon_send(actor_, directory_atom::value,
-                 VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles()});
+                 VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles(),
+                                   cluster.ps_addresses()});
   ASSIGN_OR_RETURN(port_, PublishNode(system_, "the coordinator",
                                       caf::actor_cast<caf::actor>(actor_),
                                       cluster.spec()->coordinator.port, cluster.network()));
@@ -137,7 +138,7 @@ void ClusterCoordinator::Recover(int32_t task) {
   const absl::Time start = absl::Now();
   const int64_t completed = queue_->stats().completed;
   Cluster& cluster = strategy_.cluster();
-  const std::string address = cluster.spec()->ps[task].ToString();
+  const std::string address = cluster.ps_addresses().at(task);
   const std::string placement = strategy_.DescribePlacement(task);
   auto fail = [&](const absl::Status& why) {
     std::fprintf(stderr, "coordinator: cannot restore ps %d: %s\n", task,
@@ -152,10 +153,12 @@ void ClusterCoordinator::Recover(int32_t task) {
     return fail(absl::NotFoundError(
         absl::StrCat("no checkpoint in ", options_.recovery_checkpoints, " yet")));
   }
-  std::fprintf(stderr, "coordinator: ps %d (%s) lost; waiting for it to come back, then "
-               "restoring %s from %s\n", task, address.c_str(), placement.c_str(),
-               latest->c_str());
-  absl::StatusOr<ps_node_actor> node = cluster.ReconnectPs(task);
+  std::fprintf(stderr, "coordinator: ps %d (%s) lost; restoring %s from %s onto %s\n", task,
+               address.c_str(), placement.c_str(), latest->c_str(),
+               cluster.spec()->ps_standby.empty()
+                   ? "a PS started again at its address"
+                   : "a standby (or a PS started again at its address, once none is left)");
+  absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
   if (!node.ok()) return fail(node.status());
   if (absl::StatusOr<std::vector<std::string>> moved = strategy_.RecreateShardsOn(task);
       !moved.ok()) {
@@ -165,15 +168,18 @@ void ClusterCoordinator::Recover(int32_t task) {
   if (!step.ok()) return fail(step.status());
   caf::anon_send(actor_, watch_ps_atom::value, *node, task, placement);
   caf::anon_send(actor_, directory_atom::value,
-                 VariableDirectory{++generation_, cluster.num_workers(), strategy_.Handles()});
+                 VariableDirectory{++generation_, cluster.num_workers(), strategy_.Handles(),
+                                   cluster.ps_addresses()});
   PsRecovery report;
   report.ps_task = task;
+  report.node = cluster.ps_addresses().at(task);
   report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   report.checkpoint = *latest;
   report.checkpoint_step = *step;
   report.lost_steps = std::max<int64_t>(0, options_.first_step + completed - *step);
-  std::fprintf(stderr, "coordinator: ps %d restored from %s (step %lld) in %.2f s; the updates "
-               "of %lld steps to its shards were lost\n", task, latest->c_str(),
+  std::fprintf(stderr, "coordinator: ps %d restored on %s from %s (step %lld) in %.2f s; the "
+               "updates of %lld steps to its shards were lost\n", task, report.node.c_str(),
+               latest->c_str(),
                static_cast<long long>(*step), report.seconds,
                static_cast<long long>(report.lost_steps));
   std::lock_guard<std::mutex> lock(mu_);

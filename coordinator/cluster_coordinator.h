@@ -62,6 +62,7 @@ struct CoordinatorOptions {
 // One restored PS (networked mode).
 struct PsRecovery {
   int32_t ps_task = 0;
+  std::string node;             // "host:port" of the node now serving the task
   double seconds = 0;           // from the loss to training resuming
   std::string checkpoint;       // the directory restored from
   int64_t checkpoint_step = 0;  // its global step

@@ -193,6 +193,7 @@ absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json) {
   ClusterSpec spec;
   ASSIGN_OR_RETURN(spec.ps, AddressList(*cluster, "ps"));
   ASSIGN_OR_RETURN(spec.workers, AddressList(*cluster, "worker"));
+  ASSIGN_OR_RETURN(spec.ps_standby, AddressList(*cluster, "ps_standby"));
   ASSIGN_OR_RETURN(std::vector<NodeAddress> coordinator, AddressList(*cluster, "coordinator"));
   ASSIGN_OR_RETURN(std::vector<NodeAddress> chief, AddressList(*cluster, "chief"));
   coordinator.insert(coordinator.end(), chief.begin(), chief.end());

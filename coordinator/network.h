@@ -8,7 +8,9 @@
 //                "worker": ["10.0.0.3:7101", "10.0.0.4:7101"],
 //                "coordinator": ["10.0.0.5:7000"]}}
 // ("chief" is accepted for "coordinator"). Worker addresses name the worker tasks (their count
-// is the number of worker slots); only the PS and coordinator addresses are listened on.
+// is the number of worker slots); only the PS and coordinator addresses are listened on. An
+// optional "ps_standby" list names `tessera ps --standby` processes: a lost PS is replaced by
+// the first one not used yet (Cluster::ReplacePs).
 //
 // Security: without TLS, connections are plain TCP and unauthenticated; a node listens on
 // 127.0.0.1 unless NetworkOptions::bind says otherwise. With --tls_cert/--tls_key/--tls_ca every
@@ -43,9 +45,10 @@ struct NodeAddress {
 absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text);
 
 struct ClusterSpec {
-  std::vector<NodeAddress> ps;       // PS task k listens at ps[k]
-  std::vector<NodeAddress> workers;  // one per worker task
-  NodeAddress coordinator;           // where workers find the coordinator
+  std::vector<NodeAddress> ps;          // PS task k listens at ps[k]
+  std::vector<NodeAddress> workers;     // one per worker task
+  NodeAddress coordinator;              // where workers find the coordinator
+  std::vector<NodeAddress> ps_standby;  // `tessera ps --standby` nodes that can replace a lost PS
 };
 
 // InvalidArgument naming the field for malformed JSON, a missing or empty "ps" / "worker" /

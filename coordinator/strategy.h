@@ -91,7 +91,7 @@ class ParameterServerStrategy {
   std::string DescribePlacement(int32_t task) const;
 
   // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
-  // initialized, on the cluster's current node for that task (Cluster::ReconnectPs), and points
+  // initialized, on the cluster's current node for that task (Cluster::ReplacePs), and points
   // the variables at them. Returns the names of the variables touched; a restore from a
   // checkpoint (RestoreShards, coordinator/checkpoint.h) brings their values back.
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);

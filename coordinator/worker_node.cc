@@ -22,7 +22,8 @@ namespace {
 constexpr auto kRequestTimeout = std::chrono::seconds(30);
 
 // What ended one membership of the worker.
-enum class Ending { kFinished, kRejoin, kTaskTaken, kCoordinatorLost };
+// kRetry: not now (a PS is being restored, or the directory changed); ask again, quietly.
+enum class Ending { kFinished, kRejoin, kRetry, kTaskTaken, kCoordinatorLost };
 
 // A request to the coordinator from a blocking actor.
 template <class T, class... Args>
@@ -34,14 +35,34 @@ absl::StatusOr<T> Ask(caf::scoped_actor& self, const caf::actor& coordinator, Ar
   return out;
 }
 
-// One membership: fetch the directory, build the functions, spawn the worker, join, and wait
-// until the worker is stopped (rejoin) or the coordinator finishes.
+// One membership: fetch the directory, connect to its PS nodes, build the functions, spawn the
+// worker, join, and wait until the worker is stopped (rejoin) or the coordinator finishes.
 absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordinator,
-                             const WorkerNodeOptions& options, const RegistryBuilder& build) {
+                             const std::string& me, const WorkerNodeOptions& options,
+                             const RegistryBuilder& build) {
   caf::scoped_actor self(system);
   absl::StatusOr<VariableDirectory> directory =
       Ask<VariableDirectory>(self, coordinator, directory_atom::value);
+  if (absl::IsUnavailable(directory.status())) {  // a PS is being restored: its shards move
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return Ending::kRetry;
+  }
   if (!directory.ok()) return directory.status();
+  // Every PS the directory names, where it is now (a standby may have replaced one, and a
+  // restarted PS is a new node): the shard handles are reached over these direct connections
+  // rather than through the coordinator. The coordinator checked who they are. One that cannot
+  // be reached was lost after the directory was fetched: the coordinator restores it (or gives
+  // up, and then finishes), and the next directory says where it is.
+  for (const std::string& text : directory->ps_addresses) {
+    ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(text));
+    absl::Status reached =
+        ConnectToNode(system, address, me, options.network, kProtocolVersion).status();
+    if (absl::IsUnavailable(reached)) {
+      std::fprintf(stderr, "%s: %s\n", me.c_str(), std::string(reached.message()).c_str());
+      return Ending::kRetry;
+    }
+    RETURN_IF_ERROR(reached);
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<const FunctionRegistry> registry, build(*directory));
   worker_actor worker =
       SpawnWorker(system, WorkerInfo{options.task, directory->num_workers}, std::move(registry));
@@ -54,7 +75,7 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
     // Recovering, or the directory changed between fetch and join: try again shortly.
     if (absl::IsUnavailable(joined.status()) || absl::IsFailedPrecondition(joined.status())) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return Ending::kRejoin;
+      return Ending::kRetry;
     }
     // Our task is taken: by a process that just died (wait for the coordinator to notice), or
     // by a second process started with the same --task (give up after the connect timeout).
@@ -109,17 +130,10 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
   const std::string me = absl::StrCat("worker ", options.task);
   std::optional<absl::Time> taken_since;  // when the coordinator first said our task was taken
   for (;;) {
-    // Every PS first: shard handles in the directory are reached over these direct connections
-    // (and a restarted PS is a new node to connect to).
-    for (size_t task = 0; task < spec.ps.size(); ++task) {
-      RETURN_IF_ERROR(ConnectToNode(system, spec.ps[task], me, options.network,
-                                    kProtocolVersion, absl::StrCat("ps ", task))
-                          .status());
-    }
     ASSIGN_OR_RETURN(caf::actor coordinator,
                      ConnectToNode(system, spec.coordinator, me, options.network,
                                    kProtocolVersion, "the coordinator"));
-    ASSIGN_OR_RETURN(Ending ending, Serve(system, coordinator, options, build));
+    ASSIGN_OR_RETURN(Ending ending, Serve(system, coordinator, me, options, build));
     if (ending == Ending::kTaskTaken) {
       if (!taken_since.has_value()) taken_since = absl::Now();
       if (absl::Now() - *taken_since > options.network.connect_timeout) {

@@ -1,6 +1,7 @@
-// A worker process of a networked cluster (a driver run with --role=worker): connects to every
-// PS and to the coordinator, fetches the variable directory, builds its replica functions
-// against it, and joins. It serves closures until the coordinator finishes; when the coordinator
+// A worker process of a networked cluster (a driver run with --role=worker): connects to the
+// coordinator, fetches the variable directory, connects to every PS node it names (where each
+// task is served now: a standby may have replaced one), builds its replica functions against
+// it, and joins. It serves closures until the coordinator finishes; when the coordinator
 // stops it because shards moved (a PS was restored), it fetches the new directory and joins
 // again. A worker process that is killed and started again simply joins again; so does a worker
 // whose coordinator was lost, once a coordinator is back at the spec's address (a restarted one,

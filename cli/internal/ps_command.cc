@@ -21,6 +21,10 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
   if (options.task < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--task=", options.task, " is negative"));
   }
+  if (options.standby && options.task != 0) {
+    return absl::InvalidArgumentError(
+        "a --standby PS has no --task: the coordinator that adopts it gives it the lost one's");
+  }
   // SIGINT and SIGTERM are blocked before CAF starts its threads (they inherit the mask) and
   // taken synchronously below.
   sigset_t signals;
@@ -36,8 +40,9 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
     status = ConfigureNetwork(config, options.network);
     if (status.ok()) {
       caf::actor_system system(config);
-      const std::string name = absl::StrCat("ps ", options.task);
-      ps_node_actor node = SpawnPsNode(system, options.task);
+      const std::string name =
+          options.standby ? std::string("standby") : absl::StrCat("ps ", options.task);
+      ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task);
       absl::StatusOr<uint16_t> port =
           PublishNode(system, name, caf::actor_cast<caf::actor>(node),
                       static_cast<uint16_t>(options.port), options.network);

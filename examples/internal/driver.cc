@@ -308,6 +308,7 @@ absl::StatusOr<TrainingRun> TrainInSimulation(LocalTrainer& trainer, const Datas
   nlohmann::json recoveries = nlohmann::json::array();
   for (const PsRecovery& r : coordinator->recoveries()) {
     recoveries.push_back({{"ps_task", r.ps_task},
+                          {"node", r.node},
                           {"recovery_seconds", r.seconds},
                           {"checkpoint", r.checkpoint},
                           {"checkpoint_step", r.checkpoint_step},

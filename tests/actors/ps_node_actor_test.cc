@@ -245,5 +245,28 @@ TEST_CASE("a PS node drops the shards of an owner that goes down, and keeps the 
   CHECK(*names == std::vector<std::string>{"bias", "emb/part_0"});
 }
 
+TEST_CASE("a standby PS node is adopted as the lost task once, and a PS node keeps its own task") {
+  DeterministicSystem fixture;
+  const ps_node_actor standby = SpawnTestNode(fixture, kStandbyTask);
+  CHECK(fixture.AskVoid(standby, adopt_atom::value, -3).code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(fixture.AskVoid(standby, adopt_atom::value, 1).ok());
+  CHECK(fixture.AskVoid(standby, adopt_atom::value, 1).ok());  // asked again: still ps 1
+  const absl::Status taken = fixture.AskVoid(standby, adopt_atom::value, 0);
+  CHECK(taken.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(taken.message().find("ps node 1 is not a standby: it cannot serve as ps 0") !=
+        std::string::npos);
+  // Adopted, it is that task's node: its errors say so.
+  CreateShard(fixture, standby, TestShardSpec(0, 2, 8, 2));
+  CHECK(fixture.Ask<shard_actor>(standby, create_shard_atom::value, TestShardSpec(0, 2, 8, 2),
+                                 caf::actor())
+            .status() == absl::AlreadyExistsError("ps node 1 already holds shard emb/part_0"));
+
+  const ps_node_actor ps2 = SpawnTestNode(fixture, 2);
+  CHECK(fixture.AskVoid(ps2, adopt_atom::value, 2).ok());  // restarted at its address
+  CHECK(fixture.AskVoid(ps2, adopt_atom::value, 0).code() ==
+        absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace tessera

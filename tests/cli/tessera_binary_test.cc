@@ -257,6 +257,11 @@ TEST_CASE("tessera inspect, help and bad command lines") {
 
   const Finished extra = RunTessera(dir, {"inspect", "a", "b"});
   CHECK(extra.code == 2);
+
+  // A standby gets its task from the coordinator that adopts it.
+  const Finished standby_task = RunTessera(dir, {"ps", "--standby", "--task=2", "--port=0"});
+  CHECK(standby_task.code == 2);
+  CHECK(Has(standby_task.err, "a --standby PS has no --task"));
 }
 
 }  // namespace

@@ -54,6 +54,14 @@ TEST_CASE("network: a cluster spec lists its ps, worker and coordinator addresse
   CHECK(spec->workers[1].host == "w4");
   CHECK(spec->workers[2].port == 7103);
   CHECK(spec->coordinator.ToString() == "10.0.0.5:7000");
+  CHECK(spec->ps_standby.empty());
+
+  // Standby PS processes, optional.
+  spec = ParseClusterSpec(R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"],
+      "coordinator": ["c:3"], "ps_standby": ["s1:7009", "s2:7009"]}})");
+  REQUIRE_MESSAGE(spec.ok(), spec.status().ToString());
+  REQUIRE(spec->ps_standby.size() == 2);
+  CHECK(spec->ps_standby[1].ToString() == "s2:7009");
 
   // TF_CONFIG's "chief" names the coordinator too.
   spec = ParseClusterSpec(
@@ -98,6 +106,9 @@ TEST_CASE("network: a malformed cluster spec is InvalidArgument saying what is w
        "\"ps\" holds 7001, not a string"},
       {R"({"cluster": {"ps": ["a:1"], "worker": [null], "coordinator": ["c:3"]}})",
        "\"worker\" holds null, not a string"},
+      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"],
+                       "ps_standby": ["s:0"]}})",
+       "\"ps_standby\": \"s:0\""},
   };
   for (const Case& c : cases) {
     CAPTURE(c.json);

@@ -87,6 +87,15 @@ class NetworkNode {
     REQUIRE_MESSAGE(port.ok(), port.status().ToString());
     return *port;
   }
+  // Spawns a standby PS node (kStandbyTask) and publishes it as "standby"; returns the port.
+  uint16_t PublishStandby() {
+    ps_nodes_.push_back(SpawnPsNode(*system_, kStandbyTask));
+    absl::StatusOr<uint16_t> port =
+        PublishNode(*system_, "standby", caf::actor_cast<caf::actor>(ps_nodes_.back()), 0,
+                    options_);
+    REQUIRE_MESSAGE(port.ok(), port.status().ToString());
+    return *port;
+  }
   const ps_node_actor& ps_node(size_t i) const { return ps_nodes_.at(i); }
 
   // ConnectToNode to 127.0.0.1:`port` as "test client".

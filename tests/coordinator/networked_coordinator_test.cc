@@ -13,6 +13,7 @@
 #include <caf/send.hpp>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "actors/variable_ops.h"
 #include "coordinator/checkpoint.h"
@@ -198,6 +199,68 @@ TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoi
 
   coordinator.reset();
   w = ShardedVariable();
+  strategy.reset();
+}
+
+
+TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a worker process "
+          "carries on against it") {
+  testing::ScratchDir checkpoints("tessera-standby");
+  auto ps_host = std::make_unique<testing::NetworkNode>(FastNetwork());
+  testing::NetworkNode standby_host(FastNetwork());
+  const uint16_t standby_port = standby_host.PublishStandby();
+  ClusterSpec spec = SpecFor(ps_host->PublishPsNode(0), /*workers=*/1);
+  spec.ps_standby = {NodeAddress{"127.0.0.1", testing::UnusedPort()},  // nobody there
+                     NodeAddress{"127.0.0.1", standby_port}};
+  auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
+  VariableOptions counter_options;
+  counter_options.name = "counter";
+  counter_options.shape = Shape{};
+  ShardedVariable counter = ValueOrDie(strategy->CreateVariable(counter_options), "counter");
+  auto registry = std::make_shared<FunctionRegistry>();
+  REQUIRE(AddCounterFunction(*registry, counter.handle()).ok());
+  CoordinatorOptions coordinator_options;
+  coordinator_options.recovery_checkpoints = checkpoints.path();
+  auto coordinator = ValueOrDie(
+      ClusterCoordinator::Create(*strategy, registry, coordinator_options), "Create");
+  absl::Status worker_status = absl::UnknownError("not finished");
+  std::thread worker([&] {
+    worker_status = RunWorkerNode({spec, FastNetwork(), /*task=*/0, /*threads=*/1},
+                                  CounterWorker());
+  });
+  REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
+  auto add = [&](int times) {
+    for (int i = 0; i < times; ++i) REQUIRE(coordinator->Schedule("add_one").ok());
+    REQUIRE(coordinator->Join().ok());
+  };
+  auto value = [&] {
+    return ValueOrDie(strategy->variables().at("counter").Read(), "Read").values()[0];
+  };
+  add(5);
+  REQUIRE(CheckpointManager(checkpoints.path(), 2).Save(*strategy, 5).ok());
+  add(3);
+  CHECK(value() == 8.0f);
+
+  ps_host.reset();  // the PS machine is gone for good; nothing is restarted at its address
+  REQUIRE(testing::WaitUntil([&] { return !coordinator->recoveries().empty(); }));
+  const PsRecovery recovery = coordinator->recoveries().at(0);
+  CHECK(recovery.node == absl::StrCat("127.0.0.1:", standby_port));
+  CHECK(recovery.checkpoint_step == 5);
+  CHECK(cluster->ps_addresses() == std::vector<std::string>{recovery.node});
+  CHECK(value() == 5.0f);  // the checkpoint's value, now held by the standby
+  CHECK(ValueOrDie(testing::Ask<std::vector<std::string>>(
+                       standby_host.system(), standby_host.ps_node(0), list_atom::value),
+                   "list") == std::vector<std::string>{"counter"});
+
+  add(4);  // the worker rejoined with the new directory and reaches the standby
+  CHECK(value() == 9.0f);
+  CHECK(coordinator->stats().completed == 12);
+
+  coordinator.reset();
+  worker.join();
+  CHECK(worker_status.ok());
+  counter = ShardedVariable();
   strategy.reset();
 }
 

@@ -5,16 +5,20 @@
 # machine would) and one PS process once (restarted at its address; the coordinator restores its
 # shards from the latest checkpoint). Checks: every scheduled closure completed, the PS recovery
 # is in the summary, and the model still reaches its test AUC.
-#   net_chaos.sh RECSYS_BINARY TESSERA_BINARY
+# With "standby", the cluster has a `tessera ps --standby` and the killed PS is not restarted:
+# the coordinator restores its shards onto the standby instead.
+#   net_chaos.sh RECSYS_BINARY TESSERA_BINARY [standby]
 set -euo pipefail
 recsys=$1
 tessera=$2
+standby=${3:-}
 source "$(dirname "$0")/net_lib.sh"
-read -r -a ports < <(free_ports 6)
+read -r -a ports < <(free_ports 7)
 cat >"$work/spec.json" <<JSON
 {"cluster": {"coordinator": ["127.0.0.1:${ports[0]}"],
              "ps": ["127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"],
-             "worker": ["127.0.0.1:${ports[3]}", "127.0.0.1:${ports[4]}", "127.0.0.1:${ports[5]}"]}}
+             "worker": ["127.0.0.1:${ports[3]}", "127.0.0.1:${ports[4]}", "127.0.0.1:${ports[5]}"]
+             $([ "$standby" = standby ] && echo ", \"ps_standby\": [\"127.0.0.1:${ports[6]}\"]")}}
 JSON
 data=(--users=20000 --items=2000 --train_examples=2000000 --test_examples=20000)
 common=(--cluster_spec="$work/spec.json" "${data[@]}" --connect_timeout_s=60)
@@ -27,6 +31,10 @@ start_worker() { logs[$1]="$work/worker$1.$(date +%s%N).log"
                  pids[worker$1]=$!; }
 start_ps 0
 start_ps 1
+if [ "$standby" = standby ]; then
+  "$tessera" ps --port "${ports[6]}" --standby >"$work/standby.log" 2>&1 &
+  pids[standby]=$!
+fi
 for t in 0 1 2; do start_worker "$t"; done
 "$recsys" "${common[@]}" --min_workers=3 --checkpoint_dir="$work/ckpt" --checkpoint_every=50 \
   --summary="$work/summary.json" >"$work/coordinator.log" 2>&1 &
@@ -47,8 +55,8 @@ for round in 1 2 3 4 5; do
   alive || break
   if [ "$round" = 2 ]; then
     kill -9 "${pids[ps1]}"; wait "${pids[ps1]}" 2>/dev/null || true; echo "chaos: killed ps 1"
-    sleep 1; start_ps 1
-    for _ in $(seq 300); do grep -q "restored from" "$work/coordinator.log" && break; sleep 0.1; done
+    [ "$standby" = standby ] || { sleep 1; start_ps 1; }
+    for _ in $(seq 300); do grep -q "restored on" "$work/coordinator.log" && break; sleep 0.1; done
   else
     t=$((RANDOM % 3))
     was_member=false
@@ -80,17 +88,18 @@ if [ "$status" != 0 ]; then
   echo "the coordinator failed ($status)"; exit 1
 fi
 tr '\r' '\n' <"$work/coordinator.log" | grep -E "restored|closures|AUC" || true
-python3 - "$work/summary.json" "$worker_kills" <<'PY'
+python3 - "$work/summary.json" "$worker_kills" "127.0.0.1:${ports[$([ "$standby" = standby ] && echo 6 || echo 2)]}" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 kills = int(sys.argv[2])
+replacement = sys.argv[3]
 problems = []
 if s["closures_completed"] != s["closures_scheduled"]:
     problems.append(f"completed {s['closures_completed']} of {s['closures_scheduled']} closures")
 if kills == 0 or s["worker_failures"] < 1:
     problems.append(f"{kills} worker kills, {s['worker_failures']} failures seen")
-if len(s["ps_recoveries"]) != 1:
-    problems.append(f"ps_recoveries: {s['ps_recoveries']}")
+if len(s["ps_recoveries"]) != 1 or s["ps_recoveries"][0]["node"] != replacement:
+    problems.append(f"ps_recoveries: {s['ps_recoveries']} (expected one, onto {replacement})")
 if s["test_auc"] < 0.66:  # the simulation reaches 0.678 on this data
     problems.append(f"test AUC {s['test_auc']:.4f} < 0.66")
 print(f"net chaos: {s['closures_completed']}/{s['closures_scheduled']} closures, "

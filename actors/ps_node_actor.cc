@@ -180,8 +180,9 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         }
         if (self->state.task != kStandbyTask && self->state.task != task) {
           return StatusToError(absl::FailedPreconditionError(
-              absl::StrCat("ps node ", self->state.task, " is not a standby: it cannot serve as ps ",
-                           task, " (check the cluster spec and --task of each tessera ps)")));
+              absl::StrCat("ps node ", self->state.task,
+                           " is not a standby: it cannot serve as ps ", task,
+                           " (check the cluster spec and --task of each tessera ps)")));
         }
         if (self->state.task == kStandbyTask) {
           std::fprintf(stderr, "ps %d: a standby no more: adopted in place of the lost ps %d\n",

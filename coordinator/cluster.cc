@@ -43,8 +43,9 @@ Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
 
 namespace {
 
-// The session actor (Cluster::session): it only has to exist, and answers pings.
-caf::behavior Session() {
+// The session actor (Cluster::session): it only has to exist, and answers pings. It takes an
+// (unused) argument: CAF 0.17 dereferences a null argument tuple when there is none.
+caf::behavior Session(int32_t /*unused*/) {
   return {[](ping_atom) { return pong_atom::value; }};
 }
 
@@ -60,7 +61,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   std::unique_ptr<Cluster> cluster(new Cluster(options, std::nullopt, {}));
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
-  cluster->session_ = cluster->system_->spawn(Session);
+  cluster->session_ = cluster->system_->spawn(Session, 0);
   for (int32_t task = 0; task < options.num_ps; ++task) {
     cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
   }
@@ -78,7 +79,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   ConfigureActorSystem(cluster->config_, threads);
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
-  cluster->session_ = cluster->system_->spawn(Session);
+  cluster->session_ = cluster->system_->spawn(Session, 0);
   for (int32_t task = 0; task < options.num_ps; ++task) {
     ASSIGN_OR_RETURN(caf::actor node,
                      ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
@@ -131,7 +132,9 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
     NodeAddress own;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (standbys_tried_ < spec_->ps_standby.size()) standby = spec_->ps_standby[standbys_tried_++];
+      if (standbys_tried_ < spec_->ps_standby.size()) {
+        standby = spec_->ps_standby[standbys_tried_++];
+      }
       own = ps_addresses_[task];
     }
     absl::StatusOr<ps_node_actor> node =

@@ -137,8 +137,9 @@ HelloResult Hello(caf::actor_system& system, const caf::actor& gate, const NodeA
     }
     return service;
   };
-  // Every path answers exactly once and quits, so no second answer can follow.
-  system.spawn([=](caf::event_based_actor* self) {
+  // Every path answers exactly once and quits, so no second answer can follow. (The gate is
+  // passed as an argument: CAF 0.17 dereferences a null argument tuple when there is none.)
+  system.spawn([=](caf::event_based_actor* self, const caf::actor& gate) {
     self->monitor(gate);
     self->set_down_handler([=](caf::down_msg&) {
       answer->set_value(std::nullopt);
@@ -157,11 +158,12 @@ HelloResult Hello(caf::actor_system& system, const caf::actor& gate, const NodeA
                 answer->set_value(ErrorToStatus(err));
               } else {
                 answer->set_value(absl::UnavailableError(absl::StrCat(
-                    "handshake with ", address.ToString(), " failed: ", self->system().render(err))));
+                    "handshake with ", address.ToString(),
+                    " failed: ", self->system().render(err))));
               }
               self->quit();
             });
-  });
+  }, gate);
   return result.get();
 }
 

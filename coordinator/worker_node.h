@@ -40,9 +40,9 @@ using RegistryBuilder = std::function<absl::StatusOr<std::shared_ptr<const Funct
     const VariableDirectory& directory)>;
 
 // Runs worker `options.task` until the coordinator finishes (OK). InvalidArgument for a task not
-// in the spec; Unavailable when a node cannot be reached within the connect timeout (also a lost
-// coordinator that does not come back in that time); FailedPrecondition when a node speaks another protocol version; the
-// builder's error.
+// in the spec; Unavailable when the coordinator cannot be reached within the connect timeout
+// (also a lost one that does not come back in that time); FailedPrecondition when a node speaks
+// another protocol version; the builder's error.
 absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuilder& build);
 
 // The handle of every variable in `directory` by name (what a driver's replica functions use).

@@ -27,7 +27,8 @@ struct PsOptions {
 };
 
 // Listens (Unavailable when the port cannot be bound; InvalidArgument for a bad port, task or
-// TLS files, or a task given to a standby), writes where to `out`, and serves until SIGINT or SIGTERM; OK then.
+// TLS files, or a task given to a standby), writes where to `out`, and serves until SIGINT or
+// SIGTERM; OK then.
 absl::Status RunPs(const PsOptions& options, std::ostream& out);
 
 }  // namespace tessera::cli

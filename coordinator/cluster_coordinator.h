@@ -15,9 +15,10 @@
 // processes join (and rejoin after a restart) by themselves. It watches every PS node: once one
 // dies, Schedule / Join / Done return Unavailable naming the node and the variables it held —
 // unless, in networked mode, CoordinatorOptions::recovery_checkpoints names the checkpoints to
-// restore it from: then dispatch pauses, the coordinator waits for the PS process to come back
-// at its address, recreates its shards there, loads them from the latest checkpoint, hands every
-// worker the new shard handles and carries on (the updates those shards took since that
+// restore it from: then dispatch pauses, the coordinator finds a replacement node
+// (Cluster::ReplacePs: a standby of the spec, or the PS process back at its address), recreates
+// its shards there, loads them from the latest checkpoint, hands every worker the new shard
+// handles and PS addresses and carries on (the updates those shards took since that
 // checkpoint are lost, and reported by recoveries()).
 //
 // Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <caf/exit_reason.hpp>
@@ -65,6 +66,18 @@ absl::Status AddCounterFunction(FunctionRegistry& registry, VariableHandle count
       });
 }
 
+// The scalar variable "counter" and a registry holding "add_one" on it.
+std::pair<ShardedVariable, std::shared_ptr<FunctionRegistry>> CreateCounter(
+    ParameterServerStrategy& strategy) {
+  VariableOptions options;
+  options.name = "counter";
+  options.shape = Shape{};
+  ShardedVariable counter = ValueOrDie(strategy.CreateVariable(options), "counter");
+  auto registry = std::make_shared<FunctionRegistry>();
+  REQUIRE(AddCounterFunction(*registry, counter.handle()).ok());
+  return {std::move(counter), std::move(registry)};
+}
+
 // What a worker process builds from the coordinator's directory.
 RegistryBuilder CounterWorker() {
   return [](const VariableDirectory& directory)
@@ -85,12 +98,7 @@ TEST_CASE("networked coordinator: a worker process joins and runs closures while
   const ClusterSpec spec = SpecFor(ps_port, /*workers=*/2);
   auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
-  VariableOptions counter_options;
-  counter_options.name = "counter";
-  counter_options.shape = Shape{};
-  ShardedVariable counter = ValueOrDie(strategy->CreateVariable(counter_options), "counter");
-  auto registry = std::make_shared<FunctionRegistry>();
-  REQUIRE(AddCounterFunction(*registry, counter.handle()).ok());
+  auto [counter, registry] = CreateCounter(*strategy);
   auto coordinator = ValueOrDie(ClusterCoordinator::Create(*strategy, registry), "Create");
 
   absl::Status worker_status = absl::UnknownError("not finished");
@@ -214,12 +222,7 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
                      NodeAddress{"127.0.0.1", standby_port}};
   auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
-  VariableOptions counter_options;
-  counter_options.name = "counter";
-  counter_options.shape = Shape{};
-  ShardedVariable counter = ValueOrDie(strategy->CreateVariable(counter_options), "counter");
-  auto registry = std::make_shared<FunctionRegistry>();
-  REQUIRE(AddCounterFunction(*registry, counter.handle()).ok());
+  auto [counter, registry] = CreateCounter(*strategy);
   CoordinatorOptions coordinator_options;
   coordinator_options.recovery_checkpoints = checkpoints.path();
   auto coordinator = ValueOrDie(

@@ -4,6 +4,7 @@
 #   free_ports N  N loopback ports free now (bound, then released), on one line
 # At exit every process in pids is killed with SIGKILL; when the script fails, the last lines of
 # each log in $work are printed first (progress lines of the drivers left out).
+# TESSERA_E2E_KEEP=1 keeps $work (its path is printed) for a closer look.
 work=$(mktemp -d)
 declare -A pids=()
 net_cleanup() {
@@ -16,7 +17,7 @@ net_cleanup() {
   fi
   for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$work"
+  if [ -n "${TESSERA_E2E_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
 trap net_cleanup EXIT
 

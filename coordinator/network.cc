@@ -139,13 +139,13 @@ HelloResult Hello(caf::actor_system& system, const caf::actor& gate, const NodeA
   };
   // Every path answers exactly once and quits, so no second answer can follow. (The gate is
   // passed as an argument: CAF 0.17 dereferences a null argument tuple when there is none.)
-  system.spawn([=](caf::event_based_actor* self, const caf::actor& gate) {
-    self->monitor(gate);
+  system.spawn([=](caf::event_based_actor* self, const caf::actor& asked) {
+    self->monitor(asked);
     self->set_down_handler([=](caf::down_msg&) {
       answer->set_value(std::nullopt);
       self->quit();
     });
-    self->request(gate, std::chrono::seconds(10), hello_atom::value, version, self_name)
+    self->request(asked, std::chrono::seconds(10), hello_atom::value, version, self_name)
         .then(
             [=](int32_t peer_version, std::string& node, caf::actor service) {
               answer->set_value(judge(peer_version, node, std::move(service)));

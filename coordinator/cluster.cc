@@ -80,13 +80,24 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, 0);
-  for (int32_t task = 0; task < options.num_ps; ++task) {
-    ASSIGN_OR_RETURN(caf::actor node,
-                     ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
-                                   kProtocolVersion, absl::StrCat("ps ", task)));
-    cluster->ps_nodes_.push_back(caf::actor_cast<ps_node_actor>(node));
-  }
   cluster->ps_addresses_ = spec.ps;
+  cluster->ps_nodes_.resize(spec.ps.size());
+  for (int32_t task = 0; task < options.num_ps; ++task) {
+    absl::StatusOr<caf::actor> node =
+        ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
+                      kProtocolVersion, absl::StrCat("ps ", task));
+    // A PS that cannot be reached is replaced by a standby, if the spec has one: so a
+    // coordinator started again after a standby took over a task (the spec still names the
+    // lost address) finds that standby, adopted as the task, among them.
+    if (absl::IsUnavailable(node.status()) && !spec.ps_standby.empty()) {
+      std::fprintf(stderr, "coordinator: ps %d: %s; trying the standbys\n", task,
+                   std::string(node.status().message()).c_str());
+      RETURN_IF_ERROR(cluster->ReplacePs(task).status());
+      continue;
+    }
+    if (!node.ok()) return node.status();
+    cluster->ps_nodes_[task] = caf::actor_cast<ps_node_actor>(*node);
+  }
   return cluster;
 }
 

@@ -265,6 +265,16 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   CHECK(worker_status.ok());
   counter = ShardedVariable();
   strategy.reset();
+  cluster.reset();
+
+  // A coordinator started again with the same spec, which still names the lost PS, finds the
+  // adopted standby among the standbys.
+  NetworkOptions impatient = FastNetwork();
+  impatient.connect_timeout = absl::Seconds(1);
+  auto again = ValueOrDie(Cluster::Connect(spec, impatient), "Connect again");
+  CHECK(again->ps_addresses() == std::vector<std::string>{recovery.node});
+  ParameterServerStrategy successor(*again);
+  CHECK(successor.CreateVariable(TwoShardW()).ok());
 }
 
 }  // namespace

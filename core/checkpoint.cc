@@ -292,6 +292,21 @@ absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int6
   return step;
 }
 
+TensorSlice EmptyBlock(const CheckpointVariable& variable, int64_t offset, int64_t rows,
+                       int64_t step) {
+  const Shape block_shape = variable.shape.rank() == 0 ? Shape() : variable.shape.WithRows(rows);
+  TensorSlice block;
+  block.variable = variable.name;
+  block.full_shape = variable.shape;
+  block.dtype = variable.dtype;
+  block.row_offset = offset;
+  block.value = Tensor(block_shape);
+  block.slot_names = variable.slot_names;
+  for (size_t k = 0; k < block.slot_names.size(); ++k) block.slots.emplace_back(block_shape);
+  block.step = step;
+  return block;
+}
+
 absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, int64_t offset,
                                           int64_t rows, const std::vector<SliceRead>& reads,
                                           const std::vector<const TensorSlice*>& slices) {
@@ -307,19 +322,8 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
     pointers.push_back(&views.back());
   }
   ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, pointers));
-  const bool scalar = variable.shape.rank() == 0;
-  const Shape block_shape = scalar ? Shape() : variable.shape.WithRows(rows);
-
-  TensorSlice block;
-  block.variable = variable.name;
-  block.full_shape = variable.shape;
-  block.dtype = variable.dtype;
-  block.row_offset = offset;
-  block.value = Tensor(block_shape);
-  block.slot_names = variable.slot_names;
-  block.slots.assign(variable.slot_names.size(), Tensor(block_shape));
-  block.step = step;
-  const int64_t row_size = block_shape.row_size();
+  TensorSlice block = EmptyBlock(variable, offset, rows, step);
+  const int64_t row_size = block.value.shape().row_size();
   auto copy_rows = [row_size](const Tensor& from, const SliceRead& read, Tensor& to) {
     if (row_size == 0) return;  // rows of no elements: nothing to copy (and null data pointers)
     std::memcpy(to.data() + read.target_row * row_size, from.data() + read.source_row * row_size,

@@ -116,6 +116,11 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
                                           int64_t rows, const std::vector<SliceRead>& reads,
                                           const std::vector<const TensorSlice*>& slices);
 
+// The block [offset, offset + rows) of `variable` at `step`, zero-filled, with one slot per
+// variable.slot_names: what AssembleSlice, or a reader copying straight from the files, fills.
+TensorSlice EmptyBlock(const CheckpointVariable& variable, int64_t offset, int64_t rows,
+                       int64_t step);
+
 // AssembleSlice's checks alone, for a reader that copies the rows itself (straight from the
 // files): only the shapes of the slices' tensors are looked at, so their views may have no data.
 // Returns the block's step; InvalidArgument as AssembleSlice.

@@ -373,17 +373,8 @@ absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
     metas.push_back(&opened[i].meta);
   }
   ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, metas));
-  const Shape block_shape = variable.shape.rank() == 0 ? Shape() : variable.shape.WithRows(rows);
-  TensorSlice block;
-  block.variable = variable.name;
-  block.full_shape = variable.shape;
-  block.dtype = variable.dtype;
-  block.row_offset = offset;
-  block.value = Tensor(block_shape);
-  block.slot_names = variable.slot_names;
-  for (size_t k = 0; k < block.slot_names.size(); ++k) block.slots.emplace_back(block_shape);
-  block.step = step;
-  const uint64_t row_bytes = static_cast<uint64_t>(block_shape.row_size()) * sizeof(float);
+  TensorSlice block = EmptyBlock(variable, offset, rows, step);
+  const uint64_t row_bytes = static_cast<uint64_t>(block.value.shape().row_size()) * sizeof(float);
   std::vector<char> bounce;
   for (size_t i = 0; i < reads.size(); ++i) {
     const SliceRead& read = reads[i];

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/status.h"
 
 namespace tessera {
 namespace schema_internal {
@@ -153,31 +154,13 @@ absl::Status WriteFileAtomically(const std::string& path,
 }
 
 absl::StatusOr<std::string> ReadFileBounded(const std::string& path, int64_t max_bytes) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError(errno, "opening", path);
-  struct stat info;
-  if (::fstat(fd.get(), &info) != 0) return ErrnoError(errno, "inspecting", path);
-  if (!S_ISREG(info.st_mode)) {
-    return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file, OpenFileForReading(path));
+  if (file->size() > static_cast<uint64_t>(max_bytes)) {
+    return absl::DataLossError(absl::StrCat(path, " has ", file->size(), " bytes, more than the ",
+                                            max_bytes, " allowed"));
   }
-  if (info.st_size > max_bytes) {
-    return absl::DataLossError(
-        absl::StrCat(path, " has ", info.st_size, " bytes, more than the ", max_bytes, " allowed"));
-  }
-  std::string bytes(static_cast<size_t>(info.st_size), '\0');
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(errno, "reading", path);
-    }
-    if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat(path, " ended after ", done, " of ", bytes.size(), " bytes"));
-    }
-    done += static_cast<size_t>(n);
-  }
+  std::string bytes(static_cast<size_t>(file->size()), '\0');
+  RETURN_IF_ERROR(file->ReadAt(0, bytes.size(), bytes.data()));
   return bytes;
 }
 

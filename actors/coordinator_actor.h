@@ -54,12 +54,13 @@ struct VariableDirectory {
   int32_t num_workers = 0;  // worker slots
   std::vector<VariableHandle> variables;
   std::vector<std::string> ps_addresses;  // networked: "host:port" of each PS task's node now
+  std::vector<ps_node_actor> ps_nodes;    // networked: each PS task's node actor now
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, VariableDirectory& x) {
   return f(caf::meta::type_name("tessera::VariableDirectory"), x.generation, x.num_workers,
-           x.variables, x.ps_addresses);
+           x.variables, x.ps_addresses, x.ps_nodes);
 }
 
 using coordinator_actor = caf::typed_actor<

@@ -148,6 +148,10 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<ShardSnapshot>("tessera::ShardSnapshot");
   cfg.add_message_type<ShardInfo>("tessera::ShardInfo");
   cfg.add_message_type<ShardValue>("tessera::ShardValue");
+  cfg.add_message_type<ShardCall>("tessera::ShardCall");
+  cfg.add_message_type<ShardCallReply>("tessera::ShardCallReply");
+  cfg.add_message_type<std::vector<ShardCall>>("std::vector<tessera::ShardCall>");
+  cfg.add_message_type<std::vector<ShardCallReply>>("std::vector<tessera::ShardCallReply>");
   cfg.add_message_type<PsNodeStats>("tessera::PsNodeStats");
   cfg.add_message_type<ClosureValues>("tessera::ClosureValues");
   cfg.add_message_type<Closure>("tessera::Closure");

@@ -22,6 +22,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
 #include "core/checkpoint.h"
 #include "core/closure.h"
 #include "core/indexed_slices.h"
@@ -56,6 +59,7 @@ using list_atom = caf::atom_constant<caf::atom("list")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 
 // Worker actor (actors/worker_actor.h) and coordinator actor (actors/coordinator_actor.h).
@@ -75,7 +79,8 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 
 // The protocol every networked node speaks. Bump it with any change to a message type, an actor
 // interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
-constexpr int32_t kProtocolVersion = 2;  // 2: create_shard names the shard's owner
+// 2: create_shard names the shard's owner; 3: shard calls batched per PS node.
+constexpr int32_t kProtocolVersion = 3;
 
 // -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec and InitializerSpec travel as they are) -----------------------------------------
@@ -90,6 +95,36 @@ struct ShardValue {
 // Block-local row ids for a gather. A struct (not a bare Ids) so the ids travel as one raw block.
 struct RowIds {
   Ids ids;
+};
+
+// One shard operation as a value (Note [One request per PS node], actors/variable_ops.h): sent
+// alone as the shard's own typed request, or with the other calls of a step for the same PS node
+// in one (batch_atom, std::vector<ShardCall>) request to that node.
+enum class ShardCallKind : int32_t {
+  kRead = 0,         // -> ShardValue (the block)
+  kGather = 1,       // ids -> ShardValue (the rows)
+  kAssign = 2,       // assign_kind, tensor -> version
+  kScatter = 3,      // scatter_op, slices -> version
+  kApplyDense = 4,   // tensor (a dense gradient) -> version
+  kApplySparse = 5,  // slices (a sparse gradient) -> version
+};
+constexpr int32_t kNumShardCallKinds = 6;
+
+struct ShardCall {
+  uint64_t shard = 0;  // in a batch: the shard actor's id on the node it is sent to
+  ShardCallKind kind = ShardCallKind::kRead;
+  AssignKind assign_kind = AssignKind::kAssign;
+  ScatterOp scatter_op = ScatterOp::kAdd;
+  RowIds ids;
+  Tensor tensor;
+  IndexedSlices slices;
+};
+
+// A call's outcome: `error` (none when it succeeded), else the rows read (kRead, kGather) and the
+// shard's version after the call.
+struct ShardCallReply {
+  caf::error error;
+  ShardValue value;
 };
 
 // What a PS node holds.
@@ -273,6 +308,26 @@ typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardValue& x) {
   return f(caf::meta::type_name("tessera::ShardValue"), x.value, x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardCall& x) {
+  int32_t kind = static_cast<int32_t>(x.kind);
+  auto check = caf::meta::load_callback([&]() -> caf::error {
+    if (kind < 0 || kind >= kNumShardCallKinds) {
+      return StatusToError(
+          absl::DataLossError(absl::StrCat("malformed message: a shard call of kind ", kind)));
+    }
+    x.kind = static_cast<ShardCallKind>(kind);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("tessera::ShardCall"), x.shard, kind, x.assign_kind,
+           x.scatter_op, x.ids, x.tensor, x.slices, check);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardCallReply& x) {
+  return f(caf::meta::type_name("tessera::ShardCallReply"), x.error, x.value);
 }
 
 template <class Inspector>

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
+#include "actors/shard_call.h"
 
 namespace tessera {
 namespace {
@@ -59,6 +60,41 @@ caf::result<PsNodeStats> CollectStats(NodePointer self) {
   return join->promise;
 }
 
+// Collects the replies of one batch's shard calls (Note [One request per PS node]).
+struct BatchJoin {
+  caf::typed_response_promise<std::vector<ShardCallReply>> promise;
+  std::vector<ShardCallReply> replies;
+  size_t pending = 0;
+};
+
+caf::result<std::vector<ShardCallReply>> ServeBatch(NodePointer self,
+                                                    std::vector<ShardCall>& calls) {
+  std::vector<ShardCallReply> replies(calls.size());
+  std::vector<std::pair<size_t, shard_actor>> sent;  // (call index, its shard)
+  for (size_t k = 0; k < calls.size(); ++k) {
+    auto it = self->state.by_id.find(calls[k].shard);
+    if (it == self->state.by_id.end()) {
+      replies[k].error = StatusToError(absl::UnavailableError(absl::StrCat(
+          "ps node ", self->state.task, " holds no shard with actor id ", calls[k].shard,
+          " (dropped, or lost with an earlier process at this address)")));
+    } else {
+      sent.emplace_back(k, it->second);
+    }
+  }
+  if (sent.empty()) return replies;
+  auto join = std::make_shared<BatchJoin>();
+  join->promise = self->make_response_promise<std::vector<ShardCallReply>>();
+  join->replies = std::move(replies);
+  join->pending = sent.size();
+  for (auto& [k, shard] : sent) {
+    SendShardCall(self, shard, std::move(calls[k]), [join, k = k](ShardCallReply reply) {
+      join->replies[k] = std::move(reply);
+      if (--join->pending == 0) join->promise.deliver(std::move(join->replies));
+    });
+  }
+  return join->promise;
+}
+
 // Note [Shard lifetimes] (ps_node_actor.h): when the node exits, each live shard gets an exit
 // message with the node's reason (a normal exit becomes user_shutdown, which shards do not
 // ignore).
@@ -81,6 +117,7 @@ void DropShard(NodePointer self, const std::string& name) {
   if (it == self->state.shards->end()) return;
   self->demonitor(it->second.address());
   self->send_exit(it->second, caf::exit_reason::user_shutdown);
+  self->state.by_id.erase(it->second.id());
   self->state.shards->erase(it);
 }
 
@@ -115,6 +152,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
     for (auto it = shards.begin(); it != shards.end(); ++it) {
       if (it->second.address() == msg.source) {
         state.owner_of.erase(it->first);
+        state.by_id.erase(it->second.id());
         shards.erase(it);
         return;
       }
@@ -134,6 +172,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
             self->spawn(ShardActor, std::make_shared<ShardState>(std::move(shard).value()));
         self->monitor(actor);
         self->state.shards->emplace(name, actor);
+        self->state.by_id.emplace(actor.id(), actor);
         if (owner) {
           if (self->state.owners.insert(owner.address()).second) self->monitor(owner);
           self->state.owner_of[name] = owner.address();
@@ -192,6 +231,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         return caf::unit;
       },
       [](ping_atom) -> pong_atom { return pong_atom::value; },
+      [self](batch_atom, std::vector<ShardCall>& calls) { return ServeBatch(self, calls); },
   };
 }
 

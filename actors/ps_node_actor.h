@@ -13,6 +13,9 @@
 //   (adopt_atom, int32_t task)              void                      FailedPrecondition (not a
 //                                                                     standby), InvalidArgument
 //   (ping_atom)                             pong_atom                 -
+//   (batch_atom, std::vector<ShardCall>)    std::vector<ShardCall-    - (each reply carries its
+//                                            Reply>, in call order     call's error, Unavailable
+//                                                                      for an unknown shard id)
 //
 // create_shard builds the ShardState on the node (so the shard initializes its own rows there,
 // never the full value) and spawns its actor. Lifetimes are one-directional (Note [Shard
@@ -39,6 +42,10 @@
 // for the life of the process. Dropping them loses nothing that could still be used: a
 // coordinator that lost its connection to a PS treats that PS as lost and restores its shards
 // from the latest checkpoint, under the same names (PS recovery in cluster_coordinator.h).
+//
+// A batch (Note [One request per PS node], actors/shard_call.h) names each call's shard by its
+// actor id; the node sends each call to that shard as the shard's own request and answers once
+// every shard has.
 //
 // A standby node (task kStandbyTask, `tessera ps --standby`) holds nothing until a coordinator
 // adopts it as PS task `task` in place of a lost one; from then on it is that task's node.
@@ -76,7 +83,9 @@ using ps_node_actor =
                      caf::replies_to<list_atom>::with<std::vector<std::string>>,        //
                      caf::replies_to<stats_atom>::with<PsNodeStats>,                    //
                      caf::replies_to<adopt_atom, int32_t>::with<void>,                  //
-                     caf::replies_to<ping_atom>::with<pong_atom>>;
+                     caf::replies_to<ping_atom>::with<pong_atom>,                       //
+                     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<
+                         std::vector<ShardCallReply>>>;
 
 // The task of a standby PS node that no coordinator has adopted yet.
 constexpr int32_t kStandbyTask = -1;
@@ -87,6 +96,7 @@ struct PsNodeState {
   // The live shards by name; shared with the exit functor of Note [Shard lifetimes].
   std::shared_ptr<std::map<std::string, shard_actor>> shards =
       std::make_shared<std::map<std::string, shard_actor>>();
+  std::map<caf::actor_id, shard_actor> by_id;  // the same shards, by actor id (for batches)
   // Note [Shards die with their coordinator]: each owned shard's owner, and the owners watched.
   std::map<std::string, caf::actor_addr> owner_of;
   std::set<caf::actor_addr> owners;

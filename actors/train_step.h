@@ -2,7 +2,9 @@
 // it (DESIGN.md §1): gather the batch's unique embedding rows (one request per touched shard) and
 // read every dense variable, all in flight at once; run forward and backward with Eigen; send one
 // sparse gradient per touched shard and one dense gradient per dense variable; then report the
-// loss. A step costs O(number of shards) messages, never O(number of rows).
+// loss. A step costs O(number of shards) calls, never O(number of rows); on a networked worker
+// they travel as one request per PS node for the values and one for the gradients (Note [One
+// request per PS node], actors/shard_call.h).
 //
 // Thread-safety: runs on the calling actor; the ModelVariables are shared, immutable values.
 #pragma once
@@ -24,6 +26,9 @@ namespace tessera {
 struct ModelVariables {
   std::shared_ptr<const Model> model;
   std::map<std::string, VariableHandle> by_param;  // every ModelSpec parameter, by name
+  // A networked worker's PS nodes by task: a step batches its calls per node. Empty in one
+  // process, where every call goes straight to its shard.
+  std::vector<ps_node_actor> ps_nodes;
 
   // InvalidArgument unless every parameter of the model has a variable of its shape.
   absl::Status Validate() const;
@@ -120,18 +125,21 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
       acks->finished = true;
       (*finish)(outcome);
     };
+    ShardBatch gradients(vars->ps_nodes);
     for (auto& [name, grad] : result.dense_gradients) {
-      ApplyDenseGradientAsync(self, vars->by_param.at(name), std::move(grad), ack);
+      ApplyDenseGradientAsync(self, vars->by_param.at(name), std::move(grad), ack, &gradients);
     }
     for (const auto& [name, grad] : result.sparse_gradients) {
-      ApplySparseGradientAsync(self, vars->by_param.at(name), grad, ack);
+      ApplySparseGradientAsync(self, vars->by_param.at(name), grad, ack, &gradients);
     }
+    gradients.Flush(self);
     // The requests own copies of the gradients now: the buffers can serve the next step.
     internal::ReleaseStepScratch(std::move(fetch->scratch));
   };
 
   // Phase 1: every parameter's value, all requests in flight at once.
   fetch->pending = vars->by_param.size();
+  ShardBatch values(vars->ps_nodes);
   for (const auto& [name, handle] : vars->by_param) {
     auto arrived = [fetch, finish, compute, name = name](absl::StatusOr<Tensor> value) {
       if (fetch->finished) return;
@@ -146,11 +154,12 @@ void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batc
     };
     auto ids = fetch->needed.find(name);
     if (ids != fetch->needed.end()) {
-      GatherAsync(self, handle, ids->second, ShardingStrategy::kDiv, arrived);
+      GatherAsync(self, handle, ids->second, ShardingStrategy::kDiv, arrived, &values);
     } else {
-      ReadAsync(self, handle, arrived);
+      ReadAsync(self, handle, arrived, &values);
     }
   }
+  values.Flush(self);
 }
 
 }  // namespace tessera

@@ -3,9 +3,11 @@
 // inside their handlers (a worker never blocks its thread); coordinator/'s ShardedVariable wraps
 // them in blocking forms for drivers.
 //
-// Every operation sends at most one request per touched shard, all in flight at once, and calls
-// `done` exactly once, from the calling actor's context, when every reply has arrived or the
-// first error did:
+// Every operation sends at most one call per touched shard, all in flight at once: each as the
+// shard's own request, or, given a ShardBatch (read, gather and the gradients), in the batch's
+// one request per PS node, sent when the caller flushes it (Note [One request per PS node],
+// actors/shard_call.h). It calls `done` exactly once, from the calling actor's context, when
+// every reply has arrived or the first error did:
 //   - InvalidArgument for bad input detected before anything is sent (an id out of range, a
 //     value of the wrong shape): no shard is touched;
 //   - a shard's own error reply, prefixed with the operation and the shard's name (shards
@@ -31,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,7 @@
 #include "actors/error.h"
 #include "actors/messages.h"
 #include "actors/shard_actor.h"
+#include "actors/shard_call.h"
 #include "core/aggregation.h"
 #include "core/indexed_slices.h"
 #include "core/shard_layout.h"
@@ -128,12 +132,23 @@ inline absl::Status ShardError(const std::string& shard_name, int32_t ps_task,
   return Annotate(status, absl::StrCat(op, " on ", shard_name));
 }
 
-// Sends `request(shard, k)` (which must return the response handle of self->request) for the
-// k-th entry of `shards` and joins the replies of type Reply. `op` must outlive the replies: a
-// literal or a static name.
-template <class Reply, class Self, class Request>
+// Reply as a fan-out's caller wants it: the rows (ShardValue) or the shard's new version.
+template <class Reply>
+Reply TakeReply(ShardCallReply& reply) {
+  if constexpr (std::is_same_v<Reply, ShardValue>) {
+    return std::move(reply.value);
+  } else {
+    static_assert(std::is_same_v<Reply, int64_t>);
+    return reply.value.version;
+  }
+}
+
+// Sends `make_call(shard, k)` for the k-th entry of `shards` (through `batch` when it takes the
+// shard's PS task, else as the shard's own request) and joins the replies as Reply. `op` must
+// outlive the replies: a literal or a static name.
+template <class Reply, class Self, class MakeCall>
 void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
-            const std::vector<int64_t>& shards, Request request,
+            const std::vector<int64_t>& shards, MakeCall make_call, ShardBatch* batch,
             std::function<void(absl::StatusOr<std::vector<Reply>>)> done) {
   if (shards.empty()) {
     done(std::vector<Reply>{});
@@ -148,22 +163,27 @@ void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
   join->num_shards = static_cast<int32_t>(v.num_shards());
   for (size_t k = 0; k < shards.size(); ++k) {
     const int64_t shard = shards[k];
-    // Each error path renders its message from the shard's name, computed only on error.
-    request(shard, k).then(
-        [join, k](Reply& reply) {
-          if (join->finished) return;
-          join->replies[k] = std::move(reply);
-          if (--join->pending > 0) return;
-          join->finished = true;
-          join->done(std::move(join->replies));
-        },
-        [join, shard, task = v.ps_tasks.empty() ? -1 : v.ps_tasks[shard]](caf::error& err) {
-          if (join->finished) return;
-          join->finished = true;
-          join->done(
-              ShardError(ShardName(join->variable, static_cast<int32_t>(shard), join->num_shards),
-                         task, join->op, err));
-        });
+    const int32_t task = v.ps_tasks.empty() ? -1 : v.ps_tasks[shard];
+    // The error path renders its message from the shard's name, computed only on error.
+    ShardCallDone reply = [join, k, shard, task](ShardCallReply answer) {
+      if (join->finished) return;
+      if (answer.error) {
+        join->finished = true;
+        return join->done(ShardError(
+            ShardName(join->variable, static_cast<int32_t>(shard), join->num_shards), task,
+            join->op, answer.error));
+      }
+      join->replies[k] = TakeReply<Reply>(answer);
+      if (--join->pending > 0) return;
+      join->finished = true;
+      join->done(std::move(join->replies));
+    };
+    ShardCall call = make_call(shard, k);
+    if (batch != nullptr && batch->Takes(task)) {
+      batch->Add(task, v.shards[shard], std::move(call), std::move(reply));
+    } else {
+      SendShardCall(self, v.shards[shard], std::move(call), std::move(reply));
+    }
   }
 }
 
@@ -200,10 +220,10 @@ inline std::function<void(absl::StatusOr<std::vector<int64_t>>)> IgnoreVersions(
 
 // The whole variable: the shards' blocks concatenated.
 template <class Self>
-void ReadAsync(Self* self, const VariableHandle& v, Done<Tensor> done) {
+void ReadAsync(Self* self, const VariableHandle& v, Done<Tensor> done,
+               ShardBatch* batch = nullptr) {
   internal::FanOut<ShardValue>(
-      self, v, "read", internal::AllShards(v),
-      [&](int64_t s, size_t) { return self->request(v.shards[s], caf::infinite, read_atom::value); },
+      self, v, "read", internal::AllShards(v), [](int64_t, size_t) { return ReadCall(); }, batch,
       [shape = v.shape, layout = v.layout,
        done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
         if (!replies.ok()) return done(replies.status());
@@ -229,15 +249,13 @@ void ReadAsync(Self* self, const VariableHandle& v, Done<Tensor> done) {
 // grouped by shard under `strategy`; a repeated id is requested once.
 template <class Self>
 void GatherAsync(Self* self, const VariableHandle& v, absl::Span<const int64_t> ids,
-                 ShardingStrategy strategy, Done<Tensor> done) {
+                 ShardingStrategy strategy, Done<Tensor> done, ShardBatch* batch = nullptr) {
   absl::StatusOr<IdGrouping> grouping = v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge);
   if (!grouping.ok()) return done(Annotate(grouping.status(), absl::StrCat("gather from ", v.name)));
   auto g = std::make_shared<IdGrouping>(*std::move(grouping));
   internal::FanOut<ShardValue>(
       self, v, "gather", g->touched_shards,
-      [&](int64_t s, size_t) {
-        return self->request(v.shards[s], caf::infinite, gather_atom::value, RowIds{g->local_ids[s]});
-      },
+      [&](int64_t s, size_t) { return GatherCall(g->local_ids[s]); }, batch,
       [g, shape = v.shape, done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
         if (!replies.ok()) return done(replies.status());
         if (g->in_shard_order) {
@@ -282,10 +300,7 @@ void SliceAsync(Self* self, const VariableHandle& v, std::optional<int64_t> star
   for (const ShardSlice& piece : d->pieces) shards.push_back(piece.shard);
   internal::FanOut<ShardValue>(
       self, v, "slice", shards,
-      [&](int64_t s, size_t k) {
-        return self->request(v.shards[s], caf::infinite, gather_atom::value,
-                             RowIds{d->pieces[k].LocalRows()});
-      },
+      [&](int64_t, size_t k) { return GatherCall(d->pieces[k].LocalRows()); }, nullptr,
       [d, shape = v.shape, done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
         if (!replies.ok()) return done(replies.status());
         Tensor out(shape.WithRows(d->length));
@@ -311,10 +326,7 @@ void AssignAsync(Self* self, const VariableHandle& v, AssignKind kind, Tensor va
       internal::SplitIntoShardBlocks(v, std::move(value)));
   internal::FanOut<int64_t>(
       self, v, AssignKindName(kind), internal::AllShards(v),
-      [&](int64_t s, size_t) {
-        return self->request(v.shards[s], caf::infinite, assign_atom::value, kind,
-                             std::move((*blocks)[s]));
-      },
+      [&](int64_t s, size_t) { return AssignCall(kind, std::move((*blocks)[s])); }, nullptr,
       internal::IgnoreVersions(std::move(done)));
 }
 
@@ -335,16 +347,14 @@ void ScatterAsync(Self* self, const VariableHandle& v, ScatterOp op, absl::Span<
   auto shared = std::make_shared<std::vector<IndexedSlices>>(*std::move(parts));
   internal::FanOut<int64_t>(
       self, v, ScatterOpName(op), grouping->touched_shards,
-      [&](int64_t s, size_t) {
-        return self->request(v.shards[s], caf::infinite, scatter_atom::value, op,
-                             std::move((*shared)[s]));
-      },
+      [&](int64_t s, size_t) { return ScatterCall(op, std::move((*shared)[s])); }, nullptr,
       internal::IgnoreVersions(std::move(done)));
 }
 
 // One optimizer step with a dense gradient of the variable's shape, split by shard.
 template <class Self>
-void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, DoneStatus done) {
+void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, DoneStatus done,
+                             ShardBatch* batch = nullptr) {
   if (grad.shape() != v.shape) {  // the message is only built on a mismatch
     return done(CheckSameShape(grad.shape(), v.shape, absl::StrCat("gradient of ", v.name)));
   }
@@ -352,10 +362,7 @@ void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, D
       std::make_shared<std::vector<Tensor>>(internal::SplitIntoShardBlocks(v, std::move(grad)));
   internal::FanOut<int64_t>(
       self, v, "apply_gradient", internal::AllShards(v),
-      [&](int64_t s, size_t) {
-        return self->request(v.shards[s], caf::infinite, apply_grad_atom::value,
-                             std::move((*blocks)[s]));
-      },
+      [&](int64_t s, size_t) { return DenseGradientCall(std::move((*blocks)[s])); }, batch,
       internal::IgnoreVersions(std::move(done)));
 }
 
@@ -363,7 +370,7 @@ void ApplyDenseGradientAsync(Self* self, const VariableHandle& v, Tensor grad, D
 // each touched shard gets one request with its local ids.
 template <class Self>
 void ApplySparseGradientAsync(Self* self, const VariableHandle& v, const IndexedSlices& grad,
-                              DoneStatus done) {
+                              DoneStatus done, ShardBatch* batch = nullptr) {
   // Built only on an error: this runs once per embedding table per step.
   auto what = [&v] { return absl::StrCat("sparse gradient of ", v.name); };
   if (v.shape.rank() == 0) {
@@ -380,10 +387,7 @@ void ApplySparseGradientAsync(Self* self, const VariableHandle& v, const Indexed
   auto shared = std::make_shared<std::vector<IndexedSlices>>(*std::move(parts));
   internal::FanOut<int64_t>(
       self, v, "apply_sparse_gradient", grouping->touched_shards,
-      [&](int64_t s, size_t) {
-        return self->request(v.shards[s], caf::infinite, apply_grad_atom::value,
-                             std::move((*shared)[s]));
-      },
+      [&](int64_t s, size_t) { return SparseGradientCall(std::move((*shared)[s])); }, batch,
       internal::IgnoreVersions(std::move(done)));
 }
 

@@ -83,11 +83,15 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
   return coordinator;
 }
 
+VariableDirectory ClusterCoordinator::Directory() {
+  Cluster& cluster = strategy_.cluster();
+  return VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles(),
+                           cluster.ps_addresses(), cluster.ps_nodes()};
+}
+
 absl::Status ClusterCoordinator::StartNetworked() {
   Cluster& cluster = strategy_.cluster();
-  caf::anon_send(actor_, directory_atom::value,
-                 VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles(),
-                                   cluster.ps_addresses()});
+  caf::anon_send(actor_, directory_atom::value, Directory());
   ASSIGN_OR_RETURN(port_, PublishNode(system_, "the coordinator",
                                       caf::actor_cast<caf::actor>(actor_),
                                       cluster.spec()->coordinator.port, cluster.network()));
@@ -167,9 +171,8 @@ void ClusterCoordinator::Recover(int32_t task) {
   absl::StatusOr<int64_t> step = RestoreShardsOf(strategy_, *latest, task);
   if (!step.ok()) return fail(step.status());
   caf::anon_send(actor_, watch_ps_atom::value, *node, task, placement);
-  caf::anon_send(actor_, directory_atom::value,
-                 VariableDirectory{++generation_, cluster.num_workers(), strategy_.Handles(),
-                                   cluster.ps_addresses()});
+  ++generation_;
+  caf::anon_send(actor_, directory_atom::value, Directory());
   PsRecovery report;
   report.ps_task = task;
   report.node = cluster.ps_addresses().at(task);

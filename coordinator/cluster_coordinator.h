@@ -126,6 +126,8 @@ class ClusterCoordinator {
   // Networked: listen for workers, hand out the first directory, start the recovery thread.
   absl::Status StartNetworked();
   void RecoveryLoop();
+  // The variable directory of generation_: what workers fetch to find the shards and PS nodes.
+  VariableDirectory Directory();
   // Restores PS `task` (see the class comment); a failure is the fatal PS-unavailable error.
   void Recover(int32_t task);
 

@@ -342,6 +342,7 @@ absl::Status ServeAsWorker(const LocalTrainer& trainer, const Dataset& train, in
       }
       vars->by_param.emplace(param.name, it->second);
     }
+    vars->ps_nodes = directory.ps_nodes;  // a step's calls travel as one request per PS node
     RETURN_IF_ERROR(vars->Validate());
     auto registry = std::make_shared<FunctionRegistry>();
     RETURN_IF_ERROR(RegisterTraining(*registry, std::move(vars), train, batch_size, options.seed));

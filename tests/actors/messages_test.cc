@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "actors/error.h"
 #include "tests/actors/actor_test_util.h"
 
@@ -250,6 +251,54 @@ TEST_CASE("every message type round-trips through the binary serializer") {
     CHECK(saved_back.slot_names == saved.slot_names);
     CHECK(saved_back.step == 9);
     CHECK(saved_back.optimizer.has_value() == with_optimizer);
+  }
+}
+
+TEST_CASE("a shard call and its reply round-trip, and a call of an unknown kind is DataLoss") {
+  ShardCall call;
+  call.shard = 42;
+  call.kind = ShardCallKind::kScatter;
+  call.scatter_op = ScatterOp::kMax;
+  call.slices = IndexedSlices{Ids{4, 1}, Tensor(Shape{2, 3}, 1.5f)};
+  const ShardCall back = RoundTrip(call);
+  CHECK(back.shard == 42);
+  CHECK(back.kind == ShardCallKind::kScatter);
+  CHECK(back.scatter_op == ScatterOp::kMax);
+  CHECK(back.slices.indices == Ids{4, 1});
+  CHECK(SameTensor(back.slices.values, call.slices.values));
+  CHECK(RoundTrip(std::vector<ShardCall>{call, ShardCall{}}).size() == 2);
+
+  // The error's message travels as a caf::message: it needs the system's serializer.
+  testing::DeterministicSystem fixture;
+  ShardCallReply failed;
+  failed.error = StatusToError(absl::UnavailableError("gone"));
+  std::vector<char> buf;
+  caf::binary_serializer sink{fixture.system(), buf};
+  REQUIRE(!sink(failed));
+  ShardCallReply failed_back;
+  caf::binary_deserializer source{fixture.system(), buf};
+  REQUIRE(!source(failed_back));
+  CHECK(ErrorToStatus(failed_back.error) == absl::UnavailableError("gone"));
+  ShardCallReply rows;
+  rows.value = ShardValue{Tensor(Shape{1, 2}, 3.0f), 7};
+  const ShardCallReply rows_back = RoundTrip(rows);
+  CHECK(!rows_back.error);
+  CHECK(SameTensor(rows_back.value.value, rows.value.value));
+  CHECK(rows_back.value.version == 7);
+
+  for (const int32_t kind : {-1, kNumShardCallKinds}) {
+    CAPTURE(kind);
+    std::vector<char> buf;
+    caf::binary_serializer sink{nullptr, buf};
+    ShardCall forged;
+    REQUIRE(!sink(forged));
+    // The kind follows the 8-byte shard id: overwrite it (CAF writes int32s big-endian).
+    const uint32_t bits = static_cast<uint32_t>(kind);
+    for (int b = 0; b < 4; ++b) buf[8 + b] = static_cast<char>(bits >> (8 * (3 - b)));
+    ShardCall out;
+    const absl::Status loaded = Load(buf, out);
+    CHECK(loaded.code() == absl::StatusCode::kDataLoss);
+    CHECK(absl::StrContains(loaded.message(), "a shard call of kind"));
   }
 }
 

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "actors/error.h"
 #include "actors/messages.h"
 #include "actors/shard_actor.h"
+#include "actors/shard_call.h"
 #include "tests/actors/actor_test_util.h"
 
 namespace tessera {
@@ -107,6 +109,93 @@ TEST_CASE("a PS node refuses a duplicate shard name, a bad spec and an unknown n
   auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"emb/part_0"});  // the failures added nothing
+}
+
+// Note [One request per PS node] (actors/shard_call.h).
+TEST_CASE("a PS node runs a batch's calls through their shards in order and answers each") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 1);
+  const OptimizerSpec sgd{"sgd", {{"learning_rate", 0.5}}};
+  const shard_actor part0 = CreateShard(fixture, node, TestShardSpec(0, 2, 6, 2, sgd));
+  const shard_actor part1 = CreateShard(fixture, node, TestShardSpec(1, 2, 6, 2, sgd));
+  const Tensor initial0 = fixture.Ask<ShardValue>(part0, read_atom::value)->value;
+  const Tensor initial1 = fixture.Ask<ShardValue>(part1, read_atom::value)->value;
+  REQUIRE(initial1.shape() == Shape{3, 2});
+
+  auto to = [](const shard_actor& shard, ShardCall call) {
+    call.shard = shard.id();
+    return call;
+  };
+  ShardCall stranger = ReadCall();
+  stranger.shard = part0.id() + part1.id() + 1;  // no shard of this node
+  const std::vector<ShardCall> calls = {
+      to(part1, GatherCall({2, 0})),
+      to(part0, AssignCall(AssignKind::kAdd, Tensor(Shape{3, 2}, 1.0f))),
+      to(part0, ReadCall()),  // after the add: one shard serves its calls in order
+      to(part0, DenseGradientCall(Tensor(Shape{3, 2}, 2.0f))),
+      to(part1, SparseGradientCall(IndexedSlices{Ids{1}, Tensor(Shape{1, 2}, 4.0f)})),
+      to(part1, ScatterCall(ScatterOp::kUpdate, IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 9.0f)})),
+      stranger,
+      to(part1, GatherCall({3})),  // out of the shard's 3 rows: its own error
+  };
+  auto replies = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value, calls);
+  REQUIRE(replies.ok());
+  REQUIRE(replies->size() == calls.size());
+  const std::vector<ShardCallReply>& r = *replies;
+
+  CHECK(!r[0].error);
+  CHECK(SameTensor(r[0].value.value, Tensor::FromVector(Shape{2, 2},
+                                                        {initial1.row(2)[0], initial1.row(2)[1],
+                                                         initial1.row(0)[0], initial1.row(0)[1]})
+                                         .value()));
+  CHECK(r[1].value.version == 1);
+  REQUIRE(!r[2].error);
+  for (int64_t k = 0; k < initial0.size(); ++k) {
+    CHECK(r[2].value.value.values()[k] == initial0.values()[k] + 1.0f);
+  }
+  CHECK(r[3].value.version == 2);
+  CHECK(r[4].value.version == 1);
+  CHECK(r[5].value.version == 2);
+  CHECK(ErrorToStatus(r[6].error).code() == absl::StatusCode::kUnavailable);
+  CHECK(absl::StrContains(ErrorToStatus(r[6].error).message(),
+                          "ps node 1 holds no shard with actor id"));
+  CHECK(ErrorToStatus(r[7].error).code() == absl::StatusCode::kInvalidArgument);
+
+  // Each call did what it does sent alone: sgd took 0.5 * gradient off the values.
+  const Tensor after0 = fixture.Ask<ShardValue>(part0, read_atom::value)->value;
+  for (int64_t k = 0; k < after0.size(); ++k) {
+    CHECK(after0.values()[k] == doctest::Approx(initial0.values()[k]).epsilon(1e-6));
+  }
+  const Tensor after1 = fixture.Ask<ShardValue>(part1, read_atom::value)->value;
+  CHECK(after1.row(0)[0] == 9.0f);
+  CHECK(after1.row(1)[1] == doctest::Approx(initial1.row(1)[1] - 2.0f));
+  CHECK(after1.row(2)[0] == initial1.row(2)[0]);
+
+  auto empty = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value,
+                                                        std::vector<ShardCall>{});
+  REQUIRE(empty.ok());
+  CHECK(empty->empty());
+}
+
+TEST_CASE("a batch naming a dropped shard gets Unavailable for it, not a reply from a newer one") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 0);
+  const shard_actor old_shard = CreateShard(fixture, node, TestShardSpec(0, 1, 4, 2));
+  REQUIRE(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb"), caf::actor()).ok());
+  const shard_actor new_shard = CreateShard(fixture, node, TestShardSpec(0, 1, 4, 2));
+  ShardCall call = ReadCall();
+  call.shard = old_shard.id();
+  auto replies = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value,
+                                                          std::vector<ShardCall>{call});
+  REQUIRE(replies.ok());
+  REQUIRE(replies->size() == 1);
+  CHECK(ErrorToStatus((*replies)[0].error).code() == absl::StatusCode::kUnavailable);
+  call.shard = new_shard.id();
+  replies = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value,
+                                                     std::vector<ShardCall>{call});
+  REQUIRE(replies.ok());
+  CHECK(!(*replies)[0].error);
+  CHECK((*replies)[0].value.value.shape() == Shape{4, 2});
 }
 
 TEST_CASE("a PS node reports its shard count, bytes and the shards' versions") {

@@ -15,7 +15,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "actors/shard_call.h"
+#include "actors/variable_ops.h"
+#include "coordinator/internal/await.h"
 #include "coordinator/cluster.h"
 #include "coordinator/strategy.h"
 #include "core/initializer.h"
@@ -522,6 +526,106 @@ TEST_CASE("an unpartitioned variable and a scalar live in one shard named after 
   CHECK(absl::IsInvalidArgument(s.ScatterAdd({0}, Tensor(Shape{1}, 1.0f))));
   CHECK(absl::IsInvalidArgument(s.Assign(Tensor(Shape{1}, 1.0f))));
   CHECK_TENSOR(ValueOrDie(s.Read()), Tensor(Shape{}, 4.5f));
+}
+
+
+// Note [One request per PS node] (actors/shard_call.h): a networked worker's step sends its
+// reads, gathers and gradients through a ShardBatch; each call must do what it does sent alone.
+TEST_CASE("calls batched per PS node give what the same calls sent alone give") {
+  std::unique_ptr<Cluster> cluster = testing::StartCluster(/*num_ps=*/2, /*num_workers=*/1);
+  ParameterServerStrategy strategy(*cluster, ValueOrDie(FixedShardsPartitioner(3)));
+  VariableOptions options;
+  options.shape = Shape{32, 3};
+  options.initializer = kInit;
+  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
+  options.name = "batched";
+  const ShardedVariable batched = ValueOrDie(strategy.CreateVariable(options));
+  options.name = "alone";
+  const ShardedVariable alone = ValueOrDie(strategy.CreateVariable(options));
+  options.shape = Shape{3};
+  options.partitioner = Partitioner();
+  options.name = "bias";
+  const ShardedVariable bias = ValueOrDie(strategy.CreateVariable(options));
+  options.name = "bias_alone";
+  const ShardedVariable bias_alone = ValueOrDie(strategy.CreateVariable(options));
+  const std::vector<ps_node_actor> nodes = cluster->ps_nodes();
+  caf::actor_system& system = cluster->system();
+
+  // A step's fetch: gathers of sorted unique ids (every shard) and a dense read, one batch.
+  const std::vector<int64_t> ids = {0, 5, 11, 12, 21, 22, 31};
+  struct Fetched {
+    Tensor rows, bias;
+  };
+  absl::StatusOr<Fetched> fetched = internal::Await<Fetched>(
+      system, [&](caf::event_based_actor* self, Done<Fetched> done) {
+        auto out = std::make_shared<Fetched>();
+        auto pending = std::make_shared<int>(2);
+        auto arrived = [out, pending, done](Tensor Fetched::*field) {
+          return [out, pending, done, field](absl::StatusOr<Tensor> value) {
+            if (!value.ok()) return done(value.status());
+            (*out).*field = *std::move(value);
+            if (--*pending == 0) done(*out);
+          };
+        };
+        ShardBatch batch(nodes);
+        GatherAsync(self, batched.handle(), ids, ShardingStrategy::kDiv,
+                    arrived(&Fetched::rows), &batch);
+        ReadAsync(self, bias.handle(), arrived(&Fetched::bias), &batch);
+        batch.Flush(self);
+      });
+  REQUIRE(fetched.ok());
+  CHECK_TENSOR(fetched->rows, ValueOrDie(alone.Gather(ids)));
+  CHECK_TENSOR(fetched->bias, ValueOrDie(bias.Read()));
+
+  // The gradients, twice (adagrad's slots accumulate), batched on one variable, alone on the
+  // other: the two end equal.
+  IndexedSlices grad{Ids{31, 0, 12, 0}, Tensor(Shape{4, 3}, 0.25f)};
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+              ShardBatch batch(nodes);
+              ApplySparseGradientAsync(self, batched.handle(), grad, done, &batch);
+              batch.Flush(self);
+            }).ok());
+    REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+              ApplySparseGradientAsync(self, alone.handle(), grad, done);
+            }).ok());
+    REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+              ShardBatch batch(nodes);
+              ApplyDenseGradientAsync(self, bias.handle(), Tensor(Shape{3}, 1.0f), done, &batch);
+              batch.Flush(self);
+            }).ok());
+    REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+              ApplyDenseGradientAsync(self, bias_alone.handle(), Tensor(Shape{3}, 1.0f), done);
+            }).ok());
+  }
+  CHECK_TENSOR(ValueOrDie(batched.Read()), ValueOrDie(alone.Read()));
+  CHECK(!testing::SameTensor(ValueOrDie(batched.Read()),
+                             ValueOrDie(MakeInitializedBlock(kInit, Shape{32, 3}, 0, 32))));
+  CHECK_TENSOR(ValueOrDie(bias.Read()), ValueOrDie(bias_alone.Read()));
+  CHECK(!testing::SameTensor(ValueOrDie(bias.Read()), fetched->bias));
+}
+
+TEST_CASE("a batched call to a lost PS node is Unavailable naming the shard and its task") {
+  // In process even when TESSERA_TEST_PS names PS processes: it kills a PS node.
+  std::unique_ptr<Cluster> cluster = ValueOrDie(Cluster::StartInProcess({2, 1, 0}));
+  ParameterServerStrategy strategy(*cluster, ValueOrDie(FixedShardsPartitioner(2)));
+  VariableOptions options;
+  options.name = "v";
+  options.shape = Shape{10, 2};
+  options.initializer = kInit;
+  const ShardedVariable v = ValueOrDie(strategy.CreateVariable(options));
+  const std::vector<ps_node_actor> nodes = cluster->ps_nodes();
+  REQUIRE(cluster->KillPs(1).ok());
+  REQUIRE(testing::WaitUntil([&] { return !v.Gather({7}).ok(); }));
+  absl::StatusOr<Tensor> rows = internal::Await<Tensor>(
+      cluster->system(), [&](caf::event_based_actor* self, Done<Tensor> done) {
+        ShardBatch batch(nodes);
+        GatherAsync(self, v.handle(), {2, 7}, ShardingStrategy::kDiv, done, &batch);
+        batch.Flush(self);
+      });
+  CHECK(absl::IsUnavailable(rows.status()));
+  CHECK(absl::StrContains(rows.status().message(), "gather: shard v/part_1 on ps 1 is unavailable"));
 }
 
 }  // namespace

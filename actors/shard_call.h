@@ -100,9 +100,10 @@ inline ShardCall SparseGradientCall(IndexedSlices grad) {
   return call;
 }
 
-// Sends `call` to `shard` as the shard's own typed request (call.shard is not used).
-template <class Self>
-void SendShardCall(Self* self, const shard_actor& shard, ShardCall call, ShardCallDone reply) {
+// Sends `call` to `shard` as the shard's own typed request (call.shard is not used); `reply` is
+// any callable taking a ShardCallReply (a lambda here costs no allocation beyond CAF's own).
+template <class Self, class Reply>
+void SendShardCall(Self* self, const shard_actor& shard, ShardCall call, Reply reply) {
   auto on_error = [reply](caf::error& err) { reply(internal::ErrorReply(std::move(err))); };
   auto on_value = [reply](ShardValue& value) { reply(ShardCallReply{caf::none, std::move(value)}); };
   auto on_version = [reply](int64_t version) { reply(internal::VersionReply(version)); };

@@ -165,7 +165,7 @@ void FanOut(Self* self, const VariableHandle& v, absl::string_view op,
     const int64_t shard = shards[k];
     const int32_t task = v.ps_tasks.empty() ? -1 : v.ps_tasks[shard];
     // The error path renders its message from the shard's name, computed only on error.
-    ShardCallDone reply = [join, k, shard, task](ShardCallReply answer) {
+    auto reply = [join, k, shard, task](ShardCallReply answer) {
       if (join->finished) return;
       if (answer.error) {
         join->finished = true;

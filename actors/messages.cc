@@ -132,12 +132,15 @@ caf::error LoadIds(caf::deserializer& source, Ids& ids) {
   return source.end_sequence();
 }
 
+caf::error BadVariantIndex(absl::string_view what, int32_t index) {
+  return WireError(absl::StrCat("a ", what, " of unknown kind ", index));
+}
+
 }  // namespace wire
 
 void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<Shape>("tessera::Shape");
   cfg.add_message_type<Tensor>("tessera::Tensor");
-  cfg.add_message_type<RowIds>("tessera::RowIds");
   cfg.add_message_type<IndexedSlices>("tessera::IndexedSlices");
   cfg.add_message_type<ScatterOp>("tessera::ScatterOp");
   cfg.add_message_type<AssignKind>("tessera::AssignKind");
@@ -148,10 +151,13 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<ShardSnapshot>("tessera::ShardSnapshot");
   cfg.add_message_type<ShardInfo>("tessera::ShardInfo");
   cfg.add_message_type<ShardValue>("tessera::ShardValue");
+  cfg.add_message_type<ShardOp>("tessera::ShardOp");
+  cfg.add_message_type<ShardOpResult>("tessera::ShardOpResult");
+  cfg.add_message_type<std::vector<ShardOp>>("std::vector<tessera::ShardOp>");
+  cfg.add_message_type<ShardReply>("tessera::ShardReply");
+  cfg.add_message_type<std::vector<ShardReply>>("std::vector<tessera::ShardReply>");
   cfg.add_message_type<ShardCall>("tessera::ShardCall");
-  cfg.add_message_type<ShardCallReply>("tessera::ShardCallReply");
   cfg.add_message_type<std::vector<ShardCall>>("std::vector<tessera::ShardCall>");
-  cfg.add_message_type<std::vector<ShardCallReply>>("std::vector<tessera::ShardCallReply>");
   cfg.add_message_type<PsNodeStats>("tessera::PsNodeStats");
   cfg.add_message_type<ClosureValues>("tessera::ClosureValues");
   cfg.add_message_type<Closure>("tessera::Closure");

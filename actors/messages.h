@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,25 +33,13 @@
 #include "core/initializer.h"
 #include "core/optimizer.h"
 #include "core/scatter.h"
+#include "core/shard_op.h"
 #include "core/shard_state.h"
 #include "core/tensor.h"
 
 namespace tessera {
 
 // -- Atoms (at most 10 characters each) ------------------------------------------------------
-
-// Shard actor (actors/shard_actor.h).
-using info_atom = caf::atom_constant<caf::atom("info")>;
-using read_atom = caf::atom_constant<caf::atom("read")>;
-using gather_atom = caf::atom_constant<caf::atom("gather")>;
-using assign_atom = caf::atom_constant<caf::atom("assign")>;
-using scatter_atom = caf::atom_constant<caf::atom("scatter")>;
-using apply_grad_atom = caf::atom_constant<caf::atom("apply_grad")>;
-using set_opt_atom = caf::atom_constant<caf::atom("set_opt")>;
-using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
-using restore_atom = caf::atom_constant<caf::atom("restore")>;
-using save_atom = caf::atom_constant<caf::atom("save")>;
-using load_atom = caf::atom_constant<caf::atom("load")>;
 
 // PS node actor (actors/ps_node_actor.h).
 using create_shard_atom = caf::atom_constant<caf::atom("new_shard")>;
@@ -79,52 +69,24 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 
 // The protocol every networked node speaks. Bump it with any change to a message type, an actor
 // interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
-// 2: create_shard names the shard's owner; 3: shard calls batched per PS node.
-constexpr int32_t kProtocolVersion = 3;
+// 2: create_shard names the shard's owner; 3: shard calls batched per PS node; 4: every shard
+// operation is a ShardOp (core/shard_op.h), sent alone or in a batch.
+constexpr int32_t kProtocolVersion = 4;
 
 // -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
-// OptimizerSpec and InitializerSpec travel as they are) -----------------------------------------
+// OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
 
-// Rows read from a shard (the whole block, or gathered rows), with the shard's version when they
-// were read.
-struct ShardValue {
-  Tensor value;
-  int64_t version = 0;
-};
-
-// Block-local row ids for a gather. A struct (not a bare Ids) so the ids travel as one raw block.
-struct RowIds {
-  Ids ids;
-};
-
-// One shard operation as a value (Note [One request per PS node], actors/variable_ops.h): sent
-// alone as the shard's own typed request, or with the other calls of a step for the same PS node
-// in one (batch_atom, std::vector<ShardCall>) request to that node.
-enum class ShardCallKind : int32_t {
-  kRead = 0,         // -> ShardValue (the block)
-  kGather = 1,       // ids -> ShardValue (the rows)
-  kAssign = 2,       // assign_kind, tensor -> version
-  kScatter = 3,      // scatter_op, slices -> version
-  kApplyDense = 4,   // tensor (a dense gradient) -> version
-  kApplySparse = 5,  // slices (a sparse gradient) -> version
-};
-constexpr int32_t kNumShardCallKinds = 6;
-
-struct ShardCall {
-  uint64_t shard = 0;  // in a batch: the shard actor's id on the node it is sent to
-  ShardCallKind kind = ShardCallKind::kRead;
-  AssignKind assign_kind = AssignKind::kAssign;
-  ScatterOp scatter_op = ScatterOp::kAdd;
-  RowIds ids;
-  Tensor tensor;
-  IndexedSlices slices;
-};
-
-// A call's outcome: `error` (none when it succeeded), else the rows read (kRead, kGather) and the
-// shard's version after the call.
-struct ShardCallReply {
+// One op's outcome in a batch: `error` (none when it succeeded), else the op's result.
+struct ShardReply {
   caf::error error;
-  ShardValue value;
+  ShardOpResult result;
+};
+
+// An op addressed to one of a PS node's shards by the shard actor's id (a batch to the node,
+// actors/ps_node_actor.h).
+struct ShardCall {
+  uint64_t shard = 0;
+  ShardOp op;
 };
 
 // What a PS node holds.
@@ -133,14 +95,6 @@ struct PsNodeStats {
   int64_t num_shards = 0;         // == shards.size()
   int64_t bytes = 0;              // sum of the shards' bytes (blocks and optimizer slots)
   std::vector<ShardInfo> shards;  // sorted by name
-};
-
-// What a shard wrote when saving: enough for the manifest's entry.
-struct SavedSlice {
-  SliceFileRef ref;                        // file name (relative to the checkpoint) and rows
-  std::vector<std::string> slot_names;
-  int64_t step = 0;                        // the optimizer's step
-  std::optional<OptimizerSpec> optimizer;  // none: the shard has no optimizer
 };
 
 // What the coordinator actor knows of its workers.
@@ -215,13 +169,49 @@ typename Inspector::result_type inspect(Inspector& f, Tensor& x) {
   });
 }
 
+namespace wire {
+
+// An id list travels as one raw block (Note [Bulk tensor payloads]): wrap the member for the
+// duration of one inspect call.
+struct BulkIds {
+  Ids* ids;
+};
+
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, RowIds& x) {
-  return wire::Dispatch(
-      f, x, [](caf::serializer& s, RowIds& r) { return wire::SaveIds(s, r.ids); },
-      [](caf::deserializer& d, RowIds& r) { return wire::LoadIds(d, r.ids); },
-      [](Inspector& g, RowIds& r) { return g(caf::meta::type_name("tessera::RowIds"), r.ids); });
+typename Inspector::result_type inspect(Inspector& f, BulkIds& x) {
+  return Dispatch(
+      f, x, [](caf::serializer& s, BulkIds& b) { return SaveIds(s, *b.ids); },
+      [](caf::deserializer& d, BulkIds& b) { return LoadIds(d, *b.ids); },
+      [](Inspector& g, BulkIds& b) { return g(caf::meta::type_name("tessera::Ids"), *b.ids); });
 }
+
+// A std::variant travels as its alternative's index followed by the alternative. Loading an
+// index out of range is DataLoss (a forged or newer message), never undefined behaviour.
+template <class Variant, size_t... I>
+void EmplaceAlternative(Variant& x, size_t index, std::index_sequence<I...>) {
+  ((index == I ? (void)x.template emplace<I>() : (void)0), ...);
+}
+
+caf::error BadVariantIndex(absl::string_view what, int32_t index);
+
+template <class Inspector, class... Ts>
+typename Inspector::result_type InspectVariant(Inspector& f, std::variant<Ts...>& x,
+                                               absl::string_view what) {
+  if constexpr (Inspector::reads_state) {
+    int32_t index = static_cast<int32_t>(x.index());
+    return std::visit([&](auto& alternative) { return f(index, alternative); }, x);
+  } else {
+    int32_t index = 0;
+    if (auto err = f(index)) return err;
+    if (index < 0 || index >= static_cast<int32_t>(sizeof...(Ts))) {
+      return BadVariantIndex(what, index);
+    }
+    EmplaceAlternative(x, static_cast<size_t>(index), std::index_sequence_for<Ts...>{});
+    return std::visit([&](auto& alternative) { return f(alternative); }, x);
+  }
+}
+
+}  // namespace wire
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, IndexedSlices& x) {
@@ -305,29 +295,98 @@ typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
            x.block_shape, x.dtype, x.optimizer, x.version, x.bytes);
 }
 
+// -- Shard operations (core/shard_op.h) and their results ------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, InfoOp&) {
+  return f(caf::meta::type_name("tessera::InfoOp"));
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ReadOp&) {
+  return f(caf::meta::type_name("tessera::ReadOp"));
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GatherOp& x) {
+  wire::BulkIds ids{&x.ids};
+  return f(caf::meta::type_name("tessera::GatherOp"), ids);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, AssignOp& x) {
+  return f(caf::meta::type_name("tessera::AssignOp"), x.kind, x.value);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ScatterRowsOp& x) {
+  return f(caf::meta::type_name("tessera::ScatterRowsOp"), x.op, x.rows);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ApplyDenseGradientOp& x) {
+  return f(caf::meta::type_name("tessera::ApplyDenseGradientOp"), x.grad);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ApplySparseGradientOp& x) {
+  return f(caf::meta::type_name("tessera::ApplySparseGradientOp"), x.grad);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SetOptimizerOp& x) {
+  return f(caf::meta::type_name("tessera::SetOptimizerOp"), x.spec);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SnapshotOp&) {
+  return f(caf::meta::type_name("tessera::SnapshotOp"));
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RestoreOp& x) {
+  return f(caf::meta::type_name("tessera::RestoreOp"), x.snapshot);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SaveOp& x) {
+  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LoadOp& x) {
+  return f(caf::meta::type_name("tessera::LoadOp"), x.dir, x.variable);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardVersion& x) {
+  return f(caf::meta::type_name("tessera::ShardVersion"), x.version);
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardValue& x) {
   return f(caf::meta::type_name("tessera::ShardValue"), x.value, x.version);
 }
 
+// ShardOp and ShardOpResult (std::variants of Tessera types, so found here by ADL).
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ShardCall& x) {
-  int32_t kind = static_cast<int32_t>(x.kind);
-  auto check = caf::meta::load_callback([&]() -> caf::error {
-    if (kind < 0 || kind >= kNumShardCallKinds) {
-      return StatusToError(
-          absl::DataLossError(absl::StrCat("malformed message: a shard call of kind ", kind)));
-    }
-    x.kind = static_cast<ShardCallKind>(kind);
-    return caf::none;
-  });
-  return f(caf::meta::type_name("tessera::ShardCall"), x.shard, kind, x.assign_kind,
-           x.scatter_op, x.ids, x.tensor, x.slices, check);
+typename Inspector::result_type inspect(Inspector& f, ShardOp& x) {
+  return wire::InspectVariant(f, x, "shard op");
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ShardCallReply& x) {
-  return f(caf::meta::type_name("tessera::ShardCallReply"), x.error, x.value);
+typename Inspector::result_type inspect(Inspector& f, ShardOpResult& x) {
+  return wire::InspectVariant(f, x, "shard op result");
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardCall& x) {
+  return f(caf::meta::type_name("tessera::ShardCall"), x.shard, x.op);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ShardReply& x) {
+  return f(caf::meta::type_name("tessera::ShardReply"), x.error, x.result);
 }
 
 template <class Inspector>

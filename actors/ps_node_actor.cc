@@ -12,87 +12,107 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
-#include "actors/shard_call.h"
+#include "actors/shard_client.h"
+#include "core/fan_in.h"
 
 namespace tessera {
 namespace {
 
 using NodePointer = ps_node_actor::stateful_pointer<PsNodeState>;
 
-// Collects the shards' ShardInfo replies for one stats request (0.17 has no fan_out_request:
-// join the replies with a counter, DESIGN.md §4).
-struct StatsJoin {
-  caf::typed_response_promise<PsNodeStats> promise;
-  PsNodeStats stats;
-  size_t pending = 0;
-  bool done = false;
-};
-
 caf::result<PsNodeStats> CollectStats(NodePointer self) {
-  PsNodeStats empty;
-  empty.task = self->state.task;
-  if (self->state.shards->empty()) return empty;
-  auto join = std::make_shared<StatsJoin>();
-  join->promise = self->make_response_promise<PsNodeStats>();
-  join->stats = std::move(empty);
-  join->pending = self->state.shards->size();
-  for (const auto& [name, shard] : *self->state.shards) {
-    self->request(shard, caf::infinite, info_atom::value)
-        .then(
-            [join](ShardInfo& info) {
-              if (join->done) return;
-              join->stats.bytes += info.bytes;
-              join->stats.shards.push_back(std::move(info));
-              if (--join->pending > 0) return;
-              join->done = true;
-              std::sort(join->stats.shards.begin(), join->stats.shards.end(),
-                        [](const ShardInfo& a, const ShardInfo& b) { return a.name < b.name; });
-              join->stats.num_shards = static_cast<int64_t>(join->stats.shards.size());
-              join->promise.deliver(std::move(join->stats));
-            },
-            [join, name = name](caf::error& err) {
-              if (join->done) return;
-              join->done = true;
-              join->promise.deliver(StatusToError(absl::UnavailableError(absl::StrCat(
-                  "stats: shard ", name, " did not answer: ", ErrorToStatus(err).message()))));
-            });
+  if (self->state.shards->empty()) {
+    PsNodeStats empty;
+    empty.task = self->state.task;
+    return empty;
   }
-  return join->promise;
+  auto promise = self->make_response_promise<PsNodeStats>();
+  std::vector<std::string> names;
+  for (const auto& [name, shard] : *self->state.shards) names.push_back(name);
+  auto join = FanIn<ShardInfo>::Start(
+      names.size(), [promise, task = self->state.task](
+                        absl::StatusOr<std::vector<ShardInfo>> infos) mutable {
+        if (!infos.ok()) {
+          promise.deliver(StatusToError(infos.status()));
+          return;
+        }
+        PsNodeStats stats;
+        stats.task = task;
+        stats.shards = *std::move(infos);  // in name order: the map's
+        stats.num_shards = static_cast<int64_t>(stats.shards.size());
+        for (const ShardInfo& info : stats.shards) stats.bytes += info.bytes;
+        promise.deliver(std::move(stats));
+      });
+  size_t k = 0;
+  for (const auto& [name, shard] : *self->state.shards) {
+    ShardClient::Send(self, shard, InfoOp{},
+                      [slot = join->Slot(k++), name = name](absl::StatusOr<ShardOpResult> r) {
+                        if (!r.ok()) {
+                          return slot(absl::UnavailableError(absl::StrCat(
+                              "stats: shard ", name, " did not answer: ", r.status().message())));
+                        }
+                        slot(ResultOf<InfoOp>(*std::move(r)));
+                      });
+  }
+  return promise;
 }
 
-// Collects the replies of one batch's shard calls (Note [One request per PS node]).
-struct BatchJoin {
-  caf::typed_response_promise<std::vector<ShardCallReply>> promise;
-  std::vector<ShardCallReply> replies;
-  size_t pending = 0;
-};
-
-caf::result<std::vector<ShardCallReply>> ServeBatch(NodePointer self,
-                                                    std::vector<ShardCall>& calls) {
-  std::vector<ShardCallReply> replies(calls.size());
-  std::vector<std::pair<size_t, shard_actor>> sent;  // (call index, its shard)
+// Serves one batch (Note [One request per PS node], actors/shard_client.h): each shard gets its
+// calls as one batch, in order; the replies go back in call order.
+caf::result<std::vector<ShardReply>> ServeBatch(NodePointer self, std::vector<ShardCall>& calls) {
+  struct PerShard {
+    shard_actor shard;
+    std::vector<size_t> call_indices;
+    std::vector<ShardOp> ops;
+  };
+  auto replies = std::make_shared<std::vector<ShardReply>>(calls.size());
+  std::map<uint64_t, PerShard> by_shard;
   for (size_t k = 0; k < calls.size(); ++k) {
     auto it = self->state.by_id.find(calls[k].shard);
     if (it == self->state.by_id.end()) {
-      replies[k].error = StatusToError(absl::UnavailableError(absl::StrCat(
+      (*replies)[k].error = StatusToError(absl::UnavailableError(absl::StrCat(
           "ps node ", self->state.task, " holds no shard with actor id ", calls[k].shard,
           " (dropped, or lost with an earlier process at this address)")));
-    } else {
-      sent.emplace_back(k, it->second);
+      continue;
     }
+    PerShard& group = by_shard[calls[k].shard];
+    group.shard = it->second;
+    group.call_indices.push_back(k);
+    group.ops.push_back(std::move(calls[k].op));
   }
-  if (sent.empty()) return replies;
-  auto join = std::make_shared<BatchJoin>();
-  join->promise = self->make_response_promise<std::vector<ShardCallReply>>();
-  join->replies = std::move(replies);
-  join->pending = sent.size();
-  for (auto& [k, shard] : sent) {
-    SendShardCall(self, shard, std::move(calls[k]), [join, k = k](ShardCallReply reply) {
-      join->replies[k] = std::move(reply);
-      if (--join->pending == 0) join->promise.deliver(std::move(join->replies));
-    });
+  if (by_shard.empty()) return std::move(*replies);
+  auto promise = self->make_response_promise<std::vector<ShardReply>>();
+  auto join = FanIn<std::vector<ShardReply>>::Start(
+      by_shard.size(),
+      [promise, replies](absl::StatusOr<std::vector<std::vector<ShardReply>>> done) mutable {
+        if (!done.ok()) {
+          promise.deliver(StatusToError(done.status()));
+          return;
+        }
+        promise.deliver(std::move(*replies));
+      });
+  size_t slot = 0;
+  for (auto& [id, group] : by_shard) {
+    const size_t expected = group.ops.size();
+    ShardClient::SendBatch(
+        self, group.shard, std::move(group.ops),
+        [arrived = join->Slot(slot++), replies, indices = std::move(group.call_indices),
+         expected](absl::StatusOr<std::vector<ShardReply>> answers) {
+          // A shard's failure (it died mid-batch) is each of its calls' error, not the batch's.
+          for (size_t j = 0; j < expected; ++j) {
+            ShardReply& reply = (*replies)[indices[j]];
+            if (!answers.ok()) {
+              reply.error = StatusToError(answers.status());
+            } else if (answers->size() != expected) {
+              reply.error = StatusToError(absl::InternalError("a shard answered a partial batch"));
+            } else {
+              reply = std::move((*answers)[j]);
+            }
+          }
+          arrived(std::vector<ShardReply>{});
+        });
   }
-  return join->promise;
+  return promise;
 }
 
 // Note [Shard lifetimes] (ps_node_actor.h): when the node exits, each live shard gets an exit
@@ -169,7 +189,8 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         auto shard = ShardState::Create(spec);
         if (!shard.ok()) return StatusToError(shard.status());
         shard_actor actor =
-            self->spawn(ShardActor, std::make_shared<ShardState>(std::move(shard).value()));
+            self->spawn(ShardActor, std::make_shared<ShardState>(std::move(shard).value()),
+                        std::shared_ptr<const SliceStore>());
         self->monitor(actor);
         self->state.shards->emplace(name, actor);
         self->state.by_id.emplace(actor.id(), actor);

@@ -13,8 +13,8 @@
 //   (adopt_atom, int32_t task)              void                      FailedPrecondition (not a
 //                                                                     standby), InvalidArgument
 //   (ping_atom)                             pong_atom                 -
-//   (batch_atom, std::vector<ShardCall>)    std::vector<ShardCall-    - (each reply carries its
-//                                            Reply>, in call order     call's error, Unavailable
+//   (batch_atom, std::vector<ShardCall>)    std::vector<ShardReply>,  - (each reply carries its
+//                                            in call order             call's error, Unavailable
 //                                                                      for an unknown shard id)
 //
 // create_shard builds the ShardState on the node (so the shard initializes its own rows there,
@@ -43,9 +43,9 @@
 // coordinator that lost its connection to a PS treats that PS as lost and restores its shards
 // from the latest checkpoint, under the same names (PS recovery in cluster_coordinator.h).
 //
-// A batch (Note [One request per PS node], actors/shard_call.h) names each call's shard by its
-// actor id; the node sends each call to that shard as the shard's own request and answers once
-// every shard has.
+// A batch (Note [One request per PS node], actors/shard_client.h) names each call's shard by its
+// actor id; the node sends each shard its calls as one batch, in the order given, and answers
+// once every shard has.
 //
 // A standby node (task kStandbyTask, `tessera ps --standby`) holds nothing until a coordinator
 // adopts it as PS task `task` in place of a lost one; from then on it is that task's node.
@@ -85,7 +85,7 @@ using ps_node_actor =
                      caf::replies_to<adopt_atom, int32_t>::with<void>,                  //
                      caf::replies_to<ping_atom>::with<pong_atom>,                       //
                      caf::replies_to<batch_atom, std::vector<ShardCall>>::with<
-                         std::vector<ShardCallReply>>>;
+                         std::vector<ShardReply>>>;
 
 // The task of a standby PS node that no coordinator has adopted yet.
 constexpr int32_t kStandbyTask = -1;

@@ -46,9 +46,9 @@ void ReplicaContext::EndCachingScope() {
 }
 
 void ReplicaContext::ReadCached(const VariableHandle& v, Done<Tensor> done) {
-  if (!caching_) return ReadAsync(self_, v, std::move(done));
+  if (!caching_) return ReadAsync(shards_, v, std::move(done));
   if (auto it = cache_.find(v.name); it != cache_.end()) return done(it->second);
-  ReadAsync(self_, v, [this, name = v.name, done = std::move(done)](absl::StatusOr<Tensor> value) {
+  ReadAsync(shards_, v, [this, name = v.name, done = std::move(done)](absl::StatusOr<Tensor> value) {
     if (value.ok() && caching_) cache_[name] = *value;
     done(std::move(value));
   });

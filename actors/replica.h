@@ -3,7 +3,7 @@
 // User code is registered by name in a FunctionRegistry, so a closure travels as a name plus
 // ClosureValues and the same driver binary serves as coordinator and worker (DESIGN.md §2):
 //   - a replica function runs on a worker for one closure. It must not block: it issues
-//     non-blocking variable operations (actors/variable_ops.h) from ctx.self() and calls `done`
+//     non-blocking variable operations (actors/variable_ops.h) through ctx.shards() and calls `done`
 //     exactly once, possibly later from a reply handler.
 //   - a resource function builds a per-worker resource (e.g. the worker's dataset iterator) on
 //     the worker that first asks for it. A worker that dies loses its resources; its replacement
@@ -16,7 +16,7 @@
 //   });
 //   registry.AddReplicaFunction("count", [v](ReplicaContext& ctx, const ClosureValues& args,
 //                                            Done<ClosureValues> done) {
-//     AssignAsync(ctx.self(), v, AssignKind::kAdd, Tensor(Shape{}, 1.0f),
+//     AssignAsync(ctx.shards(), v, AssignKind::kAdd, Tensor(Shape{}, 1.0f),
 //                 [done](absl::Status s) { done(s.ok() ? ClosureValues{} : s); });
 //   });
 //
@@ -40,6 +40,7 @@
 #include "actors/variable_ops.h"
 #include "actors/worker_actor.h"
 #include "core/closure.h"
+#include "core/status.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -98,11 +99,15 @@ class ReplicaContext {
                  std::shared_ptr<const FunctionRegistry> registry,
                  std::shared_ptr<WorkerResources> resources)
       : self_(self),
+        shards_(self),
         info_(info),
         registry_(std::move(registry)),
         resources_(std::move(resources)) {}
 
   worker_actor::pointer self() const { return self_; }
+  // The client that sends this closure's shard operations (actors/variable_ops.h), straight to
+  // the shards.
+  ShardClient& shards() { return shards_; }
   const WorkerInfo& worker() const { return info_; }
 
   // This worker's instance of resource `name`, built on first use. NotFound for an unregistered
@@ -137,6 +142,7 @@ class ReplicaContext {
 
  private:
   worker_actor::pointer self_;
+  ShardClient shards_;
   WorkerInfo info_;
   std::shared_ptr<const FunctionRegistry> registry_;
   std::shared_ptr<WorkerResources> resources_;

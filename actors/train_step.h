@@ -4,7 +4,7 @@
 // sparse gradient per touched shard and one dense gradient per dense variable; then report the
 // loss. A step costs O(number of shards) calls, never O(number of rows); on a networked worker
 // they travel as one request per PS node for the values and one for the gradients (Note [One
-// request per PS node], actors/shard_call.h).
+// request per PS node], actors/shard_client.h).
 //
 // Thread-safety: runs on the calling actor; the ModelVariables are shared, immutable values.
 #pragma once
@@ -16,6 +16,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include <caf/scheduled_actor.hpp>
+
+#include "actors/ps_node_actor.h"
 #include "actors/variable_ops.h"
 #include "core/batch.h"
 #include "core/model.h"
@@ -59,107 +62,12 @@ struct StepScratch {
 std::unique_ptr<StepScratch> AcquireStepScratch();
 void ReleaseStepScratch(std::unique_ptr<StepScratch> scratch);
 
-// The parameter values of one step, gathered from the shards.
-struct StepFetch {
-  Batch batch;
-  std::unique_ptr<StepScratch> scratch;    // holds the batch's lookup plan
-  std::map<std::string, Ids> needed;       // per embedding table: sorted unique ids
-  std::map<std::string, Tensor> values;    // per parameter: whole value or gathered rows
-  size_t pending = 0;
-  bool finished = false;
-};
-
-
 }  // namespace internal
 
-// Runs one step on `batch`; `done` gets the batch's mean loss once every gradient has been
-// applied by its shard (so a finished closure's updates are visible to later reads), or the first
-// error (a bad batch, an unavailable shard).
-template <class Self>
-void TrainStepAsync(Self* self, std::shared_ptr<const ModelVariables> vars, Batch batch,
-                    Done<StepOutcome> done) {
-  const Model& model = *vars->model;
-  auto fetch = std::make_shared<internal::StepFetch>();
-  fetch->batch = std::move(batch);
-  fetch->scratch = internal::AcquireStepScratch();
-  // Plans the lookups into the workspace, so ForwardBackward does not sort the ids again.
-  absl::StatusOr<std::map<std::string, Ids>> needed =
-      model.RowsNeeded(fetch->batch, fetch->scratch->workspace);
-  if (!needed.ok()) return done(needed.status());
-  fetch->needed = *std::move(needed);
-  auto finish = std::make_shared<Done<StepOutcome>>(std::move(done));
-
-  // Phase 2: forward/backward, then the gradients; runs when every value has arrived.
-  auto compute = [self, vars, fetch, finish]() {
-    const Model& m = *vars->model;
-    StepParams params;
-    for (const auto& [name, value] : fetch->values) {
-      auto ids = fetch->needed.find(name);
-      if (ids != fetch->needed.end()) {
-        params.gathered[name] = EmbeddingRows{ids->second, value.view()};
-      } else {
-        params.full[name] = value.view();
-      }
-    }
-    StepResult& result = fetch->scratch->result;
-    if (absl::Status s = m.ForwardBackward(fetch->batch, params, fetch->scratch->workspace, result);
-        !s.ok()) {
-      return (*finish)(s);
-    }
-    struct Acks {
-      size_t pending = 0;
-      bool finished = false;
-    };
-    auto acks = std::make_shared<Acks>();
-    acks->pending = result.dense_gradients.size() + result.sparse_gradients.size();
-    const StepOutcome outcome{result.loss, fetch->batch.size};
-    if (acks->pending == 0) return (*finish)(outcome);
-    // The gradients go into the requests before each call returns; only the acks are awaited.
-    auto ack = [acks, finish, outcome](absl::Status s) {
-      if (acks->finished) return;
-      if (!s.ok()) {
-        acks->finished = true;
-        return (*finish)(s);
-      }
-      if (--acks->pending > 0) return;
-      acks->finished = true;
-      (*finish)(outcome);
-    };
-    ShardBatch gradients(vars->ps_nodes);
-    for (auto& [name, grad] : result.dense_gradients) {
-      ApplyDenseGradientAsync(self, vars->by_param.at(name), std::move(grad), ack, &gradients);
-    }
-    for (const auto& [name, grad] : result.sparse_gradients) {
-      ApplySparseGradientAsync(self, vars->by_param.at(name), grad, ack, &gradients);
-    }
-    gradients.Flush(self);
-    // The requests own copies of the gradients now: the buffers can serve the next step.
-    internal::ReleaseStepScratch(std::move(fetch->scratch));
-  };
-
-  // Phase 1: every parameter's value, all requests in flight at once.
-  fetch->pending = vars->by_param.size();
-  ShardBatch values(vars->ps_nodes);
-  for (const auto& [name, handle] : vars->by_param) {
-    auto arrived = [fetch, finish, compute, name = name](absl::StatusOr<Tensor> value) {
-      if (fetch->finished) return;
-      if (!value.ok()) {
-        fetch->finished = true;
-        return (*finish)(value.status());
-      }
-      fetch->values[name] = *std::move(value);
-      if (--fetch->pending > 0) return;
-      fetch->finished = true;
-      compute();
-    };
-    auto ids = fetch->needed.find(name);
-    if (ids != fetch->needed.end()) {
-      GatherAsync(self, handle, ids->second, ShardingStrategy::kDiv, arrived, &values);
-    } else {
-      ReadAsync(self, handle, arrived, &values);
-    }
-  }
-  values.Flush(self);
-}
+// Runs one step on `batch` from actor `self`; `done` gets the batch's mean loss once every
+// gradient has been applied by its shard (so a finished closure's updates are visible to later
+// reads), or the first error (a bad batch, an unavailable shard).
+void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
+                    Batch batch, Done<StepOutcome> done);
 
 }  // namespace tessera

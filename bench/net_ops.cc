@@ -457,40 +457,46 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
     for (float& x : values.values()) x = value(rng);
     ASSIGN_OR_RETURN(shard_actor dense,
                      CreateShard(system, node, absl::StrCat("dense_", bytes), rows));
-    caf::message gather_msg = caf::make_message(gather_atom::value, RowIds{ids});
+    caf::message gather_msg = caf::make_message(ShardOp(GatherOp{ids}));
     caf::message scatter_msg =
-        caf::make_message(scatter_atom::value, ScatterOp::kAdd, IndexedSlices{ids, values});
-    caf::message read_msg = caf::make_message(read_atom::value);
+        caf::make_message(ShardOp(ScatterRowsOp{ScatterOp::kAdd, IndexedSlices{ids, values}}));
+    caf::message read_msg = caf::make_message(ShardOp(ReadOp{}));
     const caf::actor table_actor = caf::actor_cast<caf::actor>(table);
     const caf::actor dense_actor = caf::actor_cast<caf::actor>(dense);
-    auto check_value = [bytes](const ShardValue& v) -> absl::Status {
-      if (v.value.size() * static_cast<int64_t>(sizeof(float)) != bytes) {
-        return absl::InternalError(absl::StrCat("a reply of ", v.value.size() * 4,
+    auto check_value = [bytes](const ShardOpResult& result) -> absl::Status {
+      const auto* v = std::get_if<ShardValue>(&result);
+      if (v == nullptr) return absl::InternalError("a reply that is not a shard value");
+      if (v->value.size() * static_cast<int64_t>(sizeof(float)) != bytes) {
+        return absl::InternalError(absl::StrCat("a reply of ", v->value.size() * 4,
                                                 " bytes, expected ", bytes));
       }
       return absl::OkStatus();
     };
-    auto check_version = [](const int64_t&) { return absl::OkStatus(); };
+    auto check_version = [](const ShardOpResult& result) {
+      return std::holds_alternative<ShardVersion>(result)
+                 ? absl::OkStatus()
+                 : absl::InternalError("a reply that is not a version");
+    };
     Size s;
     s.bytes = bytes;
     s.ops = std::clamp(absl::GetFlag(FLAGS_bytes_per_measurement) / bytes,
                        absl::GetFlag(FLAGS_min_ops), absl::GetFlag(FLAGS_max_ops));
     s.paths.push_back({"gather", [=, &system](int64_t ops, int64_t n) {
-                         return RunActor<ShardValue>(system, table_actor, gather_msg, ops, n,
+                         return RunActor<ShardOpResult>(system, table_actor, gather_msg, ops, n,
                                                      check_value);
                        }});
     s.paths.push_back({"tcp_pull", [=, &tcp](int64_t ops, int64_t n) {
                          return tcp.Run(0, static_cast<size_t>(bytes), ops, n);
                        }});
     s.paths.push_back({"scatter_add", [=, &system](int64_t ops, int64_t n) {
-                         return RunActor<int64_t>(system, table_actor, scatter_msg, ops, n,
+                         return RunActor<ShardOpResult>(system, table_actor, scatter_msg, ops, n,
                                                   check_version);
                        }});
     s.paths.push_back({"tcp_push", [=, &tcp](int64_t ops, int64_t n) {
                          return tcp.Run(static_cast<size_t>(bytes), 8, ops, n);
                        }});
     s.paths.push_back({"dense_read", [=, &system](int64_t ops, int64_t n) {
-                         return RunActor<ShardValue>(system, dense_actor, read_msg, ops, n,
+                         return RunActor<ShardOpResult>(system, dense_actor, read_msg, ops, n,
                                                      check_value);
                        }});
     plan.push_back(std::move(s));

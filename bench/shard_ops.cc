@@ -486,7 +486,8 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
           bytes_per_op, [&, n](int64_t count) {
             return RunPipelined(
                 system, count, n, [&](caf::event_based_actor* self, int64_t k, DoneStatus done) {
-                  GatherAsync(self, handle, w.ids[batch_of(k)], ShardingStrategy::kDiv,
+                  ShardClient client(self);
+                  GatherAsync(client, handle, w.ids[batch_of(k)], ShardingStrategy::kDiv,
                               [done](absl::StatusOr<Tensor> out) {
                                 if (out.ok()) g_sink = g_sink + out->data()[0];
                                 done(out.status());
@@ -528,7 +529,8 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
                                return RunPipelined(
                                    system, count, n,
                                    [&](caf::event_based_actor* self, int64_t k, DoneStatus done) {
-                                     ScatterAsync(self, handle, ScatterOp::kAdd, w.ids[batch_of(k)],
+                                     ShardClient client(self);
+                                     ScatterAsync(client, handle, ScatterOp::kAdd, w.ids[batch_of(k)],
                                                   w.rows[update_of(k)], std::move(done));
                                    });
                              }));
@@ -601,7 +603,8 @@ absl::Status RunDenseRead(Context& ctx, Json& summary) {
                              return RunPipelined(
                                  system, count, n,
                                  [&](caf::event_based_actor* self, int64_t, DoneStatus done) {
-                                   ReadAsync(self, handle, [done](absl::StatusOr<Tensor> out) {
+                                   ShardClient client(self);
+                                   ReadAsync(client, handle, [done](absl::StatusOr<Tensor> out) {
                                      if (out.ok()) g_sink = g_sink + out->data()[out->size() - 1];
                                      done(out.status());
                                    });

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
+#include "actors/shard_client.h"
+#include "core/fan_in.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
 #include "core/status.h"
@@ -42,61 +44,54 @@ std::vector<const ShardedVariable*> CheckpointedVariables(const ParameterServerS
   return out;
 }
 
-// Sends one request per shard of every variable (with `only`: per shard it accepts) from one
-// actor and joins the replies; a shard not asked leaves its reply default-constructed.
+// Sends `make_op(i, handle, s)` (an Op) to every shard s of every variable i (with `only`: to
+// each shard it accepts) from one actor and joins the results; a shard not asked leaves its
+// result default-constructed.
 using ShardFilter = std::function<bool(const VariableHandle&, size_t shard)>;
-template <class Reply, class Request>
-absl::StatusOr<std::vector<std::vector<Reply>>> AskEveryShard(
+template <class Op, class MakeOp>
+absl::StatusOr<std::vector<std::vector<typename Op::Result>>> AskEveryShard(
     caf::actor_system& system, const std::vector<const ShardedVariable*>& variables,
-    Request request, ShardFilter only = nullptr) {
-  struct Join {
-    std::vector<std::vector<Reply>> replies;
-    size_t pending = 0;
-    bool finished = false;
+    MakeOp make_op, ShardFilter only = nullptr) {
+  using Result = typename Op::Result;
+  struct Asked {
+    size_t variable;
+    size_t shard;
   };
-  using Result = std::vector<std::vector<Reply>>;
-  return internal::Await<Result>(system, [&variables, request, only](
-                                             caf::event_based_actor* self, auto done) {
-    auto join = std::make_shared<Join>();
-    for (const ShardedVariable* v : variables) {
-      join->replies.emplace_back(v->handle().shards.size());
-      for (size_t s = 0; s < v->handle().shards.size(); ++s) {
-        if (!only || only(v->handle(), s)) ++join->pending;
-      }
+  std::vector<Asked> asked;
+  for (size_t i = 0; i < variables.size(); ++i) {
+    for (size_t s = 0; s < variables[i]->handle().shards.size(); ++s) {
+      if (!only || only(variables[i]->handle(), s)) asked.push_back({i, s});
     }
-    if (join->pending == 0) return done(std::move(join->replies));
+  }
+  using Results = std::vector<std::vector<Result>>;
+  return internal::Await<Results>(system, [&variables, &asked, make_op](
+                                              caf::event_based_actor* self, auto done) {
+    auto join = FanIn<Result>::Start(
+        asked.size(), [self, done, asked, &variables](absl::StatusOr<std::vector<Result>> all) {
+          self->quit();
+          if (!all.ok()) return done(all.status());
+          Results by_variable;
+          for (const ShardedVariable* v : variables) {
+            by_variable.emplace_back(v->handle().shards.size());
+          }
+          for (size_t k = 0; k < asked.size(); ++k) {
+            by_variable[asked[k].variable][asked[k].shard] = std::move((*all)[k]);
+          }
+          done(std::move(by_variable));
+        });
+    if (join->finished()) return;
     // A shard on a PS process that dies never answers (a request already on the wire is not
     // bounced), so every shard asked is watched: its death fails the whole operation at once.
-    self->set_down_handler([self, join, done](caf::down_msg& down) {
-      if (!join->finished) {
-        join->finished = true;
-        done(absl::UnavailableError(absl::StrCat("a shard became unavailable (",
-                                                 to_string(down.reason), ")")));
-      }
-      self->quit();
+    self->set_down_handler([join](caf::down_msg& down) {
+      join->Arrive(0, absl::UnavailableError(
+                          absl::StrCat("a shard became unavailable (", to_string(down.reason), ")")));
     });
-    for (size_t i = 0; i < variables.size(); ++i) {
-      const VariableHandle& h = variables[i]->handle();
-      for (size_t s = 0; s < h.shards.size(); ++s) {
-        if (only && !only(h, s)) continue;
-        self->monitor(h.shards[s]);
-        request(self, i, h, s)
-            .then(
-                [self, join, done, i, s](Reply& reply) {
-                  if (join->finished) return;
-                  join->replies[i][s] = std::move(reply);
-                  if (--join->pending > 0) return;
-                  join->finished = true;
-                  done(std::move(join->replies));
-                  self->quit();
-                },
-                [self, join, done, name = h.ShardNameOf(s)](caf::error& err) {
-                  if (join->finished) return;
-                  join->finished = true;
-                  done(Annotate(ErrorToStatus(err), name));
-                  self->quit();
-                });
-      }
+    ShardClient client(self);
+    for (size_t k = 0; k < asked.size(); ++k) {
+      const VariableHandle& h = variables[asked[k].variable]->handle();
+      self->monitor(h.shards[asked[k].shard]);
+      client.Call<Op>(h, static_cast<int64_t>(asked[k].shard),
+                      make_op(asked[k].variable, h, asked[k].shard), join->Slot(k));
     }
   });
 }
@@ -128,13 +123,11 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
     }
     blocks.push_back(std::move(per_shard));
   }
-  RETURN_IF_ERROR(AskEveryShard<int64_t>(system, variables,
-                                          [&blocks](caf::event_based_actor* self, size_t i,
-                                                    const VariableHandle& h, size_t s) {
-                                            return self->request(h.shards[s], caf::infinite,
-                                                                 restore_atom::value,
-                                                                 blocks[i][s]);
-                                          }).status());
+  RETURN_IF_ERROR(AskEveryShard<RestoreOp>(system, variables,
+                                            [&blocks](size_t i, const VariableHandle&, size_t s) {
+                                              return RestoreOp{std::move(blocks[i][s])};
+                                            })
+                      .status());
   return model.step;
 }
 
@@ -146,16 +139,12 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   fs::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
   const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
-  auto& system = const_cast<ParameterServerStrategy&>(strategy).cluster().system();
-  ASSIGN_OR_RETURN(
-      auto saved,
-      AskEveryShard<SavedSlice>(system, variables,
-                                [dir](caf::event_based_actor* self, size_t i,
-                                      const VariableHandle& h, size_t s) {
-                                  return self->request(
-                                      h.shards[s], caf::infinite, save_atom::value, dir,
-                                      SliceFileName(i, h.name, s, h.num_shards()));
-                                }));
+  ASSIGN_OR_RETURN(auto saved,
+                   AskEveryShard<SaveOp>(strategy.system(), variables,
+                                         [dir](size_t i, const VariableHandle& h, size_t s) {
+                                           return SaveOp{dir, SliceFileName(i, h.name, s,
+                                                                            h.num_shards())};
+                                         }));
   CheckpointManifest manifest;
   manifest.global_step = global_step;
   for (size_t i = 0; i < variables.size(); ++i) {
@@ -205,12 +194,10 @@ absl::Status LoadShards(const std::vector<const ShardedVariable*>& variables,
                         const std::string& dir, ShardFilter only) {
   ASSIGN_OR_RETURN(std::vector<CheckpointVariable> entries,
                    MatchManifest(variables, manifest, dir));
-  return AskEveryShard<int64_t>(
+  return AskEveryShard<LoadOp>(
              system, variables,
-             [dir, &entries](caf::event_based_actor* self, size_t i, const VariableHandle& h,
-                             size_t s) {
-               return self->request(h.shards[s], caf::infinite, load_atom::value, dir,
-                                    entries[i]);
+             [dir, &entries](size_t i, const VariableHandle&, size_t) {
+               return LoadOp{dir, entries[i]};
              },
              std::move(only))
       .status();
@@ -221,7 +208,7 @@ absl::Status LoadShards(const std::vector<const ShardedVariable*>& variables,
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
                                           const std::string& dir) {
   const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
-  auto& system = const_cast<ParameterServerStrategy&>(strategy).cluster().system();
+  caf::actor_system& system = strategy.system();
   absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
   if (absl::IsNotFound(manifest.status())) {
     absl::StatusOr<ExportedModel> model = ReadExportedModel(dir);
@@ -240,7 +227,7 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
 absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
                                         const std::string& dir, int32_t ps_task) {
   const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
-  auto& system = const_cast<ParameterServerStrategy&>(strategy).cluster().system();
+  caf::actor_system& system = strategy.system();
   ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadManifest(dir));
   RETURN_IF_ERROR(LoadShards(variables, system, manifest, dir,
                              [ps_task](const VariableHandle& h, size_t s) {

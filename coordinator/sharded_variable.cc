@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/internal/await.h"
+#include "core/status.h"
 
 namespace tessera {
 
@@ -54,11 +55,13 @@ absl::Status ShardedVariable::RequireOnWrite(absl::string_view op) const {
 absl::StatusOr<Tensor> ShardedVariable::Read() const {
   if (per_worker_.has_value()) {
     return Await<Tensor>(*system_, [v = *per_worker_](caf::event_based_actor* self, auto done) {
-      ReadReducedAsync(self, v, std::move(done));
+      ShardClient client(self);
+      ReadReducedAsync(client, v, std::move(done));
     });
   }
   return Await<Tensor>(*system_, [v = handle_](caf::event_based_actor* self, auto done) {
-    ReadAsync(self, v, std::move(done));
+    ShardClient client(self);
+    ReadAsync(client, v, std::move(done));
   });
 }
 
@@ -67,7 +70,8 @@ absl::StatusOr<Tensor> ShardedVariable::Gather(absl::Span<const int64_t> ids,
   if (absl::Status s = RequireOnWrite("gather"); !s.ok()) return s;
   return Await<Tensor>(*system_, [v = handle_, ids = Ids(ids.begin(), ids.end()), strategy](
                                      caf::event_based_actor* self, auto done) {
-    GatherAsync(self, v, ids, strategy, std::move(done));
+    ShardClient client(self);
+    GatherAsync(client, v, ids, strategy, std::move(done));
   });
 }
 
@@ -76,7 +80,8 @@ absl::StatusOr<Tensor> ShardedVariable::Slice(std::optional<int64_t> start,
   if (absl::Status s = RequireOnWrite("slice"); !s.ok()) return s;
   return Await<Tensor>(*system_,
                        [v = handle_, start, stop, step](caf::event_based_actor* self, auto done) {
-                         SliceAsync(self, v, start, stop, step, std::move(done));
+                         ShardClient client(self);
+                         SliceAsync(client, v, start, stop, step, std::move(done));
                        });
 }
 
@@ -92,10 +97,11 @@ absl::StatusOr<Tensor> ShardedVariable::Index(int64_t index) const {
   return out;
 }
 
-absl::Status ShardedVariable::AssignOp(AssignKind kind, const Tensor& value) const {
+absl::Status ShardedVariable::AssignWith(AssignKind kind, const Tensor& value) const {
   RETURN_IF_ERROR(RequireOnWrite(AssignKindName(kind)));
   return AwaitStatus(*system_, [v = handle_, kind, value](caf::event_based_actor* self, auto done) {
-    AssignAsync(self, v, kind, value, std::move(done));
+    ShardClient client(self);
+    AssignAsync(client, v, kind, value, std::move(done));
   });
 }
 
@@ -104,7 +110,8 @@ absl::Status ShardedVariable::Scatter(ScatterOp op, absl::Span<const int64_t> id
   RETURN_IF_ERROR(RequireOnWrite(ScatterOpName(op)));
   return AwaitStatus(*system_, [v = handle_, op, ids = Ids(ids.begin(), ids.end()), rows](
                                    caf::event_based_actor* self, auto done) {
-    ScatterAsync(self, v, op, ids, rows, std::move(done));
+    ShardClient client(self);
+    ScatterAsync(client, v, op, ids, rows, std::move(done));
   });
 }
 
@@ -115,7 +122,8 @@ absl::Status ShardedVariable::UpdateFromReplicas(AssignKind kind,
                      [v = handle_, kind, values = std::vector<Tensor>(per_replica.begin(),
                                                                       per_replica.end())](
                          caf::event_based_actor* self, auto done) {
-                       UpdateFromReplicasAsync(self, v, kind, values, std::move(done));
+                       ShardClient client(self);
+                       UpdateFromReplicasAsync(client, v, kind, values, std::move(done));
                      });
 }
 

@@ -70,9 +70,9 @@ class ShardedVariable {
                                int64_t step = 1) const;
   absl::StatusOr<Tensor> Index(int64_t index) const;
 
-  absl::Status Assign(const Tensor& value) const { return AssignOp(AssignKind::kAssign, value); }
-  absl::Status AssignAdd(const Tensor& value) const { return AssignOp(AssignKind::kAdd, value); }
-  absl::Status AssignSub(const Tensor& value) const { return AssignOp(AssignKind::kSub, value); }
+  absl::Status Assign(const Tensor& value) const { return AssignWith(AssignKind::kAssign, value); }
+  absl::Status AssignAdd(const Tensor& value) const { return AssignWith(AssignKind::kAdd, value); }
+  absl::Status AssignSub(const Tensor& value) const { return AssignWith(AssignKind::kSub, value); }
   absl::Status Scatter(ScatterOp op, absl::Span<const int64_t> ids, const Tensor& rows) const;
   absl::Status ScatterAdd(absl::Span<const int64_t> ids, const Tensor& rows) const {
     return Scatter(ScatterOp::kAdd, ids, rows);
@@ -91,7 +91,7 @@ class ShardedVariable {
     per_worker_->copies[copy].shards[0] = std::move(actor);
   }
 
-  absl::Status AssignOp(AssignKind kind, const Tensor& value) const;
+  absl::Status AssignWith(AssignKind kind, const Tensor& value) const;
   absl::Status RequireOnWrite(absl::string_view op) const;
 
   caf::actor_system* system_ = nullptr;

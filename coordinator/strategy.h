@@ -84,6 +84,8 @@ class ParameterServerStrategy {
   };
 
   Cluster& cluster() { return cluster_; }
+  // The actor system the variables' shards live in (checkpoints and exports send from it).
+  caf::actor_system& system() const { return cluster_.system(); }
   const Partitioner& partitioner() const { return partitioner_; }
   // The variables by name.
   const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
@@ -93,7 +95,7 @@ class ParameterServerStrategy {
   // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
   // initialized, on the cluster's current node for that task (Cluster::ReplacePs), and points
   // the variables at them. Returns the names of the variables touched; a restore from a
-  // checkpoint (RestoreShards, coordinator/checkpoint.h) brings their values back.
+  // checkpoint (RestoreShardsOf, coordinator/checkpoint.h) brings their values back.
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
   std::vector<VariableHandle> Handles() const;

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/checkpoint.h"
+#include "core/shard_op.h"
 
 namespace tessera {
 
@@ -38,6 +39,19 @@ absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
 absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
                                            const CheckpointVariable& variable, int64_t offset,
                                            int64_t rows);
+
+// The SliceStore (core/shard_op.h) of slice files on this machine's filesystem: what the shards
+// of a PS node save into and load from. Stateless.
+class FileSliceStore final : public SliceStore {
+ public:
+  absl::Status Write(const std::string& path, const TensorSliceView& slice) const override {
+    return WriteSliceFile(path, slice);
+  }
+  absl::StatusOr<TensorSlice> ReadBlock(const std::string& dir, const CheckpointVariable& variable,
+                                        int64_t offset, int64_t rows) const override {
+    return ReadSliceBlock(dir, variable, offset, rows);
+  }
+};
 
 // Writes dir/manifest.tsr atomically (temporary file, fsync, rename, fsync of the directory).
 absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest);

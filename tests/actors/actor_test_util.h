@@ -22,6 +22,7 @@
 #include <caf/send.hpp>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -29,6 +30,8 @@
 #include "absl/status/statusor.h"
 #include "actors/error.h"
 #include "actors/messages.h"
+#include "actors/shard_actor.h"
+#include "core/shard_op.h"
 #include "core/shard_state.h"
 
 namespace tessera::testing {
@@ -81,6 +84,23 @@ class DeterministicSystem {
     Run();
     if (!out.has_value()) return absl::InternalError("the request got no reply");
     return *std::move(out);
+  }
+
+  // Sends the shard op `op` to `shard` and returns its result (a ShardVersion's as its int64_t
+  // version), or the error reply as a Status.
+  template <class Op>
+  auto AskOp(const shard_actor& shard, Op op) {
+    using R = typename Op::Result;
+    using Out = std::conditional_t<std::is_same_v<R, ShardVersion>, int64_t, R>;
+    absl::StatusOr<ShardOpResult> reply = Ask<ShardOpResult>(shard, ShardOp(std::move(op)));
+    if (!reply.ok()) return absl::StatusOr<Out>(reply.status());
+    absl::StatusOr<R> result = ResultOf<Op>(*std::move(reply));
+    if (!result.ok()) return absl::StatusOr<Out>(result.status());
+    if constexpr (std::is_same_v<R, ShardVersion>) {
+      return absl::StatusOr<Out>(result->version);
+    } else {
+      return absl::StatusOr<Out>(*std::move(result));
+    }
   }
 
   // Ask for requests whose reply is empty (void).

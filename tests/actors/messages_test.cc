@@ -102,10 +102,10 @@ TEST_CASE("every truncation of a serialized tensor or id list is a DataLoss erro
         Load(std::vector<char>(tensor_buf.begin(), tensor_buf.begin() + n), out);
     CHECK(st.code() == absl::StatusCode::kDataLoss);
   }
-  const std::vector<char> ids_buf = Save(RowIds{Ids{1, 2, 3, 4, 5}});
+  const std::vector<char> ids_buf = Save(GatherOp{Ids{1, 2, 3, 4, 5}});
   for (size_t n = 0; n < ids_buf.size(); ++n) {
     CAPTURE(n);
-    RowIds out;
+    GatherOp out;
     CHECK(Load(std::vector<char>(ids_buf.begin(), ids_buf.begin() + n), out).code() ==
           absl::StatusCode::kDataLoss);
   }
@@ -148,7 +148,7 @@ TEST_CASE("a forged id count is rejected without allocating it") {
   REQUIRE(!sink.begin_sequence(count));
   int64_t one_id = 7;
   REQUIRE(!sink.apply(one_id));
-  RowIds out;
+  GatherOp out;
   const absl::Status st = Load(buf, out);
   CHECK(st.code() == absl::StatusCode::kDataLoss);
   CHECK(st.message() ==
@@ -164,8 +164,8 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   CHECK(slices_back.indices == slices.indices);
   CHECK(SameTensor(slices_back.values, slices.values));
 
-  CHECK(RoundTrip(RowIds{Ids{3, 1, 3}}).ids == Ids{3, 1, 3});
-  CHECK(RoundTrip(RowIds{}).ids.empty());
+  CHECK(RoundTrip(GatherOp{Ids{3, 1, 3}}).ids == Ids{3, 1, 3});
+  CHECK(RoundTrip(GatherOp{}).ids.empty());
 
   for (const bool with_optimizer : {false, true}) {
     CAPTURE(with_optimizer);
@@ -254,52 +254,104 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   }
 }
 
-TEST_CASE("a shard call and its reply round-trip, and a call of an unknown kind is DataLoss") {
-  ShardCall call;
-  call.shard = 42;
-  call.kind = ShardCallKind::kScatter;
-  call.scatter_op = ScatterOp::kMax;
-  call.slices = IndexedSlices{Ids{4, 1}, Tensor(Shape{2, 3}, 1.5f)};
-  const ShardCall back = RoundTrip(call);
-  CHECK(back.shard == 42);
-  CHECK(back.kind == ShardCallKind::kScatter);
-  CHECK(back.scatter_op == ScatterOp::kMax);
-  CHECK(back.slices.indices == Ids{4, 1});
-  CHECK(SameTensor(back.slices.values, call.slices.values));
-  CHECK(RoundTrip(std::vector<ShardCall>{call, ShardCall{}}).size() == 2);
+TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind") {
+  ShardSnapshot snapshot;
+  snapshot.value = Tensor(Shape{2, 3}, 0.5f);
+  snapshot.slot_names = {"accumulator"};
+  snapshot.slots = {Tensor(Shape{2, 3}, 0.25f)};
+  snapshot.step = 4;
+  CheckpointVariable variable;
+  variable.name = "emb";
+  variable.shape = Shape{10, 3};
+  variable.slices = {SliceFileRef{"a.slice", 0, 10}};
+  const std::vector<ShardOp> ops = {
+      InfoOp{},
+      ReadOp{},
+      GatherOp{Ids{4, 1, 4}},
+      AssignOp{AssignKind::kSub, Tensor(Shape{2, 3}, 1.5f)},
+      ScatterRowsOp{ScatterOp::kMax, IndexedSlices{Ids{4, 1}, Tensor(Shape{2, 3}, 1.5f)}},
+      ApplyDenseGradientOp{Tensor(Shape{2, 3}, -2.0f)},
+      ApplySparseGradientOp{IndexedSlices{Ids{0}, Tensor(Shape{1, 3}, 3.0f)}},
+      SetOptimizerOp{OptimizerSpec{"adam", {{"beta_1", 0.8}}}},
+      SnapshotOp{},
+      RestoreOp{snapshot},
+      SaveOp{"/ckpt/ckpt-7", "v0.emb.part-0-of-1.slice"},
+      LoadOp{"/ckpt/ckpt-7", variable},
+  };
+  REQUIRE(ops.size() == std::variant_size_v<ShardOp>);  // every kind is in the table
+  for (const ShardOp& op : ops) {
+    CAPTURE(ShardOpName(op));
+    const ShardCall back = RoundTrip(ShardCall{42, op});
+    CHECK(back.shard == 42);
+    REQUIRE(back.op.index() == op.index());
+    CHECK(ShardOpName(back.op) == ShardOpName(op));
+  }
+  const ShardCall scatter = RoundTrip(ShardCall{7, ops[4]});
+  const auto& rows = std::get<ScatterRowsOp>(scatter.op);
+  CHECK(rows.op == ScatterOp::kMax);
+  CHECK(rows.rows.indices == Ids{4, 1});
+  CHECK(SameTensor(rows.rows.values, Tensor(Shape{2, 3}, 1.5f)));
+  const ShardOp restore_back = RoundTrip(ops[9]);
+  const auto& restore = std::get<RestoreOp>(restore_back);
+  CHECK(SameTensor(restore.snapshot.slots.at(0), snapshot.slots[0]));
+  CHECK(restore.snapshot.step == 4);
+  const ShardOp load_back = RoundTrip(ops[11]);
+  const auto& load = std::get<LoadOp>(load_back);
+  CHECK(load.variable.slices.at(0).file == "a.slice");
+  CHECK(RoundTrip(ops).size() == ops.size());
+}
 
+TEST_CASE("a shard reply round-trips with its error or its result") {
   // The error's message travels as a caf::message: it needs the system's serializer.
   testing::DeterministicSystem fixture;
-  ShardCallReply failed;
+  ShardReply failed;
   failed.error = StatusToError(absl::UnavailableError("gone"));
   std::vector<char> buf;
   caf::binary_serializer sink{fixture.system(), buf};
   REQUIRE(!sink(failed));
-  ShardCallReply failed_back;
+  ShardReply failed_back;
   caf::binary_deserializer source{fixture.system(), buf};
   REQUIRE(!source(failed_back));
   CHECK(ErrorToStatus(failed_back.error) == absl::UnavailableError("gone"));
-  ShardCallReply rows;
-  rows.value = ShardValue{Tensor(Shape{1, 2}, 3.0f), 7};
-  const ShardCallReply rows_back = RoundTrip(rows);
-  CHECK(!rows_back.error);
-  CHECK(SameTensor(rows_back.value.value, rows.value.value));
-  CHECK(rows_back.value.version == 7);
 
-  for (const int32_t kind : {-1, kNumShardCallKinds}) {
+  ShardReply rows;
+  rows.result = ShardValue{Tensor(Shape{1, 2}, 3.0f), 7};
+  const ShardReply rows_back = RoundTrip(rows);
+  CHECK(!rows_back.error);
+  const auto* value = std::get_if<ShardValue>(&rows_back.result);
+  REQUIRE(value != nullptr);
+  CHECK(SameTensor(value->value, Tensor(Shape{1, 2}, 3.0f)));
+  CHECK(value->version == 7);
+  ShardReply version;
+  version.result = ShardVersion{12};
+  CHECK(std::get<ShardVersion>(RoundTrip(version).result).version == 12);
+}
+
+TEST_CASE("a shard op or result of an unknown kind is DataLoss") {
+  for (const int32_t kind : {-1, static_cast<int32_t>(std::variant_size_v<ShardOp>)}) {
     CAPTURE(kind);
     std::vector<char> buf;
     caf::binary_serializer sink{nullptr, buf};
     ShardCall forged;
     REQUIRE(!sink(forged));
-    // The kind follows the 8-byte shard id: overwrite it (CAF writes int32s big-endian).
+    // The op's kind follows the 8-byte shard id: overwrite it (CAF writes int32s big-endian).
     const uint32_t bits = static_cast<uint32_t>(kind);
     for (int b = 0; b < 4; ++b) buf[8 + b] = static_cast<char>(bits >> (8 * (3 - b)));
     ShardCall out;
     const absl::Status loaded = Load(buf, out);
     CHECK(loaded.code() == absl::StatusCode::kDataLoss);
-    CHECK(absl::StrContains(loaded.message(), "a shard call of kind"));
+    CHECK(absl::StrContains(loaded.message(), "a shard op of unknown kind"));
   }
+  std::vector<char> buf;
+  caf::binary_serializer sink{nullptr, buf};
+  ShardOpResult forged;
+  REQUIRE(!sink(forged));
+  const uint32_t bits = 99;
+  for (int b = 0; b < 4; ++b) buf[b] = static_cast<char>(bits >> (8 * (3 - b)));
+  ShardOpResult out;
+  const absl::Status loaded = Load(buf, out);
+  CHECK(loaded.code() == absl::StatusCode::kDataLoss);
+  CHECK(absl::StrContains(loaded.message(), "a shard op result of unknown kind 99"));
 }
 
 TEST_CASE("a whole message of registered types survives the system's serializer") {
@@ -307,26 +359,30 @@ TEST_CASE("a whole message of registered types survives the system's serializer"
   caf::actor_system& sys = fixture.system();
   auto values = Tensor::FromVector(Shape{2, 2}, {1, 2, 3, 4});
   REQUIRE(values.ok());
-  caf::message msg =
-      caf::make_message(scatter_atom::value, ScatterOp::kMax, IndexedSlices{Ids{1, 0}, *values},
-                        testing::TestShardSpec(0, 2, 5, 2));
+  caf::message msg = caf::make_message(
+      ShardOp(ScatterRowsOp{ScatterOp::kMax, IndexedSlices{Ids{1, 0}, *values}}),
+      testing::TestShardSpec(0, 2, 5, 2));
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};
   REQUIRE(!sink(msg));
   caf::message back;
   caf::binary_deserializer source{sys, buf};
   REQUIRE(!source(back));
-  REQUIRE(back.match_elements<scatter_atom, ScatterOp, IndexedSlices, ShardSpec>());
-  CHECK(back.get_as<ScatterOp>(1) == ScatterOp::kMax);
-  CHECK(back.get_as<IndexedSlices>(2).indices == Ids{1, 0});
-  CHECK(SameTensor(back.get_as<IndexedSlices>(2).values, *values));
-  CHECK(back.get_as<ShardSpec>(3).rows == 3);
+  REQUIRE(back.match_elements<ShardOp, ShardSpec>());
+  const auto& op = std::get<ScatterRowsOp>(back.get_as<ShardOp>(0));
+  CHECK(op.op == ScatterOp::kMax);
+  CHECK(op.rows.indices == Ids{1, 0});
+  CHECK(SameTensor(op.rows.values, *values));
+  CHECK(back.get_as<ShardSpec>(1).rows == 3);
 }
 
 TEST_CASE("messages print tensors by shape, never by value") {
   CHECK(caf::deep_to_string(Tensor(Shape{1000, 64})) == "tessera::Tensor([1000, 64])");
   CHECK(caf::deep_to_string(ScatterOp::kDiv) == "scatter_div");
-  CHECK(caf::deep_to_string(RowIds{Ids{1, 2}}) == "tessera::RowIds([1, 2])");
+  CHECK(caf::deep_to_string(GatherOp{Ids{1, 2}}) == "tessera::GatherOp(tessera::Ids([1, 2]))");
+  // A ShardOp prints its kind's index, then the op.
+  CHECK(caf::deep_to_string(ShardOp(ApplyDenseGradientOp{Tensor(Shape{500, 8})})) ==
+        "5, tessera::ApplyDenseGradientOp(tessera::Tensor([500, 8]))");
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include "actors/error.h"
 #include "actors/messages.h"
 #include "actors/shard_actor.h"
-#include "actors/shard_call.h"
 #include "tests/actors/actor_test_util.h"
 
 namespace tessera {
@@ -74,10 +73,10 @@ TEST_CASE("a PS node creates shards that initialize their own rows, finds and li
   const ShardSpec spec = TestShardSpec(1, 2, 13, 3);
   auto whole = MakeInitializedBlock(spec.initializer, spec.full_shape, 0, 13);
   REQUIRE(whole.ok());
-  auto value = fixture.Ask<ShardValue>(part1, read_atom::value);
+  auto value = fixture.AskOp(part1, ReadOp{});
   REQUIRE(value.ok());
   CHECK(SameTensor(value->value, Tensor::Copy(whole->RowBlock(7, 6))));
-  auto other = fixture.Ask<ShardValue>(part0, read_atom::value);
+  auto other = fixture.AskOp(part0, ReadOp{});
   REQUIRE(other.ok());
   CHECK(SameTensor(other->value, Tensor::Copy(whole->RowBlock(0, 7))));
 }
@@ -111,51 +110,51 @@ TEST_CASE("a PS node refuses a duplicate shard name, a bad spec and an unknown n
   CHECK(*names == std::vector<std::string>{"emb/part_0"});  // the failures added nothing
 }
 
-// Note [One request per PS node] (actors/shard_call.h).
+// Note [One request per PS node] (actors/shard_client.h).
 TEST_CASE("a PS node runs a batch's calls through their shards in order and answers each") {
   DeterministicSystem fixture;
   const ps_node_actor node = SpawnTestNode(fixture, 1);
   const OptimizerSpec sgd{"sgd", {{"learning_rate", 0.5}}};
   const shard_actor part0 = CreateShard(fixture, node, TestShardSpec(0, 2, 6, 2, sgd));
   const shard_actor part1 = CreateShard(fixture, node, TestShardSpec(1, 2, 6, 2, sgd));
-  const Tensor initial0 = fixture.Ask<ShardValue>(part0, read_atom::value)->value;
-  const Tensor initial1 = fixture.Ask<ShardValue>(part1, read_atom::value)->value;
+  const Tensor initial0 = fixture.AskOp(part0, ReadOp{})->value;
+  const Tensor initial1 = fixture.AskOp(part1, ReadOp{})->value;
   REQUIRE(initial1.shape() == Shape{3, 2});
 
-  auto to = [](const shard_actor& shard, ShardCall call) {
-    call.shard = shard.id();
-    return call;
-  };
-  ShardCall stranger = ReadCall();
-  stranger.shard = part0.id() + part1.id() + 1;  // no shard of this node
+  auto to = [](const shard_actor& shard, ShardOp op) { return ShardCall{shard.id(), std::move(op)}; };
   const std::vector<ShardCall> calls = {
-      to(part1, GatherCall({2, 0})),
-      to(part0, AssignCall(AssignKind::kAdd, Tensor(Shape{3, 2}, 1.0f))),
-      to(part0, ReadCall()),  // after the add: one shard serves its calls in order
-      to(part0, DenseGradientCall(Tensor(Shape{3, 2}, 2.0f))),
-      to(part1, SparseGradientCall(IndexedSlices{Ids{1}, Tensor(Shape{1, 2}, 4.0f)})),
-      to(part1, ScatterCall(ScatterOp::kUpdate, IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 9.0f)})),
-      stranger,
-      to(part1, GatherCall({3})),  // out of the shard's 3 rows: its own error
+      to(part1, GatherOp{{2, 0}}),
+      to(part0, AssignOp{AssignKind::kAdd, Tensor(Shape{3, 2}, 1.0f)}),
+      to(part0, ReadOp{}),  // after the add: one shard serves its calls in order
+      to(part0, ApplyDenseGradientOp{Tensor(Shape{3, 2}, 2.0f)}),
+      to(part1, ApplySparseGradientOp{IndexedSlices{Ids{1}, Tensor(Shape{1, 2}, 4.0f)}}),
+      to(part1, ScatterRowsOp{ScatterOp::kUpdate, IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 9.0f)}}),
+      ShardCall{part0.id() + part1.id() + 1, ReadOp{}},  // no shard of this node
+      to(part1, GatherOp{{3}}),  // out of the shard's 3 rows: its own error
+      to(part0, InfoOp{}),
   };
-  auto replies = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value, calls);
+  auto replies = fixture.Ask<std::vector<ShardReply>>(node, batch_atom::value, calls);
   REQUIRE(replies.ok());
   REQUIRE(replies->size() == calls.size());
-  const std::vector<ShardCallReply>& r = *replies;
+  const std::vector<ShardReply>& r = *replies;
+  auto value_of = [&r](size_t k) { return std::get<ShardValue>(r[k].result); };
+  auto version_of = [&r](size_t k) { return std::get<ShardVersion>(r[k].result).version; };
 
-  CHECK(!r[0].error);
-  CHECK(SameTensor(r[0].value.value, Tensor::FromVector(Shape{2, 2},
-                                                        {initial1.row(2)[0], initial1.row(2)[1],
-                                                         initial1.row(0)[0], initial1.row(0)[1]})
-                                         .value()));
-  CHECK(r[1].value.version == 1);
+  REQUIRE(!r[0].error);
+  CHECK(SameTensor(value_of(0).value, Tensor::FromVector(Shape{2, 2},
+                                                         {initial1.row(2)[0], initial1.row(2)[1],
+                                                          initial1.row(0)[0], initial1.row(0)[1]})
+                                          .value()));
+  CHECK(version_of(1) == 1);
   REQUIRE(!r[2].error);
   for (int64_t k = 0; k < initial0.size(); ++k) {
-    CHECK(r[2].value.value.values()[k] == initial0.values()[k] + 1.0f);
+    CHECK(value_of(2).value.values()[k] == initial0.values()[k] + 1.0f);
   }
-  CHECK(r[3].value.version == 2);
-  CHECK(r[4].value.version == 1);
-  CHECK(r[5].value.version == 2);
+  CHECK(version_of(3) == 2);
+  CHECK(version_of(4) == 1);
+  CHECK(version_of(5) == 2);
+  CHECK(std::get<ShardInfo>(r[8].result).name == "emb/part_0");
+  CHECK(std::get<ShardInfo>(r[8].result).version == 2);
   CHECK(ErrorToStatus(r[6].error).code() == absl::StatusCode::kUnavailable);
   CHECK(absl::StrContains(ErrorToStatus(r[6].error).message(),
                           "ps node 1 holds no shard with actor id"));
@@ -163,17 +162,17 @@ TEST_CASE("a PS node runs a batch's calls through their shards in order and answ
 
   // Each call did what it does sent alone: sgd took 0.5 * gradient off the values (exact in
   // float: 0.5 * 2 and 0.5 * 4 are).
-  const Tensor after0 = fixture.Ask<ShardValue>(part0, read_atom::value)->value;
+  const Tensor after0 = fixture.AskOp(part0, ReadOp{})->value;
   for (int64_t k = 0; k < after0.size(); ++k) {
     CHECK(after0.values()[k] == (initial0.values()[k] + 1.0f) - 1.0f);
   }
-  const Tensor after1 = fixture.Ask<ShardValue>(part1, read_atom::value)->value;
+  const Tensor after1 = fixture.AskOp(part1, ReadOp{})->value;
   CHECK(after1.row(0)[0] == 9.0f);
   CHECK(after1.row(1)[1] == initial1.row(1)[1] - 2.0f);
   CHECK(after1.row(2)[0] == initial1.row(2)[0]);
 
-  auto empty = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value,
-                                                        std::vector<ShardCall>{});
+  auto empty =
+      fixture.Ask<std::vector<ShardReply>>(node, batch_atom::value, std::vector<ShardCall>{});
   REQUIRE(empty.ok());
   CHECK(empty->empty());
 }
@@ -184,19 +183,18 @@ TEST_CASE("a batch naming a dropped shard gets Unavailable for it, not a reply f
   const shard_actor old_shard = CreateShard(fixture, node, TestShardSpec(0, 1, 4, 2));
   REQUIRE(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb"), caf::actor()).ok());
   const shard_actor new_shard = CreateShard(fixture, node, TestShardSpec(0, 1, 4, 2));
-  ShardCall call = ReadCall();
-  call.shard = old_shard.id();
-  auto replies = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value,
-                                                          std::vector<ShardCall>{call});
+  ShardCall call{old_shard.id(), ReadOp{}};
+  auto replies =
+      fixture.Ask<std::vector<ShardReply>>(node, batch_atom::value, std::vector<ShardCall>{call});
   REQUIRE(replies.ok());
   REQUIRE(replies->size() == 1);
   CHECK(ErrorToStatus((*replies)[0].error).code() == absl::StatusCode::kUnavailable);
   call.shard = new_shard.id();
-  replies = fixture.Ask<std::vector<ShardCallReply>>(node, batch_atom::value,
-                                                     std::vector<ShardCall>{call});
+  replies =
+      fixture.Ask<std::vector<ShardReply>>(node, batch_atom::value, std::vector<ShardCall>{call});
   REQUIRE(replies.ok());
   CHECK(!(*replies)[0].error);
-  CHECK((*replies)[0].value.value.shape() == Shape{4, 2});
+  CHECK(std::get<ShardValue>((*replies)[0].result).value.shape() == Shape{4, 2});
 }
 
 TEST_CASE("a PS node reports its shard count, bytes and the shards' versions") {
@@ -211,8 +209,7 @@ TEST_CASE("a PS node reports its shard count, bytes and the shards' versions") {
   const shard_actor a = CreateShard(fixture, node, TestShardSpec(0, 3, 32, 4));
   CreateShard(fixture, node, TestShardSpec(2, 3, 32, 4, OptimizerSpec{"sgd", {}}));
   REQUIRE(fixture
-              .Ask<int64_t>(a, scatter_atom::value, ScatterOp::kAdd,
-                            IndexedSlices{Ids{0}, Tensor(Shape{1, 4}, 1.0f)})
+              .AskOp(a, ScatterRowsOp{ScatterOp::kAdd, IndexedSlices{Ids{0}, Tensor(Shape{1, 4}, 1.0f)}})
               .ok());
   auto stats = fixture.Ask<PsNodeStats>(node, stats_atom::value);
   REQUIRE(stats.ok());
@@ -247,7 +244,7 @@ TEST_CASE("killing a PS node takes all its shards down with it") {
     fixture.Run();
     REQUIRE(watcher.reasons.size() == shards.size());
     for (const caf::error& down : watcher.reasons) CHECK(down == caf::make_error(reason));
-    auto read = fixture.Ask<ShardValue>(shards[0], read_atom::value);
+    auto read = fixture.AskOp(shards[0], ReadOp{});
     CHECK(read.status().code() == absl::StatusCode::kUnavailable);
   }
 }
@@ -264,7 +261,7 @@ TEST_CASE("a shard that dies on its own leaves its node running and frees its na
   auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"emb/part_1"});
-  CHECK(fixture.Ask<ShardValue>(survivor, read_atom::value).ok());
+  CHECK(fixture.AskOp(survivor, ReadOp{}).ok());
   // The name can be used again, e.g. to restore the lost shard.
   CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 2, 8, 2),
                                  caf::actor())
@@ -285,7 +282,7 @@ TEST_CASE("dropping a shard stops it and leaves the node and its other shards ru
   REQUIRE(watcher.reasons.size() == 1);
   CHECK(watcher.reasons[0] == caf::make_error(caf::exit_reason::user_shutdown));
   CHECK(fixture.Ask<pong_atom>(node, ping_atom::value).ok());
-  CHECK(fixture.Ask<ShardValue>(kept, read_atom::value).ok());
+  CHECK(fixture.AskOp(kept, ReadOp{}).ok());
   CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_0"),
                         caf::actor()).code() ==
         absl::StatusCode::kNotFound);
@@ -317,8 +314,8 @@ TEST_CASE("a PS node drops the shards of an owner that goes down, and keeps the 
   auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"bias", "emb/part_2"});
-  CHECK(fixture.Ask<ShardValue>(other, read_atom::value).ok());
-  CHECK(fixture.Ask<ShardValue>(unowned, read_atom::value).ok());
+  CHECK(fixture.AskOp(other, ReadOp{}).ok());
+  CHECK(fixture.AskOp(unowned, ReadOp{}).ok());
   // The names are free again: a new coordinator creates the same variable.
   const caf::actor successor = spawn_owner();
   CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 3, 9, 2),

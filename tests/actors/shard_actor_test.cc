@@ -34,7 +34,7 @@ shard_actor SpawnTestShard(DeterministicSystem& fixture,
 }
 
 Tensor ReadShard(DeterministicSystem& fixture, const shard_actor& shard) {
-  auto value = fixture.Ask<ShardValue>(shard, read_atom::value);
+  auto value = fixture.AskOp(shard, ReadOp{});
   REQUIRE(value.ok());
   return value->value;
 }
@@ -42,7 +42,7 @@ Tensor ReadShard(DeterministicSystem& fixture, const shard_actor& shard) {
 TEST_CASE("a shard actor reports its name, layout and version without its values") {
   DeterministicSystem fixture;
   const shard_actor shard = SpawnTestShard(fixture, Adagrad());
-  auto info = fixture.Ask<ShardInfo>(shard, info_atom::value);
+  auto info = fixture.AskOp(shard, InfoOp{});
   REQUIRE(info.ok());
   CHECK(info->name == "emb/part_1");
   CHECK(info->full_shape == Shape{32, 4});
@@ -64,7 +64,7 @@ TEST_CASE("every shard op through the actor matches a plain-tensor reference") {
   int64_t version = 0;
 
   const Ids gather_ids = {10, 0, 10, 3};
-  auto gathered = fixture.Ask<ShardValue>(shard, gather_atom::value, RowIds{gather_ids});
+  auto gathered = fixture.AskOp(shard, GatherOp{gather_ids});
   REQUIRE(gathered.ok());
   CHECK(SameTensor(gathered->value, *GatherRows(reference, gather_ids)));
   CHECK(gathered->version == version);
@@ -72,7 +72,7 @@ TEST_CASE("every shard op through the actor matches a plain-tensor reference") {
   for (AssignKind kind : {AssignKind::kAssign, AssignKind::kAdd, AssignKind::kSub}) {
     CAPTURE(AssignKindName(kind));
     const Tensor value = Iota(Shape{11, 4}, 0.5f);
-    auto reply = fixture.Ask<int64_t>(shard, assign_atom::value, kind, value);
+    auto reply = fixture.AskOp(shard, AssignOp{kind, value});
     REQUIRE(reply.ok());
     REQUIRE(AssignBlock(kind, reference.view(), value).ok());
     CHECK(*reply == ++version);
@@ -82,13 +82,13 @@ TEST_CASE("every shard op through the actor matches a plain-tensor reference") {
                        ScatterOp::kMin, ScatterOp::kMax, ScatterOp::kUpdate}) {
     CAPTURE(ScatterOpName(op));
     const IndexedSlices rows{Ids{7, 2, 7}, Iota(Shape{3, 4}, -0.75f)};
-    auto reply = fixture.Ask<int64_t>(shard, scatter_atom::value, op, rows);
+    auto reply = fixture.AskOp(shard, ScatterRowsOp{op, rows});
     REQUIRE(reply.ok());
     REQUIRE(ScatterRows(op, reference.view(), rows.indices, rows.values).ok());
     CHECK(*reply == ++version);
     CHECK(SameTensor(ReadShard(fixture, shard), reference));
   }
-  auto read = fixture.Ask<ShardValue>(shard, read_atom::value);
+  auto read = fixture.AskOp(shard, ReadOp{});
   REQUIRE(read.ok());
   CHECK(read->version == version);
 }
@@ -102,19 +102,19 @@ TEST_CASE("gradients through the actor match the shard's rule applied to a plain
   OptimizerSlots slots = (*rule)->CreateSlots(reference.shape());
 
   const Tensor dense = Iota(Shape{11, 4}, -1.0f);
-  auto v1 = fixture.Ask<int64_t>(shard, apply_grad_atom::value, dense);
+  auto v1 = fixture.AskOp(shard, ApplyDenseGradientOp{dense});
   REQUIRE(v1.ok());
   CHECK(*v1 == 1);
   REQUIRE((*rule)->ApplyDense(reference.view(), slots, dense).ok());
 
   const IndexedSlices sparse{Ids{4, 9, 4}, Iota(Shape{3, 4}, 0.3f)};
-  auto v2 = fixture.Ask<int64_t>(shard, apply_grad_atom::value, sparse);
+  auto v2 = fixture.AskOp(shard, ApplySparseGradientOp{sparse});
   REQUIRE(v2.ok());
   CHECK(*v2 == 2);
   REQUIRE((*rule)->ApplySparse(reference.view(), slots, sparse.indices, sparse.values).ok());
 
   CHECK(SameTensor(ReadShard(fixture, shard), reference));
-  auto snapshot = fixture.Ask<ShardSnapshot>(shard, snapshot_atom::value);
+  auto snapshot = fixture.AskOp(shard, SnapshotOp{});
   REQUIRE(snapshot.ok());
   REQUIRE(snapshot->slots.size() == slots.tensors.size());
   for (size_t i = 0; i < slots.tensors.size(); ++i) {
@@ -132,13 +132,13 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
   const std::vector<Case> cases = {
       {"gather id out of range",
        [](DeterministicSystem& f, const shard_actor& s) {
-         return f.Ask<ShardValue>(s, gather_atom::value, RowIds{Ids{0, 11}}).status();
+         return f.AskOp(s, GatherOp{Ids{0, 11}}).status();
        },
        absl::StatusCode::kInvalidArgument,
        "emb/part_1: gather: id 11 at position 1 is out of range [0, 11)"},
       {"assign shape mismatch",
        [](DeterministicSystem& f, const shard_actor& s) {
-         return f.Ask<int64_t>(s, assign_atom::value, AssignKind::kAssign, Tensor(Shape{32, 4}))
+         return f.AskOp(s, AssignOp{AssignKind::kAssign, Tensor(Shape{32, 4})})
              .status();
        },
        absl::StatusCode::kInvalidArgument,
@@ -146,8 +146,7 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
       {"scatter id out of range",
        [](DeterministicSystem& f, const shard_actor& s) {
          return f
-             .Ask<int64_t>(s, scatter_atom::value, ScatterOp::kAdd,
-                           IndexedSlices{Ids{3, -1}, Tensor(Shape{2, 4}, 1.0f)})
+             .AskOp(s, ScatterRowsOp{ScatterOp::kAdd, IndexedSlices{Ids{3, -1}, Tensor(Shape{2, 4}, 1.0f)}})
              .status();
        },
        absl::StatusCode::kInvalidArgument,
@@ -155,8 +154,7 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
       {"scatter rows of the wrong width",
        [](DeterministicSystem& f, const shard_actor& s) {
          return f
-             .Ask<int64_t>(s, scatter_atom::value, ScatterOp::kUpdate,
-                           IndexedSlices{Ids{3}, Tensor(Shape{1, 5}, 1.0f)})
+             .AskOp(s, ScatterRowsOp{ScatterOp::kUpdate, IndexedSlices{Ids{3}, Tensor(Shape{1, 5}, 1.0f)}})
              .status();
        },
        absl::StatusCode::kInvalidArgument,
@@ -165,36 +163,34 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
       {"scatter op outside the enum",
        [](DeterministicSystem& f, const shard_actor& s) {
          return f
-             .Ask<int64_t>(s, scatter_atom::value, static_cast<ScatterOp>(77),
-                           IndexedSlices{Ids{3}, Tensor(Shape{1, 4}, 1.0f)})
+             .AskOp(s, ScatterRowsOp{static_cast<ScatterOp>(77), IndexedSlices{Ids{3}, Tensor(Shape{1, 4}, 1.0f)}})
              .status();
        },
        absl::StatusCode::kInvalidArgument, "emb/part_1: scatter: unknown op 77 (expected 0..6)"},
       {"dense gradient shape mismatch",
        [](DeterministicSystem& f, const shard_actor& s) {
-         return f.Ask<int64_t>(s, apply_grad_atom::value, Tensor(Shape{11, 3}, 1.0f)).status();
+         return f.AskOp(s, ApplyDenseGradientOp{Tensor(Shape{11, 3}, 1.0f)}).status();
        },
        absl::StatusCode::kInvalidArgument,
        "emb/part_1: apply_dense_gradient: shape [11, 3] does not match expected [11, 4]"},
       {"sparse gradient id out of range",
        [](DeterministicSystem& f, const shard_actor& s) {
          return f
-             .Ask<int64_t>(s, apply_grad_atom::value,
-                           IndexedSlices{Ids{20}, Tensor(Shape{1, 4}, 1.0f)})
+             .AskOp(s, ApplySparseGradientOp{IndexedSlices{Ids{20}, Tensor(Shape{1, 4}, 1.0f)}})
              .status();
        },
        absl::StatusCode::kInvalidArgument,
        "emb/part_1: apply_sparse_gradient: id 20 at position 0 is out of range [0, 11)"},
       {"unknown optimizer",
        [](DeterministicSystem& f, const shard_actor& s) {
-         return f.Ask<int64_t>(s, set_opt_atom::value, OptimizerSpec{"rmsprop_plus", {}}).status();
+         return f.AskOp(s, SetOptimizerOp{OptimizerSpec{"rmsprop_plus", {}}}).status();
        },
        absl::StatusCode::kInvalidArgument, ""},
       {"restore of the wrong shape",
        [](DeterministicSystem& f, const shard_actor& s) {
          ShardSnapshot bad;
          bad.value = Tensor(Shape{10, 4});
-         return f.Ask<int64_t>(s, restore_atom::value, bad).status();
+         return f.AskOp(s, RestoreOp{bad}).status();
        },
        absl::StatusCode::kInvalidArgument,
        "emb/part_1: restore: value: shape [10, 4] does not match expected [11, 4]"},
@@ -203,8 +199,8 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
     CAPTURE(c.what);
     DeterministicSystem fixture;
     const shard_actor shard = SpawnTestShard(fixture, Adagrad());
-    REQUIRE(fixture.Ask<int64_t>(shard, apply_grad_atom::value, Tensor(Shape{11, 4}, 1.0f)).ok());
-    auto before = fixture.Ask<ShardSnapshot>(shard, snapshot_atom::value);
+    REQUIRE(fixture.AskOp(shard, ApplyDenseGradientOp{Tensor(Shape{11, 4}, 1.0f)}).ok());
+    auto before = fixture.AskOp(shard, SnapshotOp{});
     REQUIRE(before.ok());
 
     const absl::Status st = c.send(fixture, shard);
@@ -215,7 +211,7 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
       CHECK(absl::string_view(st.message()).substr(0, 12) == "emb/part_1: ");
     }
 
-    auto after = fixture.Ask<ShardSnapshot>(shard, snapshot_atom::value);
+    auto after = fixture.AskOp(shard, SnapshotOp{});
     REQUIRE(after.ok());
     CHECK(SameTensor(after->value, before->value));
     REQUIRE(after->slots.size() == before->slots.size());
@@ -230,12 +226,12 @@ TEST_CASE("bad input gets an error reply with a clear message and leaves the sha
 TEST_CASE("a gradient sent to a shard without an optimizer is a failed precondition") {
   DeterministicSystem fixture;
   const shard_actor shard = SpawnTestShard(fixture);
-  auto reply = fixture.Ask<int64_t>(shard, apply_grad_atom::value, Tensor(Shape{11, 4}));
+  auto reply = fixture.AskOp(shard, ApplyDenseGradientOp{Tensor(Shape{11, 4})});
   CHECK(reply.status().code() == absl::StatusCode::kFailedPrecondition);
-  auto set = fixture.Ask<int64_t>(shard, set_opt_atom::value, OptimizerSpec{"sgd", {}});
+  auto set = fixture.AskOp(shard, SetOptimizerOp{OptimizerSpec{"sgd", {}}});
   REQUIRE(set.ok());
   CHECK(*set == 1);
-  auto applied = fixture.Ask<int64_t>(shard, apply_grad_atom::value, Tensor(Shape{11, 4}, 1.0f));
+  auto applied = fixture.AskOp(shard, ApplyDenseGradientOp{Tensor(Shape{11, 4}, 1.0f)});
   REQUIRE(applied.ok());
   CHECK(*applied == 2);
 }
@@ -243,12 +239,11 @@ TEST_CASE("a gradient sent to a shard without an optimizer is a failed precondit
 TEST_CASE("a snapshot restored into a fresh shard reproduces it, and the version moves on") {
   DeterministicSystem fixture;
   const shard_actor source = SpawnTestShard(fixture, Adagrad());
-  REQUIRE(fixture.Ask<int64_t>(source, apply_grad_atom::value, Iota(Shape{11, 4}, 0.2f)).ok());
+  REQUIRE(fixture.AskOp(source, ApplyDenseGradientOp{Iota(Shape{11, 4}, 0.2f)}).ok());
   REQUIRE(fixture
-              .Ask<int64_t>(source, scatter_atom::value, ScatterOp::kAdd,
-                            IndexedSlices{Ids{1}, Tensor(Shape{1, 4}, 3.0f)})
+              .AskOp(source, ScatterRowsOp{ScatterOp::kAdd, IndexedSlices{Ids{1}, Tensor(Shape{1, 4}, 3.0f)}})
               .ok());
-  auto snapshot = fixture.Ask<ShardSnapshot>(source, snapshot_atom::value);
+  auto snapshot = fixture.AskOp(source, SnapshotOp{});
   REQUIRE(snapshot.ok());
   CHECK(snapshot->version == 2);
 
@@ -257,11 +252,11 @@ TEST_CASE("a snapshot restored into a fresh shard reproduces it, and the version
   auto state = ShardState::Create(other);
   REQUIRE(state.ok());
   const shard_actor target = fixture.Track(SpawnShard(fixture.system(), std::move(state).value()));
-  auto version = fixture.Ask<int64_t>(target, restore_atom::value, *snapshot);
+  auto version = fixture.AskOp(target, RestoreOp{*snapshot});
   REQUIRE(version.ok());
   CHECK(*version == 3);
 
-  auto restored = fixture.Ask<ShardSnapshot>(target, snapshot_atom::value);
+  auto restored = fixture.AskOp(target, SnapshotOp{});
   REQUIRE(restored.ok());
   CHECK(SameTensor(restored->value, snapshot->value));
   REQUIRE(restored->slots.size() == snapshot->slots.size());
@@ -276,7 +271,7 @@ TEST_CASE("an exited shard answers requests with an Unavailable error") {
   const shard_actor shard = SpawnTestShard(fixture);
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   fixture.Run();
-  auto reply = fixture.Ask<ShardValue>(shard, read_atom::value);
+  auto reply = fixture.AskOp(shard, ReadOp{});
   CHECK(reply.status().code() == absl::StatusCode::kUnavailable);
 }
 

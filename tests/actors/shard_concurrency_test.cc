@@ -32,9 +32,9 @@ void Writer(caf::event_based_actor* self, shard_actor shard, caf::actor report, 
   auto acked = std::make_shared<int>(0);
   for (int u = 0; u < updates; ++u) {
     IndexedSlices rows{ids, Tensor(Shape{static_cast<int64_t>(ids.size()), 4}, weight)};
-    self->request(shard, caf::infinite, scatter_atom::value, ScatterOp::kAdd, std::move(rows))
+    self->request(shard, caf::infinite, ShardOp(ScatterRowsOp{ScatterOp::kAdd, std::move(rows)}))
         .then(
-            [=](int64_t) {
+            [=](ShardOpResult&) {
               if (++*acked == updates) {
                 self->send(report, done_atom::value, *acked);
                 self->quit();
@@ -77,9 +77,10 @@ TEST_CASE("concurrent scatter_adds from several actors on the threaded scheduler
     }
     CHECK(acked == kWriters * kUpdates);
 
-    self->request(shard, kTimeout, read_atom::value)
+    self->request(shard, kTimeout, ShardOp(ReadOp{}))
         .receive(
-            [&](ShardValue& value) {
+            [&](ShardOpResult& result) {
+              const ShardValue& value = std::get<ShardValue>(result);
               CHECK(value.version == kWriters * kUpdates);
               for (int64_t r = 0; r < 6; ++r) {
                 for (int64_t j = 0; j < 4; ++j) {

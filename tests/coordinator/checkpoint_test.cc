@@ -50,7 +50,8 @@ IndexedSlices Gradient(float scale) {
 absl::Status Apply(caf::actor_system& system, const ShardedVariable& v, const IndexedSlices& g) {
   return internal::AwaitStatus(system, [h = v.handle(), g](caf::event_based_actor* self,
                                                            auto done) {
-    ApplySparseGradientAsync(self, h, g, std::move(done));
+    ShardClient client(self);
+    ApplySparseGradientAsync(client, h, g, std::move(done));
   });
 }
 

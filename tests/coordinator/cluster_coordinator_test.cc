@@ -54,7 +54,7 @@ ClosureValues Scalars(std::vector<double> scalars) {
 void AddAndReport(ReplicaContext& ctx, const VariableHandle& counter, float delta,
                   Done<ClosureValues> done) {
   const int32_t slot = ctx.worker().index;
-  AssignAsync(ctx.self(), counter, AssignKind::kAdd, Tensor(Shape{}, delta),
+  AssignAsync(ctx.shards(), counter, AssignKind::kAdd, Tensor(Shape{}, delta),
               [done, slot](absl::Status s) {
                 if (!s.ok()) return done(s);
                 done(Scalars({static_cast<double>(slot)}));

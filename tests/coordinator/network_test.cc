@@ -30,6 +30,7 @@ namespace tessera {
 namespace {
 
 using testing::Ask;
+using testing::AskOp;
 using testing::NetworkNode;
 using testing::ScratchDir;
 using testing::TestCertificates;
@@ -274,7 +275,7 @@ void CheckRequestsCrossIntact(caf::actor_system& client, const caf::actor& servi
   absl::StatusOr<shard_actor> shard = Ask<shard_actor>(client, node, create_shard_atom::value, spec, caf::actor());
   REQUIRE_MESSAGE(shard.ok(), shard.status().ToString());
   const Tensor want_initial = ShardState::Create(spec)->Read();
-  absl::StatusOr<ShardValue> initial = Ask<ShardValue>(client, *shard, read_atom::value);
+  absl::StatusOr<ShardValue> initial = AskOp(client, *shard, ReadOp{});
   REQUIRE_MESSAGE(initial.ok(), initial.status().ToString());
   CHECK(SameBytes(initial->value, want_initial));
 
@@ -286,11 +287,11 @@ void CheckRequestsCrossIntact(caf::actor_system& client, const caf::actor& servi
   assigned.values()[1] = std::numeric_limits<float>::infinity();
   assigned.values()[2] = std::numeric_limits<float>::denorm_min();
   assigned.values()[assigned.size() - 1] = std::numeric_limits<float>::max();
-  absl::StatusOr<int64_t> version =
-      Ask<int64_t>(client, *shard, assign_atom::value, AssignKind::kAssign, assigned);
+  absl::StatusOr<ShardVersion> version =
+      AskOp(client, *shard, AssignOp{AssignKind::kAssign, assigned});
   REQUIRE_MESSAGE(version.ok(), version.status().ToString());
-  CHECK(*version == 1);
-  absl::StatusOr<ShardValue> read = Ask<ShardValue>(client, *shard, read_atom::value);
+  CHECK(version->version == 1);
+  absl::StatusOr<ShardValue> read = AskOp(client, *shard, ReadOp{});
   REQUIRE_MESSAGE(read.ok(), read.status().ToString());
   CHECK(read->version == 1);
   CHECK(SameBytes(read->value, assigned));

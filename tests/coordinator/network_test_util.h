@@ -52,6 +52,15 @@ absl::StatusOr<R> Ask(caf::actor_system& system, const Handle& dest, Ts&&... xs)
   return out;
 }
 
+// Sends the shard op `op` to `shard` and waits for its result (Op::Result), or the error.
+template <class Op>
+absl::StatusOr<typename Op::Result> AskOp(caf::actor_system& system, const shard_actor& shard,
+                                          Op op) {
+  absl::StatusOr<ShardOpResult> result = Ask<ShardOpResult>(system, shard, ShardOp(std::move(op)));
+  if (!result.ok()) return result.status();
+  return ResultOf<Op>(*std::move(result));
+}
+
 // One node of a test cluster: its own actor system, configured for the network with `options`.
 // The PS nodes it publishes are stopped by the destructor (CAF waits for every actor at
 // shutdown), so declare the server before its clients: they go first.

@@ -58,7 +58,7 @@ VariableOptions TwoShardW() {
 absl::Status AddCounterFunction(FunctionRegistry& registry, VariableHandle counter) {
   return registry.AddReplicaFunction(
       "add_one", [counter](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
-        AssignAsync(ctx.self(), counter, AssignKind::kAdd, Tensor(Shape{}, 1.0f),
+        AssignAsync(ctx.shards(), counter, AssignKind::kAdd, Tensor(Shape{}, 1.0f),
                     [done](absl::Status s) {
                       if (!s.ok()) return done(s);
                       done(ClosureValues{});

@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
-#include "actors/shard_call.h"
+#include "actors/shard_client.h"
 #include "actors/variable_ops.h"
 #include "coordinator/internal/await.h"
 #include "coordinator/cluster.h"
@@ -567,11 +567,9 @@ TEST_CASE("calls batched per PS node give what the same calls sent alone give") 
             if (--*pending == 0) done(*out);
           };
         };
-        ShardBatch batch(nodes);
-        GatherAsync(self, batched.handle(), ids, ShardingStrategy::kDiv,
-                    arrived(&Fetched::rows), &batch);
-        ReadAsync(self, bias.handle(), arrived(&Fetched::bias), &batch);
-        batch.Flush(self);
+        ShardClient batch(self, nodes);
+        GatherAsync(batch, batched.handle(), ids, ShardingStrategy::kDiv, arrived(&Fetched::rows));
+        ReadAsync(batch, bias.handle(), arrived(&Fetched::bias));
       });
   REQUIRE(fetched.ok());
   CHECK_TENSOR(fetched->rows, ValueOrDie(alone.Gather(ids)));
@@ -583,20 +581,20 @@ TEST_CASE("calls batched per PS node give what the same calls sent alone give") 
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
     REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
-              ShardBatch batch(nodes);
-              ApplySparseGradientAsync(self, batched.handle(), grad, done, &batch);
-              batch.Flush(self);
+              ShardClient batch(self, nodes);
+              ApplySparseGradientAsync(batch, batched.handle(), grad, done);
             }).ok());
     REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
-              ApplySparseGradientAsync(self, alone.handle(), grad, done);
+              ShardClient direct(self);
+              ApplySparseGradientAsync(direct, alone.handle(), grad, done);
             }).ok());
     REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
-              ShardBatch batch(nodes);
-              ApplyDenseGradientAsync(self, bias.handle(), Tensor(Shape{3}, 1.0f), done, &batch);
-              batch.Flush(self);
+              ShardClient batch(self, nodes);
+              ApplyDenseGradientAsync(batch, bias.handle(), Tensor(Shape{3}, 1.0f), done);
             }).ok());
     REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
-              ApplyDenseGradientAsync(self, bias_alone.handle(), Tensor(Shape{3}, 1.0f), done);
+              ShardClient direct(self);
+              ApplyDenseGradientAsync(direct, bias_alone.handle(), Tensor(Shape{3}, 1.0f), done);
             }).ok());
   }
   CHECK_TENSOR(ValueOrDie(batched.Read()), ValueOrDie(alone.Read()));
@@ -620,9 +618,8 @@ TEST_CASE("a batched call to a lost PS node is Unavailable naming the shard and 
   REQUIRE(testing::WaitUntil([&] { return !v.Gather({7}).ok(); }));
   absl::StatusOr<Tensor> rows = internal::Await<Tensor>(
       cluster->system(), [&](caf::event_based_actor* self, Done<Tensor> done) {
-        ShardBatch batch(nodes);
-        GatherAsync(self, v.handle(), {2, 7}, ShardingStrategy::kDiv, done, &batch);
-        batch.Flush(self);
+        ShardClient batch(self, nodes);
+        GatherAsync(batch, v.handle(), {2, 7}, ShardingStrategy::kDiv, done);
       });
   CHECK(absl::IsUnavailable(rows.status()));
   CHECK(absl::StrContains(rows.status().message(), "gather: shard v/part_1 on ps 1 is unavailable"));

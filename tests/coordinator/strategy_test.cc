@@ -316,7 +316,8 @@ void AssignCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot, float 
   const VariableHandle copy = ValueOrDie(v.ForWorker(slot), "ForWorker");
   const absl::Status s = internal::AwaitStatus(
       cluster.system(), [copy, value](caf::event_based_actor* self, auto done) {
-        AssignAsync(self, copy, AssignKind::kAssign, Tensor(copy.shape, value), std::move(done));
+        ShardClient client(self);
+        AssignAsync(client, copy, AssignKind::kAssign, Tensor(copy.shape, value), std::move(done));
       });
   REQUIRE_MESSAGE(s.ok(), s.ToString());
 }
@@ -379,7 +380,7 @@ TEST_CASE("closures update their worker's copy of an ON_READ variable and Read s
                   [count](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
                     absl::StatusOr<VariableHandle> mine = count.ForWorker(ctx.worker().index);
                     if (!mine.ok()) return done(mine.status());
-                    AssignAsync(ctx.self(), *mine, AssignKind::kAdd, Tensor(Shape{2, 2}, 1.0f),
+                    AssignAsync(ctx.shards(), *mine, AssignKind::kAdd, Tensor(Shape{2, 2}, 1.0f),
                                 [done](absl::Status s) {
                                   if (!s.ok()) return done(s);
                                   done(ClosureValues{});
@@ -445,7 +446,7 @@ void ReadAssignRead(ReplicaContext& ctx, const VariableHandle& w, float new_valu
                     Done<ClosureValues> done) {
   ctx.ReadCached(w, [&ctx, w, new_value, done](absl::StatusOr<Tensor> first) {
     if (!first.ok()) return done(first.status());
-    AssignAsync(ctx.self(), w, AssignKind::kAssign, Tensor(w.shape, new_value),
+    AssignAsync(ctx.shards(), w, AssignKind::kAssign, Tensor(w.shape, new_value),
                 [&ctx, w, done, first = *first](absl::Status s) {
                   if (!s.ok()) return done(s);
                   ctx.ReadCached(w, [done, first](absl::StatusOr<Tensor> second) {

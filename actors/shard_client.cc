@@ -1,0 +1,120 @@
+#include "actors/shard_client.h"
+
+#include <caf/actor_cast.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/message_id.hpp>
+#include <caf/sec.hpp>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+// A request from `self` to `dest` whose response runs `on_reply`: what CAF's typed `request`
+// does, without being a template over the requesting actor's type. (The shard and PS node
+// handlers accept exactly these messages; their interfaces in shard_actor.h and ps_node_actor.h
+// are the contract.)
+template <class Handle, class... Ts>
+void Request(caf::scheduled_actor* self, const Handle& dest, caf::behavior on_reply, Ts&&... xs) {
+  const caf::message_id id = self->new_request_id(caf::message_priority::normal);
+  auto receiver = caf::actor_cast<caf::strong_actor_ptr>(dest);
+  if (receiver) {
+    receiver->enqueue(
+        caf::make_mailbox_element(self->ctrl(), id, {}, std::forward<Ts>(xs)...),
+        self->context());
+  } else {
+    self->eq_impl(id.response_id(), self->ctrl(), self->context(),
+                  caf::make_error(caf::sec::invalid_argument));
+  }
+  self->add_multiplexed_response_handler(id.response_id(), std::move(on_reply));
+}
+
+// The status a caller sees for a failed call to `shard_name` (on PS task `task`): the shard's own
+// error prefixed with the op and the shard, or Unavailable naming both when the shard is gone.
+absl::Status Annotated(const std::string& shard_name, int32_t task, absl::string_view op,
+                       const absl::Status& status) {
+  if (absl::IsUnavailable(status)) {
+    return absl::UnavailableError(absl::StrCat(op, ": shard ", shard_name, " on ps ", task,
+                                               " is unavailable (", status.message(), ")"));
+  }
+  return Annotate(status, absl::StrCat(op, " on ", shard_name));
+}
+
+absl::StatusOr<ShardOpResult> Unpack(ShardReply reply) {
+  if (reply.error) return ErrorToStatus(reply.error);
+  return std::move(reply.result);
+}
+
+}  // namespace
+
+void ShardClient::Send(caf::scheduled_actor* self, const shard_actor& shard, ShardOp op,
+                       Reply reply) {
+  auto shared = std::make_shared<Reply>(std::move(reply));
+  Request(self, shard,
+          caf::behavior{
+              [shared](ShardOpResult& result) { (*shared)(std::move(result)); },
+              [shared](caf::error& err) { (*shared)(ErrorToStatus(err)); },
+          },
+          std::move(op));
+}
+
+void ShardClient::SendBatch(caf::scheduled_actor* self, const shard_actor& shard,
+                            std::vector<ShardOp> ops, BatchReply reply) {
+  auto shared = std::make_shared<BatchReply>(std::move(reply));
+  Request(self, shard,
+          caf::behavior{
+              [shared](std::vector<ShardReply>& replies) { (*shared)(std::move(replies)); },
+              [shared](caf::error& err) { (*shared)(ErrorToStatus(err)); },
+          },
+          std::move(ops));
+}
+
+void ShardClient::Call(const VariableHandle& v, int64_t shard, ShardOp op, Reply reply) {
+  const int32_t task = v.PsTaskOf(shard);
+  // The reply may run after the handle is gone: it keeps what renders the shard's name (only
+  // rendered on error; a variable's name is short enough to copy without allocating, usually).
+  Reply annotated = [reply = std::move(reply), op_name = ShardOpName(op), variable = v.name,
+                     shard = static_cast<int32_t>(shard),
+                     num_shards = static_cast<int32_t>(v.num_shards()),
+                     task](absl::StatusOr<ShardOpResult> result) {
+    if (result.ok()) return reply(std::move(result));
+    reply(Annotated(ShardName(variable, shard, num_shards), task, op_name, result.status()));
+  };
+  if (task >= 0 && task < static_cast<int32_t>(ps_nodes_.size()) && ps_nodes_[task]) {
+    Pending& pending = batches_[task];
+    pending.calls.push_back(ShardCall{v.shards[shard].id(), std::move(op)});
+    pending.replies.push_back(std::move(annotated));
+    return;
+  }
+  Send(self_, v.shards[shard], std::move(op), std::move(annotated));
+}
+
+void ShardClient::Flush() {
+  for (auto& [task, pending] : batches_) {
+    auto replies = std::make_shared<std::vector<Reply>>(std::move(pending.replies));
+    const size_t count = pending.calls.size();
+    Request(self_, ps_nodes_[task],
+            caf::behavior{
+                [replies, count, task = task](std::vector<ShardReply>& answers) {
+                  if (answers.size() != count) {  // a node of another build: fail every call
+                    const absl::Status status = absl::DataLossError(absl::StrCat(
+                        "ps ", task, " answered ", answers.size(), " of ", count, " shard calls"));
+                    for (Reply& reply : *replies) reply(status);
+                    return;
+                  }
+                  for (size_t k = 0; k < count; ++k) (*replies)[k](Unpack(std::move(answers[k])));
+                },
+                [replies](caf::error& err) {
+                  const absl::Status status = ErrorToStatus(err);
+                  for (Reply& reply : *replies) reply(status);
+                },
+            },
+            batch_atom::value, std::move(pending.calls));
+  }
+  batches_.clear();
+}
+
+}  // namespace tessera

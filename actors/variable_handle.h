@@ -1,0 +1,77 @@
+// VariableHandle: everything needed to address one variable's shards — its shape and layout, the
+// shard actors in shard order and the PS task holding each. Built by the strategy
+// (coordinator/strategy.h); travels to networked workers inside a VariableDirectory.
+//
+// Thread-safety: an immutable value once built.
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+#include "actors/shard_actor.h"
+#include "core/aggregation.h"
+#include "core/shard_layout.h"
+#include "core/shard_state.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+struct VariableHandle {
+  std::string name;
+  Shape shape;  // the full variable's shape
+  DType dtype = DType::kFloat32;
+  ShardLayout layout;               // rows over shards ("div")
+  std::vector<shard_actor> shards;  // layout.num_shards() entries, in shard order
+  std::vector<int32_t> ps_tasks;    // the PS task holding each shard
+  VariableSynchronization synchronization = VariableSynchronization::kAuto;
+  VariableAggregation aggregation = VariableAggregation::kNone;
+  bool trainable = true;
+
+  int64_t num_shards() const { return static_cast<int64_t>(shards.size()); }
+  // "emb/part_1" (or "emb" when unpartitioned).
+  std::string ShardNameOf(int64_t shard) const {
+    return ShardName(name, static_cast<int32_t>(shard), static_cast<int32_t>(shards.size()));
+  }
+  // The PS task of shard `shard`, -1 when unknown.
+  int32_t PsTaskOf(int64_t shard) const {
+    return shard >= 0 && shard < static_cast<int64_t>(ps_tasks.size()) ? ps_tasks[shard] : -1;
+  }
+};
+
+// A handle travels to networked workers inside a VariableDirectory (actors/coordinator_actor.h):
+// the shard handles as CAF actor handles, the layout as (rows, shards), rebuilt and checked on
+// arrival so a forged handle cannot describe an impossible layout.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, VariableHandle& x) {
+  int64_t rows = x.layout.rows();
+  int64_t num_shards = x.layout.num_shards();
+  int32_t synchronization = static_cast<int32_t>(x.synchronization);
+  int32_t aggregation = static_cast<int32_t>(x.aggregation);
+  auto rebuild = caf::meta::load_callback([&]() -> caf::error {
+    absl::StatusOr<ShardLayout> layout = ShardLayout::Make(rows, num_shards);
+    if (!layout.ok()) return StatusToError(layout.status());
+    if (static_cast<int64_t>(x.shards.size()) != num_shards ||
+        x.ps_tasks.size() != x.shards.size() || synchronization < 0 || synchronization > 2 ||
+        aggregation < 0 || aggregation > 3) {
+      return StatusToError(absl::DataLossError(
+          absl::StrCat("malformed handle of variable ", x.name, ": ", x.shards.size(),
+                       " shards for a layout of ", num_shards)));
+    }
+    x.layout = *layout;
+    x.synchronization = static_cast<VariableSynchronization>(synchronization);
+    x.aggregation = static_cast<VariableAggregation>(aggregation);
+    return caf::none;
+  });
+  return f(caf::meta::type_name("tessera::VariableHandle"), x.name, x.shape, x.dtype, rows,
+           num_shards, x.shards, x.ps_tasks, synchronization, aggregation, x.trainable, rebuild);
+}
+
+}  // namespace tessera

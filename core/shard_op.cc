@@ -1,0 +1,136 @@
+#include "core/shard_op.h"
+
+#include <utility>
+
+#include "absl/strings/str_join.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+ShardVersion VersionOf(const ShardState& s) { return ShardVersion{s.version()}; }
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, InfoOp&, const SliceStore*) { return s.Info(); }
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, ReadOp&, const SliceStore*) {
+  return ShardValue{s.Read(), s.version()};
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, GatherOp& op, const SliceStore*) {
+  ASSIGN_OR_RETURN(Tensor rows, s.Gather(op.ids));
+  return ShardValue{std::move(rows), s.version()};
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, AssignOp& op, const SliceStore*) {
+  RETURN_IF_ERROR(s.Assign(op.kind, op.value));
+  return VersionOf(s);
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, ScatterRowsOp& op, const SliceStore*) {
+  RETURN_IF_ERROR(s.Scatter(op.op, op.rows.indices, op.rows.values));
+  return VersionOf(s);
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, ApplyDenseGradientOp& op, const SliceStore*) {
+  RETURN_IF_ERROR(s.ApplyDenseGradient(op.grad));
+  return VersionOf(s);
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, ApplySparseGradientOp& op, const SliceStore*) {
+  RETURN_IF_ERROR(s.ApplySparseGradient(op.grad.indices, op.grad.values));
+  return VersionOf(s);
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, SetOptimizerOp& op, const SliceStore*) {
+  RETURN_IF_ERROR(s.SetOptimizer(op.spec));
+  return VersionOf(s);
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, SnapshotOp&, const SliceStore*) {
+  return s.Snapshot();
+}
+
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, RestoreOp& op, const SliceStore*) {
+  RETURN_IF_ERROR(s.Restore(std::move(op.snapshot)));
+  return VersionOf(s);
+}
+
+absl::Status RequireStore(const SliceStore* store, const ShardState& s, absl::string_view op) {
+  if (store != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(s.name(), ": ", op, " needs a slice store (none was given to the shard)"));
+}
+
+// Writes the shard's block, slots and step straight from the shard's memory: the shard serves
+// nothing else meanwhile, so the block cannot change under the write.
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore* store) {
+  RETURN_IF_ERROR(RequireStore(store, s, SaveOp::kName));
+  TensorSliceView slice;
+  slice.variable = s.spec().variable;
+  slice.full_shape = s.full_shape();
+  slice.dtype = s.spec().dtype;
+  slice.row_offset = s.row_offset();
+  slice.value = s.value().view();
+  if (s.optimizer() != nullptr) slice.slot_names = s.optimizer()->SlotNames();
+  for (const Tensor& slot : s.slots().tensors) slice.slots.push_back(slot.view());
+  slice.step = s.slots().step;
+  RETURN_IF_ERROR(Annotate(store->Write(absl::StrCat(op.dir, "/", op.file), slice),
+                           absl::StrCat("saving ", s.name())));
+  SavedSlice saved;
+  saved.ref = SliceFileRef{op.file, s.row_offset(), s.spec().rows};
+  saved.slot_names = std::move(slice.slot_names);
+  saved.step = slice.step;
+  if (s.optimizer() != nullptr) saved.optimizer = s.optimizer()->spec();
+  return saved;
+}
+
+// Restores the shard from the slices of `op.variable` that its rows overlap. Slots come along
+// when the checkpoint's slot names are the shard's own; a checkpoint without slots restores the
+// values and gives the optimizer fresh slots.
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, LoadOp& op, const SliceStore* store) {
+  RETURN_IF_ERROR(RequireStore(store, s, LoadOp::kName));
+  const CheckpointVariable& variable = op.variable;
+  const std::string what = absl::StrCat("restoring ", s.name(), " from ", op.dir);
+  if (variable.shape != s.full_shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the checkpoint's ", variable.name, " has shape ", variable.shape.ToString(),
+        " but the variable has ", s.full_shape().ToString()));
+  }
+  if (variable.dtype != s.spec().dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the checkpoint's dtype is ",
+                                                   DTypeName(variable.dtype), ", the variable's ",
+                                                   DTypeName(s.spec().dtype)));
+  }
+  // Reads only the rows this shard holds, into a fresh block: the shard is unchanged until the
+  // whole block has been read and checked.
+  ASSIGN_OR_RETURN(TensorSlice block,
+                   store->ReadBlock(op.dir, variable, s.row_offset(), s.spec().rows));
+  ShardSnapshot snapshot;
+  snapshot.value = std::move(block.value);
+  snapshot.step = block.step;
+  const std::vector<std::string> own_slots =
+      s.optimizer() != nullptr ? s.optimizer()->SlotNames() : std::vector<std::string>{};
+  if (!block.slot_names.empty() && block.slot_names == own_slots) {
+    snapshot.slot_names = std::move(block.slot_names);
+    snapshot.slots = std::move(block.slots);
+  } else if (!block.slot_names.empty() && !own_slots.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the checkpoint has optimizer slots [", absl::StrJoin(block.slot_names, ", "),
+        "] but the shard's optimizer has [", absl::StrJoin(own_slots, ", "), "]"));
+  }
+  RETURN_IF_ERROR(Annotate(s.Restore(std::move(snapshot)), what));
+  return VersionOf(s);
+}
+
+}  // namespace
+
+absl::string_view ShardOpName(const ShardOp& op) {
+  return std::visit([](const auto& o) -> absl::string_view { return o.kName; }, op);
+}
+
+absl::StatusOr<ShardOpResult> ApplyShardOp(ShardState& shard, ShardOp op,
+                                           const SliceStore* store) {
+  return std::visit([&](auto& o) { return Apply(shard, o, store); }, op);
+}
+
+}  // namespace tessera

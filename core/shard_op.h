@@ -1,0 +1,182 @@
+// ShardOp: every operation a variable shard serves, as one value type, and ApplyShardOp, the one
+// function that applies it to a ShardState (docs/design.md §1, "One shard operation, one client").
+//
+// An op is a small struct naming its Result type and its name (for error messages); ShardOp is
+// the variant of them all. The shard actor (actors/shard_actor.h) receives ShardOps alone or in
+// batches and replies with ApplyShardOp's result; ShardClient (actors/shard_client.h) sends them.
+// Nothing between the client and ApplyShardOp looks inside an op.
+//
+// Adding an operation takes three edits here and one on the wire: the op struct, its Apply
+// overload in shard_op.cc, its entry in ShardOp, and its inspect overload in actors/messages.h.
+//
+//   op                      Result         ShardState call
+//   InfoOp                  ShardInfo      Info()
+//   ReadOp                  ShardValue     Read()
+//   GatherOp                ShardValue     Gather(ids)            (TF's sparse_read)
+//   AssignOp                ShardVersion   Assign(kind, value)
+//   ScatterRowsOp           ShardVersion   Scatter(op, ids, rows)
+//   ApplyDenseGradientOp    ShardVersion   ApplyDenseGradient(grad)
+//   ApplySparseGradientOp   ShardVersion   ApplySparseGradient(ids, rows)
+//   SetOptimizerOp          ShardVersion   SetOptimizer(spec)
+//   SnapshotOp              ShardSnapshot  Snapshot()
+//   RestoreOp               ShardVersion   Restore(snapshot)
+//   SaveOp                  SavedSlice     writes dir/file: block, slots, step (through a SliceStore)
+//   LoadOp                  ShardVersion   reads the slice files of dir its rows overlap, Restore
+//
+// Ids are block-local (global id minus the shard's row offset). Every result carries, or is, the
+// shard's version after the op. Errors follow ShardState's contract: the shard is unchanged.
+//
+// Thread-safety: ops and results are values; ApplyShardOp mutates only the shard it is given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/checkpoint.h"
+#include "core/indexed_slices.h"
+#include "core/optimizer.h"
+#include "core/scatter.h"
+#include "core/shard_state.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// -- Results ---------------------------------------------------------------------------------
+
+// The shard's version after a mutating op.
+struct ShardVersion {
+  int64_t version = 0;
+};
+
+// Rows read from a shard (the whole block, or gathered rows) and the shard's version then.
+struct ShardValue {
+  Tensor value;
+  int64_t version = 0;
+};
+
+// What a shard wrote when saving: enough for the manifest's entry.
+struct SavedSlice {
+  SliceFileRef ref;  // file name (relative to the checkpoint) and rows
+  std::vector<std::string> slot_names;
+  int64_t step = 0;                        // the optimizer's step
+  std::optional<OptimizerSpec> optimizer;  // none: the shard has no optimizer
+};
+
+// -- Operations --------------------------------------------------------------------------------
+
+struct InfoOp {
+  using Result = ShardInfo;
+  static constexpr const char* kName = "info";
+};
+
+struct ReadOp {
+  using Result = ShardValue;
+  static constexpr const char* kName = "read";
+};
+
+struct GatherOp {
+  using Result = ShardValue;
+  static constexpr const char* kName = "gather";
+  Ids ids;  // block-local, any order, repeats allowed
+};
+
+struct AssignOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "assign";
+  AssignKind kind = AssignKind::kAssign;
+  Tensor value;  // the block's shape
+};
+
+struct ScatterRowsOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "scatter";
+  ScatterOp op = ScatterOp::kAdd;
+  IndexedSlices rows;  // block-local indices
+};
+
+struct ApplyDenseGradientOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "apply_gradient";
+  Tensor grad;  // the block's shape
+};
+
+struct ApplySparseGradientOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "apply_sparse_gradient";
+  IndexedSlices grad;  // block-local indices; repeats are summed
+};
+
+struct SetOptimizerOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "set_optimizer";
+  OptimizerSpec spec;
+};
+
+struct SnapshotOp {
+  using Result = ShardSnapshot;
+  static constexpr const char* kName = "snapshot";
+};
+
+struct RestoreOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "restore";
+  ShardSnapshot snapshot;
+};
+
+struct SaveOp {
+  using Result = SavedSlice;
+  static constexpr const char* kName = "save";
+  std::string dir;   // the checkpoint directory
+  std::string file;  // the slice file's name in it
+};
+
+struct LoadOp {
+  using Result = ShardVersion;
+  static constexpr const char* kName = "load";
+  std::string dir;              // the checkpoint directory
+  CheckpointVariable variable;  // the manifest's entry of the shard's variable
+};
+
+using ShardOp = std::variant<InfoOp, ReadOp, GatherOp, AssignOp, ScatterRowsOp,
+                             ApplyDenseGradientOp, ApplySparseGradientOp, SetOptimizerOp,
+                             SnapshotOp, RestoreOp, SaveOp, LoadOp>;
+
+using ShardOpResult = std::variant<ShardVersion, ShardValue, ShardInfo, ShardSnapshot, SavedSlice>;
+
+// "gather", "apply_sparse_gradient", ...: the op's name for messages.
+absl::string_view ShardOpName(const ShardOp& op);
+
+// The file I/O behind SaveOp and LoadOp (schema/ writes slice files; core cannot include it).
+class SliceStore {
+ public:
+  virtual ~SliceStore() = default;
+  // Writes `slice` to `path` (a complete file or none).
+  virtual absl::Status Write(const std::string& path, const TensorSliceView& slice) const = 0;
+  // Rows [offset, offset + rows) of `variable` from the slice files under `dir` it overlaps.
+  virtual absl::StatusOr<TensorSlice> ReadBlock(const std::string& dir,
+                                                const CheckpointVariable& variable,
+                                                int64_t offset, int64_t rows) const = 0;
+};
+
+// Applies `op` to `shard`. `store` serves SaveOp and LoadOp (FailedPrecondition without one).
+// Errors are ShardState's (InvalidArgument, FailedPrecondition), with the shard unchanged, or the
+// store's for SaveOp / LoadOp.
+absl::StatusOr<ShardOpResult> ApplyShardOp(ShardState& shard, ShardOp op, const SliceStore* store);
+
+// The result of an `Op` out of a ShardOpResult; DataLoss when it holds another kind (a reply
+// from a node of another build).
+template <class Op>
+absl::StatusOr<typename Op::Result> ResultOf(ShardOpResult result) {
+  if (auto* r = std::get_if<typename Op::Result>(&result)) return std::move(*r);
+  return absl::DataLossError(absl::StrCat("a ", Op::kName, " was answered with a result of kind ",
+                                          result.index()));
+}
+
+}  // namespace tessera

@@ -42,7 +42,7 @@ namespace {
 struct StepFetch {
   Batch batch;
   std::unique_ptr<internal::StepScratch> scratch;  // holds the batch's lookup plan
-  std::map<std::string, Ids> needed;     // per embedding table: sorted unique ids
+  std::map<std::string, SortedIds> needed;  // per embedding table
 };
 
 // Phase 2: forward/backward on the fetched values (`values[k]` belongs to the k-th parameter of
@@ -101,7 +101,7 @@ void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVaria
   fetch->batch = std::move(batch);
   fetch->scratch = internal::AcquireStepScratch();
   // Plans the lookups into the workspace, so ForwardBackward does not sort the ids again.
-  absl::StatusOr<std::map<std::string, Ids>> needed =
+  absl::StatusOr<std::map<std::string, SortedIds>> needed =
       vars->model->RowsNeeded(fetch->batch, fetch->scratch->workspace);
   if (!needed.ok()) return done(needed.status());
   fetch->needed = *std::move(needed);
@@ -118,7 +118,7 @@ void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVaria
   for (const auto& [name, handle] : vars->by_param) {
     auto ids = fetch->needed.find(name);
     if (ids != fetch->needed.end()) {
-      GatherAsync(client, handle, ids->second, ShardingStrategy::kDiv, values->Slot(k++));
+      GatherAsync(client, handle, ids->second, values->Slot(k++));
     } else {
       ReadAsync(client, handle, values->Slot(k++));
     }

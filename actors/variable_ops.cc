@@ -84,9 +84,11 @@ void ReadAsync(ShardClient& client, const VariableHandle& v, Done<Tensor> done) 
       });
 }
 
-void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
-                 ShardingStrategy strategy, Done<Tensor> done) {
-  absl::StatusOr<IdGrouping> grouping = v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge);
+namespace {
+
+// Gathers the rows of `grouping` (of v's ids) and puts them in the ids' order.
+void GatherGrouped(ShardClient& client, const VariableHandle& v,
+                   absl::StatusOr<IdGrouping> grouping, Done<Tensor> done) {
   if (!grouping.ok()) return done(Annotate(grouping.status(), absl::StrCat("gather from ", v.name)));
   auto g = std::make_shared<IdGrouping>(*std::move(grouping));
   FanOut<GatherOp>(
@@ -112,6 +114,18 @@ void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const 
         if (absl::Status s = StitchGatheredRows(*g, views, out.view()); !s.ok()) return done(s);
         done(std::move(out));
       });
+}
+
+}  // namespace
+
+void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
+                 ShardingStrategy strategy, Done<Tensor> done) {
+  GatherGrouped(client, v, v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge), std::move(done));
+}
+
+void GatherAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
+                 Done<Tensor> done) {
+  GatherGrouped(client, v, v.layout.GroupIds(ids), std::move(done));
 }
 
 void SliceAsync(ShardClient& client, const VariableHandle& v, std::optional<int64_t> start,

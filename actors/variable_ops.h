@@ -35,6 +35,7 @@
 #include "core/indexed_slices.h"
 #include "core/scatter.h"
 #include "core/shard_layout.h"
+#include "core/sorted_ids.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -50,6 +51,10 @@ void ReadAsync(ShardClient& client, const VariableHandle& v, Done<Tensor> done);
 // grouped by shard under `strategy`; a repeated id is requested once.
 void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
                  ShardingStrategy strategy, Done<Tensor> done);
+
+// The same for a step's sorted unique ids (div): the replies concatenate in order.
+void GatherAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
+                 Done<Tensor> done);
 
 // numpy's v[start:stop:step]; only the shards the slice touches are contacted.
 void SliceAsync(ShardClient& client, const VariableHandle& v, std::optional<int64_t> start,

@@ -59,7 +59,7 @@ absl::Status Run(int argc, char** argv) {
   auto step = [&](const Batch& batch, StepWorkspace* ws, StepResult* result) -> absl::Status {
     StepWorkspace fresh_ws;
     StepResult fresh_result;
-    absl::StatusOr<std::map<std::string, Ids>> needed =
+    absl::StatusOr<std::map<std::string, SortedIds>> needed =
         ws != nullptr ? model.RowsNeeded(batch, *ws) : model.RowsNeeded(batch);
     RETURN_IF_ERROR(needed.status());
     StepParams params;

@@ -132,21 +132,6 @@ void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, Matri
   }
 }
 
-void UniqueIds(absl::Span<const int64_t> ids, Ids& unique, std::vector<int64_t>& slots) {
-  // One sort of (id, position) pairs, then a linear walk: cheaper than sorting the ids and
-  // binary-searching each one (whose branches mispredict about half the time).
-  const size_t n = ids.size();
-  std::vector<std::pair<int64_t, int64_t>> order(n);
-  for (size_t b = 0; b < n; ++b) order[b] = {ids[b], static_cast<int64_t>(b)};
-  std::sort(order.begin(), order.end());
-  unique.clear();
-  slots.resize(n);
-  for (size_t k = 0; k < n; ++k) {
-    if (k == 0 || order[k].first != order[k - 1].first) unique.push_back(order[k].first);
-    slots[order[k].second] = static_cast<int64_t>(unique.size()) - 1;
-  }
-}
-
 void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y) {
   Eigen::Index offset = 0;
   for (const ConstMatrixRef& x : xs) {

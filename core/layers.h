@@ -76,10 +76,6 @@ void EmbeddingForward(ConstMatrixRef table, absl::Span<const int64_t> rows, Matr
 // [0, grad_rows.rows()), dy is [slots.size(), grad_rows.cols()].
 void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, MatrixRef grad_rows);
 
-// Deduplicates `ids`: `unique` receives the distinct ids in ascending order and `slots` the
-// position of each ids[b] within `unique` (so unique[slots[b]] == ids[b]). Reuses the vectors'
-// capacity.
-void UniqueIds(absl::Span<const int64_t> ids, Ids& unique, std::vector<int64_t>& slots);
 
 // Concat along the feature axis: y = [x_0 | x_1 | ...]. Precondition: every x_i has y's row
 // count and the column counts sum to y.cols().

@@ -165,15 +165,14 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
 // after the matrix products. A distributed worker needs the plan twice: RowsNeeded, to know which
 // rows to gather, and ForwardBackward, once the rows have arrived. So a workspace remembers the
 // plan it holds, and the next call checks it against its batch in one linear pass (every
-// example's id sits at its slot, the unique ids are strictly increasing inside the table, and
-// each is used) before trusting it. A different batch fails the check, usually at its first
+// example's id sits at its slot, the unique ids (a SortedIds) lie inside the table, and each is
+// used) before trusting it. A different batch fails the check, usually at its first
 // example, and is planned from scratch: the check makes reuse safe, never only likely.
 bool Model::PlanFits(const Batch& batch, int p, StepWorkspace& ws) const {
   if (static_cast<size_t>(p) >= ws.planned.size() || !ws.planned[p]) return false;
-  const Ids& unique = ws.unique_ids[p];
+  const SortedIds& unique = ws.unique_ids[p];
   const int64_t table_rows = spec_.params[p].shape.dim(0);
-  if (unique.empty() || unique.front() < 0 || unique.back() >= table_rows ||
-      !IsSortedUnique(unique)) {
+  if (unique.empty() || unique.front() < 0 || unique.back() >= table_rows) {
     return false;
   }
   const size_t num_unique = unique.size();
@@ -237,7 +236,7 @@ absl::Status Model::CheckGathered(const StepWorkspace& ws) const {
   for (size_t p = 0; p < spec_.params.size(); ++p) {
     const EmbeddingRows* gathered = ws.param_gathered[p];
     if (gathered == nullptr) continue;
-    const Ids& needed = ws.unique_ids[p];
+    const SortedIds& needed = ws.unique_ids[p];
     if (!std::equal(gathered->ids.begin(), gathered->ids.end(), needed.begin(), needed.end())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "params: the gathered rows of '", spec_.params[p].name, "' are for ",
@@ -248,17 +247,17 @@ absl::Status Model::CheckGathered(const StepWorkspace& ws) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::map<std::string, Ids>> Model::RowsNeeded(const Batch& batch) const {
+absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& batch) const {
   StepWorkspace ws;
   return RowsNeeded(batch, ws);
 }
 
-absl::StatusOr<std::map<std::string, Ids>> Model::RowsNeeded(const Batch& batch,
+absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& batch,
                                                              StepWorkspace& ws) const {
   RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
   const std::vector<bool> plan(spec_.params.size(), true);
   RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
-  std::map<std::string, Ids> needed;
+  std::map<std::string, SortedIds> needed;
   for (size_t p = 0; p < spec_.params.size(); ++p) {
     if (!lookups_[p].empty()) needed.emplace(spec_.params[p].name, ws.unique_ids[p]);
   }

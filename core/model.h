@@ -29,6 +29,7 @@
 #include "core/batch.h"
 #include "core/indexed_slices.h"
 #include "core/model_spec.h"
+#include "core/sorted_ids.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -80,7 +81,7 @@ class StepWorkspace {
   std::vector<RowMatrix> gradients;    // per node: dLoss/d(output), when backpropagated
   // Per parameter (embedding tables only): the batch's sorted unique ids, and a concatenation
   // buffer of all its lookups' ids.
-  std::vector<Ids> unique_ids;
+  std::vector<SortedIds> unique_ids;
   std::vector<Ids> lookup_ids;
   // Per node (embedding nodes only): the position of each example's id among unique_ids, which
   // is also the row it reads from a gathered table.
@@ -111,11 +112,11 @@ class Model {
   // For every embedding table, the sorted unique ids the batch looks up in it (the rows a
   // worker must gather). InvalidArgument when an ids feature is missing, has the wrong number
   // of ids, or holds an id outside the table's rows (naming the feature, the example and id).
-  absl::StatusOr<std::map<std::string, Ids>> RowsNeeded(const Batch& batch) const;
+  absl::StatusOr<std::map<std::string, SortedIds>> RowsNeeded(const Batch& batch) const;
   // The same, and leaves the batch's lookup plan in `workspace`: a ForwardBackward or Forward of
   // the same batch with that workspace then checks the plan in linear time instead of sorting
   // the batch's ids again (what a distributed worker does between its gather and its compute).
-  absl::StatusOr<std::map<std::string, Ids>> RowsNeeded(const Batch& batch,
+  absl::StatusOr<std::map<std::string, SortedIds>> RowsNeeded(const Batch& batch,
                                                         StepWorkspace& workspace) const;
 
   // Forward and backward over `batch`. Reuses `result`'s tensors when their shapes fit (keep one

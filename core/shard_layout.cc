@@ -125,6 +125,20 @@ absl::StatusOr<RowLocation> ShardLayout::LocateIndex(int64_t index) const {
   return Locate(index < 0 ? index + rows_ : index);
 }
 
+absl::StatusOr<IdGrouping> ShardLayout::GroupIds(const SortedIds& ids,
+                                                 ShardingStrategy strategy) const {
+  if (strategy != ShardingStrategy::kDiv || ids.empty() || ids.front() < 0 ||
+      ids.back() >= rows_) {  // mod, or an id out of range (reported by the general path)
+    return GroupIds(ids.ids(), strategy, DuplicateIds::kMerge);
+  }
+  IdGrouping g;
+  g.num_ids = static_cast<int64_t>(ids.size());
+  g.local_ids.resize(num_shards_);
+  g.positions.resize(num_shards_);
+  GroupSortedUniqueDivIds(ids, g);
+  return g;
+}
+
 absl::StatusOr<IdGrouping> ShardLayout::GroupIds(absl::Span<const int64_t> ids,
                                                  ShardingStrategy strategy,
                                                  DuplicateIds duplicates) const {

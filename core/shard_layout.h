@@ -41,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/indexed_slices.h"
+#include "core/sorted_ids.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -173,10 +174,17 @@ class ShardLayout {
 
   // Groups a batch of global ids by shard (see IdGrouping for the contract). With kMerge a
   // repeated id is requested once and its later positions are listed in `duplicates`.
-  // InvalidArgument naming the first id outside [0, rows()) and its position.
+  // InvalidArgument naming the first id outside [0, rows()) and its position. Ids of unknown
+  // order that turn out sorted and unique (a sparse gradient's, which come from a step's
+  // SortedIds but travel as plain IndexedSlices) take the SortedIds path after one scan.
   absl::StatusOr<IdGrouping> GroupIds(absl::Span<const int64_t> ids,
                                       ShardingStrategy strategy = ShardingStrategy::kDiv,
                                       DuplicateIds duplicates = DuplicateIds::kKeep) const;
+
+  // The same for ids already sorted and unique (a step's lookups, core/sorted_ids.h): under div
+  // each touched shard's run is found with one division, and the grouping is `in_shard_order`.
+  absl::StatusOr<IdGrouping> GroupIds(const SortedIds& ids,
+                                      ShardingStrategy strategy = ShardingStrategy::kDiv) const;
 
   // Decomposes numpy's v[start:stop:step] into per-shard strided reads: concatenating each
   // piece's rows in `pieces` order gives exactly numpy's result. A missing start/stop means

@@ -1,4 +1,5 @@
 #include "core/layers.h"
+#include "core/sorted_ids.h"
 
 #include <doctest/doctest.h>
 
@@ -204,10 +205,10 @@ TEST_CASE("an embedding gathers rows and sums the gradients of repeated ids") {
   EmbeddingForward(table, ids, y);
   for (size_t b = 0; b < ids.size(); ++b) CHECK(y.row(b) == table.row(ids[b]));
 
-  Ids unique;
+  SortedIds unique;
   std::vector<int64_t> slots;
   UniqueIds(ids, unique, slots);
-  CHECK(unique == Ids{0, 1, 4});
+  CHECK(unique.ids() == Ids{0, 1, 4});
   CHECK(slots == std::vector<int64_t>{2, 1, 2, 0, 2});
 
   const RowMatrix r = RandomMatrix(5, 3, 52);

@@ -300,7 +300,7 @@ TEST_CASE("GroupIds lists each shard's local ids and where their rows go") {
     CHECK(g.local_ids == std::vector<Ids>{{}, {}, {1, 0, 1, 1, 2}, {}, {}});
   }
   SUBCASE("an empty batch touches no shard") {
-    const IdGrouping g = Must(layout.GroupIds({}));
+    const IdGrouping g = Must(layout.GroupIds(Ids{}));
     CHECK(g.num_ids == 0);
     CHECK(g.touched_shards.empty());
     CHECK(g.local_ids.size() == 5);

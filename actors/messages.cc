@@ -62,8 +62,8 @@ caf::error SaveShape(caf::serializer& sink, const Shape& shape) {
 caf::error LoadShape(caf::deserializer& source, Shape& shape) {
   size_t rank = 0;
   if (auto err = source.begin_sequence(rank)) return err;
-  if (rank > static_cast<size_t>(kMaxWireRank)) {
-    return WireError(absl::StrCat("shape of rank ", rank, " (at most ", kMaxWireRank, ")"));
+  if (rank > static_cast<size_t>(kMaxRank)) {
+    return WireError(absl::StrCat("shape of rank ", rank, " (at most ", kMaxRank, ")"));
   }
   std::vector<int64_t> dims(rank);
   for (int64_t& dim : dims) {
@@ -92,9 +92,9 @@ caf::error LoadTensor(caf::deserializer& source, Tensor& tensor) {
   Shape shape;
   if (auto err = LoadShape(source, shape)) return err;
   const int64_t elements = shape.num_elements();
-  if (elements > kMaxWireElements) {
+  if (elements > kMaxElements) {
     return WireError(absl::StrCat("tensor of shape ", shape.ToString(), " has more than ",
-                                  kMaxWireElements, " elements"));
+                                  kMaxElements, " elements"));
   }
   std::vector<float> values;
   if (auto err = ReadRaw(source, elements, values, absl::StrCat("tensor ", shape.ToString()))) {
@@ -122,8 +122,8 @@ caf::error SaveIds(caf::serializer& sink, const Ids& ids) {
 caf::error LoadIds(caf::deserializer& source, Ids& ids) {
   size_t count = 0;
   if (auto err = source.begin_sequence(count)) return err;
-  if (count > static_cast<size_t>(kMaxWireElements)) {
-    return WireError(absl::StrCat("id list of ", count, " ids (at most ", kMaxWireElements, ")"));
+  if (count > static_cast<size_t>(kMaxElements)) {
+    return WireError(absl::StrCat("id list of ", count, " ids (at most ", kMaxElements, ")"));
   }
   if (auto err = ReadRaw(source, static_cast<int64_t>(count), ids,
                          absl::StrCat("id list of ", count, " ids"))) {

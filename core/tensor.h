@@ -35,6 +35,14 @@ inline bool IsFloating(DType dtype) { return dtype == DType::kFloat32; }
 // Row ids (global or shard-local as each API says).
 using Ids = std::vector<int64_t>;
 
+// Note [Limits on tensors from outside]
+// A tensor or id list read from a message (actors/messages.h) or a file (schema/) is checked
+// against one policy before anything is allocated for it: at most kMaxRank dimensions, no
+// negative one, and at most kMaxElements elements (2^34: far above any real tensor, a guard
+// against forged sizes). The wire and the files agree, so whatever one accepts the other can carry.
+inline constexpr int kMaxRank = 8;
+inline constexpr int64_t kMaxElements = int64_t{1} << 34;
+
 class Shape {
  public:
   Shape() = default;  // rank 0: a scalar

@@ -233,7 +233,7 @@ absl::Status CheckSignatures(const std::vector<Signature>& signatures) {
       for (const TensorSignature& t : *list) {
         const bool valid_dtype =
             t.dtype == DType::kFloat32 || t.dtype == DType::kInt64 || t.dtype == DType::kString;
-        bool valid_dims = t.shape.size() <= static_cast<size_t>(schema_internal::kMaxRank);
+        bool valid_dims = t.shape.size() <= static_cast<size_t>(kMaxRank);
         for (int64_t d : t.shape) valid_dims = valid_dims && d >= -1;
         if (!valid_dtype || !valid_dims) {
           return absl::InvalidArgumentError(absl::StrCat(

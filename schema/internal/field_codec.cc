@@ -50,8 +50,12 @@ absl::StatusOr<Shape> DecodeShape(capnp::List<int64_t>::Reader dims, absl::strin
   int64_t elements = 1;
   for (int64_t d : dims) {
     out.push_back(d);
-    if (d < 0 || (d != 0 && elements > std::numeric_limits<int64_t>::max() / d)) {
+    if (d < 0) {
       return absl::DataLossError(absl::StrCat(what, ": invalid shape ", Shape(out).ToString()));
+    }
+    if (d != 0 && elements > kMaxElements / d) {
+      return absl::DataLossError(absl::StrCat(what, ": invalid shape ", Shape(out).ToString(),
+                                              " (more than ", kMaxElements, " elements)"));
     }
     elements *= d;
   }

@@ -26,8 +26,6 @@ namespace schema_internal {
 
 // Float data is split into chunks of at most this many bytes, each with its own CRC-32.
 inline constexpr size_t kMaxChunkBytes = size_t{1} << 20;
-// Shapes of higher rank are rejected as corrupt: no Tessera tensor comes near it.
-inline constexpr int kMaxRank = 16;
 
 // Texts.
 std::string DecodeText(capnp::Text::Reader text);
@@ -35,8 +33,8 @@ capnp::Text::Reader TextOf(const std::string& s);
 std::vector<std::string> DecodeTexts(capnp::List<capnp::Text>::Reader texts);
 void EncodeTexts(const std::vector<std::string>& texts, capnp::List<capnp::Text>::Builder out);
 
-// Shapes: DataLoss for a rank above kMaxRank, a negative dimension, or more elements than an
-// int64 holds. Signature dims may also be -1 (the batch dimension).
+// Shapes: DataLoss for a rank above kMaxRank, a negative dimension, or more than kMaxElements
+// elements (Note [Limits on tensors from outside], core/tensor.h). Signature dims may also be -1 (the batch dimension).
 absl::StatusOr<Shape> DecodeShape(capnp::List<int64_t>::Reader dims, absl::string_view what);
 absl::StatusOr<std::vector<int64_t>> DecodeSignatureDims(capnp::List<int64_t>::Reader dims,
                                                          absl::string_view what);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -314,6 +315,36 @@ TEST_CASE("the in-memory Env normalizes paths and lists nested names apart from 
   REQUIRE(env->RemoveTree("/x/b").ok());
   CHECK(Outcome(env->ListDirectory("/x")) == "[b-sibling]");
   CHECK_FALSE(env->FileExists("/x/b/c"));
+}
+
+TEST_CASE("the in-memory Env serves writers and readers on several threads at once") {
+  std::unique_ptr<MemEnv> env = NewMemEnv();
+  REQUIRE(env->CreateDirectories("/shared").ok());
+  constexpr int kThreads = 4;
+  constexpr int kFiles = 50;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&env, &failures, t] {
+      for (int i = 0; i < kFiles; ++i) {
+        // Every thread also rewrites one common file: readers see one whole version or another.
+        const std::string mine = absl::StrCat("/shared/t", t, "-", i);
+        const std::string content = absl::StrCat("thread ", t, " file ", i);
+        if (!WriteFileAtomically(*env, mine, content, true).ok()) ++failures[t];
+        if (!WriteFileAtomically(*env, "/shared/common", content, false).ok()) ++failures[t];
+        absl::StatusOr<std::string> common = ReadFileBounded(*env, "/shared/common", 100);
+        if (!common.ok() || common->rfind("thread ", 0) != 0) ++failures[t];
+        if (Outcome(ReadFileBounded(*env, mine, 100)) != absl::StrCat("\"", content, "\"")) {
+          ++failures[t];
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures == std::vector<int>(kThreads, 0));
+  absl::StatusOr<std::vector<std::string>> names = env->ListDirectory("/shared");
+  REQUIRE(names.ok());
+  CHECK(names->size() == kThreads * kFiles + 1);  // no temporary file left behind
 }
 
 TEST_CASE("the real Env's clock is absl::Now") {

@@ -83,7 +83,8 @@ class Env {
 
   // Renames file or directory `from` to `to`, atomically replacing a file at `to`. NotFound when
   // `from` or `to`'s directory does not exist; FailedPrecondition when a file would replace a
-  // directory (or a directory a file, or a non-empty directory).
+  // directory (or a directory a file, or a non-empty directory); InvalidArgument when a
+  // directory would move under itself.
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
 
   // `path` opened for reading. NotFound when it does not exist; DataLoss when it is not a

@@ -5,7 +5,7 @@
 // It behaves like Env::Default() on every operation and error of the Env contract
 // (tests/core/env_test.cc runs the same table on both). Paths are '/'-separated; "." and empty
 // components are ignored and ".." goes up, and relative paths are taken from the root, so "a/b"
-// and "/a/b" name the same file. The root always exists.
+// and "/a/b" name the same file. The root always exists (removing it is InvalidArgument).
 //
 // Durability is not modelled: Sync and SyncDirectory only check that their target exists. An
 // open RandomAccessFile keeps reading the file it opened, even after a rename replaces it or a

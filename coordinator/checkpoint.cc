@@ -236,45 +236,8 @@ absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
   return manifest.global_step;
 }
 
-absl::StatusOr<std::string> CheckpointManager::Save(const ParameterServerStrategy& strategy,
-                                                    int64_t global_step) {
-  const std::string dir = absl::StrCat(root_, "/ckpt-", global_step);
-  RETURN_IF_ERROR(SaveCheckpoint(strategy, dir, global_step));
-  std::vector<std::string> complete = Checkpoints();
-  while (static_cast<int32_t>(complete.size()) > max_to_keep_) {
-    std::error_code ec;
-    fs::remove_all(complete.front(), ec);
-    complete.erase(complete.begin());
-  }
-  return dir;
-}
-
-std::vector<std::string> CheckpointManager::Checkpoints() const {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0) continue;
-    char* end = nullptr;
-    const long long step = std::strtoll(name.c_str() + 5, &end, 10);
-    if (end == nullptr || *end != '\0') continue;
-    if (!fs::exists(entry.path() / kManifestFile, ec)) continue;
-    found.emplace_back(step, entry.path().string());
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> out;
-  for (auto& [step, path] : found) out.push_back(std::move(path));
-  return out;
-}
-
-std::optional<std::string> CheckpointManager::Latest() const {
-  std::vector<std::string> all = Checkpoints();
-  if (all.empty()) return std::nullopt;
-  return all.back();
-}
-
 absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
-                         const std::string& dir, int64_t global_step) {
+                         const std::string& dir, int64_t global_step, Env* env) {
   ExportedModel exported;
   exported.spec = model.spec();
   ASSIGN_OR_RETURN(Signature serving, ServingSignature(model.spec()));
@@ -288,10 +251,8 @@ absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& m
     ASSIGN_OR_RETURN(Tensor value, it->second.Read());
     exported.variables.emplace(param.name, std::move(value));
   }
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  return WriteExportedModel(dir, exported);
+  RETURN_IF_ERROR(env->CreateDirectories(dir));
+  return WriteExportedModel(dir, exported, env);
 }
 
 }  // namespace tessera

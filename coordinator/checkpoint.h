@@ -20,7 +20,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "coordinator/checkpoint_manager.h"  // CheckpointManager, once declared here
 #include "coordinator/strategy.h"
+#include "core/env.h"
 #include "core/model.h"
 
 namespace tessera {
@@ -44,28 +46,10 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
 absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
                                         const std::string& dir, int32_t ps_task);
 
-// Keeps the last `max_to_keep` checkpoints under `root` as root/ckpt-<step>.
-class CheckpointManager {
- public:
-  CheckpointManager(std::string root, int32_t max_to_keep)
-      : root_(std::move(root)), max_to_keep_(max_to_keep < 1 ? 1 : max_to_keep) {}
-
-  // Saves root/ckpt-<global_step>, then deletes the oldest complete checkpoints beyond
-  // max_to_keep (and leftovers of incomplete ones older than the newest). Returns its directory.
-  absl::StatusOr<std::string> Save(const ParameterServerStrategy& strategy, int64_t global_step);
-  // The newest complete checkpoint's directory (one with a manifest), or nullopt.
-  std::optional<std::string> Latest() const;
-  // Complete checkpoints, oldest first.
-  std::vector<std::string> Checkpoints() const;
-
- private:
-  std::string root_;
-  int32_t max_to_keep_;
-};
-
 // Exports `model` with the current values of `strategy`'s variables (one per parameter) into
-// `dir`.
+// `dir` (created if missing), through `env`.
 absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
-                         const std::string& dir, int64_t global_step);
+                         const std::string& dir, int64_t global_step,
+                         Env* env = Env::Default());
 
 }  // namespace tessera

@@ -26,8 +26,6 @@ using schema_internal::DecodeText;
 using schema_internal::DecodeTexts;
 using schema_internal::FileKind;
 using schema_internal::MaxFileBytes;
-using schema_internal::RandomAccessReader;
-using schema_internal::RandomAccessWriter;
 using schema_internal::TextOf;
 
 // The versions this build writes and reads. Bump one when the meaning of its schema changes in a
@@ -67,7 +65,7 @@ constexpr size_t kChunkBytes = schema_internal::kMaxChunkBytes;
 uint64_t PaddedToWords(uint64_t bytes) { return (bytes + 7) / 8 * 8; }
 
 // Writes a format-2 slice file (Note [Slice file layout]) through `out`.
-absl::Status WriteSlice(const TensorSliceView& slice, RandomAccessWriter& out) {
+absl::Status WriteSlice(const TensorSliceView& slice, WritableFile& out) {
   RETURN_IF_ERROR(ValidateTensorSlice(slice));
   const uint64_t tensor_bytes = static_cast<uint64_t>(slice.value.size()) * sizeof(float);
   const uint64_t data_bytes = tensor_bytes * (1 + slice.slots.size());
@@ -132,8 +130,8 @@ absl::Status WriteSlice(const TensorSliceView& slice, RandomAccessWriter& out) {
 // tensors as views without data: shapes only), and where each tensor's data lies in the file
 // with the CRC-32C of each of its chunks.
 struct OpenedSlice {
-  std::unique_ptr<RandomAccessReader> owned;  // null when the reader belongs to the caller
-  RandomAccessReader* file = nullptr;
+  std::unique_ptr<RandomAccessFile> owned;  // null when the reader belongs to the caller
+  RandomAccessFile* file = nullptr;
   TensorSliceView meta;
   std::vector<std::vector<uint32_t>> crcs;  // value, then each slot
   uint64_t data_at = 0;                     // the value's first byte; the slots follow
@@ -198,7 +196,7 @@ absl::Status ParseSliceMetadata(wire::TensorSlice::Reader in, uint64_t tail_byte
 
 // Opens a slice file (Note [Slice file layout]) through `in`: reads and checks its header and
 // message. Nothing of the data is read yet.
-absl::Status OpenSlice(RandomAccessReader& in, OpenedSlice& opened) {
+absl::Status OpenSlice(RandomAccessFile& in, OpenedSlice& opened) {
   opened.file = &in;
   char header_bytes[schema_internal::kEnvelopeHeaderBytes];
   const bool has_header = in.size() >= sizeof(header_bytes);
@@ -256,7 +254,7 @@ absl::Status ReadTensorBytes(OpenedSlice& opened, size_t t, uint64_t begin, uint
 }
 
 // The whole slice `in` holds.
-absl::StatusOr<TensorSlice> ReadSlice(RandomAccessReader& in) {
+absl::StatusOr<TensorSlice> ReadSlice(RandomAccessFile& in) {
   OpenedSlice opened;
   RETURN_IF_ERROR(OpenSlice(in, opened));
   TensorSlice slice;
@@ -360,7 +358,7 @@ absl::StatusOr<CheckpointManifest> ParseManifest(wire::Manifest::Reader in) {
 
 absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
                                            const CheckpointVariable& variable, int64_t offset,
-                                           int64_t rows) {
+                                           int64_t rows, Env* env) {
   ASSIGN_OR_RETURN(const std::vector<SliceRead> reads, PlanSliceReads(variable, offset, rows));
   // Headers and messages first: every file must be the one the manifest names before anything
   // is allocated for the block.
@@ -368,7 +366,7 @@ absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
   std::vector<const TensorSliceView*> metas;
   for (size_t i = 0; i < reads.size(); ++i) {
     const std::string path = absl::StrCat(dir, "/", variable.slices[reads[i].slice].file);
-    ASSIGN_OR_RETURN(opened[i].owned, schema_internal::OpenFileForReading(path));
+    ASSIGN_OR_RETURN(opened[i].owned, env->NewRandomAccessFile(path));
     RETURN_IF_ERROR(Annotate(OpenSlice(*opened[i].owned, opened[i]), path));
     metas.push_back(&opened[i].meta);
   }
@@ -427,36 +425,36 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& bytes) {
   return manifest;
 }
 
-absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice) {
+absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice, Env* env) {
   RETURN_IF_ERROR(ValidateTensorSlice(slice));
-  return schema_internal::WriteFileAtomically(
-      path, [&slice](RandomAccessWriter& out) { return WriteSlice(slice, out); },
+  return WriteFileAtomically(
+      *env, path, [&slice](WritableFile& out) { return WriteSlice(slice, out); },
       /*sync_directory=*/false);
 }
 
-absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice) {
-  return WriteSliceFile(path, ViewOf(slice));
+absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice, Env* env) {
+  return WriteSliceFile(path, ViewOf(slice), env);
 }
 
-absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessReader> file,
-                   schema_internal::OpenFileForReading(path));
+absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path, Env* env) {
+  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   absl::StatusOr<TensorSlice> slice = ReadSlice(*file);
   if (!slice.ok()) return Annotate(slice.status(), path);
   return slice;
 }
 
-absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest) {
+absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest,
+                           Env* env) {
   ASSIGN_OR_RETURN(const std::string bytes, EncodeManifest(manifest));
   // The manifest makes the checkpoint visible: its rename must survive a crash too.
-  return schema_internal::WriteFileAtomically(absl::StrCat(dir, "/", kManifestFile), bytes,
-                                              /*sync_directory=*/true);
+  return WriteFileAtomically(*env, absl::StrCat(dir, "/", kManifestFile), bytes,
+                             /*sync_directory=*/true);
 }
 
-absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir) {
+absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir, Env* env) {
   const std::string path = absl::StrCat(dir, "/", kManifestFile);
   absl::StatusOr<std::string> bytes =
-      schema_internal::ReadFileBounded(path, schema_internal::MaxFileBytes(FileKind::kManifest));
+      ReadFileBounded(*env, path, schema_internal::MaxFileBytes(FileKind::kManifest));
   if (absl::IsNotFound(bytes.status())) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint in ", dir, " (", path, " does not exist)"));

@@ -8,6 +8,9 @@
 // DataLoss (corrupt data, a bad checksum) or InvalidArgument (well-formed but inconsistent
 // content), never a crash, an exception escaping, or an allocation sized by the file.
 //
+// Files go through an Env (core/env.h): the real filesystem unless the caller passes another
+// (tests pass core/mem_env.h's in-memory one).
+//
 // Thread-safety: pure functions over files; concurrent calls on different paths are safe.
 #pragma once
 
@@ -16,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/checkpoint.h"
+#include "core/env.h"
 #include "core/shard_op.h"
 
 namespace tessera {
@@ -26,9 +30,11 @@ inline constexpr char kManifestFile[] = "manifest.tsr";
 // Writes `slice` to `path` (validated first, InvalidArgument). The file is complete when this
 // returns OK (written to a temporary name, fsync'd, renamed). The view's tensors are read in
 // place, never copied.
-absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice);
-absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice);
-absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
+absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice,
+                            Env* env = Env::Default());
+absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice,
+                            Env* env = Env::Default());
+absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path, Env* env = Env::Default());
 
 // The block of rows [offset, offset + rows) of `variable` (a manifest entry) from the checkpoint
 // in `dir`: what AssembleSlice gives from the slice files PlanSliceReads names, but reading only
@@ -38,25 +44,31 @@ absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path);
 // file), and InvalidArgument as PlanSliceReads and AssembleSlice.
 absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
                                            const CheckpointVariable& variable, int64_t offset,
-                                           int64_t rows);
+                                           int64_t rows, Env* env = Env::Default());
 
-// The SliceStore (core/shard_op.h) of slice files on this machine's filesystem: what the shards
-// of a PS node save into and load from. Stateless.
+// The SliceStore (core/shard_op.h) of slice files in an Env: what the shards of a PS node save
+// into and load from (the machine's own filesystem by default).
 class FileSliceStore final : public SliceStore {
  public:
+  explicit FileSliceStore(Env* env = Env::Default()) : env_(env) {}
   absl::Status Write(const std::string& path, const TensorSliceView& slice) const override {
-    return WriteSliceFile(path, slice);
+    return WriteSliceFile(path, slice, env_);
   }
   absl::StatusOr<TensorSlice> ReadBlock(const std::string& dir, const CheckpointVariable& variable,
                                         int64_t offset, int64_t rows) const override {
-    return ReadSliceBlock(dir, variable, offset, rows);
+    return ReadSliceBlock(dir, variable, offset, rows, env_);
   }
+
+ private:
+  Env* env_;
 };
 
 // Writes dir/manifest.tsr atomically (temporary file, fsync, rename, fsync of the directory).
-absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest);
+absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest,
+                           Env* env = Env::Default());
 // NotFound when the directory has no manifest (an incomplete checkpoint is invisible).
-absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir);
+absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& dir,
+                                                Env* env = Env::Default());
 
 // The same encodings in memory (for tests, fuzzers and the network).
 absl::StatusOr<std::string> EncodeSlice(const TensorSlice& slice);

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/env.h"
 #include "core/status.h"
 #include "schema/internal/envelope.h"
 #include "schema/internal/field_codec.h"
-#include "schema/internal/file_io.h"
 #include "schema/internal/message.h"
 #include "schema/model.capnp.h"
 
@@ -269,16 +269,16 @@ absl::StatusOr<ExportedModel> DecodeExportedModel(const std::string& bytes) {
   return model;
 }
 
-absl::Status WriteExportedModel(const std::string& dir, const ExportedModel& model) {
+absl::Status WriteExportedModel(const std::string& dir, const ExportedModel& model, Env* env) {
   ASSIGN_OR_RETURN(const std::string bytes, EncodeExportedModel(model));
-  return schema_internal::WriteFileAtomically(absl::StrCat(dir, "/", kModelFile), bytes,
-                                              /*sync_directory=*/true);
+  return WriteFileAtomically(*env, absl::StrCat(dir, "/", kModelFile), bytes,
+                             /*sync_directory=*/true);
 }
 
-absl::StatusOr<ExportedModel> ReadExportedModel(const std::string& dir) {
+absl::StatusOr<ExportedModel> ReadExportedModel(const std::string& dir, Env* env) {
   const std::string path = absl::StrCat(dir, "/", kModelFile);
   absl::StatusOr<std::string> bytes =
-      schema_internal::ReadFileBounded(path, schema_internal::MaxFileBytes(FileKind::kModel));
+      ReadFileBounded(*env, path, schema_internal::MaxFileBytes(FileKind::kModel));
   if (absl::IsNotFound(bytes.status())) {
     return absl::NotFoundError(
         absl::StrCat("no exported model in ", dir, " (", path, " does not exist)"));

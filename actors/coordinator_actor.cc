@@ -5,11 +5,11 @@
 #include <caf/make_message.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "core/logging.h"
 
 namespace tessera {
 namespace {
@@ -31,8 +31,8 @@ void WorkerGone(Self self, WorkerId id) {
   } else {
     ++self->state.worker_failures;
     if (!self->state.factory) {  // a worker process: say so (in process, the driver reports)
-      std::fprintf(stderr, "coordinator: worker %d lost; %d closure(s) go back on the queue\n",
-                   it->second.slot, it->second.running);
+      Log().warn("worker {} lost; {} closure(s) go back on the queue", it->second.slot,
+                 it->second.running);
     }
   }
   workers.erase(it);

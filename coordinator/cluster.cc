@@ -7,12 +7,12 @@
 #include <caf/send.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/messages.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spec,
                                                           const NetworkOptions& network,
                                                           int32_t threads) {
+  SetLogRole("coordinator");
   ClusterOptions options;
   options.num_ps = static_cast<int32_t>(spec.ps.size());
   options.num_workers = static_cast<int32_t>(spec.workers.size());
@@ -90,8 +91,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
     // coordinator started again after a standby took over a task (the spec still names the
     // lost address) finds that standby, adopted as the task, among them.
     if (absl::IsUnavailable(node.status()) && !spec.ps_standby.empty()) {
-      std::fprintf(stderr, "coordinator: ps %d: %s; trying the standbys\n", task,
-                   std::string(node.status().message()).c_str());
+      Log().warn("ps {}: {}; trying the standbys", task, node.status().message());
       RETURN_IF_ERROR(cluster->ReplacePs(task).status());
       continue;
     }
@@ -152,8 +152,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
         ConnectAndAdopt(*system_, standby.value_or(own), task,
                         standby.has_value() ? standby_network : network_);
     if (!node.ok() && standby.has_value()) {
-      std::fprintf(stderr, "coordinator: standby %s passed over: %s\n",
-                   standby->ToString().c_str(), std::string(node.status().message()).c_str());
+      Log().warn("standby {} passed over: {}", standby->ToString(), node.status().message());
       continue;
     }
     if (!node.ok()) return node.status();

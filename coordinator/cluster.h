@@ -53,8 +53,8 @@ class Cluster {
   static absl::StatusOr<std::unique_ptr<Cluster>> StartInProcess(const ClusterOptions& options);
   // The coordinator of a networked cluster: connects to every PS of `spec` (waiting up to
   // network.connect_timeout for each; one that cannot be reached is replaced by a standby of the
-  // spec, as ReplacePs does); one worker slot per worker of the spec. Errors as ConnectToNode,
-  // or ConfigureNetwork's.
+  // spec, as ReplacePs does); one worker slot per worker of the spec. Names this process's log
+  // role "coordinator". Errors as ConnectToNode, or ConfigureNetwork's.
   static absl::StatusOr<std::unique_ptr<Cluster>> Connect(const ClusterSpec& spec,
                                                           const NetworkOptions& network,
                                                           int32_t threads = 0);

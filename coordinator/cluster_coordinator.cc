@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/checkpoint.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -47,6 +48,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     return absl::InvalidArgumentError(
         "ClusterCoordinator: queue_capacity and closures_per_worker must be >= 1");
   }
+  SetLogRole("coordinator");
   Cluster& cluster = strategy.cluster();
   caf::actor_system& system = cluster.system();
   auto queue = std::make_shared<ClosureQueue>(options.queue_capacity);
@@ -145,8 +147,7 @@ void ClusterCoordinator::Recover(int32_t task) {
   const std::string address = cluster.ps_addresses().at(task);
   const std::string placement = strategy_.DescribePlacement(task);
   auto fail = [&](const absl::Status& why) {
-    std::fprintf(stderr, "coordinator: cannot restore ps %d: %s\n", task,
-                 std::string(why.message()).c_str());
+    Log().error("cannot restore ps {}: {}", task, why.message());
     queue_->SetFatal(absl::UnavailableError(absl::StrCat(
         "parameter server ps ", task, " (", address, ") is unavailable and could not be ",
         "restored (", why.message(), "); its variables: ", placement)));
@@ -157,11 +158,10 @@ void ClusterCoordinator::Recover(int32_t task) {
     return fail(absl::NotFoundError(
         absl::StrCat("no checkpoint in ", options_.recovery_checkpoints, " yet")));
   }
-  std::fprintf(stderr, "coordinator: ps %d (%s) lost; restoring %s from %s onto %s\n", task,
-               address.c_str(), placement.c_str(), latest->c_str(),
-               cluster.spec()->ps_standby.empty()
-                   ? "a PS started again at its address"
-                   : "a standby (or a PS started again at its address, once none is left)");
+  Log().warn("ps {} ({}) lost; restoring {} from {} onto {}", task, address, placement, *latest,
+             cluster.spec()->ps_standby.empty()
+                 ? "a PS started again at its address"
+                 : "a standby (or a PS started again at its address, once none is left)");
   absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
   if (!node.ok()) return fail(node.status());
   if (absl::StatusOr<std::vector<std::string>> moved = strategy_.RecreateShardsOn(task);
@@ -180,11 +180,9 @@ void ClusterCoordinator::Recover(int32_t task) {
   report.checkpoint = *latest;
   report.checkpoint_step = *step;
   report.lost_steps = std::max<int64_t>(0, options_.first_step + completed - *step);
-  std::fprintf(stderr, "coordinator: ps %d restored on %s from %s (step %lld) in %.2f s; the "
-               "updates of %lld steps to its shards were lost\n", task, report.node.c_str(),
-               latest->c_str(),
-               static_cast<long long>(*step), report.seconds,
-               static_cast<long long>(report.lost_steps));
+  Log().info("ps {} restored on {} from {} (step {}) in {:.2f} s; the updates of {} steps to its "
+             "shards were lost", task, report.node, *latest, *step, report.seconds,
+             report.lost_steps);
   std::lock_guard<std::mutex> lock(mu_);
   recoveries_.push_back(std::move(report));
 }
@@ -202,8 +200,8 @@ absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Durat
     const std::string tasks =
         pool.live_slots.empty() ? "none" : absl::StrJoin(pool.live_slots, ", ");
     if (pool.live_slots != reported) {
-      std::fprintf(stderr, "coordinator: %zu of %d workers connected (tasks: %s)\n",
-                   pool.live_slots.size(), strategy_.cluster().num_workers(), tasks.c_str());
+      Log().info("{} of {} workers connected (tasks: {})", pool.live_slots.size(),
+                 strategy_.cluster().num_workers(), tasks);
       reported = pool.live_slots;
     }
     if (static_cast<int32_t>(pool.live_slots.size()) >= min_workers) return absl::OkStatus();

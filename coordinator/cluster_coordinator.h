@@ -21,6 +21,8 @@
 // handles and PS addresses and carries on (the updates those shards took since that
 // checkpoint are lost, and reported by recoveries()).
 //
+// Creating one names this process's log role "coordinator" (core/logging.h).
+//
 // Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any
 // non-actor thread.
 #pragma once

@@ -62,8 +62,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, 0);
-  for (int32_t task = 0; task < options.num_ps; ++task) {
-    cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
+  {
+    absl::MutexLock lock(&cluster->mu_);
+    for (int32_t task = 0; task < options.num_ps; ++task) {
+      cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
+    }
   }
   return cluster;
 }
@@ -81,8 +84,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, 0);
-  cluster->ps_addresses_ = spec.ps;
-  cluster->ps_nodes_.resize(spec.ps.size());
+  {
+    absl::MutexLock lock(&cluster->mu_);
+    cluster->ps_addresses_ = spec.ps;
+    cluster->ps_nodes_.resize(spec.ps.size());
+  }
   for (int32_t task = 0; task < options.num_ps; ++task) {
     absl::StatusOr<caf::actor> node =
         ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
@@ -96,18 +102,19 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
       continue;
     }
     if (!node.ok()) return node.status();
+    absl::MutexLock lock(&cluster->mu_);
     cluster->ps_nodes_[task] = caf::actor_cast<ps_node_actor>(*node);
   }
   return cluster;
 }
 
 ps_node_actor Cluster::ps_node(int32_t task) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ps_nodes_.at(task);
 }
 
 std::vector<ps_node_actor> Cluster::ps_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ps_nodes_;
 }
 
@@ -142,7 +149,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
     std::optional<NodeAddress> standby;
     NodeAddress own;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (standbys_tried_ < spec_->ps_standby.size()) {
         standby = spec_->ps_standby[standbys_tried_++];
       }
@@ -156,7 +163,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
       continue;
     }
     if (!node.ok()) return node.status();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ps_nodes_[task] = *node;
     ps_addresses_[task] = standby.value_or(own);
     return *node;
@@ -164,7 +171,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
 }
 
 std::vector<std::string> Cluster::ps_addresses() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const NodeAddress& address : ps_addresses_) out.push_back(address.ToString());
   return out;

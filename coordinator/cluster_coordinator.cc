@@ -4,8 +4,6 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include <condition_variable>
-#include <cstdio>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
@@ -22,11 +20,11 @@ int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 }  // namespace
 
 struct ClusterCoordinator::LostPs {
-  std::mutex mu;
-  std::condition_variable changed;
-  std::deque<int32_t> tasks;
-  int32_t restoring = 0;  // queued or in progress
-  bool stop = false;
+  absl::Mutex mu;
+  absl::CondVar changed;
+  std::deque<int32_t> tasks ABSL_GUARDED_BY(mu);
+  int32_t restoring ABSL_GUARDED_BY(mu) = 0;  // queued or in progress
+  bool stop ABSL_GUARDED_BY(mu) = false;
 };
 
 ClusterCoordinator::ClusterCoordinator(ParameterServerStrategy& strategy,
@@ -62,10 +60,10 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     };
   } else if (!options.recovery_checkpoints.empty()) {
     on_ps_lost = [lost = coordinator->lost_](int32_t task) {
-      std::lock_guard<std::mutex> lock(lost->mu);
+      absl::MutexLock lock(&lost->mu);
       lost->tasks.push_back(task);
       ++lost->restoring;
-      lost->changed.notify_all();
+      lost->changed.SignalAll();
     };
   }
   coordinator->actor_ = SpawnCoordinator(system, queue, cluster.num_workers(),
@@ -103,9 +101,9 @@ absl::Status ClusterCoordinator::StartNetworked() {
 
 ClusterCoordinator::~ClusterCoordinator() {
   {
-    std::lock_guard<std::mutex> lock(lost_->mu);
+    absl::MutexLock lock(&lost_->mu);
     lost_->stop = true;
-    lost_->changed.notify_all();
+    lost_->changed.SignalAll();
   }
   if (recovery_thread_.joinable()) recovery_thread_.join();
   queue_->Shutdown(absl::CancelledError("the coordinator was shut down"));
@@ -116,26 +114,26 @@ void ClusterCoordinator::RecoveryLoop() {
   for (;;) {
     int32_t task = 0;
     {
-      std::unique_lock<std::mutex> lock(lost_->mu);
-      lost_->changed.wait(lock, [&] { return lost_->stop || !lost_->tasks.empty(); });
+      absl::MutexLock lock(&lost_->mu);
+      while (!lost_->stop && lost_->tasks.empty()) lost_->changed.Wait(&lost_->mu);
       if (lost_->stop) return;
       task = lost_->tasks.front();
       lost_->tasks.pop_front();
     }
     Recover(task);
-    std::lock_guard<std::mutex> lock(lost_->mu);
+    absl::MutexLock lock(&lost_->mu);
     --lost_->restoring;
-    lost_->changed.notify_all();
+    lost_->changed.SignalAll();
   }
 }
 
 absl::Status ClusterCoordinator::Join() {
   for (;;) {
     RETURN_IF_ERROR(queue_->Join());
-    std::unique_lock<std::mutex> lock(lost_->mu);
+    absl::MutexLock lock(&lost_->mu);
     if (lost_->restoring == 0) return absl::OkStatus();
     // A restore re-queues closures; wait for it, then for them.
-    lost_->changed.wait(lock, [&] { return lost_->stop || lost_->restoring == 0; });
+    while (!lost_->stop && lost_->restoring != 0) lost_->changed.Wait(&lost_->mu);
     if (lost_->stop) return absl::CancelledError("the coordinator was shut down");
   }
 }
@@ -183,12 +181,12 @@ void ClusterCoordinator::Recover(int32_t task) {
   Log().info("ps {} restored on {} from {} (step {}) in {:.2f} s; the updates of {} steps to its "
              "shards were lost", task, report.node, *latest, *step, report.seconds,
              report.lost_steps);
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   recoveries_.push_back(std::move(report));
 }
 
 std::vector<PsRecovery> ClusterCoordinator::recoveries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return recoveries_;
 }
 

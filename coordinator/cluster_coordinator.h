@@ -31,13 +31,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actors/coordinator_actor.h"
 #include "actors/replica.h"
@@ -143,8 +143,8 @@ class ClusterCoordinator {
   std::shared_ptr<LostPs> lost_;
   std::thread recovery_thread_;
   int64_t generation_ = 0;  // of the directory last sent (recovery thread only)
-  mutable std::mutex mu_;
-  std::vector<PsRecovery> recoveries_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<PsRecovery> recoveries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera

@@ -246,14 +246,14 @@ void ClusterCoordinator::RestartWorker(int32_t slot, absl::Duration delay) {
   caf::anon_send(actor_, restart_atom::value, slot, Millis(delay));
 }
 
-void ClusterCoordinator::InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
-                                              absl::Duration restart_delay) {
-  caf::anon_send(actor_, chaos_atom::value, failures, closures, seed, Millis(restart_delay));
+void ClusterCoordinator::SetFaultInjector(std::shared_ptr<FaultInjector> injector) {
+  caf::anon_send(actor_, chaos_atom::value, std::move(injector));
 }
 
-void ClusterCoordinator::KillRandomWorkerEvery(absl::Duration period, uint64_t seed,
-                                               absl::Duration restart_delay) {
-  caf::anon_send(actor_, chaos_atom::value, Millis(period), seed, Millis(restart_delay));
+void ClusterCoordinator::InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
+                                              absl::Duration restart_delay) {
+  SetFaultInjector(KillBusyWorkersAtCompletions(
+      failures, closures, seed, std::chrono::milliseconds(Millis(restart_delay))));
 }
 
 }  // namespace tessera

@@ -192,13 +192,6 @@ ClosureStats ClosureQueue::stats() const {
   return out;
 }
 
-std::vector<WorkerId> ClosureQueue::BusyWorkers() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<WorkerId> out;
-  for (const auto& [id, entry] : running_) out.push_back(*entry.worker);
-  return out;
-}
-
 absl::Status ClosureQueue::TakeErrorLocked() {
   if (fatal_error_.has_value()) return *fatal_error_;
   if (pending_error_.has_value()) {

@@ -106,8 +106,6 @@ class ClosureQueue {
   absl::StatusOr<bool> Done();
 
   ClosureStats stats() const;
-  // The worker running each closure now (for fault injection: "kill a busy worker").
-  std::vector<WorkerId> BusyWorkers() const;
 
  private:
   struct Entry {

@@ -5,11 +5,11 @@
 #include <caf/make_message.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "core/logging.h"
 
 namespace tessera {
 namespace {
@@ -18,6 +18,8 @@ using Self = coordinator_actor::stateful_pointer<CoordinatorState>;
 
 void DispatchIdle(Self self);
 void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker, Dispatch next);
+template <class Hook>
+void CallInjector(Self self, Hook hook);
 
 // A worker is gone: forget it and put its running closure back on the queue. Idempotent (the
 // down message and the failed request of the same death both land here).
@@ -31,8 +33,8 @@ void WorkerGone(Self self, WorkerId id) {
   } else {
     ++self->state.worker_failures;
     if (!self->state.factory) {  // a worker process: say so (in process, the driver reports)
-      std::fprintf(stderr, "coordinator: worker %d lost; %d closure(s) go back on the queue\n",
-                   it->second.slot, it->second.running);
+      Log().warn("worker {} lost; {} closure(s) go back on the queue", it->second.slot,
+                 it->second.running);
     }
   }
   workers.erase(it);
@@ -47,6 +49,9 @@ void AddWorker(Self self, worker_actor worker, int32_t slot) {
   self->monitor(worker);
   self->state.workers->emplace(
       id, CoordinatorState::Worker{worker, slot, 0, false, self->state.directory.generation});
+  CallInjector(self, [slot](FaultInjector& injector, WorkerPoolControl& pool) {
+    injector.OnWorkerStarted(pool, slot);
+  });
   DispatchIdle(self);
 }
 
@@ -79,21 +84,41 @@ bool KillSlot(Self self, int32_t slot) {
   return false;
 }
 
-// Kills a busy worker (one in the middle of a closure) if there is one, else any live worker,
-// and starts its replacement after the restart delay.
-void InjectFailure(Self self) {
-  std::vector<const CoordinatorState::Worker*> busy, live;
-  for (const auto& [id, worker] : *self->state.workers) {
-    if (worker.killed) continue;
-    live.push_back(&worker);
-    if (worker.busy()) busy.push_back(&worker);
+// What a FaultInjector sees of the pool and may do to it, for the length of one hook.
+class PoolControl final : public WorkerPoolControl {
+ public:
+  explicit PoolControl(Self self) : self_(self) {}
+
+  std::vector<int32_t> BusySlots() const override { return Slots(/*busy_only=*/true); }
+  std::vector<int32_t> LiveSlots() const override { return Slots(/*busy_only=*/false); }
+  bool Kill(int32_t slot) override { return KillSlot(self_, slot); }
+  void RestartAfter(int32_t slot, std::chrono::milliseconds delay) override {
+    self_->delayed_send(self_, delay, add_worker_atom::value, slot);
   }
-  auto& pool = busy.empty() ? live : busy;
-  if (pool.empty()) return;
-  const int32_t slot = pool[self->state.rng() % pool.size()]->slot;
-  KillSlot(self, slot);
-  self->delayed_send(self, std::chrono::milliseconds(self->state.restart_delay_ms),
-                     add_worker_atom::value, slot);
+  void WakeAfter(std::chrono::milliseconds delay) override {
+    self_->delayed_send(self_, delay, chaos_atom::value, self_->state.injector_epoch);
+  }
+
+ private:
+  std::vector<int32_t> Slots(bool busy_only) const {
+    std::vector<int32_t> out;
+    for (const auto& [id, worker] : *self_->state.workers) {
+      if (!worker.killed && (!busy_only || worker.busy())) out.push_back(worker.slot);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  Self self_;
+};
+
+// Calls `hook` on the installed injector, if there is one (never in production).
+template <class Hook>
+void CallInjector(Self self, Hook hook) {
+  if (!self->state.fault_injector) return;
+  std::shared_ptr<FaultInjector> injector = self->state.fault_injector;  // may be replaced
+  PoolControl control(self);
+  hook(*injector, control);
 }
 
 void DispatchIdle(Self self) {
@@ -121,12 +146,9 @@ void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker
             self->state.queue->Complete(closure, attempt, std::move(result));
             auto it = self->state.workers->find(worker_id);
             if (it != self->state.workers->end()) --it->second.running;
-            ++self->state.completions;
-            auto& kill_at = self->state.kill_at;
-            while (!kill_at.empty() && kill_at.back() <= self->state.completions) {
-              kill_at.pop_back();
-              InjectFailure(self);
-            }
+            CallInjector(self, [](FaultInjector& injector, WorkerPoolControl& pool) {
+              injector.OnClosureCompleted(pool);
+            });
             DispatchIdle(self);
           },
           [self, worker_id, closure, attempt](caf::error& err) {
@@ -205,24 +227,18 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         self->monitor(node);
         self->state.ps_nodes[node.address()] = CoordinatorState::Ps{task, vars};
       },
-      [self](chaos_atom, int32_t failures, int64_t closures, uint64_t seed, int64_t delay_ms) {
-        self->state.rng.seed(seed);
-        self->state.restart_delay_ms = delay_ms;
-        std::uniform_int_distribution<int64_t> at(closures / 10 + 1,
-                                                  std::max<int64_t>(closures * 9 / 10, 1));
-        for (int32_t k = 0; k < failures; ++k) {
-          self->state.kill_at.push_back(self->state.completions + at(self->state.rng));
-        }
-        std::sort(self->state.kill_at.rbegin(), self->state.kill_at.rend());
+      [self](chaos_atom, std::shared_ptr<FaultInjector>& injector) {
+        self->state.fault_injector = std::move(injector);
+        ++self->state.injector_epoch;
+        CallInjector(self, [](FaultInjector& installed, WorkerPoolControl& pool) {
+          installed.OnInstalled(pool);
+        });
       },
-      [self](chaos_atom, int64_t period_ms, uint64_t seed, int64_t delay_ms) {
-        self->state.rng.seed(seed);
-        self->state.restart_delay_ms = delay_ms;
-        InjectFailure(self);
-        if (!self->state.workers->empty() || self->state.num_slots > 0) {
-          self->delayed_send(self, std::chrono::milliseconds(period_ms), chaos_atom::value,
-                             period_ms, self->state.rng(), delay_ms);
-        }
+      [self](chaos_atom, int64_t epoch) {
+        if (epoch != self->state.injector_epoch) return;
+        CallInjector(self, [](FaultInjector& injector, WorkerPoolControl& pool) {
+          injector.OnWake(pool);
+        });
       },
       [self](workers_atom) {
         WorkerPoolStatus status;

@@ -1,7 +1,8 @@
 // The coordinator actor: moves closures from the ClosureQueue (core/closure_queue.h, which holds
-// every scheduling rule) to idle workers, watches workers and parameter servers, and injects
-// worker failures on request. It lives in the driver's process; ClusterCoordinator
-// (coordinator/cluster_coordinator.h) is its blocking front end.
+// every scheduling rule) to idle workers and watches workers and parameter servers. It lives in
+// the driver's process; ClusterCoordinator (coordinator/cluster_coordinator.h) is its blocking
+// front end. Worker failures are injected, in tests and chaos runs, by a FaultInjector
+// (actors/fault_injector.h) it calls at its hook points; it has none unless one is installed.
 //
 //   message                                        effect
 //   (dispatch_atom)                                hand queued closures to idle workers
@@ -10,11 +11,10 @@
 //   (restart_atom, int32 slot, int64 delay_ms)     start a worker in `slot` after the delay
 //   (watch_ps_atom, ps_node_actor, int32 task,     a dead PS node becomes the queue's fatal
 //    std::string variables)                        Unavailable error naming it and `variables`
-//   (chaos_atom, int32 failures, int64 closures,   kill `failures` busy workers at random points
-//    uint64 seed, int64 restart_delay_ms)          of the next `closures` completions, each
-//                                                  replaced after the delay
-//   (chaos_atom, int64 period_ms, uint64 seed,     kill a random worker every period, each
-//    int64 restart_delay_ms)                       replaced after the delay
+//   (chaos_atom, shared_ptr<FaultInjector>)        install the injector in place of any earlier
+//                                                  one (null: none); it is called at once
+//   (chaos_atom, int64 epoch)                      a wake-up the injector asked for (ignored
+//                                                  when another injector was installed since)
 //   (workers_atom) -> WorkerPoolStatus             live worker slots and failure counts
 //
 // A worker that dies — killed, crashed, or (networked) disconnected — is noticed through its down
@@ -33,11 +33,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "actors/fault_injector.h"
 #include "actors/messages.h"
 #include "actors/ps_node_actor.h"
 #include "actors/variable_ops.h"
@@ -69,8 +69,8 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<kill_worker_atom, int32_t>::with<bool>,                //
     caf::reacts_to<restart_atom, int32_t, int64_t>,                        //
     caf::reacts_to<watch_ps_atom, ps_node_actor, int32_t, std::string>,    //
-    caf::reacts_to<chaos_atom, int32_t, int64_t, uint64_t, int64_t>,       //
-    caf::reacts_to<chaos_atom, int64_t, uint64_t, int64_t>,                //
+    caf::reacts_to<chaos_atom, std::shared_ptr<FaultInjector>>,            //
+    caf::reacts_to<chaos_atom, int64_t>,                                   //
     caf::replies_to<workers_atom>::with<WorkerPoolStatus>,                 //
     caf::replies_to<directory_atom>::with<VariableDirectory>,              //
     caf::reacts_to<directory_atom, VariableDirectory>,                     //
@@ -117,11 +117,10 @@ struct CoordinatorState {
   std::set<int32_t> moved_slots;    // ...unless its worker was stopped because shards moved
   int64_t worker_failures = 0;
   int64_t worker_restarts = 0;
-  // Fault injection by completions: kill a busy worker when `completions` reaches each entry.
-  std::vector<int64_t> kill_at;  // descending, so the next one is at the back
-  int64_t completions = 0;
-  int64_t restart_delay_ms = 0;
-  std::mt19937_64 rng{0};
+  // Null in production. `injector_epoch` counts installations, so that a wake-up asked for by a
+  // replaced injector does not reach its successor.
+  std::shared_ptr<FaultInjector> fault_injector;
+  int64_t injector_epoch = 0;
 };
 
 // The behaviour of a coordinator over `queue` with `num_slots` worker slots, starting workers

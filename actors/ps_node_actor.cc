@@ -14,6 +14,7 @@
 #include "actors/error.h"
 #include "actors/shard_client.h"
 #include "core/fan_in.h"
+#include "core/logging.h"
 
 namespace tessera {
 namespace {
@@ -162,9 +163,8 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         it = state.owner_of.erase(it);
       }
       if (!dropped.empty()) {
-        std::fprintf(stderr, "ps %d: dropped %zu shard(s) of a coordinator that is gone (%s): %s\n",
-                     state.task, dropped.size(), self->system().render(msg.reason).c_str(),
-                     absl::StrJoin(dropped, ", ").c_str());
+        Log().warn("dropped {} shard(s) of a coordinator that is gone ({}): {}",
+                   dropped.size(), self->system().render(msg.reason), absl::StrJoin(dropped, ", "));
       }
       return;
     }
@@ -245,8 +245,8 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
                            " (check the cluster spec and --task of each tessera ps)")));
         }
         if (self->state.task == kStandbyTask) {
-          std::fprintf(stderr, "ps %d: a standby no more: adopted in place of the lost ps %d\n",
-                       task, task);
+          SetLogRole(absl::StrCat("ps ", task));
+          Log().info("a standby no more: adopted in place of the lost ps {}", task);
         }
         self->state.task = task;
         return caf::unit;

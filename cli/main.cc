@@ -12,6 +12,7 @@
 #include "cli/internal/predict_command.h"
 #include "cli/internal/ps_command.h"
 #include "cli/internal/serve_command.h"
+#include "core/logging.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
 ABSL_FLAG(std::string, input, "", "predict: the JSON lines file of instances ('-': stdin)");
@@ -27,6 +28,9 @@ ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mut
 ABSL_FLAG(std::string, tls_key, "", "ps: this node's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peers must be signed by it");
 ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the model's own)");
+ABSL_FLAG(std::string, log_level, "",
+          "diagnostics below this level are dropped: debug, info, warning, error or off "
+          "(default: $TESSERA_LOG_LEVEL, else info)");
 
 namespace {
 
@@ -55,6 +59,9 @@ commands:
       model (its signatures, layers and variables).
   help
       Prints this message.
+
+Diagnostics go to stderr with a timestamp, a level and the process's role ("ps 1"); --log_level
+(or TESSERA_LOG_LEVEL) drops those below debug, info (the default), warning or error.
 
 Exit status: 0 on success, 2 for a bad command line, input, model or checkpoint, 1 otherwise.
 )";
@@ -98,6 +105,11 @@ std::vector<char*> JoinStdinInput(int argc, char** argv) {
 }
 
 absl::Status Run(const std::string& command, const std::vector<std::string>& args) {
+  if (const std::string level = absl::GetFlag(FLAGS_log_level); !level.empty()) {
+    absl::StatusOr<tessera::LogLevel> parsed = tessera::ParseLogLevel(level);
+    if (!parsed.ok()) return parsed.status();
+    tessera::SetLogLevel(*parsed);
+  }
   const auto no_arguments = [&]() {
     if (args.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError("unexpected argument '" + args[0] + "'");

@@ -7,12 +7,12 @@
 #include <caf/send.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/messages.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -62,8 +62,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, 0);
-  for (int32_t task = 0; task < options.num_ps; ++task) {
-    cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
+  {
+    absl::MutexLock lock(&cluster->mu_);
+    for (int32_t task = 0; task < options.num_ps; ++task) {
+      cluster->ps_nodes_.push_back(SpawnPsNode(*cluster->system_, task));
+    }
   }
   return cluster;
 }
@@ -71,6 +74,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spec,
                                                           const NetworkOptions& network,
                                                           int32_t threads) {
+  SetLogRole("coordinator");
   ClusterOptions options;
   options.num_ps = static_cast<int32_t>(spec.ps.size());
   options.num_workers = static_cast<int32_t>(spec.workers.size());
@@ -80,8 +84,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, 0);
-  cluster->ps_addresses_ = spec.ps;
-  cluster->ps_nodes_.resize(spec.ps.size());
+  {
+    absl::MutexLock lock(&cluster->mu_);
+    cluster->ps_addresses_ = spec.ps;
+    cluster->ps_nodes_.resize(spec.ps.size());
+  }
   for (int32_t task = 0; task < options.num_ps; ++task) {
     absl::StatusOr<caf::actor> node =
         ConnectToNode(*cluster->system_, spec.ps[task], "the coordinator", network,
@@ -90,24 +97,24 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
     // coordinator started again after a standby took over a task (the spec still names the
     // lost address) finds that standby, adopted as the task, among them.
     if (absl::IsUnavailable(node.status()) && !spec.ps_standby.empty()) {
-      std::fprintf(stderr, "coordinator: ps %d: %s; trying the standbys\n", task,
-                   std::string(node.status().message()).c_str());
+      Log().warn("ps {}: {}; trying the standbys", task, node.status().message());
       RETURN_IF_ERROR(cluster->ReplacePs(task).status());
       continue;
     }
     if (!node.ok()) return node.status();
+    absl::MutexLock lock(&cluster->mu_);
     cluster->ps_nodes_[task] = caf::actor_cast<ps_node_actor>(*node);
   }
   return cluster;
 }
 
 ps_node_actor Cluster::ps_node(int32_t task) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ps_nodes_.at(task);
 }
 
 std::vector<ps_node_actor> Cluster::ps_nodes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return ps_nodes_;
 }
 
@@ -142,7 +149,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
     std::optional<NodeAddress> standby;
     NodeAddress own;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (standbys_tried_ < spec_->ps_standby.size()) {
         standby = spec_->ps_standby[standbys_tried_++];
       }
@@ -152,12 +159,11 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
         ConnectAndAdopt(*system_, standby.value_or(own), task,
                         standby.has_value() ? standby_network : network_);
     if (!node.ok() && standby.has_value()) {
-      std::fprintf(stderr, "coordinator: standby %s passed over: %s\n",
-                   standby->ToString().c_str(), std::string(node.status().message()).c_str());
+      Log().warn("standby {} passed over: {}", standby->ToString(), node.status().message());
       continue;
     }
     if (!node.ok()) return node.status();
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ps_nodes_[task] = *node;
     ps_addresses_[task] = standby.value_or(own);
     return *node;
@@ -165,7 +171,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
 }
 
 std::vector<std::string> Cluster::ps_addresses() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const NodeAddress& address : ps_addresses_) out.push_back(address.ToString());
   return out;

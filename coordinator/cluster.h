@@ -24,13 +24,13 @@
 #include <caf/actor_system_config.hpp>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "actors/ps_node_actor.h"
 #include "coordinator/network.h"
 
@@ -53,8 +53,8 @@ class Cluster {
   static absl::StatusOr<std::unique_ptr<Cluster>> StartInProcess(const ClusterOptions& options);
   // The coordinator of a networked cluster: connects to every PS of `spec` (waiting up to
   // network.connect_timeout for each; one that cannot be reached is replaced by a standby of the
-  // spec, as ReplacePs does); one worker slot per worker of the spec. Errors as ConnectToNode,
-  // or ConfigureNetwork's.
+  // spec, as ReplacePs does); one worker slot per worker of the spec. Names this process's log
+  // role "coordinator". Errors as ConnectToNode, or ConfigureNetwork's.
   static absl::StatusOr<std::unique_ptr<Cluster>> Connect(const ClusterSpec& spec,
                                                           const NetworkOptions& network,
                                                           int32_t threads = 0);
@@ -103,10 +103,10 @@ class Cluster {
   caf::actor_system_config config_;  // must outlive system_
   std::unique_ptr<caf::actor_system> system_;
   caf::actor session_;
-  mutable std::mutex mu_;
-  std::vector<ps_node_actor> ps_nodes_;    // guarded by mu_
-  std::vector<NodeAddress> ps_addresses_;  // guarded by mu_; networked mode
-  size_t standbys_tried_ = 0;              // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<ps_node_actor> ps_nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<NodeAddress> ps_addresses_ ABSL_GUARDED_BY(mu_);  // networked mode
+  size_t standbys_tried_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tessera

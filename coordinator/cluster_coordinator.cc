@@ -4,13 +4,12 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include <condition_variable>
-#include <cstdio>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/checkpoint.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -21,11 +20,11 @@ int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 }  // namespace
 
 struct ClusterCoordinator::LostPs {
-  std::mutex mu;
-  std::condition_variable changed;
-  std::deque<int32_t> tasks;
-  int32_t restoring = 0;  // queued or in progress
-  bool stop = false;
+  absl::Mutex mu;
+  absl::CondVar changed;
+  std::deque<int32_t> tasks ABSL_GUARDED_BY(mu);
+  int32_t restoring ABSL_GUARDED_BY(mu) = 0;  // queued or in progress
+  bool stop ABSL_GUARDED_BY(mu) = false;
 };
 
 ClusterCoordinator::ClusterCoordinator(ParameterServerStrategy& strategy,
@@ -47,6 +46,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     return absl::InvalidArgumentError(
         "ClusterCoordinator: queue_capacity and closures_per_worker must be >= 1");
   }
+  SetLogRole("coordinator");
   Cluster& cluster = strategy.cluster();
   caf::actor_system& system = cluster.system();
   auto queue = std::make_shared<ClosureQueue>(options.queue_capacity);
@@ -60,10 +60,10 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     };
   } else if (!options.recovery_checkpoints.empty()) {
     on_ps_lost = [lost = coordinator->lost_](int32_t task) {
-      std::lock_guard<std::mutex> lock(lost->mu);
+      absl::MutexLock lock(&lost->mu);
       lost->tasks.push_back(task);
       ++lost->restoring;
-      lost->changed.notify_all();
+      lost->changed.SignalAll();
     };
   }
   coordinator->actor_ = SpawnCoordinator(system, queue, cluster.num_workers(),
@@ -101,9 +101,9 @@ absl::Status ClusterCoordinator::StartNetworked() {
 
 ClusterCoordinator::~ClusterCoordinator() {
   {
-    std::lock_guard<std::mutex> lock(lost_->mu);
+    absl::MutexLock lock(&lost_->mu);
     lost_->stop = true;
-    lost_->changed.notify_all();
+    lost_->changed.SignalAll();
   }
   if (recovery_thread_.joinable()) recovery_thread_.join();
   queue_->Shutdown(absl::CancelledError("the coordinator was shut down"));
@@ -114,26 +114,26 @@ void ClusterCoordinator::RecoveryLoop() {
   for (;;) {
     int32_t task = 0;
     {
-      std::unique_lock<std::mutex> lock(lost_->mu);
-      lost_->changed.wait(lock, [&] { return lost_->stop || !lost_->tasks.empty(); });
+      absl::MutexLock lock(&lost_->mu);
+      while (!lost_->stop && lost_->tasks.empty()) lost_->changed.Wait(&lost_->mu);
       if (lost_->stop) return;
       task = lost_->tasks.front();
       lost_->tasks.pop_front();
     }
     Recover(task);
-    std::lock_guard<std::mutex> lock(lost_->mu);
+    absl::MutexLock lock(&lost_->mu);
     --lost_->restoring;
-    lost_->changed.notify_all();
+    lost_->changed.SignalAll();
   }
 }
 
 absl::Status ClusterCoordinator::Join() {
   for (;;) {
     RETURN_IF_ERROR(queue_->Join());
-    std::unique_lock<std::mutex> lock(lost_->mu);
+    absl::MutexLock lock(&lost_->mu);
     if (lost_->restoring == 0) return absl::OkStatus();
     // A restore re-queues closures; wait for it, then for them.
-    lost_->changed.wait(lock, [&] { return lost_->stop || lost_->restoring == 0; });
+    while (!lost_->stop && lost_->restoring != 0) lost_->changed.Wait(&lost_->mu);
     if (lost_->stop) return absl::CancelledError("the coordinator was shut down");
   }
 }
@@ -145,8 +145,7 @@ void ClusterCoordinator::Recover(int32_t task) {
   const std::string address = cluster.ps_addresses().at(task);
   const std::string placement = strategy_.DescribePlacement(task);
   auto fail = [&](const absl::Status& why) {
-    std::fprintf(stderr, "coordinator: cannot restore ps %d: %s\n", task,
-                 std::string(why.message()).c_str());
+    Log().error("cannot restore ps {}: {}", task, why.message());
     queue_->SetFatal(absl::UnavailableError(absl::StrCat(
         "parameter server ps ", task, " (", address, ") is unavailable and could not be ",
         "restored (", why.message(), "); its variables: ", placement)));
@@ -157,11 +156,10 @@ void ClusterCoordinator::Recover(int32_t task) {
     return fail(absl::NotFoundError(
         absl::StrCat("no checkpoint in ", options_.recovery_checkpoints, " yet")));
   }
-  std::fprintf(stderr, "coordinator: ps %d (%s) lost; restoring %s from %s onto %s\n", task,
-               address.c_str(), placement.c_str(), latest->c_str(),
-               cluster.spec()->ps_standby.empty()
-                   ? "a PS started again at its address"
-                   : "a standby (or a PS started again at its address, once none is left)");
+  Log().warn("ps {} ({}) lost; restoring {} from {} onto {}", task, address, placement, *latest,
+             cluster.spec()->ps_standby.empty()
+                 ? "a PS started again at its address"
+                 : "a standby (or a PS started again at its address, once none is left)");
   absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
   if (!node.ok()) return fail(node.status());
   if (absl::StatusOr<std::vector<std::string>> moved = strategy_.RecreateShardsOn(task);
@@ -180,17 +178,15 @@ void ClusterCoordinator::Recover(int32_t task) {
   report.checkpoint = *latest;
   report.checkpoint_step = *step;
   report.lost_steps = std::max<int64_t>(0, options_.first_step + completed - *step);
-  std::fprintf(stderr, "coordinator: ps %d restored on %s from %s (step %lld) in %.2f s; the "
-               "updates of %lld steps to its shards were lost\n", task, report.node.c_str(),
-               latest->c_str(),
-               static_cast<long long>(*step), report.seconds,
-               static_cast<long long>(report.lost_steps));
-  std::lock_guard<std::mutex> lock(mu_);
+  Log().info("ps {} restored on {} from {} (step {}) in {:.2f} s; the updates of {} steps to its "
+             "shards were lost", task, report.node, *latest, *step, report.seconds,
+             report.lost_steps);
+  absl::MutexLock lock(&mu_);
   recoveries_.push_back(std::move(report));
 }
 
 std::vector<PsRecovery> ClusterCoordinator::recoveries() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return recoveries_;
 }
 
@@ -202,8 +198,8 @@ absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Durat
     const std::string tasks =
         pool.live_slots.empty() ? "none" : absl::StrJoin(pool.live_slots, ", ");
     if (pool.live_slots != reported) {
-      std::fprintf(stderr, "coordinator: %zu of %d workers connected (tasks: %s)\n",
-                   pool.live_slots.size(), strategy_.cluster().num_workers(), tasks.c_str());
+      Log().info("{} of {} workers connected (tasks: {})", pool.live_slots.size(),
+                 strategy_.cluster().num_workers(), tasks);
       reported = pool.live_slots;
     }
     if (static_cast<int32_t>(pool.live_slots.size()) >= min_workers) return absl::OkStatus();
@@ -250,14 +246,14 @@ void ClusterCoordinator::RestartWorker(int32_t slot, absl::Duration delay) {
   caf::anon_send(actor_, restart_atom::value, slot, Millis(delay));
 }
 
-void ClusterCoordinator::InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
-                                              absl::Duration restart_delay) {
-  caf::anon_send(actor_, chaos_atom::value, failures, closures, seed, Millis(restart_delay));
+void ClusterCoordinator::SetFaultInjector(std::shared_ptr<FaultInjector> injector) {
+  caf::anon_send(actor_, chaos_atom::value, std::move(injector));
 }
 
-void ClusterCoordinator::KillRandomWorkerEvery(absl::Duration period, uint64_t seed,
-                                               absl::Duration restart_delay) {
-  caf::anon_send(actor_, chaos_atom::value, Millis(period), seed, Millis(restart_delay));
+void ClusterCoordinator::InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
+                                              absl::Duration restart_delay) {
+  SetFaultInjector(KillBusyWorkersAtCompletions(
+      failures, closures, seed, std::chrono::milliseconds(Millis(restart_delay))));
 }
 
 }  // namespace tessera

@@ -21,6 +21,8 @@
 // handles and PS addresses and carries on (the updates those shards took since that
 // checkpoint are lost, and reported by recoveries()).
 //
+// Creating one names this process's log role "coordinator" (core/logging.h).
+//
 // Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any
 // non-actor thread.
 #pragma once
@@ -29,15 +31,16 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actors/coordinator_actor.h"
+#include "actors/fault_injector.h"
 #include "actors/replica.h"
 #include "coordinator/strategy.h"
 #include "core/closure.h"
@@ -106,17 +109,22 @@ class ClusterCoordinator {
   // The PS recoveries so far, oldest first.
   std::vector<PsRecovery> recoveries() const;
 
-  // Fault injection.
+  // Fault injection (tests, chaos runs).
   // Kills the worker in `slot` now (its closure is re-run elsewhere); false when none lives.
   bool KillWorker(int32_t slot);
   // Starts a worker in `slot` after `delay` (a preempted machine coming back).
   void RestartWorker(int32_t slot, absl::Duration delay = absl::ZeroDuration());
-  // Kills `failures` workers, each in the middle of a closure, at random points of the next
-  // `closures` completions; each comes back after `restart_delay`.
+  // Hands the coordinator's dispatch `injector` (actors/fault_injector.h), in place of any
+  // earlier one; null removes it. Without one (the default) no fault is injected.
+  // Example:
+  //   coordinator->SetFaultInjector(KillRandomWorkerEvery(std::chrono::milliseconds(10),
+  //                                                       /*seed=*/5, std::chrono::seconds(1)));
+  void SetFaultInjector(std::shared_ptr<FaultInjector> injector);
+  // SetFaultInjector(KillBusyWorkersAtCompletions(...)): kills `failures` workers, each in the
+  // middle of a closure, at random points of the next `closures` completions; each comes back
+  // after `restart_delay` (the drivers' --inject_worker_failures).
   void InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
                             absl::Duration restart_delay);
-  // Kills a random worker every `period`, each coming back after `restart_delay`.
-  void KillRandomWorkerEvery(absl::Duration period, uint64_t seed, absl::Duration restart_delay);
 
  private:
   struct LostPs;  // the PS losses waiting for the recovery thread
@@ -141,8 +149,8 @@ class ClusterCoordinator {
   std::shared_ptr<LostPs> lost_;
   std::thread recovery_thread_;
   int64_t generation_ = 0;  // of the directory last sent (recovery thread only)
-  mutable std::mutex mu_;
-  std::vector<PsRecovery> recoveries_;  // guarded by mu_
+  mutable absl::Mutex mu_;
+  std::vector<PsRecovery> recoveries_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tessera

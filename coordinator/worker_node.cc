@@ -6,7 +6,6 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
-#include <cstdio>
 #include <optional>
 #include <thread>
 
@@ -14,6 +13,7 @@
 #include "actors/error.h"
 #include "actors/worker_actor.h"
 #include "coordinator/cluster.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -58,7 +58,7 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
     absl::Status reached =
         ConnectToNode(system, address, me, options.network, kProtocolVersion).status();
     if (absl::IsUnavailable(reached)) {
-      std::fprintf(stderr, "%s: %s\n", me.c_str(), std::string(reached.message()).c_str());
+      Log().warn("{}", reached.message());
       return Ending::kRetry;
     }
     RETURN_IF_ERROR(reached);
@@ -85,8 +85,7 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
     }
     return joined.status();
   }
-  std::fprintf(stderr, "worker %d: joined the coordinator (directory generation %lld)\n",
-               options.task, static_cast<long long>(directory->generation));
+  Log().info("joined the coordinator (directory generation {})", directory->generation);
   Ending ending = Ending::kFinished;
   bool waiting = true;
   self->receive_while([&] { return waiting; })([&](caf::down_msg& down) {
@@ -100,8 +99,8 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
       self->send_exit(worker, caf::exit_reason::user_shutdown);  // the coordinator is done
     } else {
       self->send_exit(worker, caf::exit_reason::user_shutdown);
-      std::fprintf(stderr, "worker %d: lost the coordinator (%s); waiting for it to come back\n",
-                   options.task, system.render(down.reason).c_str());
+      Log().warn("lost the coordinator ({}); waiting for it to come back",
+                 system.render(down.reason));
       ending = Ending::kCoordinatorLost;
     }
   });
@@ -128,6 +127,7 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
   RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
   caf::actor_system system(config);
   const std::string me = absl::StrCat("worker ", options.task);
+  SetLogRole(me);
   std::optional<absl::Time> taken_since;  // when the coordinator first said our task was taken
   for (;;) {
     ASSIGN_OR_RETURN(caf::actor coordinator,
@@ -144,10 +144,10 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
     }
     taken_since.reset();
     if (ending == Ending::kFinished) {
-      std::fprintf(stderr, "%s: the coordinator finished; exiting\n", me.c_str());
+      Log().info("the coordinator finished; exiting");
       return absl::OkStatus();
     }
-    if (ending == Ending::kRejoin) std::fprintf(stderr, "%s: joining again\n", me.c_str());
+    if (ending == Ending::kRejoin) Log().info("joining again");
   }
 }
 

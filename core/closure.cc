@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace tessera {
 
@@ -29,25 +30,26 @@ RemoteValue RemoteValue::Failed(absl::Status status) {
 }
 
 RemoteValueState RemoteValue::state() const {
-  std::lock_guard<std::mutex> lock(shared_->mu);
+  absl::MutexLock lock(&shared_->mu);
   return shared_->state;
 }
 
 absl::StatusOr<ClosureValues> RemoteValue::Fetch() const {
-  std::unique_lock<std::mutex> lock(shared_->mu);
-  shared_->resolved.wait(lock, [&] { return shared_->result.has_value(); });
+  absl::MutexLock lock(&shared_->mu);
+  while (!shared_->result.has_value()) shared_->resolved.Wait(&shared_->mu);
   return *shared_->result;
 }
 
 absl::StatusOr<ClosureValues> RemoteValue::FetchWithin(absl::Duration timeout) const {
-  // wait_for adds the timeout to now(): an infinite (or huge) one would overflow into the past.
-  if (timeout > absl::Hours(24 * 365)) return Fetch();
-  std::unique_lock<std::mutex> lock(shared_->mu);
-  if (!shared_->resolved.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                                  [&] { return shared_->result.has_value(); })) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "the closure's result is not there after ", absl::FormatDuration(timeout), " (state: ",
-        RemoteValueStateName(shared_->state), ")"));
+  const absl::Time deadline = absl::Now() + timeout;  // InfiniteFuture for an infinite timeout
+  absl::MutexLock lock(&shared_->mu);
+  while (!shared_->result.has_value()) {
+    if (shared_->resolved.WaitWithDeadline(&shared_->mu, deadline) &&
+        !shared_->result.has_value()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the closure's result is not there after ", absl::FormatDuration(timeout),
+          " (state: ", RemoteValueStateName(shared_->state), ")"));
+    }
   }
   return *shared_->result;
 }
@@ -64,16 +66,16 @@ absl::StatusOr<double> RemoteValue::FetchScalar() const {
 void RemoteValue::Resolve(Shared& shared, RemoteValueState state,
                           absl::StatusOr<ClosureValues> result) {
   {
-    std::lock_guard<std::mutex> lock(shared.mu);
+    absl::MutexLock lock(&shared.mu);
     if (shared.result.has_value()) return;
     shared.state = state;
     shared.result = std::move(result);
   }
-  shared.resolved.notify_all();
+  shared.resolved.SignalAll();
 }
 
 void RemoteValue::MarkAborted(Shared& shared) {
-  std::lock_guard<std::mutex> lock(shared.mu);
+  absl::MutexLock lock(&shared.mu);
   if (!shared.result.has_value()) shared.state = RemoteValueState::kAborted;
 }
 

@@ -20,10 +20,8 @@
 // it, the driver's waits on it).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
 
@@ -73,8 +72,8 @@ class RemoteValue {
  private:
   friend class ClosureQueue;
   struct Shared {
-    mutable std::mutex mu;
-    mutable std::condition_variable resolved;
+    mutable absl::Mutex mu;
+    mutable absl::CondVar resolved;
     RemoteValueState state ABSL_GUARDED_BY(mu) = RemoteValueState::kNotReady;
     std::optional<absl::StatusOr<ClosureValues>> result ABSL_GUARDED_BY(mu);
   };

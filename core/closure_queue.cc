@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace tessera {
 
@@ -10,12 +11,12 @@ ClosureQueue::ClosureQueue(int64_t capacity) : capacity_(capacity < 1 ? 1 : capa
 
 absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args,
                                                   bool* was_empty) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
-  room_.wait(lock, [&] {
-    return static_cast<int64_t>(queue_.size()) < capacity_ || fatal_error_.has_value() ||
-           pending_error_.has_value();
-  });
+  while (static_cast<int64_t>(queue_.size()) >= capacity_ && !fatal_error_.has_value() &&
+         !pending_error_.has_value()) {
+    room_.Wait(&mu_);
+  }
   // An error that arrived while we waited cancelled the queue; raise it now rather than queue
   // behind it.
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
@@ -35,7 +36,7 @@ std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
   std::optional<Dispatch> out;
   bool wake_producers = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (queue_.empty()) return std::nullopt;
     Entry entry = std::move(queue_.front());
     queue_.pop_front();
@@ -45,14 +46,14 @@ std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
     running_.emplace(entry.closure.id, std::move(entry));
     wake_producers = static_cast<int64_t>(queue_.size()) == capacity_ / 2;
   }
-  if (wake_producers) room_.notify_all();  // drained to half its capacity
+  if (wake_producers) room_.SignalAll();  // drained to half its capacity
   return out;
 }
 
 void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<ClosureValues> result) {
   bool result_ok = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = running_.find(id);
     if (it == running_.end() || it->second.attempt != attempt) return;  // stale
     std::shared_ptr<RemoteValue::Shared> value = it->second.value;
@@ -76,8 +77,8 @@ void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<Closur
     // the queue idle, or the error raised, before this RemoteValue is resolved.
     RemoteValue::Resolve(*value, state, std::move(result));
   }
-  changed_.notify_all();
-  if (!result_ok) room_.notify_all();  // an error releases blocked producers
+  changed_.SignalAll();
+  if (!result_ok) room_.SignalAll();  // an error releases blocked producers
 }
 
 void ClosureQueue::RequeueLocked(Entry entry) {
@@ -102,7 +103,7 @@ void ClosureQueue::RequeueLocked(Entry entry) {
 bool ClosureQueue::WorkerLost(WorkerId worker) {
   bool requeued = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto it = running_.begin(); it != running_.end();) {
       if (it->second.worker != worker) {
         ++it;
@@ -114,14 +115,14 @@ bool ClosureQueue::WorkerLost(WorkerId worker) {
       requeued = requeued || (!pending_error_.has_value() && !fatal_error_.has_value());
     }
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   return requeued;
 }
 
 bool ClosureQueue::Requeue(ClosureId id, int64_t attempt) {
   bool requeued = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = running_.find(id);
     if (it == running_.end() || it->second.attempt != attempt) return false;
     Entry entry = std::move(it->second);
@@ -129,25 +130,25 @@ bool ClosureQueue::Requeue(ClosureId id, int64_t attempt) {
     requeued = !pending_error_.has_value() && !fatal_error_.has_value();
     RequeueLocked(std::move(entry));
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   return requeued;
 }
 
 void ClosureQueue::SetFatal(absl::Status status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (fatal_error_.has_value()) return;
     fatal_error_ = status;
     CancelQueuedLocked(absl::CancelledError(absl::StrCat("cancelled: ", status.ToString())));
   }
-  changed_.notify_all();
-  room_.notify_all();
+  changed_.SignalAll();
+  room_.SignalAll();
 }
 
 void ClosureQueue::Shutdown(absl::Status status) {
   SetFatal(status);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto& [id, entry] : running_) {
       ++stats_.cancelled;
       RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
@@ -155,46 +156,39 @@ void ClosureQueue::Shutdown(absl::Status status) {
     }
     running_.clear();
   }
-  changed_.notify_all();
+  changed_.SignalAll();
 }
 
 absl::Status ClosureQueue::Join() {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait(lock, [&] { return IdleLocked() || fatal_error_.has_value(); });
+  absl::MutexLock lock(&mu_);
+  while (!IdleLocked() && !fatal_error_.has_value()) changed_.Wait(&mu_);
   return TakeErrorLocked();
 }
 
 absl::Status ClosureQueue::JoinWithin(absl::Duration timeout) {
-  // wait_for adds the timeout to now(): an infinite (or huge) one would overflow into the past.
-  if (timeout > absl::Hours(24 * 365)) return Join();
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!changed_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
-                         [&] { return IdleLocked() || fatal_error_.has_value(); })) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("join: ", queue_.size(), " closures queued and ", running_.size(),
-                     " running after ", absl::FormatDuration(timeout)));
+  const absl::Time deadline = absl::Now() + timeout;  // InfiniteFuture for an infinite timeout
+  absl::MutexLock lock(&mu_);
+  while (!IdleLocked() && !fatal_error_.has_value()) {
+    if (changed_.WaitWithDeadline(&mu_, deadline) && !IdleLocked() && !fatal_error_.has_value()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("join: ", queue_.size(), " closures queued and ", running_.size(),
+                       " running after ", absl::FormatDuration(timeout)));
+    }
   }
   return TakeErrorLocked();
 }
 
 absl::StatusOr<bool> ClosureQueue::Done() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
   return IdleLocked();
 }
 
 ClosureStats ClosureQueue::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ClosureStats out = stats_;
   out.queued = static_cast<int64_t>(queue_.size());
   out.running = static_cast<int64_t>(running_.size());
-  return out;
-}
-
-std::vector<WorkerId> ClosureQueue::BusyWorkers() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<WorkerId> out;
-  for (const auto& [id, entry] : running_) out.push_back(*entry.worker);
   return out;
 }
 

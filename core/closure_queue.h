@@ -18,20 +18,19 @@
 //   Join / Done and is never cleared.
 //
 // Thread-safety: every method is safe to call from any thread. Blocking methods (Enqueue on a
-// full queue, Join) wait on a condition variable and must not be called from an actor thread.
+// full queue, Join) wait on the queue's mutex and must not be called from an actor thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/closure.h"
@@ -107,8 +106,6 @@ class ClosureQueue {
   absl::StatusOr<bool> Done();
 
   ClosureStats stats() const;
-  // The worker running each closure now (for fault injection: "kill a busy worker").
-  std::vector<WorkerId> BusyWorkers() const;
 
  private:
   struct Entry {
@@ -128,9 +125,9 @@ class ClosureQueue {
   }
 
   const int64_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // something finished, or an error was set
-  std::condition_variable room_;     // the queue drained to half its capacity, or an error
+  mutable absl::Mutex mu_;
+  absl::CondVar changed_;  // something finished, or an error was set
+  absl::CondVar room_;     // the queue drained to half its capacity, or an error
   ClosureId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   std::map<ClosureId, Entry> running_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/ps_node_actor.h"
 #include "coordinator/cluster.h"
+#include "core/logging.h"
 
 namespace tessera::cli {
 
@@ -42,6 +43,7 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
       caf::actor_system system(config);
       const std::string name =
           options.standby ? std::string("standby") : absl::StrCat("ps ", options.task);
+      SetLogRole(name);
       ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task);
       absl::StatusOr<uint16_t> port =
           PublishNode(system, name, caf::actor_cast<caf::actor>(node),

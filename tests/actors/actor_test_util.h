@@ -63,6 +63,14 @@ class DeterministicSystem {
   // Runs every pending job until all mailboxes are empty; returns how many ran.
   size_t Run() { return scheduler_.run(); }
 
+  // Moves the test clock forward by `by`, delivers the delayed messages (and timeouts) due by
+  // then, and runs until idle; returns how many were due. Nothing ever waits for real time.
+  size_t AdvanceTime(caf::timespan by) {
+    const size_t due = scheduler_.advance_time(by);
+    Run();
+    return due;
+  }
+
   template <class Handle>
   Handle Track(Handle actor) {
     tracked_.push_back(actor.address());

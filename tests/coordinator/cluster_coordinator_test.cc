@@ -418,8 +418,8 @@ TEST_CASE("the only worker killed mid-closure: the closure waits for its replace
 
 TEST_CASE("continuous worker failures while 200 closures run: every closure completes") {
   auto f = MakeFixture(Options(1, 3));
-  f->coordinator->KillRandomWorkerEvery(absl::Milliseconds(10), /*seed=*/5,
-                                        /*restart_delay=*/absl::Milliseconds(3));
+  f->coordinator->SetFaultInjector(KillRandomWorkerEvery(
+      std::chrono::milliseconds(10), /*seed=*/5, /*restart_delay=*/std::chrono::milliseconds(3)));
   const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 200, Scalars({2}));
   const absl::StatusOr<std::vector<ClosureValues>> results =
       FetchAllWithin(values, absl::Seconds(60));

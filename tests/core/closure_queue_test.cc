@@ -437,7 +437,7 @@ TEST_CASE("two lost workers both have their closures re-run ahead of the queue")
   CHECK(values[1].state() == RemoteValueState::kAborted);
   CHECK(values[2].state() == RemoteValueState::kNotReady);
   CHECK(queue.stats().retried == 2);
-  CHECK(queue.BusyWorkers() == std::vector<WorkerId>{3});
+  CHECK(queue.stats().running == 1);  // worker 3's closure
 
   // The two re-queued closures come before the ones never run (their relative order is not part
   // of the contract).
@@ -550,20 +550,6 @@ TEST_CASE("closure stats count scheduled, completed, retried, cancelled, failed,
   CHECK(queue.Done().status().code() == absl::StatusCode::kInternal);
   MustEnqueue(queue, 7);
   check("scheduled after the error", {7, 3, 1, 1, 2, 1, 0, {{1, 2}, {3, 1}}});
-}
-
-TEST_CASE("BusyWorkers names the worker running each closure") {
-  ClosureQueue queue(/*capacity=*/10);
-  CHECK(queue.BusyWorkers().empty());
-  for (int i = 0; i < 3; ++i) MustEnqueue(queue, i);
-  Dispatch a = MustNext(queue, 7);
-  MustNext(queue, 9);
-  std::vector<WorkerId> busy = queue.BusyWorkers();
-  CHECK(std::multiset<WorkerId>(busy.begin(), busy.end()) == std::multiset<WorkerId>{7, 9});
-  Reply(queue, a, Scalars({0}));
-  CHECK(queue.BusyWorkers() == std::vector<WorkerId>{9});
-  CHECK(queue.WorkerLost(9));
-  CHECK(queue.BusyWorkers().empty());
 }
 
 TEST_CASE("a full closure queue blocks Enqueue until dispatch makes room") {

@@ -18,8 +18,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 #include "core/status.h"
 #include "examples/internal/driver.h"
 

@@ -12,11 +12,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "core/fashion_mnist.h"
 #include "core/local_trainer.h"
-#include "core/reference_models.h"
 #include "core/status.h"
 #include "examples/internal/driver.h"
+#include "workloads/fashion_mnist.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 10, "passes over the training set (when --steps is 0)");

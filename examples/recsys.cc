@@ -21,10 +21,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "core/local_trainer.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
 #include "core/status.h"
 #include "examples/internal/driver.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 1, "passes over the training set (when --steps is 0)");

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fails when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header (DESIGN.md §2),
-# or when a folder includes one that sits above it in core <- schema <- actors <- coordinator.
+# Fails when a folder includes a header of a folder it must not depend on (DESIGN.md §2):
+#   core <- schema <- actors <- coordinator <- examples, cli
+#   core <- workloads (the reference workloads: examples, cli and bench may use them)
+# and when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header.
 set -u
 cd "$(dirname "$0")/.."
 status=0
@@ -9,18 +11,25 @@ report() { echo "layering violation: $1"; echo "$2"; status=1; }
 bad=$(grep -rnE '#include[[:space:]]*[<"](caf/|capnp/|kj/)|\.capnp\.h' core 2>/dev/null)
 [ -n "$bad" ] && report "core/ must not include CAF, Cap'n Proto, kj or generated headers" "$bad"
 
-check_upward() {  # folder, then the folders it must not include
+# The folders of this repository; an include starting with any other folder (absl/, nlohmann/,
+# ...) is a third-party header.
+project="core workloads schema actors coordinator examples cli bench tests fuzz"
+
+check_allowed() {  # folder, then the project folders it may include
   local dir=$1; shift
   [ -d "$dir" ] || return 0
-  for up in "$@"; do
-    bad=$(grep -rnE "#include[[:space:]]*\"$up/" "$dir" 2>/dev/null)
-    [ -n "$bad" ] && report "$dir/ must not include $up/" "$bad"
+  for other in $project; do
+    case " $* " in *" $other "*) continue ;; esac
+    bad=$(grep -rnE "#include[[:space:]]*\"$other/" "$dir" 2>/dev/null)
+    [ -n "$bad" ] && report "$dir/ must not include $other/ (it may include: $*)" "$bad"
   done
 }
-check_upward core schema actors coordinator examples cli
-check_upward schema actors coordinator examples cli
-check_upward actors coordinator examples cli
-check_upward coordinator examples cli
+check_allowed core core
+check_allowed workloads core workloads
+check_allowed schema core schema
+check_allowed actors core schema actors
+check_allowed coordinator core schema actors coordinator
 
-[ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- coordinator <- examples, cli)"
+[ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- coordinator <- examples, cli;" \
+  "core <- workloads)"
 exit $status

@@ -32,9 +32,9 @@
 #include "coordinator/strategy.h"
 #include "core/dataset.h"
 #include "core/model.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

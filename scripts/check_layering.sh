@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a folder includes a header of a folder it must not depend on (DESIGN.md §2):
-#   core <- schema <- actors <- coordinator <- examples, cli
+#   core <- schema <- actors <- cluster <- coordinator <- examples, cli
 #   core <- workloads (the reference workloads: examples, cli and bench may use them)
 # and when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header.
 set -u
@@ -13,7 +13,7 @@ bad=$(grep -rnE '#include[[:space:]]*[<"](caf/|capnp/|kj/)|\.capnp\.h' core 2>/d
 
 # The folders of this repository; an include starting with any other folder (absl/, nlohmann/,
 # ...) is a third-party header.
-project="core workloads schema actors coordinator examples cli bench tests fuzz"
+project="core workloads schema actors cluster coordinator examples cli bench tests fuzz"
 
 check_allowed() {  # folder, then the project folders it may include
   local dir=$1; shift
@@ -28,8 +28,9 @@ check_allowed core core
 check_allowed workloads core workloads
 check_allowed schema core schema
 check_allowed actors core schema actors
-check_allowed coordinator core schema actors coordinator
+check_allowed cluster core schema actors cluster
+check_allowed coordinator core schema actors cluster coordinator
 
-[ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- coordinator <- examples, cli;" \
-  "core <- workloads)"
+[ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \
+  "examples, cli; core <- workloads)"
 exit $status

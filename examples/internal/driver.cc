@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
-#include "coordinator/worker_node.h"
+#include "cluster/worker_node.h"
 #include "core/status.h"
 
 ABSL_FLAG(std::string, mode, "sim", "sim (parameter servers in one process) or local (baseline)");

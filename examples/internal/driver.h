@@ -19,7 +19,7 @@
 #include "actors/replica.h"
 #include "actors/train_step.h"
 #include "coordinator/cluster_coordinator.h"
-#include "coordinator/network.h"
+#include "cluster/network.h"
 #include "coordinator/strategy.h"
 #include "core/dataset.h"
 #include "core/local_trainer.h"

@@ -27,7 +27,7 @@
 #include "absl/time/time.h"
 #include "actors/replica.h"
 #include "actors/train_step.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/sharded_variable.h"
 #include "coordinator/strategy.h"
 #include "core/dataset.h"

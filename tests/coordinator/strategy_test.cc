@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/messages.h"
 #include "actors/replica.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/cluster_coordinator.h"
 #include "coordinator/internal/await.h"
 #include "coordinator/sharded_variable.h"

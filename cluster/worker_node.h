@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "actors/coordinator_actor.h"
 #include "actors/replica.h"
-#include "coordinator/network.h"
+#include "cluster/network.h"
 
 namespace tessera {
 

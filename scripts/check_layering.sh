@@ -2,7 +2,10 @@
 # Fails when a folder includes a header of a folder it must not depend on (DESIGN.md §2):
 #   core <- schema <- actors <- cluster <- coordinator <- examples, cli
 #   core <- workloads (the reference workloads: examples, cli and bench may use them)
-# and when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header.
+# when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header; and when examples/
+# include anything but public library headers — core/, workloads/ and coordinator/ headers not
+# in an internal/ folder — and third-party ones (absl/, nlohmann/, ...): an example is what a user
+# copies, so it must not reach into actors/, schema/, cluster/, CAF or any folder's internals.
 set -u
 cd "$(dirname "$0")/.."
 status=0
@@ -30,7 +33,14 @@ check_allowed schema core schema
 check_allowed actors core schema actors
 check_allowed cluster core schema actors cluster
 check_allowed coordinator core schema actors cluster coordinator
+check_allowed cli core workloads schema actors cluster coordinator cli
+check_allowed bench core workloads schema actors cluster coordinator bench
+check_allowed examples core workloads coordinator
+if [ -d examples ]; then
+  bad=$(grep -rnE '#include[[:space:]]*[<"]([^">]*/)?internal/|#include[[:space:]]*<(caf|capnp|kj)/|\.capnp\.h' examples)
+  [ -n "$bad" ] && report "examples/ must include only public library headers (no internal/, CAF or Cap'n Proto)" "$bad"
+fi
 
 [ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \
-  "examples, cli; core <- workloads)"
+  "examples, cli; core <- workloads; examples use public headers only)"
 exit $status

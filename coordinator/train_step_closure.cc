@@ -15,18 +15,18 @@ absl::Status RegisterTrainStep(FunctionRegistry& registry,
       }));
   return registry.AddReplicaFunction(
       kTrainStep, [vars](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-        if (args.scalars.size() != 1) {
-          return done(absl::InvalidArgumentError("train_step takes one argument: a batch index"));
-        }
+        absl::StatusOr<int64_t> index = args.Get<int64_t>(kTrainStepBatch);
+        if (!index.ok()) return done(index.status());
         absl::StatusOr<BatchStream*> batches = ctx.Resource<BatchStream>(kTrainBatches);
         if (!batches.ok()) return done(batches.status());
-        absl::StatusOr<Batch> batch = (*batches)->Get(static_cast<int64_t>(args.scalars[0]));
+        absl::StatusOr<Batch> batch = (*batches)->Get(*index);
         if (!batch.ok()) return done(batch.status());
         TrainStepAsync(ctx.self(), vars, *std::move(batch),
                        [done](absl::StatusOr<StepOutcome> outcome) {
                          if (!outcome.ok()) return done(outcome.status());
                          ClosureValues out;
-                         out.scalars = {outcome->loss, static_cast<double>(outcome->examples)};
+                         out.Set(kTrainStepLoss, static_cast<double>(outcome->loss))
+                             .Set(kTrainStepExamples, outcome->examples);
                          done(std::move(out));
                        });
       });

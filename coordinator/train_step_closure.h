@@ -1,7 +1,7 @@
 // The train_step closure: the replica function a training loop schedules once per step, and the
 // per-worker batch stream it reads from.
 //
-//   kTrainStep(batch index) -> {loss, examples}
+//   kTrainStep({"batch": int64}) -> {"loss": double, "examples": int64}
 //
 // The batch index is the global step: batches are assigned by the scheduler (dynamic sharding,
 // core/dataset.h), so a closure re-run after its worker died trains the same batch — no batch is
@@ -23,6 +23,11 @@
 namespace tessera {
 
 inline constexpr char kTrainStep[] = "train_step";
+// Its argument: the batch index (int64), which is the global step.
+inline constexpr char kTrainStepBatch[] = "batch";
+// Its results: the step's mean loss (double) and the examples in its batch (int64).
+inline constexpr char kTrainStepLoss[] = "loss";
+inline constexpr char kTrainStepExamples[] = "examples";
 // The per-worker resource: each worker's BatchStream over the training set.
 inline constexpr char kTrainBatches[] = "train_batches";
 

@@ -26,10 +26,10 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     while (!pending.empty() &&
            (drain || pending.front().state() == RemoteValueState::kReady ||
             pending.front().state() == RemoteValueState::kFailed)) {
-      ASSIGN_OR_RETURN(ClosureValues v, pending.front().Fetch());
+      ASSIGN_OR_RETURN(const ClosureValues v, pending.front().Fetch());
       pending.pop_front();
-      const double loss = v.scalars.at(0);
-      const int64_t examples = static_cast<int64_t>(v.scalars.at(1));
+      ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
+      ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
       run.examples += examples;
       recent_loss = recent_loss == 0 ? loss : 0.98 * recent_loss + 0.02 * loss;
       if (++done_steps > steps - tail) {
@@ -42,7 +42,7 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   };
   for (int64_t step = first_step; step < steps; ++step) {
     ClosureValues args;
-    args.scalars = {static_cast<double>(step)};  // the batch index
+    args.Set(kTrainStepBatch, step);  // the batch index is the global step
     ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args)));
     pending.push_back(std::move(value));
     RETURN_IF_ERROR(collect(false));

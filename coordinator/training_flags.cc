@@ -100,7 +100,8 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
   if (spec_path.empty()) return flags;
   if (flags.mode == TrainingMode::kLocal) {
-    return absl::InvalidArgumentError("--cluster_spec runs on parameter servers: drop --mode=local");
+    return absl::InvalidArgumentError(
+        "--cluster_spec runs on parameter servers: drop --mode=local");
   }
   if (role == "coordinator") {
     flags.role = TrainingRole::kCoordinator;

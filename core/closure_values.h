@@ -64,7 +64,9 @@ class ClosureValues {
   // Sets `name` to `value`, replacing what it held (of any type). Returns *this, so sets chain.
   // An int is stored as an int64; a bool is refused at compile time (say int64_t{0 or 1}).
   ClosureValues& Set(std::string name, int64_t value);
-  ClosureValues& Set(std::string name, int32_t value) { return Set(std::move(name), int64_t{value}); }
+  ClosureValues& Set(std::string name, int32_t value) {
+    return Set(std::move(name), int64_t{value});
+  }
   ClosureValues& Set(std::string name, double value);
   ClosureValues& Set(std::string name, std::string value);
   ClosureValues& Set(std::string name, const char* value) {

@@ -11,10 +11,14 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "coordinator/training_job.h"
+#include "core/local_trainer.h"
+#include "core/partitioner.h"
 #include "core/status.h"
 #include "workloads/fashion_mnist.h"
 #include "workloads/reference_models.h"

@@ -37,8 +37,10 @@ check_allowed cli core workloads schema actors cluster coordinator cli
 check_allowed bench core workloads schema actors cluster coordinator bench
 check_allowed examples core workloads coordinator
 if [ -d examples ]; then
-  bad=$(grep -rnE '#include[[:space:]]*[<"]([^">]*/)?internal/|#include[[:space:]]*<(caf|capnp|kj)/|\.capnp\.h' examples)
-  [ -n "$bad" ] && report "examples/ must include only public library headers (no internal/, CAF or Cap'n Proto)" "$bad"
+  internal='#include[[:space:]]*[<"]([^">]*/)?internal/'
+  bad=$(grep -rnE "$internal|#include[[:space:]]*<(caf|capnp|kj)/|\.capnp\.h" examples)
+  what="examples/ must include only public library headers (no internal/, CAF or Cap'n Proto)"
+  [ -n "$bad" ] && report "$what" "$bad"
 fi
 
 [ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \

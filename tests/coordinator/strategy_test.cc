@@ -478,8 +478,8 @@ TEST_CASE("inside a caching scope ReadCached serves the first read, outside it r
                 if (absl::Status s = ctx.BeginCachingScope(); !s.ok()) {
                   return done(s);
                 }
-                ReadAssignRead(ctx, handle, static_cast<float>(args.Get<double>("value").value_or(0)),
-                               done);
+                const float value = static_cast<float>(args.Get<double>("value").value_or(0));
+                ReadAssignRead(ctx, handle, value, done);
               })
           .ok());
   REQUIRE(
@@ -487,8 +487,8 @@ TEST_CASE("inside a caching scope ReadCached serves the first read, outside it r
           ->AddReplicaFunction(
               "uncached",
               [handle](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-                ReadAssignRead(ctx, handle, static_cast<float>(args.Get<double>("value").value_or(0)),
-                               done);
+                const float value = static_cast<float>(args.Get<double>("value").value_or(0));
+                ReadAssignRead(ctx, handle, value, done);
               })
           .ok());
   REQUIRE(registry

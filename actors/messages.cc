@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <caf/binary_deserializer.hpp>
 #include <cstddef>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "actors/coordinator_actor.h"
 #include "actors/error.h"
@@ -134,6 +139,89 @@ caf::error LoadIds(caf::deserializer& source, Ids& ids) {
 
 caf::error BadVariantIndex(absl::string_view what, int32_t index) {
   return WireError(absl::StrCat("a ", what, " of unknown kind ", index));
+}
+
+caf::error SaveClosureValues(caf::serializer& sink, const ClosureValues& values) {
+  size_t count = values.size();
+  if (auto err = sink.begin_sequence(count)) return err;
+  for (const auto& [name, value] : values.values()) {
+    std::string key = name;
+    uint8_t tag = static_cast<uint8_t>(value.index());
+    if (auto err = sink(key, tag)) return err;
+    caf::error err = std::visit(
+        [&sink](const auto& v) -> caf::error {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, Tensor>) {
+            return SaveTensor(sink, v);
+          } else {
+            T copy = v;
+            return sink(copy);
+          }
+        },
+        value);
+    if (err) return err;
+  }
+  return sink.end_sequence();
+}
+
+namespace {
+
+// Reads one value of type T into values[name].
+template <class T>
+caf::error LoadClosureValue(caf::deserializer& source, std::string name, ClosureValues& values) {
+  T value{};
+  if constexpr (std::is_same_v<T, Tensor>) {
+    if (auto err = LoadTensor(source, value)) return err;
+  } else {
+    if (auto err = source(value)) return err;
+  }
+  values.Set(std::move(name), std::move(value));
+  return caf::none;
+}
+
+// A name from the wire, fit for an error message (it may be anything, of any length).
+std::string Printable(absl::string_view name) {
+  constexpr size_t kShown = 64;
+  return absl::StrCat("\"", absl::CHexEscape(name.substr(0, kShown)),
+                      name.size() > kShown ? "..." : "", "\"");
+}
+
+}  // namespace
+
+caf::error LoadClosureValues(caf::deserializer& source, ClosureValues& values) {
+  values = ClosureValues();
+  size_t count = 0;
+  if (auto err = source.begin_sequence(count)) return err;
+  // Nothing is reserved for `count`: a forged count runs out of bytes at the first missing value.
+  for (size_t i = 0; i < count; ++i) {
+    std::string name;
+    uint8_t tag = 0;
+    if (auto err = source(name, tag)) return err;
+    if (values.Has(name)) {
+      return WireError(absl::StrCat("closure value ", Printable(name), " appears twice"));
+    }
+    caf::error err;
+    switch (tag) {
+      case static_cast<uint8_t>(ClosureValueType::kInt64):
+        err = LoadClosureValue<int64_t>(source, std::move(name), values);
+        break;
+      case static_cast<uint8_t>(ClosureValueType::kDouble):
+        err = LoadClosureValue<double>(source, std::move(name), values);
+        break;
+      case static_cast<uint8_t>(ClosureValueType::kString):
+        err = LoadClosureValue<std::string>(source, std::move(name), values);
+        break;
+      case static_cast<uint8_t>(ClosureValueType::kTensor):
+        err = LoadClosureValue<Tensor>(source, std::move(name), values);
+        break;
+      default:
+        return WireError(absl::StrCat("closure value ", Printable(name), " has type tag ",
+                                      static_cast<int>(tag), " (known: 0..",
+                                      kNumClosureValueTypes - 1, ")"));
+    }
+    if (err) return err;
+  }
+  return source.end_sequence();
 }
 
 }  // namespace wire

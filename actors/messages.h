@@ -227,9 +227,30 @@ typename Inspector::result_type inspect(Inspector& f, IndexedSlices& x) {
       });
 }
 
+namespace wire {
+
+// ClosureValues travel as their count, then per value (in name order) its name, its
+// ClosureValueType as one tag byte and the value: an int64, a double, a string, or a tensor as in
+// Note [Bulk tensor payloads]. Loading is the hostile-input path of every closure argument and
+// result: an unknown tag, a name given twice or a malformed value is a DataLoss error, and a
+// truncated buffer CAF's end-of-stream error.
+caf::error SaveClosureValues(caf::serializer& sink, const ClosureValues& values);
+caf::error LoadClosureValues(caf::deserializer& source, ClosureValues& values);
+
+}  // namespace wire
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ClosureValues& x) {
-  return f(caf::meta::type_name("tessera::ClosureValues"), x.scalars, x.tensors, x.strings);
+  return wire::Dispatch(
+      f, x, wire::SaveClosureValues, wire::LoadClosureValues,
+      [](Inspector& g, ClosureValues& v) {
+        std::vector<std::string> names;  // "batch: int64": names and types only, never tensors
+        for (const auto& [name, value] : v.values()) {
+          names.push_back(absl::StrCat(
+              name, ": ", ClosureValueTypeName(static_cast<ClosureValueType>(value.index()))));
+        }
+        return g(caf::meta::type_name("tessera::ClosureValues"), names);
+      });
 }
 
 template <class Inspector>

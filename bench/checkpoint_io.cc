@@ -28,13 +28,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/internal/bench_main.h"
+#include "cluster/cluster.h"
 #include "coordinator/checkpoint.h"
-#include "coordinator/cluster.h"
 #include "coordinator/strategy.h"
 #include "core/status.h"
 

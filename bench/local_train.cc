@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/fashion_mnist.h"
 #include "core/local_trainer.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
 #include "core/status.h"
+#include "workloads/fashion_mnist.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(std::string, workload, "all", "recsys, fashion_mnist or all");
 ABSL_FLAG(uint64_t, seed, 1, "model seed (initializers) and shuffling seed");

@@ -48,7 +48,6 @@
 #include <thread>
 #include <vector>
 
-#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
@@ -60,8 +59,9 @@
 #include "actors/messages.h"
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
-#include "coordinator/cluster.h"
-#include "coordinator/network.h"
+#include "bench/internal/bench_main.h"
+#include "cluster/cluster.h"
+#include "cluster/network.h"
 #include "core/status.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes_kib,

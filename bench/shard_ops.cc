@@ -43,7 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/variable_ops.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/sharded_variable.h"
 #include "coordinator/strategy.h"
 #include "core/partitioner.h"
@@ -53,7 +53,7 @@
 
 ABSL_FLAG(int32_t, ps, 2, "parameter-server nodes in the in-process cluster");
 ABSL_FLAG(int32_t, threads, 0,
-          "CAF scheduler threads (0: the cluster's default, see coordinator/cluster.h)");
+          "CAF scheduler threads (0: the cluster's default, see cluster/cluster.h)");
 ABSL_FLAG(int64_t, shards, 4, "shards per variable (FixedShardsPartitioner)");
 ABSL_FLAG(int64_t, rows, 100000, "gather/scatter: rows of the sparse variable");
 ABSL_FLAG(int64_t, dim, 64, "floats per row (both variables)");

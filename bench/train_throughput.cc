@@ -3,7 +3,8 @@
 // and batch stream, so their ratio is measured under the same machine conditions.
 //
 //   train_throughput                        # 3 rounds of: local, sim (2 PS, 2 workers)
-// It takes the drivers' --ps, --workers and --closures_per_worker (examples/internal/driver.h).
+// It takes the training flags' --ps, --workers and --closures_per_worker
+// (coordinator/training_flags.h).
 //   train_throughput --rounds=5 --workers=4 --closures_per_worker=2
 //
 // Each round trains a fresh model for one pass over the training set; examples/s counts the
@@ -14,14 +15,16 @@
 #include <string>
 #include <vector>
 
-#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
+#include "bench/internal/bench_main.h"
+#include "coordinator/local_training.h"
+#include "coordinator/parameter_server_training.h"
+#include "coordinator/training_flags.h"
 #include "core/status.h"
-#include "examples/internal/driver.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(int32_t, rounds, 3, "rounds of (local, sim)");
 ABSL_FLAG(std::string, partitioner, "fixed:4", "simulation: embedding partitioner");
@@ -44,9 +47,9 @@ absl::Status Run(int argc, char** argv) {
                                 {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   const int64_t steps = (data.train.size() + batch - 1) / batch;
-  // The drivers' shared flags: --ps, --workers, --closures_per_worker (defaults 2, 2, 1).
-  ASSIGN_OR_RETURN(driver::DriverFlags flags, driver::ReadDriverFlags());
-  driver::SimOptions sim = flags.sim;
+  // The shared training flags: --ps, --workers, --closures_per_worker (defaults 2, 2, 1).
+  ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
+  ParameterServerTrainingOptions sim = flags.parameter_servers;
   ASSIGN_OR_RETURN(sim.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   std::vector<double> local_eps, sim_eps;
@@ -54,16 +57,14 @@ absl::Status Run(int argc, char** argv) {
     nlohmann::json ignored;
     {
       ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
-      ASSIGN_OR_RETURN(driver::TrainingRun run,
-                       driver::TrainLocally(trainer, data.train, steps, batch, 1, "local",
-                                            ignored));
+      ASSIGN_OR_RETURN(TrainingRun run,
+                       TrainLocally(trainer, data.train, steps, batch, 1, "local", ignored));
       local_eps.push_back(run.examples / run.wall_seconds);
     }
     {
       ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
-      ASSIGN_OR_RETURN(driver::TrainingRun run,
-                       driver::TrainInSimulation(trainer, data.train, steps, batch, sim, "sim",
-                                                 ignored));
+      ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(trainer, data.train, steps,
+                                                                batch, sim, "sim", ignored));
       sim_eps.push_back(run.examples / run.wall_seconds);
     }
     std::printf("round %d: local %.0f examples/s, sim %.0f examples/s (%.2fx)\n", r,

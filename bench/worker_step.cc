@@ -13,15 +13,15 @@
 #include <cstdio>
 #include <vector>
 
-#include "bench/internal/bench_main.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
+#include "bench/internal/bench_main.h"
 #include "core/dataset.h"
 #include "core/local_trainer.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
 #include "core/status.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(int32_t, rounds, 7, "rounds of (fresh, carried)");
 ABSL_FLAG(int64_t, steps, 400, "steps per round");

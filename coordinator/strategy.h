@@ -27,7 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actors/train_step.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/sharded_variable.h"
 #include "core/aggregation.h"
 #include "core/initializer.h"

@@ -54,15 +54,6 @@ absl::StatusOr<ClosureValues> RemoteValue::FetchWithin(absl::Duration timeout) c
   return *shared_->result;
 }
 
-absl::StatusOr<double> RemoteValue::FetchScalar() const {
-  absl::StatusOr<ClosureValues> values = Fetch();
-  if (!values.ok()) return values.status();
-  if (values->scalars.empty()) {
-    return absl::InvalidArgumentError("the closure returned no scalar");
-  }
-  return values->scalars[0];
-}
-
 void RemoteValue::Resolve(Shared& shared, RemoteValueState state,
                           absl::StatusOr<ClosureValues> result) {
   {

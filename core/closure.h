@@ -1,10 +1,10 @@
 // Closures and RemoteValues: what a coordinator schedules and what the caller gets back.
 //
 // A closure is a replica function's registered name plus its arguments. Arguments and results are
-// ClosureValues: plain values (numbers, tensors, strings) that serialize, so a closure can travel
-// to a worker in another process unchanged (DESIGN.md §2: replica functions are registered by
-// name). Per-worker resources (a worker's dataset iterator) are named in `strings`; the worker
-// resolves the name to its own instance.
+// ClosureValues (core/closure_values.h): named, typed values that serialize, so a closure can
+// travel to a worker in another process unchanged. Per-worker resources (a worker's dataset
+// iterator) are not arguments: the replica function names them and the worker resolves the name
+// to its own instance (actors/replica.h).
 //
 // A RemoteValue is the caller's handle on one closure's result. It resolves exactly once (ready,
 // failed or cancelled) even when the closure runs more than once because its worker died.
@@ -32,15 +32,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/tensor.h"
+#include "core/closure_values.h"
 
 namespace tessera {
-
-struct ClosureValues {
-  std::vector<double> scalars;
-  std::vector<Tensor> tensors;
-  std::vector<std::string> strings;
-};
 
 using ClosureId = int64_t;
 
@@ -66,8 +60,15 @@ class RemoteValue {
   absl::StatusOr<ClosureValues> Fetch() const;
   // As Fetch, but gives up after `timeout` with DeadlineExceeded.
   absl::StatusOr<ClosureValues> FetchWithin(absl::Duration timeout) const;
-  // Convenience: scalars[0] of the result; InvalidArgument when there is none.
-  absl::StatusOr<double> FetchScalar() const;
+  // Fetch, then the result's value `name` as T (ClosureValues::Get): the closure's error, or
+  // InvalidArgument when the result has no `name` of type T.
+  // Example: ASSIGN_OR_RETURN(double loss, remote_value.Fetch<double>("loss"));
+  template <class T>
+  absl::StatusOr<T> Fetch(absl::string_view name) const {
+    absl::StatusOr<ClosureValues> values = Fetch();
+    if (!values.ok()) return values.status();
+    return values->Get<T>(name);
+  }
 
  private:
   friend class ClosureQueue;

@@ -4,7 +4,7 @@
 // A Dataset is a cheap handle onto immutable, shared columns (the same named id features, dense
 // features and labels a Batch has) plus a strided selection of their rows. Copying a Dataset or
 // taking a Shard never copies examples; only a batch copies its own rows. Both reference
-// workloads produce one (core/recsys_data.h, core/fashion_mnist.h).
+// workloads produce one (workloads/recsys_data.h, workloads/fashion_mnist.h).
 //
 // Example: four workers, each walking its own part for two shuffled epochs.
 //   ASSIGN_OR_RETURN(Dataset part, train.Shard(4, worker_index));

@@ -4,19 +4,24 @@
 //   fashion_mnist                              # simulation: 2 PS, 2 workers, 10 epochs, Adam
 //   fashion_mnist --mode=local                 # the single-thread baseline
 //   fashion_mnist --epochs=3 --inject_worker_failures=2 --summary=run.json
+//
+// What a program states is here: its model, its data, its flags. The training loop, the shared
+// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...: coordinator/training_flags.h) and
+// the summary are the library's (coordinator/training_job.h).
 #include <cstdio>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
-#include "core/fashion_mnist.h"
+#include "coordinator/training_job.h"
 #include "core/local_trainer.h"
-#include "core/reference_models.h"
+#include "core/partitioner.h"
 #include "core/status.h"
-#include "examples/internal/driver.h"
+#include "workloads/fashion_mnist.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 10, "passes over the training set (when --steps is 0)");
@@ -32,47 +37,45 @@ namespace tessera {
 namespace {
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(driver::DriverFlags flags, driver::ReadDriverFlags());
-  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
-  ASSIGN_OR_RETURN(Partitioner partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
+  TrainingJob job;
+  job.name = "fashion_mnist";
+  job.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (job.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
+  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
+  // The data: the IDX files, optionally only the first --train_examples training images.
   const std::string dir = absl::GetFlag(FLAGS_data_dir);
-  ASSIGN_OR_RETURN(Dataset train, LoadFashionMnist(FashionMnistSplit::kTrain, dir));
-  ASSIGN_OR_RETURN(Dataset test, LoadFashionMnist(FashionMnistSplit::kTest, dir));
-  if (const int64_t n = absl::GetFlag(FLAGS_train_examples); n > 0 && n < train.size()) {
-    ASSIGN_OR_RETURN(Batch first, train.Slice(0, n));
-    ASSIGN_OR_RETURN(train, Dataset::Create(std::move(first)));
+  ASSIGN_OR_RETURN(job.train, LoadFashionMnist(FashionMnistSplit::kTrain, dir));
+  ASSIGN_OR_RETURN(job.test, LoadFashionMnist(FashionMnistSplit::kTest, dir));
+  if (const int64_t n = absl::GetFlag(FLAGS_train_examples); n > 0 && n < job.train.size()) {
+    ASSIGN_OR_RETURN(Batch first, job.train.Slice(0, n));
+    ASSIGN_OR_RETURN(job.train, Dataset::Create(std::move(first)));
   }
 
+  // The model: the MLP, trained by Adam.
   MlpModelOptions model_options;
   model_options.seed = flags.seed;
-  ASSIGN_OR_RETURN(ModelSpec spec, MlpModelSpec(model_options));
-  const OptimizerSpec optimizer{"adam", {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}}};
-  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
+  ASSIGN_OR_RETURN(job.model, MlpModelSpec(model_options));
+  job.optimizer = {"adam", {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}}};
 
-  int64_t steps = absl::GetFlag(FLAGS_steps);
-  if (steps <= 0) {
-    steps = absl::GetFlag(FLAGS_epochs) * ((train.size() + batch_size - 1) / batch_size);
+  job.steps = absl::GetFlag(FLAGS_steps);
+  if (job.steps <= 0) {
+    job.steps = StepsForEpochs(absl::GetFlag(FLAGS_epochs), job.train, job.batch_size);
   }
   std::printf("fashion_mnist: MLP 784-256-128-10, adam lr %g, %lld train / %lld test images, "
               "%lld steps of %lld\n",
-              absl::GetFlag(FLAGS_learning_rate), static_cast<long long>(train.size()),
-              static_cast<long long>(test.size()), static_cast<long long>(steps),
-              static_cast<long long>(batch_size));
+              absl::GetFlag(FLAGS_learning_rate), static_cast<long long>(job.train.size()),
+              static_cast<long long>(job.test.size()), static_cast<long long>(job.steps),
+              static_cast<long long>(job.batch_size));
 
-  nlohmann::json summary;
-  ASSIGN_OR_RETURN(driver::TrainingRun run, driver::Train(trainer, train, steps, batch_size,
-                                                         partitioner, flags, "fashion_mnist",
-                                                         summary));
-  if (run.worker_role) return absl::OkStatus();  // the coordinator evaluates
-
-  ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(test));
-  std::printf("fashion_mnist: test loss %.4f, test accuracy %.4f\n", eval.loss,
-              eval.accuracy.value_or(0));
-  summary["test_loss"] = eval.loss;
-  summary["test_accuracy"] = eval.accuracy.value_or(0);
-  return driver::WriteSummary(flags.summary, summary);
+  job.report = [](const EvalResult& eval, nlohmann::json& summary) {
+    std::printf("fashion_mnist: test loss %.4f, test accuracy %.4f\n", eval.loss,
+                eval.accuracy.value_or(0));
+    summary["test_loss"] = eval.loss;
+    summary["test_accuracy"] = eval.accuracy.value_or(0);
+  };
+  return RunTrainingJob(job, flags);
 }
 
 }  // namespace

@@ -11,20 +11,24 @@
 //
 // Data: synthetic clicks from a planted model; the test AUC is reported next to the Bayes-optimal
 // AUC of the planted logits (about 0.77, out of reach: cold ids are rare).
+//
+// What a program states is here: its model, its data, its flags. The training loop, the shared
+// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...: coordinator/training_flags.h) and
+// the summary are the library's (coordinator/training_job.h).
 #include <cstdio>
-#include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
+#include "coordinator/training_job.h"
 #include "core/local_trainer.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
+#include "core/partitioner.h"
 #include "core/status.h"
-#include "examples/internal/driver.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 1, "passes over the training set (when --steps is 0)");
@@ -47,36 +51,38 @@ namespace tessera {
 namespace {
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(driver::DriverFlags flags, driver::ReadDriverFlags());
-  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
-  ASSIGN_OR_RETURN(Partitioner partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
+  TrainingJob job;
+  job.name = "recsys";
+  job.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (job.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
+  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
+  // The data: clicks drawn from a planted model.
   RecsysConfig data_config;
   data_config.num_users = absl::GetFlag(FLAGS_users);
   data_config.num_items = absl::GetFlag(FLAGS_items);
   data_config.num_train = absl::GetFlag(FLAGS_train_examples);
   data_config.num_test = absl::GetFlag(FLAGS_test_examples);
-  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(data_config));
+  job.train = data.train;
+  job.test = data.test;
 
+  // The model: user and item embeddings -> Dense(hidden, relu) -> Dense(1), trained by Adagrad.
   RecsysModelOptions model_options;
   model_options.num_users = data_config.num_users;
   model_options.num_items = data_config.num_items;
   model_options.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
   model_options.hidden_units = absl::GetFlag(FLAGS_hidden);
   model_options.seed = flags.seed;
-  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec(model_options));
-  const OptimizerSpec optimizer{
-      "adagrad",
-      {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
-       {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
-  // Trains in local mode; in sim mode it holds the model and evaluates the variables pulled
-  // from the parameter servers at the end.
-  ASSIGN_OR_RETURN(LocalTrainer local, LocalTrainer::Create(spec, optimizer));
+  ASSIGN_OR_RETURN(job.model, RecsysModelSpec(model_options));
+  job.optimizer = {"adagrad",
+                   {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
+                    {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
 
-  int64_t steps = absl::GetFlag(FLAGS_steps);
-  if (steps <= 0) {
-    steps = absl::GetFlag(FLAGS_epochs) * ((data.train.size() + batch_size - 1) / batch_size);
+  job.steps = absl::GetFlag(FLAGS_steps);
+  if (job.steps <= 0) {
+    job.steps = StepsForEpochs(absl::GetFlag(FLAGS_epochs), job.train, job.batch_size);
   }
   std::printf("recsys: U=%lld I=%lld D=%lld hidden=%lld, %lld train / %lld test examples, "
               "Bayes AUC %.4f\n",
@@ -88,20 +94,17 @@ absl::Status Run() {
               data.bayes_auc);
   std::printf("recsys: adagrad lr %g, initial accumulator %g; %lld steps of %lld\n",
               absl::GetFlag(FLAGS_learning_rate), absl::GetFlag(FLAGS_initial_accumulator),
-              static_cast<long long>(steps), static_cast<long long>(batch_size));
+              static_cast<long long>(job.steps), static_cast<long long>(job.batch_size));
 
-  nlohmann::json summary;
-  ASSIGN_OR_RETURN(driver::TrainingRun run, driver::Train(local, data.train, steps, batch_size,
-                                                         partitioner, flags, "recsys", summary));
-  if (run.worker_role) return absl::OkStatus();  // the coordinator evaluates
-
-  ASSIGN_OR_RETURN(EvalResult eval, local.Evaluate(data.test));
-  std::printf("recsys: test loss %.4f, test AUC %.4f (Bayes-optimal %.4f), accuracy %.4f\n",
-              eval.loss, eval.auc.value_or(0), data.bayes_auc, eval.accuracy.value_or(0));
-  summary["test_loss"] = eval.loss;
-  summary["test_auc"] = eval.auc.value_or(0);
-  summary["bayes_auc"] = data.bayes_auc;
-  return driver::WriteSummary(flags.summary, summary);
+  const double bayes_auc = data.bayes_auc;
+  job.report = [bayes_auc](const EvalResult& eval, nlohmann::json& summary) {
+    std::printf("recsys: test loss %.4f, test AUC %.4f (Bayes-optimal %.4f), accuracy %.4f\n",
+                eval.loss, eval.auc.value_or(0), bayes_auc, eval.accuracy.value_or(0));
+    summary["test_loss"] = eval.loss;
+    summary["test_auc"] = eval.auc.value_or(0);
+    summary["bayes_auc"] = bayes_auc;
+  };
+  return RunTrainingJob(job, flags);
 }
 
 }  // namespace

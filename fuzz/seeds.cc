@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/initializer.h"
-#include "core/reference_models.h"
 #include "schema/checkpoint_io.h"
 #include "schema/internal/envelope.h"
 #include "schema/model_io.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Fails when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header (DESIGN.md §2),
-# or when a folder includes one that sits above it in core <- schema <- actors <- coordinator.
+# Fails when a folder includes a header of a folder it must not depend on (DESIGN.md §2):
+#   core <- schema <- actors <- cluster <- coordinator <- examples, cli
+#   core <- workloads (the reference workloads: examples, cli and bench may use them)
+# when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header; and when examples/
+# include anything but public library headers — core/, workloads/ and coordinator/ headers not
+# in an internal/ folder — and third-party ones (absl/, nlohmann/, ...): an example is what a user
+# copies, so it must not reach into actors/, schema/, cluster/, CAF or any folder's internals.
 set -u
 cd "$(dirname "$0")/.."
 status=0
@@ -9,18 +14,35 @@ report() { echo "layering violation: $1"; echo "$2"; status=1; }
 bad=$(grep -rnE '#include[[:space:]]*[<"](caf/|capnp/|kj/)|\.capnp\.h' core 2>/dev/null)
 [ -n "$bad" ] && report "core/ must not include CAF, Cap'n Proto, kj or generated headers" "$bad"
 
-check_upward() {  # folder, then the folders it must not include
+# The folders of this repository; an include starting with any other folder (absl/, nlohmann/,
+# ...) is a third-party header.
+project="core workloads schema actors cluster coordinator examples cli bench tests fuzz"
+
+check_allowed() {  # folder, then the project folders it may include
   local dir=$1; shift
   [ -d "$dir" ] || return 0
-  for up in "$@"; do
-    bad=$(grep -rnE "#include[[:space:]]*\"$up/" "$dir" 2>/dev/null)
-    [ -n "$bad" ] && report "$dir/ must not include $up/" "$bad"
+  for other in $project; do
+    case " $* " in *" $other "*) continue ;; esac
+    bad=$(grep -rnE "#include[[:space:]]*\"$other/" "$dir" 2>/dev/null)
+    [ -n "$bad" ] && report "$dir/ must not include $other/ (it may include: $*)" "$bad"
   done
 }
-check_upward core schema actors coordinator examples cli
-check_upward schema actors coordinator examples cli
-check_upward actors coordinator examples cli
-check_upward coordinator examples cli
+check_allowed core core
+check_allowed workloads core workloads
+check_allowed schema core schema
+check_allowed actors core schema actors
+check_allowed cluster core schema actors cluster
+check_allowed coordinator core schema actors cluster coordinator
+check_allowed cli core workloads schema actors cluster coordinator cli
+check_allowed bench core workloads schema actors cluster coordinator bench
+check_allowed examples core workloads coordinator
+if [ -d examples ]; then
+  internal='#include[[:space:]]*[<"]([^">]*/)?internal/'
+  bad=$(grep -rnE "$internal|#include[[:space:]]*<(caf|capnp|kj)/|\.capnp\.h" examples)
+  what="examples/ must include only public library headers (no internal/, CAF or Cap'n Proto)"
+  [ -n "$bad" ] && report "$what" "$bad"
+fi
 
-[ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- coordinator <- examples, cli)"
+[ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \
+  "examples, cli; core <- workloads; examples use public headers only)"
 exit $status

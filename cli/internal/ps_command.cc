@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/ps_node_actor.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "core/logging.h"
 
 namespace tessera::cli {

@@ -14,7 +14,7 @@
 #include <ostream>
 
 #include "absl/status/status.h"
-#include "coordinator/network.h"
+#include "cluster/network.h"
 
 namespace tessera::cli {
 

@@ -78,7 +78,7 @@ caf::behavior FakeWorker(caf::event_based_actor* self, int32_t slot, int64_t wor
 
 ClosureValues Scalar(double x) {
   ClosureValues values;
-  values.scalars = {x};
+  values.Set("x", x);
   return values;
 }
 
@@ -164,7 +164,7 @@ class CoordinatorFixture {
 double ValueOf(const RemoteValue& value) {
   REQUIRE_MESSAGE(value.state() == RemoteValueState::kReady,
                   RemoteValueStateName(value.state()));
-  absl::StatusOr<double> x = value.FetchScalar();
+  absl::StatusOr<double> x = value.Fetch<double>("x");
   REQUIRE_MESSAGE(x.ok(), x.status().ToString());
   return *x;
 }
@@ -176,9 +176,9 @@ TEST_CASE("queued closures go to idle workers, one each, and the next waits for 
   const RemoteValue a = f.Schedule(1), b = f.Schedule(2), c = f.Schedule(3);
   REQUIRE(f.workers.runs.size() == 2);
   CHECK(f.workers.runs[0].slot == 0);
-  CHECK(f.workers.runs[0].closure.args.scalars == std::vector<double>{1});
+  CHECK(*f.workers.runs[0].closure.args.Get<double>("x") == 1);
   CHECK(f.workers.runs[1].slot == 1);
-  CHECK(f.workers.runs[1].closure.args.scalars == std::vector<double>{2});
+  CHECK(*f.workers.runs[1].closure.args.Get<double>("x") == 2);
   CHECK(f.queue().stats().queued == 1);
 
   f.Answer(1, Scalar(20));  // slot 1 finishes first: it takes the third closure
@@ -186,7 +186,7 @@ TEST_CASE("queued closures go to idle workers, one each, and the next waits for 
   CHECK(ValueOf(b) == 20);
   REQUIRE(f.workers.runs.size() == 2);
   CHECK(f.workers.runs[1].slot == 1);
-  CHECK(f.workers.runs[1].closure.args.scalars == std::vector<double>{3});
+  CHECK(*f.workers.runs[1].closure.args.Get<double>("x") == 3);
 
   f.Echo(0);
   f.Echo(0);
@@ -218,7 +218,7 @@ TEST_CASE("a dead worker's closure is re-run on another worker and resolves exac
   CHECK(value.state() == RemoteValueState::kAborted);
   REQUIRE(f.workers.runs.size() == 2);  // the dead worker's run (never answered), and the re-run
   CHECK(f.workers.runs[1].slot == 1);
-  CHECK(f.workers.runs[1].closure.args.scalars == std::vector<double>{5});
+  CHECK(*f.workers.runs[1].closure.args.Get<double>("x") == 5);
 
   f.Answer(1, Scalar(50));
   CHECK(value.state() == RemoteValueState::kReady);

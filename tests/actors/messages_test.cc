@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "tests/actors/actor_test_util.h"
 
@@ -352,6 +353,81 @@ TEST_CASE("a shard op or result of an unknown kind is DataLoss") {
   const absl::Status loaded = Load(buf, out);
   CHECK(loaded.code() == absl::StatusCode::kDataLoss);
   CHECK(absl::StrContains(loaded.message(), "a shard op result of unknown kind 99"));
+}
+
+TEST_CASE("closure values round-trip with their names and types, and print without values") {
+  ClosureValues values;
+  values.Set("batch", int64_t{-7})
+      .Set("loss", 0.1)
+      .Set("function", std::string("train_step\0x", 12))
+      .Set("grad", Tensor(Shape{2, 2}, 0.5f))
+      .Set("", int64_t{0});
+  const ClosureValues back = RoundTrip(values);
+  CHECK(back.size() == 5);
+  CHECK(*back.Get<int64_t>("batch") == -7);
+  CHECK(*back.Get<double>("loss") == 0.1);
+  CHECK(*back.Get<std::string>("function") == std::string("train_step\0x", 12));
+  CHECK(SameTensor(*back.Get<Tensor>("grad"), Tensor(Shape{2, 2}, 0.5f)));
+  CHECK(*back.Get<int64_t>("") == 0);
+  CHECK(RoundTrip(ClosureValues()).empty());
+
+  Closure closure{9, "train_step", values};
+  const Closure closure_back = RoundTrip(closure);
+  CHECK(closure_back.id == 9);
+  CHECK(closure_back.function == "train_step");
+  CHECK(*closure_back.args.Get<int64_t>("batch") == -7);
+
+  CHECK(caf::deep_to_string(ClosureValues().Set("batch", int64_t{3}).Set("w", Tensor(Shape{9}))) ==
+        R"(tessera::ClosureValues(["batch: int64", "w: tensor"]))");
+}
+
+TEST_CASE("hostile closure values are errors: a forged type tag, a name twice, any truncation") {
+  // One value named "x": the count (one varbyte), the name's length (one varbyte) and byte, then
+  // the type tag.
+  const std::vector<char> buf = Save(ClosureValues().Set("x", int64_t{5}));
+  constexpr size_t kTag = 3;
+  REQUIRE(buf.size() == kTag + 1 + sizeof(int64_t));
+  REQUIRE(buf[kTag] == static_cast<char>(ClosureValueType::kInt64));
+  for (const int tag : {kNumClosureValueTypes, 0x7f, 0xff}) {
+    CAPTURE(tag);
+    std::vector<char> forged = buf;
+    forged[kTag] = static_cast<char>(tag);
+    ClosureValues out;
+    const absl::Status loaded = Load(forged, out);
+    CHECK(loaded.code() == absl::StatusCode::kDataLoss);
+    CHECK(absl::StrContains(loaded.message(), absl::StrCat("\"x\" has type tag ", tag)));
+  }
+
+  // A tensor value with a forged shape (rank 9: more than a message may carry).
+  std::vector<char> tensor = Save(ClosureValues().Set("t", Tensor(Shape{2}, 1.0f)));
+  REQUIRE(tensor[kTag] == static_cast<char>(ClosureValueType::kTensor));
+  tensor[kTag + 1] = 9;  // the shape's rank follows the tag
+  ClosureValues out;
+  const absl::Status bad_shape = Load(tensor, out);
+  CHECK(bad_shape.code() == absl::StatusCode::kDataLoss);
+  CHECK(absl::StrContains(bad_shape.message(), "rank 9"));
+
+  // The same name twice (a count of 2 followed by the entry twice).
+  std::vector<char> twice = buf;
+  twice[0] = 2;
+  twice.insert(twice.end(), buf.begin() + 1, buf.end());
+  const absl::Status duplicate = Load(twice, out);
+  CHECK(duplicate.code() == absl::StatusCode::kDataLoss);
+  CHECK(absl::StrContains(duplicate.message(), "\"x\" appears twice"));
+
+  // A forged count or string length with nothing behind it, and every truncation.
+  const std::vector<char> all = Save(
+      ClosureValues().Set("b", int64_t{1}).Set("s", "text").Set("t", Tensor(Shape{3}, 2.0f)));
+  for (size_t n = 0; n < all.size(); ++n) {
+    CAPTURE(n);
+    CHECK_FALSE(Load(std::vector<char>(all.begin(), all.begin() + n), out).ok());
+  }
+  std::vector<char> long_name = buf;
+  long_name[1] = 0x7f;  // a 127-byte name in a 12-byte buffer
+  CHECK_FALSE(Load(long_name, out).ok());
+  std::vector<char> many = {static_cast<char>(0xff), static_cast<char>(0xff),
+                            static_cast<char>(0xff), static_cast<char>(0xff), 0x0f};
+  CHECK_FALSE(Load(many, out).ok());  // 2^32 - 1 values announced, none there
 }
 
 TEST_CASE("a whole message of registered types survives the system's serializer") {

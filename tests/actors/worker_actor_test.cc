@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 #include <memory>
@@ -21,11 +23,12 @@ namespace {
 
 using testing::DeterministicSystem;
 
-Closure MakeClosure(std::string function, std::vector<double> scalars = {}) {
+// A closure of `function` whose arguments are the numbers x0, x1, ...
+Closure MakeClosure(std::string function, std::vector<double> numbers = {}) {
   Closure closure;
   closure.id = 1;
   closure.function = std::move(function);
-  closure.args.scalars = std::move(scalars);
+  for (size_t k = 0; k < numbers.size(); ++k) closure.args.Set(absl::StrCat("x", k), numbers[k]);
   return closure;
 }
 
@@ -44,9 +47,11 @@ std::shared_ptr<const FunctionRegistry> TestRegistry(std::shared_ptr<int> builds
                                    [](ReplicaContext& ctx, const ClosureValues& args,
                                       Done<ClosureValues> done) {
                                      double sum = 0;
-                                     for (double x : args.scalars) sum += x;
+                                     for (size_t k = 0; args.Has(absl::StrCat("x", k)); ++k) {
+                                       sum += *args.Get<double>(absl::StrCat("x", k));
+                                     }
                                      ClosureValues out;
-                                     out.scalars = {sum, double(ctx.worker().index)};
+                                     out.Set("sum", sum).Set("worker", int64_t{ctx.worker().index});
                                      done(std::move(out));
                                    })
               .ok());
@@ -71,7 +76,7 @@ std::shared_ptr<const FunctionRegistry> TestRegistry(std::shared_ptr<int> builds
                                      absl::StatusOr<Tally*> tally = ctx.Resource<Tally>("tally");
                                      if (!tally.ok()) return done(tally.status());
                                      ClosureValues out;
-                                     out.scalars = {double(++(*tally)->uses)};
+                                     out.Set("uses", int64_t{++(*tally)->uses});
                                      done(std::move(out));
                                    })
               .ok());
@@ -85,7 +90,8 @@ TEST_CASE("a worker runs the registered replica function on the closure's argume
   absl::StatusOr<ClosureValues> reply =
       fixture.Ask<ClosureValues>(worker, run_atom::value, MakeClosure("sum", {1.5, 2.0, 4.0}));
   REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
-  CHECK(reply->scalars == std::vector<double>{7.5, 2.0});  // the sum, then the worker's index
+  CHECK(*reply->Get<double>("sum") == 7.5);
+  CHECK(*reply->Get<int64_t>("worker") == 2);
 }
 
 TEST_CASE("a closure naming an unregistered function gets NotFound naming it") {
@@ -115,11 +121,11 @@ TEST_CASE("a per-worker resource is built once and shared by the worker's closur
   auto builds = std::make_shared<int>(0);
   worker_actor worker =
       fixture.Track(SpawnWorker(fixture.system(), WorkerInfo{0, 1}, TestRegistry(builds)));
-  for (double expected : {1.0, 2.0, 3.0}) {
+  for (int64_t expected : {1, 2, 3}) {
     absl::StatusOr<ClosureValues> reply =
         fixture.Ask<ClosureValues>(worker, run_atom::value, MakeClosure("count_use"));
     REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
-    CHECK(reply->scalars.at(0) == expected);
+    CHECK(*reply->Get<int64_t>("uses") == expected);
   }
   CHECK(*builds == 1);
 }
@@ -139,7 +145,7 @@ TEST_CASE("a worker's resources die with it: its replacement builds its own") {
   absl::StatusOr<ClosureValues> reply =
       fixture.Ask<ClosureValues>(replacement, run_atom::value, MakeClosure("count_use"));
   REQUIRE_MESSAGE(reply.ok(), reply.status().ToString());
-  CHECK(reply->scalars.at(0) == 1.0);  // a fresh Tally, not the dead worker's
+  CHECK(*reply->Get<int64_t>("uses") == 1);  // a fresh Tally, not the dead worker's
   CHECK(*builds == 2);
 }
 

@@ -10,7 +10,7 @@
 
 #include "core/exported_model.h"
 #include "core/initializer.h"
-#include "core/reference_models.h"
+#include "workloads/reference_models.h"
 
 namespace tessera::cli::testing {
 

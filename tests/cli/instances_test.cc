@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "cli/internal/json.h"
-#include "core/reference_models.h"
 #include "tests/cli/cli_test_util.h"
+#include "workloads/reference_models.h"
 
 namespace tessera::cli {
 namespace {

@@ -7,12 +7,12 @@
 
 #include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
-#include "core/partitioner.h"
 #include "core/exported_model.h"
-#include "core/reference_models.h"
+#include "core/partitioner.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
 #include "tests/coordinator/coordinator_test_util.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -27,14 +27,14 @@
 #include "absl/time/time.h"
 #include "actors/replica.h"
 #include "actors/train_step.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/sharded_variable.h"
 #include "coordinator/strategy.h"
 #include "core/dataset.h"
 #include "core/model.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {
@@ -44,9 +44,17 @@ using testing::kWaitLimit;
 using testing::ValueOrDie;
 using testing::WaitUntil;
 
-ClosureValues Scalars(std::vector<double> scalars) {
+// The arguments of sleep_add: sleep `ms` milliseconds.
+ClosureValues SleepFor(int64_t ms) {
+  ClosureValues args;
+  args.Set("ms", ms);
+  return args;
+}
+
+// A result naming the worker slot that ran the closure.
+ClosureValues Slot(int32_t slot) {
   ClosureValues out;
-  out.scalars = std::move(scalars);
+  out.Set("slot", int64_t{slot});
   return out;
 }
 
@@ -57,7 +65,7 @@ void AddAndReport(ReplicaContext& ctx, const VariableHandle& counter, float delt
   AssignAsync(ctx.shards(), counter, AssignKind::kAdd, Tensor(Shape{}, delta),
               [done, slot](absl::Status s) {
                 if (!s.ok()) return done(s);
-                done(Scalars({static_cast<double>(slot)}));
+                done(Slot(slot));
               });
 }
 
@@ -67,7 +75,7 @@ void AddAndReport(ReplicaContext& ctx, const VariableHandle& counter, float delt
 //
 //   add2          counter += 2; returns {slot}
 //   gated_add     waits for the gate, then counter += 1; returns {slot}
-//   sleep_add     sleeps args.scalars[0] ms, then counter += 1; returns {slot}
+//   sleep_add     sleeps args "ms" (default 1) ms, then counter += 1; returns {slot}
 //   fail          returns InvalidArgument("boom")
 //   gated_fail    waits for the gate, then returns InvalidArgument("boom")
 struct Fixture {
@@ -141,7 +149,7 @@ std::unique_ptr<Fixture> MakeFixture(FixtureOptions options) {
            }).ok());
   REQUIRE(r.AddReplicaFunction("sleep_add", [c, tk](ReplicaContext& ctx, const ClosureValues& args,
                                                     Done<ClosureValues> done) {
-             const int32_t ms = args.scalars.empty() ? 1 : static_cast<int32_t>(args.scalars[0]);
+             const int32_t ms = static_cast<int32_t>(args.Get<int64_t>("ms").value_or(1));
              testing::AfterSleep(ctx, tk, ms, [&ctx, c, done](absl::Status s) {
                if (!s.ok()) return done(s);
                AddAndReport(ctx, c, 1, done);
@@ -185,7 +193,7 @@ TEST_CASE("five closures adding 2 to a scalar variable leave it at 10 with every
   CHECK(stats.running == 0);
   // Each result names a real worker slot.
   for (const RemoteValue& v : values) {
-    const double slot = ValueOrDie(v.FetchScalar());
+    const int64_t slot = ValueOrDie(v.Fetch<int64_t>("slot"));
     CHECK((slot == 0 || slot == 1));
   }
 }
@@ -197,24 +205,28 @@ TEST_CASE("closure arguments reach the replica function and its results come bac
                     "echo",
                     [](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
                       ClosureValues out = args;
-                      for (double& x : out.scalars) x *= 2;
-                      out.strings.push_back(absl::StrCat("worker ", ctx.worker().index, "/",
-                                                         ctx.worker().num_workers));
+                      out.Set("rate", 2 * args.Get<double>("rate").value_or(0))
+                          .Set("step", 2 * args.Get<int64_t>("step").value_or(0))
+                          .Set("worker", absl::StrCat("worker ", ctx.worker().index, "/",
+                                                      ctx.worker().num_workers));
                       done(std::move(out));
                     })
                 .ok());
   }));
   ClosureValues args;
-  args.scalars = {1.5, -2};
-  args.tensors = {testing::FromVector(Shape{2, 2}, {1, 2, 3, 4})};
-  args.strings = {"hello"};
+  args.Set("rate", 1.5)
+      .Set("step", int64_t{-2})
+      .Set("weights", testing::FromVector(Shape{2, 2}, {1, 2, 3, 4}))
+      .Set("greeting", "hello");
   const RemoteValue value = ValueOrDie(f->coordinator->Schedule("echo", args));
   const ClosureValues out = ValueOrDie(value.FetchWithin(kWaitLimit));
-  CHECK(out.scalars == std::vector<double>{3.0, -4.0});
-  REQUIRE(out.tensors.size() == 1);
-  CHECK_TENSOR(out.tensors[0], args.tensors[0]);
-  CHECK(out.strings == std::vector<std::string>{"hello", "worker 0/1"});
-  CHECK(ValueOrDie(value.FetchScalar()) == 3.0);
+  CHECK(out.size() == 5);
+  CHECK(ValueOrDie(out.Get<double>("rate")) == 3.0);
+  CHECK(ValueOrDie(out.Get<int64_t>("step")) == -4);
+  CHECK_TENSOR(ValueOrDie(out.Get<Tensor>("weights")), ValueOrDie(args.Get<Tensor>("weights")));
+  CHECK(ValueOrDie(out.Get<std::string>("greeting")) == "hello");
+  CHECK(ValueOrDie(out.Get<std::string>("worker")) == "worker 0/1");
+  CHECK(ValueOrDie(value.Fetch<double>("rate")) == 3.0);
 }
 
 TEST_CASE("Join and Done with nothing scheduled return at once") {
@@ -283,7 +295,8 @@ TEST_CASE("when two closures fail only the first error is raised, and only once"
                 ->AddReplicaFunction(
                     "gated_fail_with",
                     [tk](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-                      const std::string message = args.strings.at(0);
+                      const std::string message =
+                          args.Get<std::string>("message").value_or("no message");
                       testing::AfterGate(ctx, tk, [done, message](absl::Status) {
                         done(absl::InternalError(message));
                       });
@@ -291,8 +304,8 @@ TEST_CASE("when two closures fail only the first error is raised, and only once"
                 .ok());
   }));
   ClosureValues first, second;
-  first.strings = {"first failure"};
-  second.strings = {"second failure"};
+  first.Set("message", "first failure");
+  second.Set("message", "second failure");
   const RemoteValue a = ValueOrDie(f->coordinator->Schedule("gated_fail_with", first));
   const RemoteValue b = ValueOrDie(f->coordinator->Schedule("gated_fail_with", second));
   REQUIRE(f->timekeeper->WaitForWaits(2));  // both running, one on each worker
@@ -327,7 +340,7 @@ TEST_CASE("a worker killed between closures is replaced and no closure is lost")
 
   const std::vector<RemoteValue> on_one = f->ScheduleMany("add2", 10);
   REQUIRE(FetchAllWithin(on_one).ok());
-  for (const RemoteValue& v : on_one) CHECK(ValueOrDie(v.FetchScalar()) == 1.0);
+  for (const RemoteValue& v : on_one) CHECK(ValueOrDie(v.Fetch<int64_t>("slot")) == 1);
   CHECK(f->Counter() == 40.0f);
 
   f->coordinator->RestartWorker(0);
@@ -360,9 +373,10 @@ TEST_CASE("a worker killed in the middle of a closure: it re-runs on the replace
   const std::vector<ClosureValues> results = ValueOrDie(FetchAllWithin(values));
   CHECK(CountInState(values, RemoteValueState::kReady) == 2);
   // Both slots finished one closure each: the aborted one ran again in slot 0.
-  std::vector<double> slots = {results[0].scalars.at(0), results[1].scalars.at(0)};
+  std::vector<int64_t> slots = {ValueOrDie(results[0].Get<int64_t>("slot")),
+                                ValueOrDie(results[1].Get<int64_t>("slot"))};
   std::sort(slots.begin(), slots.end());
-  CHECK(slots == std::vector<double>{0.0, 1.0});
+  CHECK(slots == std::vector<int64_t>{0, 1});
   REQUIRE(f->coordinator->Join().ok());
   CHECK(f->Counter() == 2.0f);  // the killed attempt never got past the gate
   const ClosureStats stats = f->coordinator->stats();
@@ -411,7 +425,7 @@ TEST_CASE("the only worker killed mid-closure: the closure waits for its replace
   CHECK(ValueOrDie(f->coordinator->Done()) == false);
   f->timekeeper->Open();  // the gate is open before the re-run even starts
   f->coordinator->RestartWorker(0, absl::Milliseconds(10));
-  CHECK(ValueOrDie(value.FetchWithin(kWaitLimit)).scalars.at(0) == 0.0);
+  CHECK(ValueOrDie(ValueOrDie(value.FetchWithin(kWaitLimit)).Get<int64_t>("slot")) == 0);
   REQUIRE(f->coordinator->Join().ok());
   CHECK(f->Counter() == 1.0f);
 }
@@ -420,7 +434,7 @@ TEST_CASE("continuous worker failures while 200 closures run: every closure comp
   auto f = MakeFixture(Options(1, 3));
   f->coordinator->SetFaultInjector(KillRandomWorkerEvery(
       std::chrono::milliseconds(10), /*seed=*/5, /*restart_delay=*/std::chrono::milliseconds(3)));
-  const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 200, Scalars({2}));
+  const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 200, SleepFor(2));
   const absl::StatusOr<std::vector<ClosureValues>> results =
       FetchAllWithin(values, absl::Seconds(60));
   REQUIRE_MESSAGE(results.ok(), results.status().ToString());
@@ -444,7 +458,7 @@ TEST_CASE("InjectWorkerFailures kills exactly K workers and every closure comple
   constexpr int kClosures = 100, kFailures = 2;
   f->coordinator->InjectWorkerFailures(kFailures, kClosures, /*seed=*/11,
                                        /*restart_delay=*/absl::Milliseconds(5));
-  const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", kClosures, Scalars({1}));
+  const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", kClosures, SleepFor(1));
   REQUIRE(FetchAllWithin(values, absl::Seconds(60)).ok());
   REQUIRE(f->coordinator->Join().ok());
   REQUIRE(WaitUntil([&] {
@@ -473,7 +487,7 @@ TEST_CASE("InjectWorkerFailures with coinciding kill points still kills K distin
     CAPTURE(seed);
     auto f = MakeFixture(Options(1, 3));
     f->coordinator->InjectWorkerFailures(3, 10, seed, absl::Milliseconds(5));
-    const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 10, Scalars({1}));
+    const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 10, SleepFor(1));
     REQUIRE(FetchAllWithin(values).ok());
     REQUIRE(f->coordinator->Join().ok());
     REQUIRE(WaitUntil([&] { return f->Workers().worker_restarts == 3; }));
@@ -494,7 +508,7 @@ TEST_CASE("a queue bounded at 2 with 50 schedules does not deadlock") {
   int64_t max_queued = 0;
   testing::RunWithin(absl::Seconds(30), "scheduling 50 closures on a queue of 2", [&] {
     for (int i = 0; i < 50; ++i) {
-      absl::StatusOr<RemoteValue> value = f->coordinator->Schedule("sleep_add", Scalars({1}));
+      absl::StatusOr<RemoteValue> value = f->coordinator->Schedule("sleep_add", SleepFor(1));
       if (!value.ok()) return;
       values.push_back(*std::move(value));
       max_queued = std::max(max_queued, f->coordinator->stats().queued);
@@ -562,7 +576,7 @@ TEST_CASE(
   CHECK(values[1].state() == RemoteValueState::kCancelled);
   CHECK(values[2].state() == RemoteValueState::kCancelled);
   f->timekeeper->Open();
-  CHECK(ValueOrDie(values[0].FetchWithin(kWaitLimit)).scalars.at(0) == 0.0);
+  CHECK(ValueOrDie(ValueOrDie(values[0].FetchWithin(kWaitLimit)).Get<int64_t>("slot")) == 0);
 
   // The driver's operations on the lost variable fail the same way; the others still work.
   const absl::Status read = embedding.Read().status();
@@ -586,36 +600,41 @@ TEST_CASE("a per-worker resource is built once per worker and rebuilt on a repla
                absl::StatusOr<int*> visits = ctx.Resource<int>("visits");
                if (!visits.ok()) return done(visits.status());
                ++**visits;
-               done(Scalars({static_cast<double>(**visits)}));
+               done(ClosureValues().Set("visits", int64_t{**visits}));
              }).ok());
     REQUIRE(r.AddReplicaFunction("misuse", [](ReplicaContext& ctx, const ClosureValues&,
                                               Done<ClosureValues> done) {
-               done(Scalars({static_cast<double>(ctx.Resource<double>("visits").status().code()),
-                             static_cast<double>(ctx.Resource<int>("nope").status().code())}));
+               ClosureValues codes;
+               codes.Set("wrong_type", static_cast<int64_t>(
+                                           ctx.Resource<double>("visits").status().code()))
+                   .Set("unknown", static_cast<int64_t>(ctx.Resource<int>("nope").status().code()));
+               done(std::move(codes));
              }).ok());
   }));
   auto visit_values = [&](int n) {
-    std::vector<double> out;
+    std::vector<int64_t> out;
     for (const ClosureValues& v : ValueOrDie(FetchAllWithin(f->ScheduleMany("visit", n)))) {
-      out.push_back(v.scalars.at(0));
+      out.push_back(ValueOrDie(v.Get<int64_t>("visits")));
     }
     return out;
   };
   // One worker: the closures run in order against one resource instance.
-  CHECK(visit_values(5) == std::vector<double>{1, 2, 3, 4, 5});
+  CHECK(visit_values(5) == std::vector<int64_t>{1, 2, 3, 4, 5});
   CHECK(builds->load() == 1);
 
   CHECK(f->coordinator->KillWorker(0));
   REQUIRE(WaitUntil([&] { return f->Workers().live_slots.empty(); }));
   f->coordinator->RestartWorker(0);
   // The replacement (same slot) builds its own instance.
-  CHECK(visit_values(3) == std::vector<double>{1, 2, 3});
+  CHECK(visit_values(3) == std::vector<int64_t>{1, 2, 3});
   CHECK(builds->load() == 2);
 
   const ClosureValues misuse =
       ValueOrDie(ValueOrDie(f->coordinator->Schedule("misuse")).FetchWithin(kWaitLimit));
-  CHECK(static_cast<absl::StatusCode>(misuse.scalars.at(0)) == absl::StatusCode::kInvalidArgument);
-  CHECK(static_cast<absl::StatusCode>(misuse.scalars.at(1)) == absl::StatusCode::kNotFound);
+  CHECK(static_cast<absl::StatusCode>(ValueOrDie(misuse.Get<int64_t>("wrong_type"))) ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(static_cast<absl::StatusCode>(ValueOrDie(misuse.Get<int64_t>("unknown"))) ==
+        absl::StatusCode::kNotFound);
   CHECK(builds->load() == 2);
 }
 
@@ -670,7 +689,8 @@ TEST_CASE("TrainStepAsync closures on a tiny recsys model lower its loss") {
                       TrainStepAsync(ctx.self(), vars, *std::move(batch),
                                      [done](absl::StatusOr<StepOutcome> outcome) {
                                        if (!outcome.ok()) return done(outcome.status());
-                                       done(Scalars({outcome->loss}));
+                                       done(ClosureValues().Set(
+                                           "loss", static_cast<double>(outcome->loss)));
                                      });
                     })
                 .ok());
@@ -699,7 +719,7 @@ TEST_CASE("TrainStepAsync closures on a tiny recsys model lower its loss") {
   const std::vector<RemoteValue> steps = f->ScheduleMany("train_step", 300);
   const std::vector<ClosureValues> losses = ValueOrDie(FetchAllWithin(steps));
   REQUIRE(f->coordinator->Join().ok());
-  for (const ClosureValues& v : losses) CHECK(std::isfinite(v.scalars.at(0)));
+  for (const ClosureValues& v : losses) CHECK(std::isfinite(ValueOrDie(v.Get<double>("loss"))));
   const float after = loss();
   MESSAGE("training-set loss ", before, " -> ", after);
   CHECK(after < before - 0.02f);

@@ -39,7 +39,7 @@
 #include "absl/time/time.h"
 #include "actors/error.h"
 #include "actors/replica.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "core/closure.h"
 #include "core/tensor.h"
 

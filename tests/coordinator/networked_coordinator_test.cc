@@ -17,14 +17,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "actors/variable_ops.h"
+#include "cluster/cluster.h"
+#include "cluster/network.h"
+#include "cluster/worker_node.h"
 #include "coordinator/checkpoint.h"
-#include "coordinator/cluster.h"
 #include "coordinator/cluster_coordinator.h"
-#include "coordinator/network.h"
 #include "coordinator/strategy.h"
-#include "coordinator/worker_node.h"
+#include "tests/cluster/network_test_util.h"
 #include "tests/coordinator/coordinator_test_util.h"
-#include "tests/coordinator/network_test_util.h"
 
 namespace tessera {
 namespace {

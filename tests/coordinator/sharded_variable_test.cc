@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/shard_client.h"
 #include "actors/variable_ops.h"
+#include "cluster/cluster.h"
 #include "coordinator/internal/await.h"
-#include "coordinator/cluster.h"
 #include "coordinator/strategy.h"
 #include "core/initializer.h"
 #include "core/partitioner.h"

@@ -11,13 +11,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "actors/messages.h"
 #include "actors/replica.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/cluster_coordinator.h"
 #include "coordinator/internal/await.h"
 #include "coordinator/sharded_variable.h"
@@ -440,8 +441,8 @@ TEST_CASE("UpdateFromReplicas combines replica values with the variable's aggreg
   CHECK_TENSOR(ValueOrDie(sum.Read()), FromVector(Shape{2}, {18, 24}));
 }
 
-// Replica functions for the caching-scope tests. Each returns tensors {first read, second read}
-// around an assignment of args.scalars[0] made from the worker between the two reads.
+// Replica functions for the caching-scope tests. Each returns tensors "first" and "second", the
+// reads around an assignment of `new_value` made from the worker between the two.
 void ReadAssignRead(ReplicaContext& ctx, const VariableHandle& w, float new_value,
                     Done<ClosureValues> done) {
   ctx.ReadCached(w, [&ctx, w, new_value, done](absl::StatusOr<Tensor> first) {
@@ -452,7 +453,7 @@ void ReadAssignRead(ReplicaContext& ctx, const VariableHandle& w, float new_valu
                   ctx.ReadCached(w, [done, first](absl::StatusOr<Tensor> second) {
                     if (!second.ok()) return done(second.status());
                     ClosureValues out;
-                    out.tensors = {first, *second};
+                    out.Set("first", first).Set("second", *std::move(second));
                     done(std::move(out));
                   });
                 });
@@ -478,7 +479,8 @@ TEST_CASE("inside a caching scope ReadCached serves the first read, outside it r
                 if (absl::Status s = ctx.BeginCachingScope(); !s.ok()) {
                   return done(s);
                 }
-                ReadAssignRead(ctx, handle, static_cast<float>(args.scalars.at(0)), done);
+                const float value = static_cast<float>(args.Get<double>("value").value_or(0));
+                ReadAssignRead(ctx, handle, value, done);
               })
           .ok());
   REQUIRE(
@@ -486,7 +488,8 @@ TEST_CASE("inside a caching scope ReadCached serves the first read, outside it r
           ->AddReplicaFunction(
               "uncached",
               [handle](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-                ReadAssignRead(ctx, handle, static_cast<float>(args.scalars.at(0)), done);
+                const float value = static_cast<float>(args.Get<double>("value").value_or(0));
+                ReadAssignRead(ctx, handle, value, done);
               })
           .ok());
   REQUIRE(registry
@@ -497,44 +500,48 @@ TEST_CASE("inside a caching scope ReadCached serves the first read, outside it r
                     const bool caching = ctx.caching();
                     const absl::Status inner = ctx.BeginCachingScope();
                     ClosureValues out;
-                    out.scalars = {static_cast<double>(outer.code()),
-                                   static_cast<double>(inner.code()), caching ? 1.0 : 0.0};
+                    out.Set("outer", static_cast<int64_t>(outer.code()))
+                        .Set("inner", static_cast<int64_t>(inner.code()))
+                        .Set("caching", int64_t{caching ? 1 : 0});
                     done(std::move(out));
                   })
               .ok());
   auto coordinator = ValueOrDie(ClusterCoordinator::Create(strategy, registry));
   auto run = [&](const std::string& fn, double arg) {
     ClosureValues args;
-    args.scalars = {arg};
+    args.Set("value", arg);
     RemoteValue value = ValueOrDie(coordinator->Schedule(fn, args));
     return ValueOrDie(value.FetchWithin(testing::kWaitLimit), fn.c_str());
   };
   const Tensor ones(Shape{3}, 1.0f), fives(Shape{3}, 5.0f), nines(Shape{3}, 9.0f);
 
-  ClosureValues cached = run("cached", 5);
-  REQUIRE(cached.tensors.size() == 2);
-  CHECK_TENSOR(cached.tensors[0], ones);
-  CHECK_TENSOR(cached.tensors[1], ones);  // the cached value, not the 5s just assigned
+  // The reads a closure returned: {first, second}.
+  auto reads = [](const ClosureValues& out) {
+    return std::pair<Tensor, Tensor>(ValueOrDie(out.Get<Tensor>("first")),
+                                     ValueOrDie(out.Get<Tensor>("second")));
+  };
+  std::pair<Tensor, Tensor> r = reads(run("cached", 5));
+  CHECK_TENSOR(r.first, ones);
+  CHECK_TENSOR(r.second, ones);  // the cached value, not the 5s just assigned
   CHECK_TENSOR(ValueOrDie(w.Read()), fives);
 
-  ClosureValues uncached = run("uncached", 9);
-  REQUIRE(uncached.tensors.size() == 2);
-  CHECK_TENSOR(uncached.tensors[0], fives);  // the scope (and its cache) ended with the closure
-  CHECK_TENSOR(uncached.tensors[1], nines);
+  r = reads(run("uncached", 9));
+  CHECK_TENSOR(r.first, fives);  // the scope (and its cache) ended with the closure
+  CHECK_TENSOR(r.second, nines);
 
-  cached = run("cached", 5);
-  REQUIRE(cached.tensors.size() == 2);
-  CHECK_TENSOR(cached.tensors[0], nines);  // a new scope reads afresh
-  CHECK_TENSOR(cached.tensors[1], nines);
+  r = reads(run("cached", 5));
+  CHECK_TENSOR(r.first, nines);  // a new scope reads afresh
+  CHECK_TENSOR(r.second, nines);
   CHECK_TENSOR(ValueOrDie(w.Read()), fives);
 
   const ClosureValues nested = run("nested", 0);
-  REQUIRE(nested.scalars.size() == 3);
-  CHECK(static_cast<absl::StatusCode>(nested.scalars[0]) == absl::StatusCode::kOk);
-  CHECK(static_cast<absl::StatusCode>(nested.scalars[1]) == absl::StatusCode::kFailedPrecondition);
-  CHECK(nested.scalars[2] == 1.0);
+  CHECK(static_cast<absl::StatusCode>(ValueOrDie(nested.Get<int64_t>("outer"))) ==
+        absl::StatusCode::kOk);
+  CHECK(static_cast<absl::StatusCode>(ValueOrDie(nested.Get<int64_t>("inner"))) ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(ValueOrDie(nested.Get<int64_t>("caching")) == 1);
   // The worker closed that scope too: the next closure may open one.
-  CHECK_TENSOR(run("cached", 2).tensors.at(0), fives);
+  CHECK_TENSOR(reads(run("cached", 2)).first, fives);
   REQUIRE(coordinator->Join().ok());
 }
 

@@ -37,14 +37,18 @@ T Must(absl::StatusOr<T> v) {
   return *std::move(v);
 }
 
-ClosureValues Scalars(std::vector<double> scalars) {
+// The closures of these tests take and return one number, "x".
+ClosureValues Number(double x) {
   ClosureValues values;
-  values.scalars = std::move(scalars);
+  values.Set("x", x);
   return values;
 }
 
+// The number of closure arguments or results made by Number.
+double NumberOf(const ClosureValues& values) { return Must(values.Get<double>("x")); }
+
 RemoteValue MustEnqueue(ClosureQueue& queue, double arg, std::string function = "add") {
-  return Must(queue.Enqueue(std::move(function), Scalars({arg})));
+  return Must(queue.Enqueue(std::move(function), Number(arg)));
 }
 
 Dispatch MustNext(ClosureQueue& queue, WorkerId worker) {
@@ -58,12 +62,12 @@ void Reply(ClosureQueue& queue, const Dispatch& next, absl::StatusOr<ClosureValu
   queue.Complete(next.closure.id, next.attempt, std::move(result));
 }
 
-// The one scalar of a resolved value; fails the test case when it is not ready.
-double ReadyScalar(const RemoteValue& value) {
+// The number of a resolved value; fails the test case when it is not ready.
+double ReadyNumber(const RemoteValue& value) {
   absl::StatusOr<ClosureValues> got = value.FetchWithin(absl::ZeroDuration());
   REQUIRE_MESSAGE(got.ok(), got.status().ToString());
-  REQUIRE(got->scalars.size() == 1);
-  return got->scalars[0];
+  REQUIRE(got->size() == 1);
+  return NumberOf(*got);
 }
 
 bool Resolved(const RemoteValue& value) {
@@ -121,15 +125,15 @@ TEST_CASE("five closures of +2 sum to 10, as in TensorFlow's coordinator test") 
   for (WorkerId worker = 1; std::optional<Dispatch> next = queue.NextFor(worker);
        worker = 3 - worker) {
     CHECK(next->closure.function == "assign_add");
-    variable += next->closure.args.scalars.at(0);
-    Reply(queue, *next, Scalars({next->closure.args.scalars.at(0)}));
+    variable += NumberOf(next->closure.args);
+    Reply(queue, *next, Number(NumberOf(next->closure.args)));
   }
   CHECK(queue.JoinWithin(kReturnsWithin).ok());
 
   double sum = 0;
   for (const RemoteValue& value : values) {
     CHECK(value.state() == RemoteValueState::kReady);
-    sum += ReadyScalar(value);
+    sum += ReadyNumber(value);
   }
   CHECK(sum == 10.0);
   CHECK(variable == 10.0);
@@ -145,7 +149,7 @@ TEST_CASE("closures are dispatched in the order they were scheduled, with their 
   for (int i = 0; i < 5; ++i) {
     Dispatch next = MustNext(queue, /*worker=*/10 + i);
     CHECK(next.closure.function == "f" + std::to_string(i));
-    CHECK(next.closure.args.scalars == std::vector<double>{static_cast<double>(i)});
+    CHECK(NumberOf(next.closure.args) == i);
     CHECK(next.attempt == 1);
     if (!ids.empty()) CHECK(next.closure.id > ids.back());
     ids.push_back(next.closure.id);
@@ -174,9 +178,9 @@ TEST_CASE("Done is false while a closure is queued or running and true once it f
   CHECK_FALSE(Must(queue.Done()));
   CHECK(queue.JoinWithin(absl::Milliseconds(10)).code() == absl::StatusCode::kDeadlineExceeded);
 
-  Reply(queue, next, Scalars({3}));
+  Reply(queue, next, Number(3));
   CHECK(value.state() == RemoteValueState::kReady);
-  CHECK(ReadyScalar(value) == 3);
+  CHECK(ReadyNumber(value) == 3);
   CHECK(Must(queue.Done()));
   CHECK(queue.JoinWithin(absl::ZeroDuration()).ok());
 }
@@ -190,7 +194,7 @@ TEST_CASE("Done turns true only once the finished closure's RemoteValue is resol
     ClosureQueue queue(/*capacity=*/4);
     RemoteValue value = MustEnqueue(queue, 1);
     Dispatch next = MustNext(queue, 1);
-    std::thread worker([&] { Reply(queue, next, Scalars({1})); });
+    std::thread worker([&] { Reply(queue, next, Number(1)); });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     bool done = false;
     while (!(done = queue.Done().value_or(false)) && std::chrono::steady_clock::now() < deadline) {
@@ -208,11 +212,11 @@ TEST_CASE("Join blocks until the running closure completes") {
   RemoteValue value = MustEnqueue(queue, 1);
   Dispatch next = MustNext(queue, 1);
   OnThread<absl::Status> join([&] { return queue.JoinWithin(kReturnsWithin); },
-                              [&] { Reply(queue, next, Scalars({0})); });
+                              [&] { Reply(queue, next, Number(0)); });
   CHECK_FALSE(join.ReturnsWithin(kBlockedFor));
-  Reply(queue, next, Scalars({5}));
+  Reply(queue, next, Number(5));
   CHECK(join.Get().ok());
-  CHECK(ReadyScalar(value) == 5);
+  CHECK(ReadyNumber(value) == 5);
 }
 
 TEST_CASE("Fetch blocks until the closure is resolved from another thread") {
@@ -222,10 +226,10 @@ TEST_CASE("Fetch blocks until the closure is resolved from another thread") {
   OnThread<absl::StatusOr<ClosureValues>> fetch(
       [value] { return value.FetchWithin(kReturnsWithin); }, [] {});
   CHECK_FALSE(fetch.ReturnsWithin(kBlockedFor));
-  Reply(queue, next, Scalars({42}));
+  Reply(queue, next, Number(42));
   absl::StatusOr<ClosureValues> got = fetch.Get();
   REQUIRE(got.ok());
-  CHECK(got->scalars == std::vector<double>{42});
+  CHECK(NumberOf(*got) == 42);
 }
 
 // Scenario shared by the error tests: closure 1 runs on worker 1 and fails, closures 2 and 3 are
@@ -272,7 +276,7 @@ struct RaiseCase {
 
 TEST_CASE("the first closure error is raised once by Enqueue, Join or Done, then cleared") {
   const RaiseCase cases[] = {
-      {"Enqueue", [](ClosureQueue& q) { return q.Enqueue("add", Scalars({9})).status(); }},
+      {"Enqueue", [](ClosureQueue& q) { return q.Enqueue("add", Number(9)).status(); }},
       {"Join", [](ClosureQueue& q) { return q.JoinWithin(kReturnsWithin); }},
       {"Done", [](ClosureQueue& q) { return q.Done().status(); }},
   };
@@ -289,9 +293,9 @@ TEST_CASE("the first closure error is raised once by Enqueue, Join or Done, then
     // Work scheduled after the error was raised runs normally.
     RemoteValue after = MustEnqueue(s.queue, 4);
     for (std::optional<Dispatch> next; (next = s.queue.NextFor(2));) {
-      Reply(s.queue, *next, Scalars({next->closure.args.scalars.at(0) + 2}));
+      Reply(s.queue, *next, Number(NumberOf(next->closure.args) + 2));
     }
-    CHECK(ReadyScalar(after) == 6);
+    CHECK(ReadyNumber(after) == 6);
     CHECK(s.queue.JoinWithin(kReturnsWithin).ok());
     CHECK(Must(s.queue.Done()));
   }
@@ -310,8 +314,8 @@ TEST_CASE("a closure running when another fails still finishes, and Join waits f
   // Join waits for the running closure before it raises the error.
   CHECK(queue.JoinWithin(absl::Milliseconds(10)).code() == absl::StatusCode::kDeadlineExceeded);
 
-  Reply(queue, running_next, Scalars({7}));
-  CHECK(ReadyScalar(running) == 7);
+  Reply(queue, running_next, Number(7));
+  CHECK(ReadyNumber(running) == 7);
   CHECK(queue.JoinWithin(kReturnsWithin).code() == absl::StatusCode::kInternal);
   CHECK(queue.JoinWithin(kReturnsWithin).ok());
 }
@@ -332,7 +336,7 @@ TEST_CASE("a second closure error while the first is pending does not replace it
   CHECK(second.FetchWithin(absl::ZeroDuration()).status().code() == absl::StatusCode::kNotFound);
   CHECK(queued.state() == RemoteValueState::kCancelled);
 
-  absl::Status raised = queue.Enqueue("add", Scalars({4})).status();
+  absl::Status raised = queue.Enqueue("add", Number(4)).status();
   CHECK(raised.code() == absl::StatusCode::kInternal);
   CHECK(raised.message() == "first");
   // The second error is not raised later either.
@@ -362,7 +366,7 @@ TEST_CASE(
   CHECK_FALSE(Must(queue.Done()));
 
   // A late reply of the dead attempt (a value or an error) is ignored while it waits...
-  Reply(queue, first_try, Scalars({111}));
+  Reply(queue, first_try, Number(111));
   Reply(queue, first_try, absl::InternalError("late error of a dead worker"));
   CHECK(a.state() == RemoteValueState::kAborted);
   CHECK(queue.stats().queued == 3);
@@ -370,21 +374,21 @@ TEST_CASE(
   // ...it goes first, on another worker, as attempt 2 of the same closure...
   Dispatch second_try = MustNext(queue, /*worker=*/2);
   CHECK(second_try.closure.id == first_try.closure.id);
-  CHECK(second_try.closure.args.scalars == first_try.closure.args.scalars);
+  CHECK(NumberOf(second_try.closure.args) == NumberOf(first_try.closure.args));
   CHECK(second_try.attempt == 2);
   CHECK_FALSE(Resolved(a));
 
   // ...and a late reply of the dead attempt is still ignored while the re-run runs.
-  Reply(queue, first_try, Scalars({111}));
+  Reply(queue, first_try, Number(111));
   CHECK_FALSE(Resolved(a));
 
-  Reply(queue, second_try, Scalars({7}));
+  Reply(queue, second_try, Number(7));
   CHECK(a.state() == RemoteValueState::kReady);
-  CHECK(ReadyScalar(a) == 7);
+  CHECK(ReadyNumber(a) == 7);
   // Resolved exactly once: neither a stale nor a repeated reply changes it.
-  Reply(queue, first_try, Scalars({111}));
-  Reply(queue, second_try, Scalars({99}));
-  CHECK(ReadyScalar(a) == 7);
+  Reply(queue, first_try, Number(111));
+  Reply(queue, second_try, Number(99));
+  CHECK(ReadyNumber(a) == 7);
 
   stats = queue.stats();
   CHECK(stats.completed == 1);
@@ -394,8 +398,8 @@ TEST_CASE(
   CHECK(Must(queue.Done()) == false);
 
   // The others follow in order.
-  CHECK(MustNext(queue, 2).closure.args.scalars == std::vector<double>{2});
-  CHECK(MustNext(queue, 3).closure.args.scalars == std::vector<double>{3});
+  CHECK(NumberOf(MustNext(queue, 2).closure.args) == 2);
+  CHECK(NumberOf(MustNext(queue, 3).closure.args) == 3);
   CHECK(b.state() == RemoteValueState::kNotReady);
   CHECK(c.state() == RemoteValueState::kNotReady);
 }
@@ -448,16 +452,16 @@ TEST_CASE("two lost workers both have their closures re-run ahead of the queue")
   CHECK(r1.attempt == 2);
   CHECK(r2.attempt == 2);
   Dispatch fourth = MustNext(queue, 6);
-  CHECK(fourth.closure.args.scalars == std::vector<double>{3});
+  CHECK(NumberOf(fourth.closure.args) == 3);
 
   for (const Dispatch* d : {&r1, &r2, &on3, &fourth}) {
-    Reply(queue, *d, Scalars({d->closure.args.scalars.at(0) * 10}));
+    Reply(queue, *d, Number(NumberOf(d->closure.args) * 10));
   }
-  Reply(queue, MustNext(queue, 4), Scalars({40}));
+  Reply(queue, MustNext(queue, 4), Number(40));
   CHECK(queue.JoinWithin(kReturnsWithin).ok());
   for (int i = 0; i < 5; ++i) {
     CAPTURE(i);
-    CHECK(ReadyScalar(values[i]) == i * 10);
+    CHECK(ReadyNumber(values[i]) == i * 10);
   }
   ClosureStats stats = queue.stats();
   CHECK(stats.completed == 5);
@@ -490,9 +494,9 @@ TEST_CASE("under continuous worker failures every closure still completes exactl
         CHECK(queue.WorkerLost(workers[i]));
         ++losses;
         workers[i] = next_worker_id++;
-        Reply(queue, *taken[i], Scalars({-1}));
+        Reply(queue, *taken[i], Number(-1));
       } else {
-        Reply(queue, *taken[i], Scalars({taken[i]->closure.args.scalars.at(0) + 2}));
+        Reply(queue, *taken[i], Number(NumberOf(taken[i]->closure.args) + 2));
       }
     }
   }
@@ -500,7 +504,7 @@ TEST_CASE("under continuous worker failures every closure still completes exactl
   CHECK(losses > kClosures / 4);
   for (int i = 0; i < kClosures; ++i) {
     CAPTURE(i);
-    CHECK(ReadyScalar(values[i]) == i + 2);
+    CHECK(ReadyNumber(values[i]) == i + 2);
   }
   ClosureStats stats = queue.stats();
   CHECK(stats.scheduled == kClosures);
@@ -538,12 +542,12 @@ TEST_CASE("closure stats count scheduled, completed, retried, cancelled, failed,
   };
 
   check("two dispatched", {6, 0, 0, 0, 0, 4, 2, {}});
-  Reply(queue, one, Scalars({1}));
+  Reply(queue, one, Number(1));
   check("one completed", {6, 1, 0, 0, 0, 4, 1, {{1, 1}}});
   CHECK(queue.WorkerLost(2));
   check("worker 2 lost", {6, 1, 0, 1, 0, 5, 0, {{1, 1}}});
-  Reply(queue, MustNext(queue, 1), Scalars({2}));  // the re-run of closure 2
-  Reply(queue, MustNext(queue, 3), Scalars({3}));
+  Reply(queue, MustNext(queue, 1), Number(2));  // the re-run of closure 2
+  Reply(queue, MustNext(queue, 3), Number(3));
   check("re-run and third completed", {6, 3, 0, 1, 0, 3, 0, {{1, 2}, {3, 1}}});
   Reply(queue, MustNext(queue, 1), absl::InternalError("four failed"));
   check("fourth failed", {6, 3, 1, 1, 2, 0, 0, {{1, 2}, {3, 1}}});
@@ -556,7 +560,7 @@ TEST_CASE("a full closure queue blocks Enqueue until dispatch makes room") {
   ClosureQueue queue(/*capacity=*/2);
   MustEnqueue(queue, 1);
   MustEnqueue(queue, 2);
-  OnThread<absl::StatusOr<RemoteValue>> third([&] { return queue.Enqueue("add", Scalars({3})); },
+  OnThread<absl::StatusOr<RemoteValue>> third([&] { return queue.Enqueue("add", Number(3)); },
                                               ReleaseWithFatal(queue));
   CHECK_FALSE(third.ReturnsWithin(kBlockedFor));
   CHECK(queue.stats().scheduled == 2);
@@ -568,8 +572,8 @@ TEST_CASE("a full closure queue blocks Enqueue until dispatch makes room") {
   CHECK(queue.stats().queued == 2);
   CHECK(queue.stats().scheduled == 3);
 
-  Reply(queue, first, Scalars({1}));
-  for (std::optional<Dispatch> next; (next = queue.NextFor(2));) Reply(queue, *next, Scalars({0}));
+  Reply(queue, first, Number(1));
+  for (std::optional<Dispatch> next; (next = queue.NextFor(2));) Reply(queue, *next, Number(0));
   CHECK(queue.JoinWithin(kReturnsWithin).ok());
   CHECK(value->state() == RemoteValueState::kReady);
 }
@@ -577,7 +581,7 @@ TEST_CASE("a full closure queue blocks Enqueue until dispatch makes room") {
 TEST_CASE("a blocked Enqueue resumes once the queue has drained to half its capacity") {
   ClosureQueue queue(/*capacity=*/4);
   for (int i = 0; i < 4; ++i) MustEnqueue(queue, i);
-  OnThread<absl::StatusOr<RemoteValue>> fifth([&] { return queue.Enqueue("add", Scalars({4})); },
+  OnThread<absl::StatusOr<RemoteValue>> fifth([&] { return queue.Enqueue("add", Number(4)); },
                                               ReleaseWithFatal(queue));
   CHECK_FALSE(fifth.ReturnsWithin(kBlockedFor));
   MustNext(queue, 1);  // 3 queued: still above half, the producer sleeps on
@@ -594,7 +598,7 @@ TEST_CASE("a producer filling a small closure queue and a worker draining it do 
       [&] {
         std::vector<RemoteValue> values;
         for (int i = 0; i < kClosures; ++i) {
-          absl::StatusOr<RemoteValue> v = queue.Enqueue("add", Scalars({static_cast<double>(i)}));
+          absl::StatusOr<RemoteValue> v = queue.Enqueue("add", Number(static_cast<double>(i)));
           if (!v.ok()) break;
           values.push_back(*v);
         }
@@ -607,7 +611,7 @@ TEST_CASE("a producer filling a small closure queue and a worker draining it do 
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
         while (served < kClosures && std::chrono::steady_clock::now() < deadline) {
           if (std::optional<Dispatch> next = queue.NextFor(1)) {
-            Reply(queue, *next, Scalars({next->closure.args.scalars.at(0) + 2}));
+            Reply(queue, *next, Number(NumberOf(next->closure.args) + 2));
             ++served;
           } else {
             std::this_thread::yield();
@@ -622,7 +626,7 @@ TEST_CASE("a producer filling a small closure queue and a worker draining it do 
   CHECK(queue.JoinWithin(kReturnsWithin).ok());
   for (int i = 0; i < kClosures; ++i) {
     CAPTURE(i);
-    CHECK(ReadyScalar(values[i]) == i + 2);
+    CHECK(ReadyNumber(values[i]) == i + 2);
   }
 }
 
@@ -631,7 +635,7 @@ TEST_CASE("a closure error releases an Enqueue blocked on a full queue") {
   MustEnqueue(queue, 1);
   Dispatch running = MustNext(queue, 1);
   RemoteValue waiting = MustEnqueue(queue, 2);  // the queue is full now
-  OnThread<absl::StatusOr<RemoteValue>> blocked([&] { return queue.Enqueue("add", Scalars({3})); },
+  OnThread<absl::StatusOr<RemoteValue>> blocked([&] { return queue.Enqueue("add", Number(3)); },
                                                 ReleaseWithFatal(queue));
   CHECK_FALSE(blocked.ReturnsWithin(kBlockedFor));
 
@@ -641,12 +645,12 @@ TEST_CASE("a closure error releases an Enqueue blocked on a full queue") {
   CHECK_FALSE(queue.NextFor(2).has_value());
   // The blocked Enqueue raised it, so it is not raised again.
   CHECK(Must(queue.Done()));
-  CHECK(queue.Enqueue("add", Scalars({4})).ok());
+  CHECK(queue.Enqueue("add", Number(4)).ok());
 }
 
 TEST_CASE("a capacity below 1 still accepts one closure") {
   ClosureQueue queue(/*capacity=*/0);
-  OnThread<absl::StatusOr<RemoteValue>> first([&] { return queue.Enqueue("add", Scalars({1})); },
+  OnThread<absl::StatusOr<RemoteValue>> first([&] { return queue.Enqueue("add", Number(1)); },
                                               ReleaseWithFatal(queue));
   CHECK(first.Get().ok());
 }
@@ -670,7 +674,7 @@ TEST_CASE("a fatal error cancels the queued closures and is returned by every la
   CHECK(queue.JoinWithin(absl::ZeroDuration()).code() == absl::StatusCode::kUnavailable);
   {
     OnThread<absl::Status> join([&] { return queue.Join(); },
-                                [&] { Reply(queue, next, Scalars({5})); });
+                                [&] { Reply(queue, next, Number(5)); });
     CHECK(join.Get().code() == absl::StatusCode::kUnavailable);
   }
 
@@ -678,7 +682,7 @@ TEST_CASE("a fatal error cancels the queued closures and is returned by every la
   queue.SetFatal(absl::DataLossError("another"));
   for (int i = 0; i < 3; ++i) {
     CAPTURE(i);
-    absl::Status enqueued = queue.Enqueue("add", Scalars({4})).status();
+    absl::Status enqueued = queue.Enqueue("add", Number(4)).status();
     CHECK(enqueued.code() == absl::StatusCode::kUnavailable);
     CHECK(enqueued.message() == "ps 0 is gone");
     CHECK(queue.Done().status().code() == absl::StatusCode::kUnavailable);
@@ -687,8 +691,8 @@ TEST_CASE("a fatal error cancels the queued closures and is returned by every la
   CHECK(queue.stats().scheduled == 3);
 
   // The closure that was running still finishes.
-  Reply(queue, next, Scalars({5}));
-  CHECK(ReadyScalar(running) == 5);
+  Reply(queue, next, Number(5));
+  CHECK(ReadyNumber(running) == 5);
   CHECK(queue.Done().status().code() == absl::StatusCode::kUnavailable);
 }
 
@@ -737,7 +741,7 @@ TEST_CASE("closure stats do not count a retry for a closure cancelled after a fa
 TEST_CASE("a fatal error releases an Enqueue blocked on a full closure queue") {
   ClosureQueue queue(/*capacity=*/1);
   MustEnqueue(queue, 1);
-  OnThread<absl::StatusOr<RemoteValue>> blocked([&] { return queue.Enqueue("add", Scalars({2})); },
+  OnThread<absl::StatusOr<RemoteValue>> blocked([&] { return queue.Enqueue("add", Number(2)); },
                                                 ReleaseWithFatal(queue));
   CHECK_FALSE(blocked.ReturnsWithin(kBlockedFor));
   queue.SetFatal(absl::UnavailableError("ps 1 is gone"));
@@ -752,11 +756,11 @@ TEST_CASE("RemoteValue::FetchWithin gives up on an unresolved value with Deadlin
   CHECK(absl::StrContains(got.status().message(), "not ready"));
   CHECK(value.state() == RemoteValueState::kNotReady);  // giving up changes nothing
 
-  Reply(queue, MustNext(queue, 1), Scalars({1, 2}));
+  Reply(queue, MustNext(queue, 1), Number(1));
   got = value.FetchWithin(absl::ZeroDuration());
   REQUIRE(got.ok());
-  CHECK(got->scalars == std::vector<double>{1, 2});
-  CHECK(Must(value.FetchScalar()) == 1);
+  CHECK(NumberOf(*got) == 1);
+  CHECK(Must(value.Fetch<double>("x")) == 1);
 }
 
 TEST_CASE(
@@ -764,7 +768,7 @@ TEST_CASE(
   ClosureQueue queue(/*capacity=*/4);
   RemoteValue value = MustEnqueue(queue, 1);
   Dispatch next = MustNext(queue, 1);
-  auto finish = [&] { Reply(queue, next, Scalars({8})); };
+  auto finish = [&] { Reply(queue, next, Number(8)); };
   OnThread<absl::StatusOr<ClosureValues>> fetch(
       [value] { return value.FetchWithin(absl::InfiniteDuration()); }, finish);
   OnThread<absl::Status> join([&] { return queue.JoinWithin(absl::InfiniteDuration()); }, finish);
@@ -783,22 +787,28 @@ TEST_CASE("a default RemoteValue belongs to no closure and is failed") {
   CHECK(value.Fetch().status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(value.FetchWithin(absl::ZeroDuration()).status().code() ==
         absl::StatusCode::kFailedPrecondition);
-  CHECK(value.FetchScalar().status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(value.Fetch<double>("x").status().code() == absl::StatusCode::kFailedPrecondition);
 
   RemoteValue failed = RemoteValue::Failed(absl::NotFoundError("no such function"));
   REQUIRE(failed.state() == RemoteValueState::kFailed);
   CHECK(failed.Fetch().status() == absl::NotFoundError("no such function"));
 }
 
-TEST_CASE("RemoteValue::FetchScalar of a result without scalars is InvalidArgument") {
+TEST_CASE("RemoteValue::Fetch<T> of a value the result lacks, or holds as another type, is "
+          "InvalidArgument") {
   ClosureQueue queue(/*capacity=*/4);
   RemoteValue value = MustEnqueue(queue, 1);
-  ClosureValues strings_only;
-  strings_only.strings = {"done"};
-  Reply(queue, MustNext(queue, 1), strings_only);
+  ClosureValues result;
+  result.Set("status", std::string("done"));
+  Reply(queue, MustNext(queue, 1), result);
   REQUIRE(value.state() == RemoteValueState::kReady);
-  CHECK(value.FetchScalar().status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(Must(value.Fetch()).strings == std::vector<std::string>{"done"});
+  const absl::Status missing = value.Fetch<double>("x").status();
+  CHECK(missing.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(missing.message(), "\"x\" (double) is missing"));
+  const absl::Status other_type = value.Fetch<double>("status").status();
+  CHECK(other_type.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(other_type.message(), "\"status\" holds a string, not a double"));
+  CHECK(Must(value.Fetch<std::string>("status")) == "done");
 }
 
 TEST_CASE("FetchAll returns every RemoteValue in order, or the first error in order") {
@@ -806,12 +816,12 @@ TEST_CASE("FetchAll returns every RemoteValue in order, or the first error in or
   std::vector<RemoteValue> values;
   for (int i = 0; i < 3; ++i) values.push_back(MustEnqueue(queue, i));
   for (std::optional<Dispatch> next; (next = queue.NextFor(1));) {
-    Reply(queue, *next, Scalars({next->closure.args.scalars.at(0) * 3}));
+    Reply(queue, *next, Number(NumberOf(next->closure.args) * 3));
   }
   for (const RemoteValue& value : values) REQUIRE(Resolved(value));  // so FetchAll cannot block
   std::vector<ClosureValues> all = Must(FetchAll(values));
   REQUIRE(all.size() == 3);
-  for (int i = 0; i < 3; ++i) CHECK(all[i].scalars == std::vector<double>{i * 3.0});
+  for (int i = 0; i < 3; ++i) CHECK(NumberOf(all[i]) == i * 3.0);
 
   CHECK(Must(FetchAll({})).empty());
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/initializer.h"
-#include "core/reference_models.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

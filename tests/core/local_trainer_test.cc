@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/random.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

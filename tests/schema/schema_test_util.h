@@ -18,8 +18,8 @@
 #include "core/checkpoint.h"
 #include "core/exported_model.h"
 #include "core/initializer.h"
-#include "core/reference_models.h"
 #include "schema/internal/envelope.h"
+#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace schema_test {

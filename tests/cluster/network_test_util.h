@@ -1,4 +1,4 @@
-// Test support for the network layer (coordinator/network.h): a networked node (an actor system
+// Test support for the network layer (cluster/network.h): a networked node (an actor system
 // configured like a `tessera ps` process, with PS nodes it publishes and stops), a blocking
 // request helper, a port nobody listens on, and certificates made with the `openssl`
 // command-line tool — the same commands docs/tls.md tells users to run.
@@ -35,8 +35,8 @@
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/ps_node_actor.h"
-#include "coordinator/cluster.h"
-#include "coordinator/network.h"
+#include "cluster/cluster.h"
+#include "cluster/network.h"
 
 namespace tessera::testing {
 

@@ -7,7 +7,7 @@
 // whose coordinator was lost, once a coordinator is back at the spec's address (a restarted one,
 // e.g. with --resume) within the connect timeout.
 //
-// Example (what driver::Train does with --role=worker):
+// Example (what ServeAsWorker, coordinator/worker_role.h, does with --role=worker):
 //   RETURN_IF_ERROR(RunWorkerNode({spec, network, task}, [&](const VariableDirectory& dir) {
 //     ... build ModelVariables from dir.variables, register the replica functions ...
 //   }));
@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "actors/coordinator_actor.h"
 #include "actors/replica.h"
-#include "coordinator/network.h"
+#include "cluster/network.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "coordinator/worker_node.h"
+#include "cluster/worker_node.h"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/worker_actor.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "core/logging.h"
 #include "core/status.h"
 

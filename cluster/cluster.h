@@ -5,7 +5,7 @@
 //     drivers' default mode run on it; or
 //   - networked (Connect): this process is the coordinator of a cluster spec's PS processes
 //     (`tessera ps`) and worker processes (a driver with --role=worker), which join it over the
-//     network (coordinator/network.h).
+//     network (cluster/network.h).
 //
 // Example:
 //   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "actors/ps_node_actor.h"
-#include "coordinator/network.h"
+#include "cluster/network.h"
 
 namespace tessera {
 

@@ -1,9 +1,9 @@
-// The network layer (coordinator/network.h): the cluster spec and the network options, then real
+// The network layer (cluster/network.h): the cluster spec and the network options, then real
 // connections over loopback between actor systems in this process — the version handshake,
 // requests and multi-MiB tensors crossing the wire, an unreachable node — and mutual TLS with
 // certificates made by `openssl` at test time: nodes of the cluster CA talk; a client of another
 // CA, a plain TCP client, and a server of another CA are refused.
-#include "coordinator/network.h"
+#include "cluster/network.h"
 
 #include <doctest/doctest.h>
 
@@ -24,7 +24,7 @@
 #include "actors/shard_actor.h"
 #include "core/shard_state.h"
 #include "core/tensor.h"
-#include "tests/coordinator/network_test_util.h"
+#include "tests/cluster/network_test_util.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 
 #include <caf/atom.hpp>
 #include <caf/event_based_actor.hpp>

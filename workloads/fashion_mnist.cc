@@ -1,4 +1,4 @@
-#include "core/fashion_mnist.h"
+#include "workloads/fashion_mnist.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "core/recsys_data.h"
+#include "workloads/recsys_data.h"
 
 #include <doctest/doctest.h>
 

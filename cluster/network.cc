@@ -1,4 +1,4 @@
-#include "coordinator/network.h"
+#include "cluster/network.h"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>

@@ -1,12 +1,12 @@
-#include "core/reference_models.h"
+#include "workloads/reference_models.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/fashion_mnist.h"
 #include "core/random.h"
-#include "core/recsys_data.h"
 #include "core/status.h"
+#include "workloads/fashion_mnist.h"
+#include "workloads/recsys_data.h"
 
 namespace tessera {
 namespace {

@@ -1,0 +1,205 @@
+#include "coordinator/parameter_server_training.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cluster/cluster.h"
+#include "coordinator/checkpoint.h"
+#include "coordinator/cluster_coordinator.h"
+#include "coordinator/internal/progress.h"
+#include "coordinator/train_step_closure.h"
+#include "coordinator/training_steps.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+// Checkpoints kept under ParameterServerTrainingOptions::checkpoint_dir.
+constexpr int32_t kCheckpointsKept = 3;
+
+absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(
+    const ParameterServerTrainingOptions& options, const std::string& label) {
+  if (!options.cluster.has_value()) {
+    return Cluster::StartInProcess({options.ps, options.workers, 0});
+  }
+  std::printf("%s: connecting to %d PS (protocol version %d, %s)\n", label.c_str(), options.ps,
+              kProtocolVersion, options.network.tls() ? "mutual TLS" : "plain TCP");
+  return Cluster::Connect(*options.cluster, options.network, options.threads);
+}
+
+// One line for the cluster, one per variable: its shape and the PS task of each shard.
+void PrintPlacement(const ParameterServerStrategy& strategy, const Cluster& cluster,
+                    const ParameterServerTrainingOptions& options, const std::string& label) {
+  std::printf("%s: %s with %d PS and %d workers, partitioner %s\n", label.c_str(),
+              cluster.networked() ? "networked cluster" : "simulation", options.ps,
+              options.workers, options.partitioner.description().c_str());
+  for (const auto& [name, variable] : strategy.variables()) {
+    std::string tasks;
+    for (const VariableShard& shard : variable.Variables()) {
+      absl::StrAppend(&tasks, " ", shard.ps_task);
+    }
+    std::printf("  %-16s %-14s %lld shard(s) on ps%s\n", name.c_str(),
+                variable.shape().ToString().c_str(), static_cast<long long>(variable.num_shards()),
+                tasks.c_str());
+  }
+}
+
+// With options.resume, restores the latest checkpoint of `checkpoints` into `strategy` and
+// returns its step; 0 otherwise, or when there is none yet.
+absl::StatusOr<int64_t> Resume(const ParameterServerTrainingOptions& options,
+                               const std::optional<CheckpointManager>& checkpoints,
+                               const ParameterServerStrategy& strategy, const std::string& label) {
+  if (!options.resume) return 0;
+  if (!checkpoints.has_value()) {
+    return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
+  }
+  std::optional<std::string> latest = checkpoints->Latest();
+  if (!latest.has_value()) {
+    std::printf("%s: no checkpoint in %s yet: starting from scratch\n", label.c_str(),
+                options.checkpoint_dir.c_str());
+    return 0;
+  }
+  ASSIGN_OR_RETURN(const int64_t step, RestoreCheckpoint(strategy, *latest));
+  std::printf("%s: resumed from %s at step %lld\n", label.c_str(), latest->c_str(),
+              static_cast<long long>(step));
+  return step;
+}
+
+// Saves the checkpoint of `step` in the middle of training. On a networked cluster that restores
+// lost PS nodes (`recovers_ps`), a save that finds a PS gone (Unavailable) is retried, up to three
+// times, each once the coordinator has joined again: by then the lost PS is being restored.
+absl::Status SaveDuringTraining(CheckpointManager& checkpoints,
+                                const ParameterServerStrategy& strategy,
+                                ClusterCoordinator& coordinator, bool recovers_ps, int64_t step,
+                                const std::string& label) {
+  absl::StatusOr<std::string> saved = checkpoints.Save(strategy, step);
+  for (int attempt = 1; attempt < 4 && absl::IsUnavailable(saved.status()) && recovers_ps;
+       ++attempt) {
+    std::fprintf(stderr, "%s: checkpoint at step %lld failed (%s); retrying after the recovery\n",
+                 label.c_str(), static_cast<long long>(step),
+                 std::string(saved.status().message()).c_str());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    RETURN_IF_ERROR(coordinator.Join());
+    saved = checkpoints.Save(strategy, step);
+  }
+  ASSIGN_OR_RETURN(const std::string dir, std::move(saved));
+  if (!internal::Progress::OnTerminal()) {
+    std::fprintf(stderr, "%s: saved %s\n", label.c_str(), dir.c_str());
+  }
+  return absl::OkStatus();
+}
+
+// Prints the closure statistics and records the run's parameter-server fields in `summary`.
+void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& cluster,
+                      const ParameterServerTrainingOptions& options, int64_t first_step,
+                      int64_t final_step, const std::string& label, nlohmann::json& summary) {
+  const ClosureStats stats = coordinator.stats();
+  const WorkerPoolStatus pool = coordinator.workers();
+  std::printf("%s: closures scheduled %lld, completed %lld, retried %lld, cancelled %lld; worker "
+              "failures %lld, restarts %lld\n",
+              label.c_str(), static_cast<long long>(stats.scheduled),
+              static_cast<long long>(stats.completed), static_cast<long long>(stats.retried),
+              static_cast<long long>(stats.cancelled), static_cast<long long>(pool.worker_failures),
+              static_cast<long long>(pool.worker_restarts));
+  summary["mode"] = cluster.networked() ? "net" : "sim";
+  summary["ps"] = options.ps;
+  summary["workers"] = options.workers;
+  summary["closures_per_worker"] = options.closures_per_worker;
+  summary["partitioner"] = options.partitioner.description();
+  summary["closures_scheduled"] = stats.scheduled;
+  summary["closures_completed"] = stats.completed;
+  summary["closures_retried"] = stats.retried;
+  summary["closures_cancelled"] = stats.cancelled;
+  summary["worker_failures"] = pool.worker_failures;
+  summary["worker_restarts"] = pool.worker_restarts;
+  summary["first_step"] = first_step;
+  summary["global_step"] = final_step;
+  nlohmann::json recoveries = nlohmann::json::array();
+  for (const PsRecovery& r : coordinator.recoveries()) {
+    recoveries.push_back({{"ps_task", r.ps_task},
+                          {"node", r.node},
+                          {"recovery_seconds", r.seconds},
+                          {"checkpoint", r.checkpoint},
+                          {"checkpoint_step", r.checkpoint_step},
+                          {"lost_steps", r.lost_steps}});
+  }
+  summary["ps_recoveries"] = recoveries;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingRun> TrainOnParameterServers(LocalTrainer& trainer, const Dataset& train,
+                                                    int64_t steps, int64_t batch_size,
+                                                    const ParameterServerTrainingOptions& options,
+                                                    const std::string& label,
+                                                    nlohmann::json& summary) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
+  ParameterServerStrategy strategy(*cluster, options.partitioner);
+  auto model = std::make_shared<const Model>(trainer.model());
+  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, trainer.optimizer().spec()));
+  PrintPlacement(strategy, *cluster, options, label);
+  auto registry = std::make_shared<FunctionRegistry>();
+  RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, train, batch_size, options.seed));
+
+  std::optional<CheckpointManager> checkpoints;
+  if (!options.checkpoint_dir.empty()) {
+    checkpoints.emplace(options.checkpoint_dir, kCheckpointsKept);
+  }
+  ASSIGN_OR_RETURN(const int64_t first_step, Resume(options, checkpoints, strategy, label));
+
+  CoordinatorOptions coordinator_options;
+  coordinator_options.closures_per_worker = options.closures_per_worker;
+  coordinator_options.first_step = first_step;
+  if (cluster->networked()) coordinator_options.recovery_checkpoints = options.checkpoint_dir;
+  ASSIGN_OR_RETURN(auto coordinator,
+                   ClusterCoordinator::Create(strategy, registry, coordinator_options));
+  if (cluster->networked()) {
+    std::printf("%s: waiting for %d of %d workers on port %d\n", label.c_str(),
+                options.min_workers, options.workers, coordinator->port());
+    std::fflush(stdout);
+    RETURN_IF_ERROR(coordinator->WaitForWorkers(options.min_workers, options.worker_wait));
+  }
+  if (options.inject_worker_failures > 0) {
+    coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
+                                      options.restart_delay);
+  }
+
+  const bool recovers_ps = !coordinator_options.recovery_checkpoints.empty();
+  auto save = [&](int64_t step) {
+    return SaveDuringTraining(*checkpoints, strategy, *coordinator, recovers_ps, step, label);
+  };
+  ASSIGN_OR_RETURN(TrainingRun run,
+                   RunTrainingSteps(*coordinator, first_step, steps, batch_size, label,
+                                    checkpoints.has_value() ? options.checkpoint_every : 0, save));
+  const int64_t final_step = std::max(first_step, steps);
+  if (checkpoints.has_value()) {
+    ASSIGN_OR_RETURN(const std::string dir, checkpoints->Save(strategy, final_step));
+    std::printf("%s: checkpoint %s\n", label.c_str(), dir.c_str());
+  }
+  if (!options.export_dir.empty()) {
+    RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step));
+    std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
+  }
+  RETURN_IF_ERROR(PullVariables(strategy, trainer));
+  RecordStatistics(*coordinator, *cluster, options, first_step, final_step, label, summary);
+  return run;
+}
+
+absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer) {
+  for (const ParamSpec& param : trainer.model().spec().params) {
+    auto it = strategy.variables().find(param.name);
+    if (it == strategy.variables().end()) {
+      return absl::NotFoundError(absl::StrCat("no variable for parameter ", param.name));
+    }
+    ASSIGN_OR_RETURN(Tensor value, it->second.Read());
+    RETURN_IF_ERROR(trainer.SetVariable(param.name, value));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera

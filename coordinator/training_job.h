@@ -1,0 +1,73 @@
+// A training job: what a program states — its model, optimizer, data, schedule and how it
+// reports the evaluation — and the one call that runs it as the shared flags say (in the
+// simulation, as the single-thread baseline, or as the coordinator or a worker of a networked
+// cluster), with resume, checkpoints, export, the progress line and the JSON summary.
+//
+// Example (examples/recsys.cc is a complete program):
+//   ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
+//   ...
+//   ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
+//   TrainingJob job;
+//   job.name = "recsys";
+//   ASSIGN_OR_RETURN(job.model, RecsysModelSpec(model_options));
+//   job.optimizer = {"adagrad", {{"learning_rate", 0.1}}};
+//   job.train = data.train;
+//   job.test = data.test;
+//   job.batch_size = absl::GetFlag(FLAGS_batch_size);
+//   job.steps = StepsForEpochs(1, job.train, job.batch_size);
+//   job.report = [](const EvalResult& eval, nlohmann::json& summary) {
+//     summary["test_auc"] = eval.auc.value_or(0);
+//   };
+//   return RunTrainingJob(job, flags);
+//
+// Thread-safety: call RunTrainingJob from the main thread (it blocks until the job is over).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "coordinator/training_flags.h"
+#include "core/dataset.h"
+#include "core/local_trainer.h"
+#include "core/model_spec.h"
+#include "core/optimizer.h"
+#include "core/partitioner.h"
+
+namespace tessera {
+
+struct TrainingJob {
+  // Prefixes every line the job prints ("recsys: ...") and is the summary's "workload".
+  std::string name;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  Dataset train;
+  Dataset test;  // evaluated once training is over (by the coordinator, never by a worker)
+  int64_t steps = 0;
+  int64_t batch_size = 0;
+  // How the variables the model marks partitioned (embeddings) are sharded on parameter servers.
+  Partitioner partitioner;
+  // Reports the trained model's evaluation on `test`: prints the program's result line and adds
+  // its fields (test_loss, test_auc, ...) to the summary, which is written after it returns.
+  std::function<void(const EvalResult& eval, nlohmann::json& summary)> report;
+};
+
+// The steps of `epochs` passes over `train` in batches of `batch_size` (>= 1), the last batch of
+// each pass counted even when partial.
+int64_t StepsForEpochs(int64_t epochs, const Dataset& train, int64_t batch_size);
+
+// Runs `job` as `flags` say:
+//   - a networked worker (--role=worker) serves train steps until its coordinator finishes
+//     (ServeAsWorker) and returns;
+//   - otherwise the model trains — on parameter servers (TrainOnParameterServers: in the
+//     simulation or as a networked coordinator) or locally (TrainLocally) — then the throughput
+//     line is printed, the trained model is evaluated on job.test and job.report called, and the
+//     summary is written to flags.summary.
+// InvalidArgument for a model or optimizer LocalTrainer::Create rejects; the first error of
+// training, evaluation or writing the summary.
+absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags);
+
+}  // namespace tessera

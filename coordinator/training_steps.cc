@@ -1,0 +1,65 @@
+#include "coordinator/training_steps.h"
+
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "coordinator/internal/progress.h"
+#include "coordinator/train_step_closure.h"
+#include "core/status.h"
+
+namespace tessera {
+
+absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,
+                                             int64_t steps, int64_t batch_size,
+                                             const std::string& label, int64_t checkpoint_every,
+                                             const CheckpointFunction& checkpoint) {
+  internal::Progress progress(label, steps, batch_size);
+  TrainingRun run;
+  const double start = internal::MonotonicSeconds();
+  std::deque<RemoteValue> pending;
+  const int64_t tail = std::max<int64_t>(1, steps / 20);
+  double recent_loss = 0, tail_loss = 0;
+  int64_t done_steps = first_step, tail_examples = 0;
+  // Takes finished values off the front of `pending` (all of them when `drain`).
+  auto collect = [&](bool drain) -> absl::Status {
+    while (!pending.empty() &&
+           (drain || pending.front().state() == RemoteValueState::kReady ||
+            pending.front().state() == RemoteValueState::kFailed)) {
+      ASSIGN_OR_RETURN(const ClosureValues v, pending.front().Fetch());
+      pending.pop_front();
+      ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
+      ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
+      run.examples += examples;
+      recent_loss = recent_loss == 0 ? loss : 0.98 * recent_loss + 0.02 * loss;
+      if (++done_steps > steps - tail) {
+        tail_loss += loss * examples;
+        tail_examples += examples;
+      }
+      progress.Update(done_steps, recent_loss);
+    }
+    return absl::OkStatus();
+  };
+  for (int64_t step = first_step; step < steps; ++step) {
+    ClosureValues args;
+    args.Set(kTrainStepBatch, step);  // the batch index is the global step
+    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args)));
+    pending.push_back(std::move(value));
+    RETURN_IF_ERROR(collect(false));
+    if (checkpoint_every > 0 && checkpoint && (step + 1) % checkpoint_every == 0 &&
+        step + 1 < steps) {
+      RETURN_IF_ERROR(coordinator.Join());
+      RETURN_IF_ERROR(collect(true));
+      RETURN_IF_ERROR(checkpoint(step + 1));
+    }
+  }
+  RETURN_IF_ERROR(coordinator.Join());
+  RETURN_IF_ERROR(collect(true));
+  run.steps = done_steps - first_step;
+  run.wall_seconds = internal::MonotonicSeconds() - start;
+  run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
+  progress.Finish(done_steps, recent_loss);
+  return run;
+}
+
+}  // namespace tessera

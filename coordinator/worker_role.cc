@@ -1,0 +1,49 @@
+#include "coordinator/worker_role.h"
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cluster/worker_node.h"
+#include "coordinator/train_step_closure.h"
+#include "core/status.h"
+
+namespace tessera {
+
+absl::Status ServeAsWorker(const Model& model, const Dataset& train, int64_t batch_size,
+                           const ParameterServerTrainingOptions& options, int32_t task) {
+  if (!options.cluster.has_value()) {
+    return absl::InvalidArgumentError("--role=worker needs --cluster_spec");
+  }
+  auto shared_model = std::make_shared<const Model>(model);
+  WorkerNodeOptions node{*options.cluster, options.network, task, options.threads};
+  std::printf("worker %d: connecting to %d PS and the coordinator at %s\n", task, options.ps,
+              options.cluster->coordinator.ToString().c_str());
+  std::fflush(stdout);
+  return RunWorkerNode(node, [&](const VariableDirectory& directory)
+                                 -> absl::StatusOr<std::shared_ptr<const FunctionRegistry>> {
+    auto vars = std::make_shared<ModelVariables>();
+    vars->model = shared_model;
+    std::map<std::string, VariableHandle> handles = HandlesByName(directory);
+    for (const ParamSpec& param : shared_model->spec().params) {
+      auto it = handles.find(param.name);
+      if (it == handles.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the coordinator has no variable ", param.name,
+            ": is it running the same driver with the same model flags?"));
+      }
+      vars->by_param.emplace(param.name, it->second);
+    }
+    vars->ps_nodes = directory.ps_nodes;  // a step's calls travel as one request per PS node
+    RETURN_IF_ERROR(vars->Validate());
+    auto registry = std::make_shared<FunctionRegistry>();
+    RETURN_IF_ERROR(
+        RegisterTrainStep(*registry, std::move(vars), train, batch_size, options.seed));
+    return std::shared_ptr<const FunctionRegistry>(std::move(registry));
+  });
+}
+
+}  // namespace tessera

@@ -1,0 +1,160 @@
+// ReadTrainingFlags: the shared flags of a training program and their validation.
+#include "coordinator/training_flags.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+
+ABSL_DECLARE_FLAG(std::string, mode);
+ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
+ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(std::string, cluster_spec);
+ABSL_DECLARE_FLAG(std::string, role);
+ABSL_DECLARE_FLAG(int32_t, task);
+ABSL_DECLARE_FLAG(int32_t, min_workers);
+ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(int32_t, ps);
+ABSL_DECLARE_FLAG(uint64_t, seed);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+
+namespace tessera {
+namespace {
+
+// A cluster spec of 2 PS and 3 workers in a temporary file, removed at the end of the scope.
+class SpecFile {
+ public:
+  SpecFile()
+      : path_((std::filesystem::temp_directory_path() /
+               ("tessera_training_flags_test_" + std::to_string(getpid()) + ".json"))
+                  .string()) {
+    std::ofstream(path_) << R"({"cluster": {"ps": ["127.0.0.1:7001", "127.0.0.1:7002"],
+        "worker": ["127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"],
+        "coordinator": ["127.0.0.1:7000"]}})";
+  }
+  ~SpecFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void CheckInvalid(const absl::StatusOr<TrainingFlags>& flags, const char* message_part) {
+  CHECK(flags.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_MESSAGE(absl::StrContains(flags.status().message(), message_part),
+                flags.status().ToString());
+}
+
+TEST_CASE("the default flags train in the simulation as the coordinator") {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_ps, 3);
+  absl::SetFlag(&FLAGS_seed, 9);
+  const absl::StatusOr<TrainingFlags> flags = ReadTrainingFlags();
+  REQUIRE(flags.ok());
+  CHECK(flags->mode == TrainingMode::kSimulation);
+  CHECK(flags->role == TrainingRole::kCoordinator);
+  CHECK(flags->parameter_servers.ps == 3);
+  CHECK(flags->parameter_servers.workers == 2);
+  CHECK(flags->parameter_servers.seed == 9);
+  CHECK(flags->seed == 9);
+  CHECK_FALSE(flags->parameter_servers.cluster.has_value());
+}
+
+TEST_CASE("a cluster spec makes the run networked, with the spec's PS and worker counts") {
+  absl::FlagSaver saver;
+  SpecFile spec;
+  absl::SetFlag(&FLAGS_cluster_spec, spec.path());
+  absl::SetFlag(&FLAGS_role, "worker");
+  absl::SetFlag(&FLAGS_task, 2);
+  absl::SetFlag(&FLAGS_min_workers, 3);
+  const absl::StatusOr<TrainingFlags> flags = ReadTrainingFlags();
+  REQUIRE_MESSAGE(flags.ok(), flags.status().ToString());
+  CHECK(flags->mode == TrainingMode::kNetworked);
+  CHECK(flags->role == TrainingRole::kWorker);
+  CHECK(flags->task == 2);
+  CHECK(flags->parameter_servers.ps == 2);
+  CHECK(flags->parameter_servers.workers == 3);
+  REQUIRE(flags->parameter_servers.cluster.has_value());
+  CHECK(flags->parameter_servers.cluster->coordinator.ToString() == "127.0.0.1:7000");
+}
+
+TEST_CASE("inconsistent flags are InvalidArgument saying which") {
+  struct Case {
+    const char* what;
+    void (*set)(const std::string& spec);
+    const char* message_part;
+  };
+  const Case cases[] = {
+      {"unknown mode", [](const std::string&) { absl::SetFlag(&FLAGS_mode, "cloud"); },
+       "--mode must be sim or local, not cloud"},
+      {"checkpoints in local mode",
+       [](const std::string&) {
+         absl::SetFlag(&FLAGS_mode, "local");
+         absl::SetFlag(&FLAGS_checkpoint_dir, "/tmp/ckpt");
+       },
+       "work on parameter servers"},
+      {"resume in local mode",
+       [](const std::string&) {
+         absl::SetFlag(&FLAGS_mode, "local");
+         absl::SetFlag(&FLAGS_resume, true);
+       },
+       "work on parameter servers"},
+      {"a cluster spec in local mode",
+       [](const std::string& spec) {
+         absl::SetFlag(&FLAGS_mode, "local");
+         absl::SetFlag(&FLAGS_cluster_spec, spec);
+       },
+       "drop --mode=local"},
+      {"unknown role",
+       [](const std::string& spec) {
+         absl::SetFlag(&FLAGS_cluster_spec, spec);
+         absl::SetFlag(&FLAGS_role, "chief");
+       },
+       "--role must be coordinator or worker, not chief"},
+      {"more workers to wait for than the spec has",
+       [](const std::string& spec) {
+         absl::SetFlag(&FLAGS_cluster_spec, spec);
+         absl::SetFlag(&FLAGS_min_workers, 4);
+       },
+       "--min_workers must be in 1..3"},
+      {"negative threads",
+       [](const std::string& spec) {
+         absl::SetFlag(&FLAGS_cluster_spec, spec);
+         absl::SetFlag(&FLAGS_threads, -1);
+       },
+       "--threads must be >= 0"},
+      {"only some TLS files",
+       [](const std::string& spec) {
+         absl::SetFlag(&FLAGS_cluster_spec, spec);
+         absl::SetFlag(&FLAGS_tls_cert, "/tmp/cert.pem");
+       },
+       "TLS"},
+  };
+  SpecFile spec;
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    absl::FlagSaver saver;
+    c.set(spec.path());
+    CheckInvalid(ReadTrainingFlags(), c.message_part);
+  }
+}
+
+TEST_CASE("a cluster spec that cannot be read is an error naming it") {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_cluster_spec, "/nonexistent/spec.json");
+  const absl::StatusOr<TrainingFlags> flags = ReadTrainingFlags();
+  CHECK(absl::IsNotFound(flags.status()));
+  CHECK(absl::StrContains(flags.status().message(), "/nonexistent/spec.json"));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,100 @@
+// RunTrainingJob end to end on a tiny recsys problem: the single-thread baseline and the
+// in-process parameter servers, each evaluated, reported and summarized.
+#include "coordinator/training_job.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "coordinator/training_summary.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
+
+namespace tessera {
+namespace {
+
+// A small recsys job whose report records the evaluation it was handed.
+TrainingJob SmallRecsysJob(EvalResult* reported) {
+  RecsysConfig config;
+  config.num_users = 200;
+  config.num_items = 50;
+  config.num_train = 4000;
+  config.num_test = 1000;
+  absl::StatusOr<RecsysData> data = GenerateRecsysData(config);
+  REQUIRE(data.ok());
+  RecsysModelOptions options;
+  options.num_users = config.num_users;
+  options.num_items = config.num_items;
+  options.embedding_dim = 8;
+  options.hidden_units = 16;
+  absl::StatusOr<ModelSpec> spec = RecsysModelSpec(options);
+  REQUIRE(spec.ok());
+
+  TrainingJob job;
+  job.name = "tiny";
+  job.model = *spec;
+  job.optimizer = {"adagrad", {{"learning_rate", 0.1}}};
+  job.train = data->train;
+  job.test = data->test;
+  job.batch_size = 256;
+  job.steps = StepsForEpochs(1, job.train, job.batch_size);
+  job.report = [reported](const EvalResult& eval, nlohmann::json& summary) {
+    *reported = eval;
+    summary["test_loss"] = eval.loss;
+  };
+  return job;
+}
+
+std::string SummaryPath(const char* mode) {
+  return (std::filesystem::temp_directory_path() /
+          ("tessera_training_job_test_" + std::to_string(getpid()) + "_" + mode + ".json"))
+      .string();
+}
+
+TEST_CASE("StepsForEpochs counts a partial last batch") {
+  absl::StatusOr<RecsysData> data = GenerateRecsysData({200, 50, 8, 0.5, 1000, 10});
+  REQUIRE(data.ok());
+  CHECK(StepsForEpochs(1, data->train, 256) == 4);
+  CHECK(StepsForEpochs(3, data->train, 250) == 12);
+}
+
+TEST_CASE("a job trains, evaluates, reports and writes its summary in every mode") {
+  for (const TrainingMode mode : {TrainingMode::kLocal, TrainingMode::kSimulation}) {
+    const bool local = mode == TrainingMode::kLocal;
+    CAPTURE(local);
+    EvalResult reported;
+    reported.examples = -1;
+    const TrainingJob job = SmallRecsysJob(&reported);
+    TrainingFlags flags;
+    flags.mode = mode;
+    flags.parameter_servers.ps = 2;
+    flags.parameter_servers.workers = 2;
+    flags.summary = SummaryPath(local ? "local" : "sim");
+    const absl::Status status = RunTrainingJob(job, flags);
+    REQUIRE_MESSAGE(status.ok(), status.ToString());
+
+    CHECK(reported.examples == 1000);  // the whole test set, once
+    std::ifstream in(flags.summary);
+    const nlohmann::json summary = nlohmann::json::parse(in);
+    std::filesystem::remove(flags.summary);
+    CHECK(summary["workload"] == "tiny");
+    CHECK(summary["mode"] == (local ? "local" : "sim"));
+    CHECK(summary["steps"] == 16);
+    CHECK(summary["examples"] == 4000);
+    CHECK(summary["test_loss"] == reported.loss);
+    CHECK(summary["closures_completed"] == (local ? 0 : 16));
+  }
+}
+
+TEST_CASE("WriteSummary writes nothing without a path and fails on an unwritable one") {
+  CHECK(WriteSummary("", nlohmann::json{{"a", 1}}).ok());
+  CHECK(absl::IsUnavailable(WriteSummary("/nonexistent/dir/summary.json", {{"a", 1}})));
+}
+
+}  // namespace
+}  // namespace tessera

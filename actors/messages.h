@@ -116,7 +116,7 @@ std::string to_string(DType dtype);
 
 // Note [Bulk tensor payloads]
 // CAF 0.17 serializes a std::vector<float> element by element (~110 MB/s); one apply_raw over a
-// byte block is ~13x faster (DESIGN.md §4). So a Tensor is written as its dims (rank, then int64
+// byte block is ~13x faster (docs/design.md §4). So a Tensor is written as its dims (rank, then int64
 // each) followed by rows * row_size float32 values as raw little-endian bytes, and an id list as
 // its count followed by raw int64s. Loading first checks the dims against the one policy for
 // tensors from outside (Note [Limits on tensors from outside], core/tensor.h) and, with a binary_deserializer, that the

@@ -1,7 +1,7 @@
 // Replica functions, per-worker resources, and the context a replica function runs in.
 //
 // User code is registered by name in a FunctionRegistry, so a closure travels as a name plus
-// ClosureValues and the same driver binary serves as coordinator and worker (DESIGN.md §2):
+// ClosureValues and the same driver binary serves as coordinator and worker (docs/design.md §2):
 //   - a replica function runs on a worker for one closure. It must not block: it issues
 //     non-blocking variable operations (actors/variable_ops.h) through ctx.shards() and calls `done`
 //     exactly once, possibly later from a reply handler.

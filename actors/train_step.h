@@ -1,5 +1,5 @@
 // One asynchronous training step of a Model against parameter-server variables, as a worker runs
-// it (DESIGN.md §1): gather the batch's unique embedding rows (one request per touched shard) and
+// it (docs/design.md §1): gather the batch's unique embedding rows (one request per touched shard) and
 // read every dense variable, all in flight at once; run forward and backward with Eigen; send one
 // sparse gradient per touched shard and one dense gradient per dense variable; then report the
 // loss. A step costs O(number of shards) calls, never O(number of rows); on a networked worker

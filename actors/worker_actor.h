@@ -1,5 +1,5 @@
 // The worker actor: runs closures — a registered replica function applied to ClosureValues — and
-// replies with the function's result (DESIGN.md §1). It runs as many at once as it is sent (the
+// replies with the function's result (docs/design.md §1). It runs as many at once as it is sent (the
 // coordinator sends one at a time by default); each has its own ReplicaContext.
 //
 //   request                  reply           errors

@@ -1,4 +1,4 @@
-// local_train: trains the reference workloads (DESIGN.md §5) with the LocalTrainer — one
+// local_train: trains the reference workloads (docs/design.md §5) with the LocalTrainer — one
 // process, one thread — and prints throughput and learning curves. The baseline every
 // distributed mode is measured against; figures go into bench/README.md.
 //

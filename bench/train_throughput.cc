@@ -1,4 +1,4 @@
-// train_throughput: the recsys reference workload (DESIGN.md §5) trained by the single-thread
+// train_throughput: the recsys reference workload (docs/design.md §5) trained by the single-thread
 // local trainer and by the parameter-server simulation, interleaved in one run on the same data
 // and batch stream, so their ratio is measured under the same machine conditions.
 //

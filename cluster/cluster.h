@@ -1,6 +1,6 @@
 // Cluster: the parameter-server nodes a strategy places variables on, and the worker slots a
 // ClusterCoordinator fills — either
-//   - in process (StartInProcess): the single-process simulation (DESIGN.md §2), one CAF actor
+//   - in process (StartInProcess): the single-process simulation (docs/design.md §2), one CAF actor
 //     system holding the PS nodes; the coordinator spawns the workers. Every test and the
 //     drivers' default mode run on it; or
 //   - networked (Connect): this process is the coordinator of a cluster spec's PS processes

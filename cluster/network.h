@@ -1,4 +1,4 @@
-// Networked mode's plumbing (DESIGN.md §2): who is where (the cluster spec), how a node's actor
+// Networked mode's plumbing (docs/design.md §2): who is where (the cluster spec), how a node's actor
 // system is configured for the network (middleman, heartbeats, mutual TLS), and how a node is
 // published and reached — always through its NodeGate (actors/node_gate.h), so the protocol
 // version is checked before anything else is exchanged.

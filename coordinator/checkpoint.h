@@ -1,4 +1,4 @@
-// Checkpoints and export of the variables of a ParameterServerStrategy (DESIGN.md §3).
+// Checkpoints and export of the variables of a ParameterServerStrategy (docs/design.md §3).
 //
 // Save: every shard snapshots its block, slots and step and writes its own slice file, all in
 // parallel; the manifest is written last (schema/checkpoint_io.h: temporary file, fsync, rename),

@@ -1,5 +1,5 @@
 // ClusterCoordinator: schedules closures on the cluster's workers (TF's ClusterCoordinator;
-// semantics in core/closure_queue.h and DESIGN.md §3).
+// semantics in core/closure_queue.h and docs/design.md §3).
 //
 // Example:
 //   auto registry = std::make_shared<FunctionRegistry>();

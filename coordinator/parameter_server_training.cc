@@ -14,6 +14,7 @@
 #include "coordinator/internal/progress.h"
 #include "coordinator/train_step_closure.h"
 #include "coordinator/training_steps.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -80,17 +81,14 @@ absl::Status SaveDuringTraining(CheckpointManager& checkpoints,
   absl::StatusOr<std::string> saved = checkpoints.Save(strategy, step);
   for (int attempt = 1; attempt < 4 && absl::IsUnavailable(saved.status()) && recovers_ps;
        ++attempt) {
-    std::fprintf(stderr, "%s: checkpoint at step %lld failed (%s); retrying after the recovery\n",
-                 label.c_str(), static_cast<long long>(step),
-                 std::string(saved.status().message()).c_str());
+    Log().warn("{}: checkpoint at step {} failed ({}); retrying after the recovery", label, step,
+               saved.status().message());
     std::this_thread::sleep_for(std::chrono::seconds(1));
     RETURN_IF_ERROR(coordinator.Join());
     saved = checkpoints.Save(strategy, step);
   }
   ASSIGN_OR_RETURN(const std::string dir, std::move(saved));
-  if (!internal::Progress::OnTerminal()) {
-    std::fprintf(stderr, "%s: saved %s\n", label.c_str(), dir.c_str());
-  }
+  if (!internal::Progress::OnTerminal()) Log().info("{}: saved {}", label, dir);
   return absl::OkStatus();
 }
 

@@ -1,4 +1,4 @@
-// ParameterServerStrategy: creates variables on the cluster's parameter servers (DESIGN.md §3).
+// ParameterServerStrategy: creates variables on the cluster's parameter servers (docs/design.md §3).
 //
 // CreateVariable decides the number of shards with the partitioner in force — the variable's own
 // (VariableOptions::partitioner), else the innermost open PartitionerScope, else the strategy's —

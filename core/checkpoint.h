@@ -3,7 +3,7 @@
 // read a checkpoint saved by any other (N shards -> M shards, sharded <-> unsharded, slots
 // included). schema/checkpoint_io.h reads and writes them; coordinator/checkpoint.h orchestrates.
 //
-// On disk (DESIGN.md §3): a checkpoint is a directory of slice files, one per saved shard, each
+// On disk (docs/design.md §3): a checkpoint is a directory of slice files, one per saved shard, each
 // written by its own shard in parallel, and a manifest written last (temporary file, fsync,
 // rename), so a checkpoint without its manifest is invisible.
 //

@@ -1,5 +1,5 @@
 // ClosureQueue: the coordinator's book of closures — what is queued, what runs where, what
-// finished — and the semantics of ClusterCoordinator (DESIGN.md §3) as plain, thread-safe C++.
+// finished — and the semantics of ClusterCoordinator (docs/design.md §3) as plain, thread-safe C++.
 // The coordinator actor only moves closures between this queue and its workers.
 //
 // Semantics:

@@ -1,5 +1,5 @@
 // ClosureValues: the arguments and results of a closure — named, typed values that serialize,
-// so a closure can travel to a worker in another process unchanged (DESIGN.md §2: replica
+// so a closure can travel to a worker in another process unchanged (docs/design.md §2: replica
 // functions are registered by name).
 //
 // Each value is an int64, a double, a string or a Tensor, under a name; a name holds one value.

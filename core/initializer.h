@@ -3,7 +3,7 @@
 //
 // Values depend only on (seed, global element position): a variable initialized as one block
 // and the same variable initialized as 2, 3 or 7 shards are identical element for element
-// (DESIGN.md §3, better than TF). The randomness is Philox (core/random.h), keyed by the seed and
+// (docs/design.md §3, better than TF). The randomness is Philox (core/random.h), keyed by the seed and
 // counted by the element's global flat index.
 //
 // Thread-safety: pure functions.

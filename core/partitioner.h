@@ -2,7 +2,7 @@
 //
 // A partitioner returns the number of shards per axis (TF's convention); Tessera only ever splits
 // axis 0, so a valid result is [n, 1, 1, ...] with n >= 1. The built-in partitioners follow
-// DESIGN.md §3 (TF's FixedShardsPartitioner, MinSizePartitioner and MaxSizePartitioner, same
+// docs/design.md §3 (TF's FixedShardsPartitioner, MinSizePartitioner and MaxSizePartitioner, same
 // formulas and defaults); a custom one is any function (shape, dtype) -> shards per axis, whose
 // results are validated before use.
 //

@@ -3,7 +3,7 @@
 //
 // A Philox value is a pure function of (key, counter), so the random value for a global element
 // position is the same whichever shard computes it and in whatever order: this is what makes
-// initialization independent of the number of shards (DESIGN.md §3). PhiloxStream walks the same
+// initialization independent of the number of shards (docs/design.md §3). PhiloxStream walks the same
 // function sequentially for datasets and shuffling.
 //
 // Thread-safety: CounterRandom is immutable and safe to share; a PhiloxStream is not.

@@ -1,7 +1,7 @@
 // ShardLayout: how the rows of a sharded variable are spread over its shards, and the index math
 // that turns an operation on global rows into one request per touched shard.
 //
-// Storage is always the "div" layout (DESIGN.md §3): shard i holds the contiguous row block
+// Storage is always the "div" layout (docs/design.md §3): shard i holds the contiguous row block
 // [offset(i), offset(i) + rows(i)), and the first `rows % n` shards hold one extra row
 // (13 rows / 5 shards -> 3, 3, 3, 2, 2 at offsets 0, 3, 6, 9, 11). Shard i is named
 // "name/part_i".

@@ -1,4 +1,4 @@
-// recsys: the RFC's recommendation model (DESIGN.md §5) trained asynchronously on parameter
+// recsys: the RFC's recommendation model (docs/design.md §5) trained asynchronously on parameter
 // servers — user and item embeddings sharded across PS tasks, workers running training steps on
 // their own part of the data, a coordinator scheduling them and surviving preempted workers.
 //

@@ -1,4 +1,4 @@
-# The checkpoint bundle (core/checkpoint.h, DESIGN.md §3): one slice file per saved shard and a
+# The checkpoint bundle (core/checkpoint.h, docs/design.md §3): one slice file per saved shard and a
 # manifest naming them, written last. Each file is framed by schema/internal/envelope.h (magic,
 # size, CRC-32) around one message whose root is `TensorSlice` or `Manifest`; a slice file's float
 # data follows its message (Note [Slice file layout] in schema/checkpoint_io.cc).

@@ -1,5 +1,5 @@
 # Types shared by Tessera's file formats: checksummed float data, dtypes, and key/value entries.
-# The only code that reads or builds them is schema/ (DESIGN.md §2).
+# The only code that reads or builds them is schema/ (docs/design.md §2).
 @0x9e2de7ddf72c764a;
 
 $import "/capnp/c++.capnp".namespace("tessera::wire");

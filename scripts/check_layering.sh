@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when a folder includes a header of a folder it must not depend on (DESIGN.md §2):
+# Fails when a folder includes a header of a folder it must not depend on (docs/design.md §2):
 #   core <- schema <- actors <- cluster <- coordinator <- examples, cli
 #   core <- workloads (the reference workloads: examples, cli and bench may use them)
 # when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header; and when examples/

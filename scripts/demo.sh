@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set-up (packages + build), then the main job: the recsys reference model (DESIGN.md §5) trained
+# Set-up (packages + build), then the main job: the recsys reference model (docs/design.md §5) trained
 # asynchronously in the single-process simulation — 2 parameter servers holding the sharded user
 # and item embeddings, 2 workers running training steps on their own part of 1M synthetic clicks,
 # a coordinator scheduling the steps — then evaluated on 100k held-out clicks next to the

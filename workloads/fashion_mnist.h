@@ -1,5 +1,5 @@
 // Fashion-MNIST: readers for gzip'd IDX files and a loader for Debian's dataset-fashion-mnist
-// (60k train / 10k test 28x28 grey images in 10 classes, DESIGN.md §5).
+// (60k train / 10k test 28x28 grey images in 10 classes, docs/design.md §5).
 //
 // IDX (http://yann.lecun.com/exdb/mnist/): a big-endian header — two zero bytes, a type byte
 // (0x08 = unsigned byte), the number of dims, then one uint32 per dim — followed by the values.

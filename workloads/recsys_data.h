@@ -1,8 +1,8 @@
-// The synthetic recsys workload (DESIGN.md §5): clicks drawn from a planted model.
+// The synthetic recsys workload (docs/design.md §5): clicks drawn from a planted model.
 //
 // The planted model: latent factors Pu[u], Qi[i] ~ N(0, 1)^k (k = latent_dim, 8 by default) and
 // biases bu[u], bi[i] ~ N(0, bias_stddev^2), where bias_stddev = 0.5 is the standard deviation
-// (DESIGN.md's "N(0, 0.5)"). An example draws
+// (the "N(0, 0.5)" of docs/design.md §5). An example draws
 //   user = floor(U * x^3), item = floor(I * x'^3), x, x' ~ U(0, 1)   (low ids are hot: P(user <
 //                                                                     U/8) = P(x < 1/2) = 1/2)
 //   logit = Pu[user] . Qi[item] / sqrt(k) + bu[user] + bi[item]

@@ -1,4 +1,4 @@
-// ModelSpec builders for the two reference workloads (DESIGN.md §5).
+// ModelSpec builders for the two reference workloads (docs/design.md §5).
 //
 //   recsys:        ids "user" -> user_embedding [U, D] ┐
 //                  ids "item" -> item_embedding [I, D] ┴ concat [B, 2D] -> hidden Dense(H, relu)

@@ -6,13 +6,13 @@
 #include <string>
 
 #include "actors/train_step.h"
-#include "coordinator/cluster.h"
+#include "cluster/cluster.h"
 #include "coordinator/internal/await.h"
 #include "coordinator/strategy.h"
 #include "core/local_trainer.h"
 #include "core/partitioner.h"
-#include "core/recsys_data.h"
-#include "core/reference_models.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {

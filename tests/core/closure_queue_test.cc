@@ -1,4 +1,4 @@
-// ClosureQueue and RemoteValue: the coordinator's semantics (DESIGN.md §3) without actors. The
+// ClosureQueue and RemoteValue: the coordinator's semantics (docs/design.md §3) without actors. The
 // tests play the worker side themselves (NextFor / Complete / WorkerLost), so every schedule is
 // deterministic; a thread appears only where a call must be shown to block, and every wait is
 // bounded so a bug fails the test instead of hanging it.

@@ -15,7 +15,7 @@
 namespace tessera {
 namespace {
 
-// The "div" layout (DESIGN.md §3), computed here rather than taken from the layout module so this
+// The "div" layout (docs/design.md §3), computed here rather than taken from the layout module so this
 // test checks the initializers on their own: the first rows % n shards get one extra row.
 std::vector<int64_t> DivOffsets(int64_t rows, int64_t shards) {
   std::vector<int64_t> offsets = {0};

@@ -35,7 +35,7 @@ bool Contains(const absl::Status& status, absl::string_view text) {
   return std::string(status.message()).find(std::string(text)) != std::string::npos;
 }
 
-// Brute force: the shard of every row, by walking the shards' sizes as stated in DESIGN.md §3
+// Brute force: the shard of every row, by walking the shards' sizes as stated in docs/design.md §3
 // (the first rows % n shards get one extra row).
 std::vector<RowLocation> ReferenceDivLocations(int64_t rows, int64_t shards) {
   std::vector<RowLocation> where;

@@ -50,9 +50,31 @@ absl::StatusOr<ShardOpResult> Unpack(ShardReply reply) {
 
 }  // namespace
 
+// One call's reply and, for a call addressed through a VariableHandle, what names its shard in
+// an error: one allocation per call, shared by the response's value and error handlers.
+struct ShardClient::PendingReply {
+  Reply reply;
+  std::string variable;  // empty: report errors as they are (Send)
+  absl::string_view op;  // static storage (ShardOpName)
+  int32_t shard = 0;
+  int32_t num_shards = 1;
+  int32_t task = -1;
+
+  void operator()(absl::StatusOr<ShardOpResult> result) {
+    if (result.ok() || variable.empty()) return reply(std::move(result));
+    reply(Annotated(ShardName(variable, shard, num_shards), task, op, result.status()));
+  }
+};
+
 void ShardClient::Send(caf::scheduled_actor* self, const shard_actor& shard, ShardOp op,
                        Reply reply) {
-  auto shared = std::make_shared<Reply>(std::move(reply));
+  auto pending = std::make_shared<PendingReply>();
+  pending->reply = std::move(reply);
+  SendPending(self, shard, std::move(op), std::move(pending));
+}
+
+void ShardClient::SendPending(caf::scheduled_actor* self, const shard_actor& shard, ShardOp op,
+                              std::shared_ptr<PendingReply> shared) {
   Request(self, shard,
           caf::behavior{
               [shared](ShardOpResult& result) { (*shared)(std::move(result)); },
@@ -73,46 +95,47 @@ void ShardClient::SendBatch(caf::scheduled_actor* self, const shard_actor& shard
 }
 
 void ShardClient::Call(const VariableHandle& v, int64_t shard, ShardOp op, Reply reply) {
-  const int32_t task = v.PsTaskOf(shard);
   // The reply may run after the handle is gone: it keeps what renders the shard's name (only
   // rendered on error; a variable's name is short enough to copy without allocating, usually).
-  Reply annotated = [reply = std::move(reply), op_name = ShardOpName(op), variable = v.name,
-                     shard = static_cast<int32_t>(shard),
-                     num_shards = static_cast<int32_t>(v.num_shards()),
-                     task](absl::StatusOr<ShardOpResult> result) {
-    if (result.ok()) return reply(std::move(result));
-    reply(Annotated(ShardName(variable, shard, num_shards), task, op_name, result.status()));
-  };
+  auto pending = std::make_shared<PendingReply>();
+  pending->reply = std::move(reply);
+  pending->variable = v.name;
+  pending->op = ShardOpName(op);
+  pending->shard = static_cast<int32_t>(shard);
+  pending->num_shards = static_cast<int32_t>(v.num_shards());
+  pending->task = v.PsTaskOf(shard);
+  const int32_t task = pending->task;
   if (task >= 0 && task < static_cast<int32_t>(ps_nodes_.size()) && ps_nodes_[task]) {
-    Pending& pending = batches_[task];
-    pending.calls.push_back(ShardCall{v.shards[shard].id(), std::move(op)});
-    pending.replies.push_back(std::move(annotated));
+    Batch& batch = batches_[task];
+    batch.calls.push_back(ShardCall{v.shards[shard].id(), std::move(op)});
+    batch.replies.push_back(std::move(pending));
     return;
   }
-  Send(self_, v.shards[shard], std::move(op), std::move(annotated));
+  SendPending(self_, v.shards[shard], std::move(op), std::move(pending));
 }
 
 void ShardClient::Flush() {
-  for (auto& [task, pending] : batches_) {
-    auto replies = std::make_shared<std::vector<Reply>>(std::move(pending.replies));
-    const size_t count = pending.calls.size();
+  for (auto& [task, batch] : batches_) {
+    auto replies =
+        std::make_shared<std::vector<std::shared_ptr<PendingReply>>>(std::move(batch.replies));
+    const size_t count = batch.calls.size();
     Request(self_, ps_nodes_[task],
             caf::behavior{
                 [replies, count, task = task](std::vector<ShardReply>& answers) {
                   if (answers.size() != count) {  // a node of another build: fail every call
                     const absl::Status status = absl::DataLossError(absl::StrCat(
                         "ps ", task, " answered ", answers.size(), " of ", count, " shard calls"));
-                    for (Reply& reply : *replies) reply(status);
+                    for (auto& reply : *replies) (*reply)(status);
                     return;
                   }
-                  for (size_t k = 0; k < count; ++k) (*replies)[k](Unpack(std::move(answers[k])));
+                  for (size_t k = 0; k < count; ++k) (*(*replies)[k])(Unpack(std::move(answers[k])));
                 },
                 [replies](caf::error& err) {
                   const absl::Status status = ErrorToStatus(err);
-                  for (Reply& reply : *replies) reply(status);
+                  for (auto& reply : *replies) (*reply)(status);
                 },
             },
-            batch_atom::value, std::move(pending.calls));
+            batch_atom::value, std::move(batch.calls));
   }
   batches_.clear();
 }

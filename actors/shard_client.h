@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -88,14 +89,17 @@ class ShardClient {
                         std::vector<ShardOp> ops, BatchReply reply);
 
  private:
-  struct Pending {
+  struct PendingReply;
+  struct Batch {
     std::vector<ShardCall> calls;
-    std::vector<Reply> replies;
+    std::vector<std::shared_ptr<PendingReply>> replies;
   };
+  static void SendPending(caf::scheduled_actor* self, const shard_actor& shard, ShardOp op,
+                          std::shared_ptr<PendingReply> pending);
 
   caf::scheduled_actor* self_;
   std::vector<ps_node_actor> ps_nodes_;
-  std::map<int32_t, Pending> batches_;  // by PS task
+  std::map<int32_t, Batch> batches_;  // by PS task
 };
 
 }  // namespace tessera

@@ -236,7 +236,7 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<OptimizerSpec>("tessera::OptimizerSpec");
   cfg.add_message_type<InitializerSpec>("tessera::InitializerSpec");
   cfg.add_message_type<ShardSpec>("tessera::ShardSpec");
-  cfg.add_message_type<ShardSnapshot>("tessera::ShardSnapshot");
+  cfg.add_message_type<TensorSlice>("tessera::TensorSlice");
   cfg.add_message_type<ShardInfo>("tessera::ShardInfo");
   cfg.add_message_type<ShardValue>("tessera::ShardValue");
   cfg.add_message_type<ShardOp>("tessera::ShardOp");

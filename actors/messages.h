@@ -73,7 +73,7 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // operation is a ShardOp (core/shard_op.h), sent alone or in a batch.
 constexpr int32_t kProtocolVersion = 4;
 
-// -- Message types (the core types ShardSpec, ShardSnapshot, ShardInfo, Tensor, IndexedSlices,
+// -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
 
 // One op's outcome in a batch: `error` (none when it succeeded), else the op's result.
@@ -301,9 +301,9 @@ typename Inspector::result_type inspect(Inspector& f, ShardSpec& x) {
 }
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ShardSnapshot& x) {
-  return f(caf::meta::type_name("tessera::ShardSnapshot"), x.value, x.slot_names, x.slots, x.step,
-           x.version);
+typename Inspector::result_type inspect(Inspector& f, TensorSlice& x) {
+  return f(caf::meta::type_name("tessera::TensorSlice"), x.variable, x.full_shape, x.dtype,
+           x.row_offset, x.value, x.slot_names, x.slots, x.step);
 }
 
 template <class Inspector>
@@ -362,7 +362,7 @@ typename Inspector::result_type inspect(Inspector& f, SnapshotOp&) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RestoreOp& x) {
-  return f(caf::meta::type_name("tessera::RestoreOp"), x.snapshot);
+  return f(caf::meta::type_name("tessera::RestoreOp"), x.slice);
 }
 
 template <class Inspector>

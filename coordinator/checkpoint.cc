@@ -101,7 +101,7 @@ absl::StatusOr<std::vector<std::vector<typename Op::Result>>> AskEveryShard(
 absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariable*>& variables,
                                           caf::actor_system& system, const ExportedModel& model,
                                           const std::string& dir) {
-  std::vector<std::vector<ShardSnapshot>> blocks;
+  std::vector<std::vector<TensorSlice>> blocks;
   for (const ShardedVariable* v : variables) {
     auto it = model.variables.find(v->name());
     if (it == model.variables.end()) {
@@ -110,16 +110,20 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
     }
     RETURN_IF_ERROR(CheckSameShape(it->second.shape(), v->shape(),
                                    absl::StrCat("variable ", v->name(), " in ", dir)));
-    std::vector<ShardSnapshot> per_shard;
+    std::vector<TensorSlice> per_shard;
     for (int64_t s = 0; s < v->num_shards(); ++s) {
-      ShardSnapshot snapshot;
+      TensorSlice slice;  // the shard's rows, values only
+      slice.variable = v->name();
+      slice.full_shape = v->shape();
+      slice.dtype = v->dtype();
       if (v->shape().rank() == 0) {
-        snapshot.value = it->second;
+        slice.value = it->second;
       } else {
         const ShardExtent e = v->handle().layout.Extent(s);
-        snapshot.value = Tensor::Copy(it->second.RowBlock(e.offset, e.rows));
+        slice.row_offset = e.offset;
+        slice.value = Tensor::Copy(it->second.RowBlock(e.offset, e.rows));
       }
-      per_shard.push_back(std::move(snapshot));
+      per_shard.push_back(std::move(slice));
     }
     blocks.push_back(std::move(per_shard));
   }

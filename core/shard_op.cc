@@ -51,7 +51,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, SnapshotOp&, const SliceStore
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, RestoreOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.Restore(std::move(op.snapshot)));
+  RETURN_IF_ERROR(s.Restore(std::move(op.slice)));
   return VersionOf(s);
 }
 
@@ -105,20 +105,18 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, LoadOp& op, const SliceStore*
   // whole block has been read and checked.
   ASSIGN_OR_RETURN(TensorSlice block,
                    store->ReadBlock(op.dir, variable, s.row_offset(), s.spec().rows));
-  ShardSnapshot snapshot;
-  snapshot.value = std::move(block.value);
-  snapshot.step = block.step;
   const std::vector<std::string> own_slots =
       s.optimizer() != nullptr ? s.optimizer()->SlotNames() : std::vector<std::string>{};
-  if (!block.slot_names.empty() && block.slot_names == own_slots) {
-    snapshot.slot_names = std::move(block.slot_names);
-    snapshot.slots = std::move(block.slots);
-  } else if (!block.slot_names.empty() && !own_slots.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the checkpoint has optimizer slots [", absl::StrJoin(block.slot_names, ", "),
-        "] but the shard's optimizer has [", absl::StrJoin(own_slots, ", "), "]"));
+  if (!block.slot_names.empty() && block.slot_names != own_slots) {
+    if (!own_slots.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": the checkpoint has optimizer slots [", absl::StrJoin(block.slot_names, ", "),
+          "] but the shard's optimizer has [", absl::StrJoin(own_slots, ", "), "]"));
+    }
+    block.slot_names.clear();  // a shard without an optimizer takes the values only
+    block.slots.clear();
   }
-  RETURN_IF_ERROR(Annotate(s.Restore(std::move(snapshot)), what));
+  RETURN_IF_ERROR(Annotate(s.Restore(std::move(block)), what));
   return VersionOf(s);
 }
 

@@ -18,8 +18,8 @@
 //   ApplyDenseGradientOp    ShardVersion   ApplyDenseGradient(grad)
 //   ApplySparseGradientOp   ShardVersion   ApplySparseGradient(ids, rows)
 //   SetOptimizerOp          ShardVersion   SetOptimizer(spec)
-//   SnapshotOp              ShardSnapshot  Snapshot()
-//   RestoreOp               ShardVersion   Restore(snapshot)
+//   SnapshotOp              TensorSlice    Snapshot()
+//   RestoreOp               ShardVersion   Restore(slice)
 //   SaveOp                  SavedSlice     writes dir/file: block, slots, step (through a SliceStore)
 //   LoadOp                  ShardVersion   reads the slice files of dir its rows overlap, Restore
 //
@@ -120,14 +120,14 @@ struct SetOptimizerOp {
 };
 
 struct SnapshotOp {
-  using Result = ShardSnapshot;
+  using Result = TensorSlice;
   static constexpr const char* kName = "snapshot";
 };
 
 struct RestoreOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "restore";
-  ShardSnapshot snapshot;
+  TensorSlice slice;  // the shard's own rows (ShardState::Restore)
 };
 
 struct SaveOp {
@@ -148,7 +148,7 @@ using ShardOp = std::variant<InfoOp, ReadOp, GatherOp, AssignOp, ScatterRowsOp,
                              ApplyDenseGradientOp, ApplySparseGradientOp, SetOptimizerOp,
                              SnapshotOp, RestoreOp, SaveOp, LoadOp>;
 
-using ShardOpResult = std::variant<ShardVersion, ShardValue, ShardInfo, ShardSnapshot, SavedSlice>;
+using ShardOpResult = std::variant<ShardVersion, ShardValue, ShardInfo, TensorSlice, SavedSlice>;
 
 // "gather", "apply_sparse_gradient", ...: the op's name for messages.
 absl::string_view ShardOpName(const ShardOp& op);

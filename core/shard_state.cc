@@ -179,67 +179,78 @@ absl::Status ShardState::SetOptimizer(const OptimizerSpec& spec) {
   return absl::OkStatus();
 }
 
-ShardSnapshot ShardState::Snapshot() const {
-  ShardSnapshot snapshot;
-  snapshot.value = value_;
-  if (optimizer_) snapshot.slot_names = optimizer_->SlotNames();
-  snapshot.slots = slots_.tensors;
-  snapshot.step = slots_.step;
-  snapshot.version = version_;
-  return snapshot;
+TensorSlice ShardState::Snapshot() const {
+  TensorSlice slice;
+  slice.variable = spec_.variable;
+  slice.full_shape = spec_.full_shape;
+  slice.dtype = spec_.dtype;
+  slice.row_offset = spec_.row_offset;
+  slice.value = value_;
+  if (optimizer_) slice.slot_names = optimizer_->SlotNames();
+  slice.slots = slots_.tensors;
+  slice.step = slots_.step;
+  return slice;
 }
 
-absl::Status ShardState::Restore(const ShardSnapshot& snapshot) {
-  RETURN_IF_ERROR(CheckRestorable(snapshot));
-  value_ = snapshot.value;  // copies into the existing block: no new memory to fault in
-  if (!snapshot.slot_names.empty()) {
-    slots_.tensors = snapshot.slots;
+absl::Status ShardState::Restore(const TensorSlice& slice) {
+  RETURN_IF_ERROR(CheckRestorable(slice));
+  value_ = slice.value;  // copies into the existing block: no new memory to fault in
+  if (!slice.slot_names.empty()) {
+    slots_.tensors = slice.slots;
   } else if (optimizer_) {
     slots_ = optimizer_->CreateSlots(value_.shape());
   }
-  slots_.step = snapshot.step;
-  version_ = std::max(version_, snapshot.version) + 1;
+  slots_.step = slice.step;
+  ++version_;
   return absl::OkStatus();
 }
 
-absl::Status ShardState::Restore(ShardSnapshot&& snapshot) {
-  RETURN_IF_ERROR(CheckRestorable(snapshot));
-  value_ = std::move(snapshot.value);
-  if (!snapshot.slot_names.empty()) {
-    slots_.tensors = std::move(snapshot.slots);
+absl::Status ShardState::Restore(TensorSlice&& slice) {
+  RETURN_IF_ERROR(CheckRestorable(slice));
+  value_ = std::move(slice.value);
+  if (!slice.slot_names.empty()) {
+    slots_.tensors = std::move(slice.slots);
   } else if (optimizer_) {
     slots_ = optimizer_->CreateSlots(value_.shape());
   }
-  slots_.step = snapshot.step;
-  version_ = std::max(version_, snapshot.version) + 1;
+  slots_.step = slice.step;
+  ++version_;
   return absl::OkStatus();
 }
 
-absl::Status ShardState::CheckRestorable(const ShardSnapshot& snapshot) const {
+absl::Status ShardState::CheckRestorable(const TensorSlice& slice) const {
   const std::string what = absl::StrCat(name_, ": restore");
-  RETURN_IF_ERROR(Annotate(CheckSameShape(snapshot.value.shape(), value_.shape(), "value"), what));
+  if (!slice.variable.empty() &&
+      (slice.variable != spec_.variable || slice.full_shape != spec_.full_shape ||
+       slice.dtype != spec_.dtype || slice.row_offset != spec_.row_offset)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the slice holds rows from ", slice.row_offset, " of ", slice.variable, " ",
+        slice.full_shape.ToString(), " ", DTypeName(slice.dtype), ", the shard rows from ",
+        spec_.row_offset, " of ", spec_.variable, " ", spec_.full_shape.ToString(), " ",
+        DTypeName(spec_.dtype)));
+  }
+  RETURN_IF_ERROR(Annotate(CheckSameShape(slice.value.shape(), value_.shape(), "value"), what));
   const std::vector<std::string> want_names =
       optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>{};
-  const bool has_slots = !snapshot.slot_names.empty();
-  if (has_slots && snapshot.slot_names != want_names) {
+  const bool has_slots = !slice.slot_names.empty();
+  if (has_slots && slice.slot_names != want_names) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": the snapshot's slots ", SlotList(snapshot.slot_names),
+        absl::StrCat(what, ": the snapshot's slots ", SlotList(slice.slot_names),
                      " do not match the shard's ", SlotList(want_names),
                      optimizer_ ? "" : " (the shard has no optimizer)"));
   }
-  if (snapshot.slots.size() != snapshot.slot_names.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", snapshot.slot_names.size(),
-                                                   " slot names but ", snapshot.slots.size(),
+  if (slice.slots.size() != slice.slot_names.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", slice.slot_names.size(),
+                                                   " slot names but ", slice.slots.size(),
                                                    " slot tensors"));
   }
-  for (size_t i = 0; i < snapshot.slots.size(); ++i) {
-    RETURN_IF_ERROR(Annotate(CheckSameShape(snapshot.slots[i].shape(), value_.shape(),
-                                            absl::StrCat("slot '", snapshot.slot_names[i], "'")),
+  for (size_t i = 0; i < slice.slots.size(); ++i) {
+    RETURN_IF_ERROR(Annotate(CheckSameShape(slice.slots[i].shape(), value_.shape(),
+                                            absl::StrCat("slot '", slice.slot_names[i], "'")),
                              what));
   }
-  if (snapshot.step < 0 || snapshot.version < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": negative step ", snapshot.step, " or version ", snapshot.version));
+  if (slice.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", slice.step));
   }
   return absl::OkStatus();
 }

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/checkpoint.h"
 #include "core/initializer.h"
 #include "core/optimizer.h"
 #include "core/scatter.h"
@@ -58,15 +59,6 @@ Shape ShardBlockShape(const ShardSpec& spec);
 // given for a floating dtype. The initializer and optimizer specs themselves are checked by
 // ShardState::Create.
 absl::Status ValidateShardSpec(const ShardSpec& spec);
-
-// A shard's complete trainable state: what a checkpoint stores and Restore takes back.
-struct ShardSnapshot {
-  Tensor value;                         // the block
-  std::vector<std::string> slot_names;  // Optimizer::SlotNames(); empty without an optimizer
-  std::vector<Tensor> slots;            // one per slot name, each of the block's shape
-  int64_t step = 0;                     // the optimizer's step count
-  int64_t version = 0;                  // the shard's version when the snapshot was taken
-};
 
 // A cheap description of a shard (no values).
 struct ShardInfo {
@@ -131,23 +123,25 @@ class ShardState {
   // keeps the slots. InvalidArgument for an unknown or invalid spec or a non-floating dtype.
   absl::Status SetOptimizer(const OptimizerSpec& spec);
 
-  // Value, slots, step and version, copied.
-  ShardSnapshot Snapshot() const;
-  // Takes back a snapshot's value, slots and step. The snapshot must have the block's shape and,
-  // when it carries slots, exactly this shard's slot names (in order) with tensors of the block's
-  // shape. A snapshot without slots (e.g. from an exported model) restores the value and gives
-  // the optimizer fresh slots. InvalidArgument otherwise, shard unchanged.
-  // The version becomes max(version, snapshot.version) + 1: it never goes backwards, so a reader
-  // comparing versions always sees the restore as a change.
-  absl::Status Restore(const ShardSnapshot& snapshot);
-  // The same, taking the snapshot's tensors instead of copying them.
-  absl::Status Restore(ShardSnapshot&& snapshot);
+  // The shard's state as a TensorSlice (core/checkpoint.h, the one representation of a shard's
+  // rows and slots, in memory and in a checkpoint): its variable, full shape, dtype and row
+  // offset, and its block, slots and step, copied.
+  TensorSlice Snapshot() const;
+  // Takes back a slice's value, slots and step. The slice must have the block's shape and, when
+  // it carries slots, exactly this shard's slot names (in order) with tensors of the block's
+  // shape; when it names its variable, it must be this shard's rows of that variable (same name,
+  // full shape, dtype and row offset). A slice without slots (e.g. from an exported model)
+  // restores the value and gives the optimizer fresh slots. InvalidArgument otherwise, shard
+  // unchanged. The version increases by one, like any update.
+  absl::Status Restore(const TensorSlice& slice);
+  // The same, taking the slice's tensors instead of copying them.
+  absl::Status Restore(TensorSlice&& slice);
 
  private:
   ShardState() = default;
   absl::Status RequireOptimizer(absl::string_view what) const;
-  // Restore's validation: InvalidArgument, naming what differs, unless `snapshot` fits.
-  absl::Status CheckRestorable(const ShardSnapshot& snapshot) const;
+  // Restore's validation: InvalidArgument, naming what differs, unless `slice` fits.
+  absl::Status CheckRestorable(const TensorSlice& slice) const;
 
   ShardSpec spec_;
   std::string name_;

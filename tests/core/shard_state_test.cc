@@ -227,16 +227,17 @@ TEST_CASE("a failed operation leaves the value, the slots and the version unchan
     CAPTURE(c.what);
     ShardState shard = MakeShard(Adagrad());
     REQUIRE(shard.Scatter(ScatterOp::kAdd, Ids{1}, Tensor(Shape{1, 4}, 1.0f)).ok());
-    const ShardSnapshot before = shard.Snapshot();
+    const TensorSlice before = shard.Snapshot();
+    const int64_t version_before = shard.version();
     const absl::Status st = c.op(shard);
     CHECK(st.code() == c.code);
     if (c.message != nullptr) CHECK(st.message() == c.message);
-    const ShardSnapshot after = shard.Snapshot();
+    const TensorSlice after = shard.Snapshot();
     CHECK(Same(after.value, before.value));
     REQUIRE(after.slots.size() == before.slots.size());
     for (size_t i = 0; i < after.slots.size(); ++i) CHECK(Same(after.slots[i], before.slots[i]));
     CHECK(after.step == before.step);
-    CHECK(shard.version() == before.version);
+    CHECK(shard.version() == version_before);
   }
 }
 
@@ -308,8 +309,11 @@ TEST_CASE("snapshot and restore round-trip value, slots and step and the version
   ShardState source = MakeShard(Adagrad());
   REQUIRE(source.ApplyDenseGradient(Iota(Shape{3, 4}, 0.1f)).ok());
   REQUIRE(source.ApplySparseGradient(Ids{0}, Iota(Shape{1, 4}, -0.3f)).ok());
-  const ShardSnapshot snapshot = source.Snapshot();
-  CHECK(snapshot.version == 2);
+  const TensorSlice snapshot = source.Snapshot();
+  CHECK(source.version() == 2);
+  CHECK(snapshot.variable == "emb");
+  CHECK(snapshot.full_shape == Shape{10, 4});
+  CHECK(snapshot.row_offset == 4);
   REQUIRE(snapshot.slot_names == source.optimizer()->SlotNames());
 
   ShardSpec other_spec = MakeSpec(Adagrad());
@@ -317,14 +321,14 @@ TEST_CASE("snapshot and restore round-trip value, slots and step and the version
   auto target = ShardState::Create(other_spec);
   REQUIRE(target.ok());
   REQUIRE(target->Restore(snapshot).ok());
-  const ShardSnapshot restored = target->Snapshot();
+  const TensorSlice restored = target->Snapshot();
   CHECK(Same(restored.value, snapshot.value));
   REQUIRE(restored.slots.size() == snapshot.slots.size());
   for (size_t i = 0; i < snapshot.slots.size(); ++i) {
     CHECK(Same(restored.slots[i], snapshot.slots[i]));
   }
   CHECK(restored.step == snapshot.step);
-  CHECK(target->version() == 3);  // max(0, 2) + 1
+  CHECK(target->version() == 1);  // a restore is one more update
 
   // Training continues identically from the restored state.
   const Tensor grad = Iota(Shape{3, 4}, 0.7f);
@@ -336,7 +340,7 @@ TEST_CASE("snapshot and restore round-trip value, slots and step and the version
 TEST_CASE("a snapshot without slots restores the value and gives the optimizer fresh slots") {
   ShardState shard = MakeShard(Adagrad());
   REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 1.0f)).ok());
-  ShardSnapshot value_only;
+  TensorSlice value_only;  // names no variable: only its shapes are checked
   value_only.value = Iota(Shape{3, 4}, 2.0f);
   REQUIRE(shard.Restore(value_only).ok());
   CHECK(Same(shard.Read(), value_only.value));
@@ -350,40 +354,46 @@ TEST_CASE("a snapshot without slots restores the value and gives the optimizer f
 TEST_CASE("restore rejects a wrong shape or wrong slots and leaves the shard unchanged") {
   struct Case {
     const char* what;
-    std::function<void(ShardSnapshot&)> edit;
+    std::function<void(TensorSlice&)> edit;
     const char* message;
   };
   const std::vector<Case> cases = {
       {"value shape",
-       [](ShardSnapshot& s) {
+       [](TensorSlice& s) {
          s.value = Tensor(Shape{4, 4});
        },
        "emb/part_1: restore: value: shape [4, 4] does not match expected [3, 4]"},
       {"slot names",
-       [](ShardSnapshot& s) {
+       [](TensorSlice& s) {
          s.slot_names = {"m", "v"};
        },
        nullptr},
       {"slot count",
-       [](ShardSnapshot& s) {
+       [](TensorSlice& s) {
          s.slots.push_back(Tensor(Shape{3, 4}));
        },
        nullptr},
       {"slot shape",
-       [](ShardSnapshot& s) {
+       [](TensorSlice& s) {
          s.slots[0] = Tensor(Shape{3, 1});
        },
        nullptr},
-      {"negative step", [](ShardSnapshot& s) { s.step = -1; },
-       "emb/part_1: restore: negative step -1 or version 2"},
+      {"negative step", [](TensorSlice& s) { s.step = -1; },
+       "emb/part_1: restore: negative step -1"},
+      {"another shard's rows", [](TensorSlice& s) { s.row_offset = 0; },
+       "emb/part_1: restore: the slice holds rows from 0 of emb [10, 4] float32, the shard rows "
+       "from 4 of emb [10, 4] float32"},
+      {"another variable", [](TensorSlice& s) { s.variable = "other"; }, nullptr},
+      {"another full shape", [](TensorSlice& s) { s.full_shape = Shape{11, 4}; }, nullptr},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);
     ShardState shard = MakeShard(Adagrad());
     REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 1.0f)).ok());
     REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 0.5f)).ok());
-    const ShardSnapshot before = shard.Snapshot();
-    ShardSnapshot bad = before;
+    const TensorSlice before = shard.Snapshot();
+    const int64_t version_before = shard.version();
+    TensorSlice bad = before;
     bad.value = Iota(Shape{3, 4}, 5.0f);
     c.edit(bad);
     const absl::Status st = shard.Restore(bad);
@@ -393,10 +403,10 @@ TEST_CASE("restore rejects a wrong shape or wrong slots and leaves the shard unc
     for (size_t i = 0; i < before.slots.size(); ++i) {
       CHECK(Same(shard.slots().tensors[i], before.slots[i]));
     }
-    CHECK(shard.version() == before.version);
+    CHECK(shard.version() == version_before);
   }
   ShardState plain = MakeShard();
-  ShardSnapshot with_slots = MakeShard(Adagrad()).Snapshot();
+  TensorSlice with_slots = MakeShard(Adagrad()).Snapshot();
   const absl::Status st = plain.Restore(with_slots);
   CHECK(st.code() == absl::StatusCode::kInvalidArgument);
   CHECK(absl::StrContains(st.message(), "(the shard has no optimizer)"));

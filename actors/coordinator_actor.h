@@ -16,6 +16,11 @@
 //   (chaos_atom, int64 epoch)                      a wake-up the injector asked for (ignored
 //                                                  when another injector was installed since)
 //   (workers_atom) -> WorkerPoolStatus             live worker slots and failure counts
+//   (directory_atom) -> VariableDirectory          what a joining worker needs (networked)
+//   (directory_atom, VariableDirectory)            a new directory (shards moved after a PS loss)
+//   (join_atom, worker_actor, int32 task,          a networked worker joins in slot `task` with
+//    int64 generation) -> int32 slot               the directory generation it fetched (an older
+//                                                  one is refused)
 //
 // A worker that dies — killed, crashed, or (networked) disconnected — is noticed through its down
 // message or a failed request; its running closure is put back at the front of the queue.

@@ -62,7 +62,7 @@ using watch_ps_atom = caf::atom_constant<caf::atom("watch_ps")>;
 using chaos_atom = caf::atom_constant<caf::atom("chaos")>;
 using workers_atom = caf::atom_constant<caf::atom("workers")>;
 
-// Networked nodes (actors/node_gate.h, coordinator/network.h).
+// Networked nodes (actors/node_gate.h, cluster/network.h).
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
 using directory_atom = caf::atom_constant<caf::atom("directory")>;

@@ -16,7 +16,7 @@
 // Note [One request per PS node]
 // A recsys train step reads 12 shards and sends them 12 gradients; on a networked worker each
 // request and each reply costs both processes a serialization, a socket write and read and a
-// thread hand-off, ~14 us of CPU a message all told (bench/README.md), more than the model's own
+// thread hand-off, ~14 us of CPU a message all told (derived from net_ops in bench/README.md), more than the model's own
 // compute per shard. So a networked worker's client sends each PS node one request per phase of a
 // step (the values, then the gradients) carrying that node's calls; the node gives each of its
 // shards its calls as one batch, in the order given, and answers once every shard did, with the

@@ -17,7 +17,7 @@
 // must be destroyed first.
 //
 // Thread-safety: Start/Connect and the destructor on one thread; the accessors are safe from any
-// thread (ReplacePsNode may swap a node while others read).
+// thread (ReplacePs may swap a node while others read).
 #pragma once
 
 #include <caf/actor_system.hpp>

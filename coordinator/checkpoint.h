@@ -1,7 +1,7 @@
 // Checkpoints and export of the variables of a ParameterServerStrategy (docs/design.md §3).
 //
-// Save: every shard snapshots its block, slots and step and writes its own slice file, all in
-// parallel; the manifest is written last (schema/checkpoint_io.h: temporary file, fsync, rename),
+// Save: every shard writes its block, slots and step straight from its memory into its own slice
+// file (SaveOp), all in parallel; the manifest is written last (schema/checkpoint_io.h: temporary file, fsync, rename),
 // so a checkpoint is complete or invisible. Restore: into the strategy's current layout, whatever
 // layout saved it (N shards -> M shards, sharded <-> unsharded): each shard reads only the slice
 // files its rows overlap; names, shapes and dtypes are checked with messages that say what
@@ -27,8 +27,10 @@
 
 namespace tessera {
 
-// Saves every (ON_WRITE) variable of `strategy` into `dir` (created if missing; an existing
-// checkpoint there is replaced only when the new manifest lands).
+// Saves every (ON_WRITE) variable of `strategy` into `dir` (created if missing). The checkpoint is
+// visible once its manifest lands; a save into a directory that already holds one replaces that
+// checkpoint's slice files of the same names as they are written, so save into a fresh
+// directory (CheckpointManager does: root/ckpt-<step>).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step);
 

@@ -12,11 +12,11 @@ ABSL_FLAG(int32_t, workers, 2, "worker tasks");
 ABSL_FLAG(int32_t, closures_per_worker, 1,
           "closures each worker runs at once (1: TF's behaviour; 2 overlaps communication with "
           "compute)");
-ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (sim mode)");
+ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (on parameter servers: sim or networked)");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
 ABSL_FLAG(bool, resume, false,
           "continue from the latest checkpoint in --checkpoint_dir (any --ps or --partitioner)");
-ABSL_FLAG(std::string, export_dir, "", "export the trained model here for serving (sim mode)");
+ABSL_FLAG(std::string, export_dir, "", "export the trained model here for serving (on parameter servers: sim or networked)");
 ABSL_FLAG(int32_t, inject_worker_failures, 0,
           "kill this many workers at random moments (mid-closure); each restarts after a delay");
 ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down");

@@ -14,7 +14,7 @@ enum DType {
 
 # One piece of a tensor's values: little-endian float32s, at most 1 MiB, and zlib's CRC-32 of
 # exactly those bytes. A tensor's values are its chunks concatenated, in order (see
-# Note [Checksums] in schema/internal/tensor_codec.cc).
+# Note [Checksums] in schema/internal/field_codec.cc).
 struct Chunk {
   data @0 :Data;
   crc32 @1 :UInt32;

@@ -45,28 +45,12 @@
 #include "actors/fault_injector.h"
 #include "actors/messages.h"
 #include "actors/ps_node_actor.h"
+#include "actors/variable_handle.h"
 #include "actors/variable_ops.h"
 #include "actors/worker_actor.h"
 #include "core/closure_queue.h"
 
 namespace tessera {
-
-// What a networked worker needs to reach the variables: every variable's handle (shard actors
-// included), and the generation, which changes whenever shards move (a lost PS was restored
-// elsewhere). A worker joins with the generation it fetched; an older one is refused.
-struct VariableDirectory {
-  int64_t generation = 0;
-  int32_t num_workers = 0;  // worker slots
-  std::vector<VariableHandle> variables;
-  std::vector<std::string> ps_addresses;  // networked: "host:port" of each PS task's node now
-  std::vector<ps_node_actor> ps_nodes;    // networked: each PS task's node actor now
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, VariableDirectory& x) {
-  return f(caf::meta::type_name("tessera::VariableDirectory"), x.generation, x.num_workers,
-           x.variables, x.ps_addresses, x.ps_nodes);
-}
 
 using coordinator_actor = caf::typed_actor<
     caf::reacts_to<dispatch_atom>,                                         //

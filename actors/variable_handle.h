@@ -1,8 +1,13 @@
-// VariableHandle: everything needed to address one variable's shards — its shape and layout, the
-// shard actors in shard order and the PS task holding each. Built by the strategy
-// (coordinator/strategy.h); travels to networked workers inside a VariableDirectory.
+// The messages that carry actor handles (they need the actor interfaces, which include
+// actors/messages.h, so they cannot sit there; their codecs are here beside them and registered
+// with the others in messages.cc):
+//   - VariableHandle: everything needed to address one variable's shards — its shape and layout,
+//     the shard actors in shard order and the PS task holding each. Built by the strategy
+//     (coordinator/strategy.h).
+//   - VariableDirectory: every variable's handle and the PS nodes, what a networked worker
+//     fetches from its coordinator to reach the variables.
 //
-// Thread-safety: an immutable value once built.
+// Thread-safety: immutable values once built.
 #pragma once
 
 #include <caf/error.hpp>
@@ -16,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
 #include "core/aggregation.h"
 #include "core/shard_layout.h"
@@ -72,6 +78,23 @@ typename Inspector::result_type inspect(Inspector& f, VariableHandle& x) {
   });
   return f(caf::meta::type_name("tessera::VariableHandle"), x.name, x.shape, x.dtype, rows,
            num_shards, x.shards, x.ps_tasks, synchronization, aggregation, x.trainable, rebuild);
+}
+
+// What a networked worker needs to reach the variables: every variable's handle (shard actors
+// included), and the generation, which changes whenever shards move (a lost PS was restored
+// elsewhere). A worker joins with the generation it fetched; an older one is refused.
+struct VariableDirectory {
+  int64_t generation = 0;
+  int32_t num_workers = 0;  // worker slots
+  std::vector<VariableHandle> variables;
+  std::vector<std::string> ps_addresses;  // networked: "host:port" of each PS task's node now
+  std::vector<ps_node_actor> ps_nodes;    // networked: each PS task's node actor now
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, VariableDirectory& x) {
+  return f(caf::meta::type_name("tessera::VariableDirectory"), x.generation, x.num_workers,
+           x.variables, x.ps_addresses, x.ps_nodes);
 }
 
 }  // namespace tessera

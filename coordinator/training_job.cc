@@ -1,5 +1,7 @@
 #include "coordinator/training_job.h"
 
+#include "absl/strings/str_cat.h"
+
 #include <cstdio>
 
 #include "coordinator/local_training.h"
@@ -28,8 +30,26 @@ absl::StatusOr<TrainingRun> Train(LocalTrainer& trainer, const TrainingJob& job,
 
 }  // namespace
 
-int64_t StepsForEpochs(int64_t epochs, const Dataset& train, int64_t batch_size) {
-  return epochs * ((train.size() + batch_size - 1) / batch_size);
+absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
+                                      int64_t batch_size) {
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size must be >= 1, not ", batch_size));
+  }
+  if (steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--steps must be >= 0 (0: --epochs passes), not ", steps));
+  }
+  if (steps > 0) return steps;
+  if (epochs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs must be >= 1, not ", epochs));
+  }
+  const int64_t per_epoch = BatchesPerPass(train.size(), batch_size);
+  int64_t total = 0;
+  if (__builtin_mul_overflow(per_epoch, epochs, &total)) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs ", epochs, " of ", per_epoch,
+                                                   " steps is more steps than can be counted"));
+  }
+  return total;
 }
 
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) {

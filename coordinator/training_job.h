@@ -14,7 +14,8 @@
 //   job.train = data.train;
 //   job.test = data.test;
 //   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-//   job.steps = StepsForEpochs(1, job.train, job.batch_size);
+//   ASSIGN_OR_RETURN(job.steps, TrainingSteps(/*steps=*/0, /*epochs=*/1, job.train,
+//                                             job.batch_size));
 //   job.report = [](const EvalResult& eval, nlohmann::json& summary) {
 //     summary["test_auc"] = eval.auc.value_or(0);
 //   };
@@ -30,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "coordinator/training_flags.h"
 #include "core/dataset.h"
 #include "core/local_trainer.h"
@@ -55,9 +57,12 @@ struct TrainingJob {
   std::function<void(const EvalResult& eval, nlohmann::json& summary)> report;
 };
 
-// The steps of `epochs` passes over `train` in batches of `batch_size` (>= 1), the last batch of
-// each pass counted even when partial.
-int64_t StepsForEpochs(int64_t epochs, const Dataset& train, int64_t batch_size);
+// A job's schedule from a program's flags: `steps` when it is > 0; when it is 0, `epochs` passes
+// over `train` in batches of `batch_size`, the last batch of each pass counted even when partial.
+// InvalidArgument, naming the flag (--batch_size, --steps, --epochs), for a batch size < 1, steps
+// < 0, epochs < 1 (with steps 0), or a schedule of more steps than an int64 holds.
+absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
+                                      int64_t batch_size);
 
 // Runs `job` as `flags` say:
 //   - a networked worker (--role=worker) serves train steps until its coordinator finishes

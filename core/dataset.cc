@@ -156,7 +156,7 @@ absl::StatusOr<BatchIterator> BatchIterator::Create(Dataset dataset, BatchOption
 int64_t BatchIterator::batches_per_epoch() const {
   const int64_t n = dataset_.size();
   const int64_t b = options_.batch_size;
-  return options_.drop_remainder ? n / b : (n + b - 1) / b;
+  return options_.drop_remainder ? n / b : BatchesPerPass(n, b);
 }
 
 void BatchIterator::StartEpoch() {

@@ -88,6 +88,13 @@ class Dataset {
 // num_epochs value for an iterator that repeats forever.
 inline constexpr int64_t kRepeatForever = -1;
 
+// Batches of `batch_size` (>= 1) in one pass over `examples` (>= 0), the last one partial:
+// ceil(examples / batch_size), without the overflow of (examples + batch_size - 1) / batch_size
+// for a batch size near the int64 limit.
+inline int64_t BatchesPerPass(int64_t examples, int64_t batch_size) {
+  return examples / batch_size + (examples % batch_size != 0 ? 1 : 0);
+}
+
 struct BatchOptions {
   int64_t batch_size = 32;
   // Drop each epoch's last batch when it has fewer than batch_size examples.
@@ -156,7 +163,7 @@ class BatchStream {
   static absl::StatusOr<BatchStream> Create(Dataset dataset, int64_t batch_size, bool shuffle,
                                             uint64_t seed);
 
-  int64_t batches_per_epoch() const { return (dataset_.size() + batch_size_ - 1) / batch_size_; }
+  int64_t batches_per_epoch() const { return BatchesPerPass(dataset_.size(), batch_size_); }
   // Batch `index` (>= 0, else InvalidArgument): epoch index / batches_per_epoch(), batch
   // index % batches_per_epoch() of that epoch; the last batch of an epoch may be partial.
   absl::StatusOr<Batch> Get(int64_t index);

@@ -41,7 +41,6 @@ absl::Status Run() {
   TrainingJob job;
   job.name = "fashion_mnist";
   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (job.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
   ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   // The data: the IDX files, optionally only the first --train_examples training images.
@@ -59,10 +58,8 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(job.model, MlpModelSpec(model_options));
   job.optimizer = {"adam", {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}}};
 
-  job.steps = absl::GetFlag(FLAGS_steps);
-  if (job.steps <= 0) {
-    job.steps = StepsForEpochs(absl::GetFlag(FLAGS_epochs), job.train, job.batch_size);
-  }
+  ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
+                                            job.train, job.batch_size));
   std::printf("fashion_mnist: MLP 784-256-128-10, adam lr %g, %lld train / %lld test images, "
               "%lld steps of %lld\n",
               absl::GetFlag(FLAGS_learning_rate), static_cast<long long>(job.train.size()),

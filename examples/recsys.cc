@@ -55,7 +55,6 @@ absl::Status Run() {
   TrainingJob job;
   job.name = "recsys";
   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (job.batch_size < 1) return absl::InvalidArgumentError("--batch_size must be >= 1");
   ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   // The data: clicks drawn from a planted model.
@@ -80,10 +79,8 @@ absl::Status Run() {
                    {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
                     {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
 
-  job.steps = absl::GetFlag(FLAGS_steps);
-  if (job.steps <= 0) {
-    job.steps = StepsForEpochs(absl::GetFlag(FLAGS_epochs), job.train, job.batch_size);
-  }
+  ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
+                                            job.train, job.batch_size));
   std::printf("recsys: U=%lld I=%lld D=%lld hidden=%lld, %lld train / %lld test examples, "
               "Bayes AUC %.4f\n",
               static_cast<long long>(data_config.num_users),

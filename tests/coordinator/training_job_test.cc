@@ -7,10 +7,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "coordinator/training_summary.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"
@@ -42,7 +44,7 @@ TrainingJob SmallRecsysJob(EvalResult* reported) {
   job.train = data->train;
   job.test = data->test;
   job.batch_size = 256;
-  job.steps = StepsForEpochs(1, job.train, job.batch_size);
+  job.steps = *TrainingSteps(0, 1, job.train, job.batch_size);
   job.report = [reported](const EvalResult& eval, nlohmann::json& summary) {
     *reported = eval;
     summary["test_loss"] = eval.loss;
@@ -56,11 +58,31 @@ std::string SummaryPath(const char* mode) {
       .string();
 }
 
-TEST_CASE("StepsForEpochs counts a partial last batch") {
+TEST_CASE("TrainingSteps counts a partial last batch and refuses a schedule that is no schedule") {
   absl::StatusOr<RecsysData> data = GenerateRecsysData({200, 50, 8, 0.5, 1000, 10});
   REQUIRE(data.ok());
-  CHECK(StepsForEpochs(1, data->train, 256) == 4);
-  CHECK(StepsForEpochs(3, data->train, 250) == 12);
+  CHECK(*TrainingSteps(0, 1, data->train, 256) == 4);
+  CHECK(*TrainingSteps(0, 3, data->train, 250) == 12);
+  CHECK(*TrainingSteps(7, 3, data->train, 250) == 7);  // --steps wins over --epochs
+  CHECK(*TrainingSteps(0, 1, data->train, std::numeric_limits<int64_t>::max()) == 1);
+  struct Case {
+    int64_t steps, epochs, batch_size;
+    const char* message;
+  };
+  const Case cases[] = {
+      {0, 1, 0, "--batch_size must be >= 1, not 0"},
+      {0, 1, -3, "--batch_size must be >= 1, not -3"},
+      {-5, 1, 256, "--steps must be >= 0 (0: --epochs passes), not -5"},
+      {0, 0, 256, "--epochs must be >= 1, not 0"},
+      {0, -1, 256, "--epochs must be >= 1, not -1"},
+      {0, std::numeric_limits<int64_t>::max(), 256, "is more steps than can be counted"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    const absl::StatusOr<int64_t> steps = TrainingSteps(c.steps, c.epochs, data->train, c.batch_size);
+    CHECK(steps.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK(absl::StrContains(steps.status().message(), c.message));
+  }
 }
 
 TEST_CASE("a job trains, evaluates, reports and writes its summary in every mode") {

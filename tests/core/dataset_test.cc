@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <vector>
@@ -211,6 +212,30 @@ TEST_CASE("a batch stream addresses the shuffled epochs by batch index, any orde
   CHECK(BatchStream::Create(d, 0, true, 1).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(BatchStream::Create(Dataset(), 4, true, 1).status().code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a batch larger than the dataset is the whole dataset, even near the int64 limit") {
+  const Dataset d = Numbered(50);
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
+  CHECK(BatchesPerPass(50, kHuge) == 1);
+  CHECK(BatchesPerPass(50, 7) == 8);
+  CHECK(BatchesPerPass(49, 7) == 7);
+  CHECK(BatchesPerPass(0, 7) == 0);
+  auto stream = BatchStream::Create(d, kHuge, /*shuffle=*/true, 3);
+  REQUIRE(stream.ok());
+  CHECK(stream->batches_per_epoch() == 1);
+  for (int64_t i : {0, 1, 5}) {  // every index is the next epoch's whole, reshuffled dataset
+    CAPTURE(i);
+    absl::StatusOr<Batch> batch = stream->Get(i);
+    REQUIRE(batch.ok());
+    CHECK(batch->size == 50);
+  }
+  BatchOptions options;
+  options.batch_size = kHuge;
+  options.num_epochs = 2;
+  BatchIterator it = MakeIterator(d, options);
+  CHECK(it.batches_per_epoch() == 1);
+  CHECK(Drain(it).size() == 2);
 }
 
 TEST_CASE("a random permutation is uniform over all orders") {

@@ -1,5 +1,7 @@
 #include "coordinator/training_flags.h"
 
+#include <utility>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -90,6 +92,22 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
   options.seed = flags.seed = absl::GetFlag(FLAGS_seed);
   flags.summary = absl::GetFlag(FLAGS_summary);
+  // Counts and delays below zero mean nothing: refuse them rather than guess.
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--ps", options.ps}, {"--workers", options.workers},
+        {"--closures_per_worker", options.closures_per_worker}}) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 1, not ", value));
+    }
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"--checkpoint_every", options.checkpoint_every},
+        {"--inject_worker_failures", options.inject_worker_failures},
+        {"--restart_delay_ms", absl::GetFlag(FLAGS_restart_delay_ms)}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 0, not ", value));
+    }
+  }
   if (flags.mode == TrainingMode::kLocal &&
       (!options.checkpoint_dir.empty() || options.resume || !options.export_dir.empty())) {
     return absl::InvalidArgumentError(

@@ -24,6 +24,11 @@ ABSL_DECLARE_FLAG(int32_t, task);
 ABSL_DECLARE_FLAG(int32_t, min_workers);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int32_t, ps);
+ABSL_DECLARE_FLAG(int32_t, workers);
+ABSL_DECLARE_FLAG(int32_t, closures_per_worker);
+ABSL_DECLARE_FLAG(int64_t, checkpoint_every);
+ABSL_DECLARE_FLAG(int32_t, inject_worker_failures);
+ABSL_DECLARE_FLAG(int64_t, restart_delay_ms);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 
@@ -126,6 +131,23 @@ TEST_CASE("inconsistent flags are InvalidArgument saying which") {
          absl::SetFlag(&FLAGS_min_workers, 4);
        },
        "--min_workers must be in 1..3"},
+      {"a negative checkpoint cadence",
+       [](const std::string&) { absl::SetFlag(&FLAGS_checkpoint_every, -5); },
+       "--checkpoint_every must be >= 0, not -5"},
+      {"no parameter servers",
+       [](const std::string&) { absl::SetFlag(&FLAGS_ps, 0); }, "--ps must be >= 1, not 0"},
+      {"no workers",
+       [](const std::string&) { absl::SetFlag(&FLAGS_workers, -2); },
+       "--workers must be >= 1, not -2"},
+      {"no closures per worker",
+       [](const std::string&) { absl::SetFlag(&FLAGS_closures_per_worker, 0); },
+       "--closures_per_worker must be >= 1, not 0"},
+      {"negative failures to inject",
+       [](const std::string&) { absl::SetFlag(&FLAGS_inject_worker_failures, -1); },
+       "--inject_worker_failures must be >= 0, not -1"},
+      {"a negative restart delay",
+       [](const std::string&) { absl::SetFlag(&FLAGS_restart_delay_ms, -100); },
+       "--restart_delay_ms must be >= 0, not -100"},
       {"negative threads",
        [](const std::string& spec) {
          absl::SetFlag(&FLAGS_cluster_spec, spec);

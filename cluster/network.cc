@@ -183,10 +183,21 @@ absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text) {
 }
 
 absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json) {
-  nlohmann::json doc = nlohmann::json::parse(json.begin(), json.end(), nullptr,
-                                             /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return absl::InvalidArgumentError("cluster spec: not a JSON object");
+  nlohmann::json doc;
+  try {  // the parser's exception carries the error and its position; it never escapes
+    doc = nlohmann::json::parse(json.begin(), json.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 28: ..."
+    absl::string_view what = e.what();
+    if (const size_t start = what.find("parse error"); start != absl::string_view::npos) {
+      what.remove_prefix(start);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("cluster spec: not valid JSON: ", what));
+  }
+  if (!doc.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cluster spec: not a JSON object but ", doc.is_array() ? "an " : "a ",
+                     doc.type_name()));
   }
   auto cluster = doc.find("cluster");
   if (cluster == doc.end() || !cluster->is_object()) {

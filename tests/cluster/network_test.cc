@@ -77,9 +77,12 @@ TEST_CASE("network: a malformed cluster spec is InvalidArgument saying what is w
     const char* error_contains;
   };
   const Case cases[] = {
-      {"", "not a JSON object"},
-      {R"({"cluster": {"ps": ["a:1"],)", "not a JSON object"},
-      {R"(["a:1"])", "not a JSON object"},
+      {"", "not valid JSON: parse error at line 1, column 1"},
+      {R"({"cluster": {"ps": ["a:1"],)", "not valid JSON: parse error at line 1, column 28"},
+      {"{\n  \"cluster\": {\n    \"ps\": [\"a:1\"]\n    \"worker\": []}}",
+       "parse error at line 4, column 12"},  // a missing comma: the line after it
+      {R"(["a:1"])", "not a JSON object but an array"},
+      {R"("a:1")", "not a JSON object but a string"},
       {R"({"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"]})", "no \"cluster\""},
       {R"({"cluster": ["a:1"]})", "no \"cluster\""},
       {R"({"cluster": {"worker": ["b:2"], "coordinator": ["c:3"]}})", "no \"ps\""},

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "core/job_description.h"
 #include "core/logging.h"
 
 namespace tessera {
@@ -248,9 +249,21 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         std::sort(status.live_slots.begin(), status.live_slots.end());
         status.worker_failures = self->state.worker_failures;
         status.worker_restarts = self->state.worker_restarts;
+        status.refusals = self->state.refusals;
         return status;
       },
-      [self](directory_atom) -> caf::result<VariableDirectory> {
+      [self](directory_atom, int32_t task,
+             const JobDescription& job) -> caf::result<VariableDirectory> {
+        if (const std::string differences = JobDifferences(self->state.directory.job, job);
+            !differences.empty()) {
+          std::string refusal = absl::StrCat("worker task ", task,
+                                             " was started for another job than the "
+                                             "coordinator's: ",
+                                             differences);
+          Log().warn("refused {}", refusal);
+          self->state.refusals[task] = refusal;
+          return StatusToError(absl::InvalidArgumentError(std::move(refusal)));
+        }
         if (self->state.recovering) {  // its shard handles and PS addresses are about to change
           return StatusToError(absl::UnavailableError(
               "the coordinator is restoring a lost parameter server; ask again shortly"));
@@ -290,6 +303,7 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
                 absl::StrCat("worker task ", slot, " is already connected")));
           }
         }
+        self->state.refusals.erase(slot);  // a process of the right job took the task after all
         AddWorker(self, std::move(worker), slot);
         return self->state.num_slots;
       },

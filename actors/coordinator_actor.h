@@ -16,7 +16,9 @@
 //   (chaos_atom, int64 epoch)                      a wake-up the injector asked for (ignored
 //                                                  when another injector was installed since)
 //   (workers_atom) -> WorkerPoolStatus             live worker slots and failure counts
-//   (directory_atom) -> VariableDirectory          what a joining worker needs (networked)
+//   (directory_atom, int32 task, JobDescription)   what a joining worker needs (networked);
+//    -> VariableDirectory                          InvalidArgument naming the differences when
+//                                                  its job is not the directory's
 //   (directory_atom, VariableDirectory)            a new directory (shards moved after a PS loss)
 //   (join_atom, worker_actor, int32 task,          a networked worker joins in slot `task` with
 //    int64 generation) -> int32 slot               the directory generation it fetched (an older
@@ -61,7 +63,7 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<chaos_atom, std::shared_ptr<FaultInjector>>,            //
     caf::reacts_to<chaos_atom, int64_t>,                                   //
     caf::replies_to<workers_atom>::with<WorkerPoolStatus>,                 //
-    caf::replies_to<directory_atom>::with<VariableDirectory>,              //
+    caf::replies_to<directory_atom, int32_t, JobDescription>::with<VariableDirectory>,  //
     caf::reacts_to<directory_atom, VariableDirectory>,                     //
     caf::replies_to<join_atom, worker_actor, int32_t, int64_t>::with<int32_t>>;
 
@@ -102,6 +104,7 @@ struct CoordinatorState {
   std::shared_ptr<std::map<WorkerId, Worker>> workers =
       std::make_shared<std::map<WorkerId, Worker>>();
   std::map<caf::actor_addr, Ps> ps_nodes;
+  std::map<int32_t, std::string> refusals;  // why each refused worker task was refused
   std::set<int32_t> started_slots;  // a second start in a slot is a restart...
   std::set<int32_t> moved_slots;    // ...unless its worker was stopped because shards moved
   int64_t worker_failures = 0;

@@ -1,5 +1,7 @@
 #include "actors/messages.h"
 
+#include "core/job_description.h"
+
 #include <algorithm>
 #include <caf/binary_deserializer.hpp>
 #include <cstddef>
@@ -15,6 +17,7 @@
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
 #include "actors/worker_actor.h"
+#include "core/job_description.h"
 
 namespace tessera {
 namespace wire {
@@ -250,6 +253,7 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<ClosureValues>("tessera::ClosureValues");
   cfg.add_message_type<Closure>("tessera::Closure");
   cfg.add_message_type<WorkerPoolStatus>("tessera::WorkerPoolStatus");
+  cfg.add_message_type<JobDescription>("tessera::JobDescription");
   cfg.add_message_type<SliceFileRef>("tessera::SliceFileRef");
   cfg.add_message_type<SavedSlice>("tessera::SavedSlice");
   cfg.add_message_type<CheckpointVariable>("tessera::CheckpointVariable");

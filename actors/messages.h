@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/serializer.hpp>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -70,8 +71,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // The protocol every networked node speaks. Bump it with any change to a message type, an actor
 // interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
 // 2: create_shard names the shard's owner; 3: shard calls batched per PS node; 4: every shard
-// operation is a ShardOp (core/shard_op.h), sent alone or in a batch.
-constexpr int32_t kProtocolVersion = 4;
+// operation is a ShardOp (core/shard_op.h), sent alone or in a batch; 5: a worker asks for the
+// variable directory with its task and JobDescription, and is refused when its job differs.
+constexpr int32_t kProtocolVersion = 5;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -102,6 +104,8 @@ struct WorkerPoolStatus {
   std::vector<int32_t> live_slots;  // the slot index of every live worker, ascending
   int64_t worker_failures = 0;      // workers that died (killed or crashed)
   int64_t worker_restarts = 0;      // replacements started
+  // Networked: why worker processes were refused at join, by task (the latest refusal each).
+  std::map<int32_t, std::string> refusals;
 };
 
 // Registers every type above and below, the actor handles (shard_actor, ps_node_actor) and the
@@ -426,8 +430,8 @@ typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerPoolStatus& x) {
-  return f(caf::meta::type_name("tessera::WorkerPoolStatus"), x.live_slots, x.worker_failures,
-           x.worker_restarts);
+  return f(caf::meta::type_name("tessera::WorkerPoolStatus"), x.live_slots, x.refusals,
+           x.worker_failures, x.worker_restarts);
 }
 
 template <class Inspector>

@@ -1,5 +1,6 @@
 #include "actors/train_step.h"
 
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -45,22 +46,30 @@ struct StepFetch {
   std::map<std::string, SortedIds> needed;  // per embedding table
 };
 
-// Phase 2: forward/backward on the fetched values (`values[k]` belongs to the k-th parameter of
-// vars.by_param), then one gradient op per touched shard, all in one flush.
-void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
-                     std::shared_ptr<StepFetch> fetch, std::vector<Tensor> values,
-                     Done<StepOutcome> done) {
+// The step's parameters: the fetched `values` (in vars.by_param order) as gathered rows or whole
+// values. The views point into `values`, which must outlive them.
+StepParams BindValues(const ModelVariables& vars, const StepFetch& fetch,
+                      const std::vector<Tensor>& values) {
   StepParams params;
   size_t k = 0;
-  for (const auto& [name, handle] : vars->by_param) {
-    auto ids = fetch->needed.find(name);
-    if (ids != fetch->needed.end()) {
+  for (const auto& [name, handle] : vars.by_param) {
+    auto ids = fetch.needed.find(name);
+    if (ids != fetch.needed.end()) {
       params.gathered[name] = EmbeddingRows{ids->second, values[k].view()};
     } else {
       params.full[name] = values[k].view();
     }
     ++k;
   }
+  return params;
+}
+
+// Phase 2: forward/backward on the fetched values (`values[k]` belongs to the k-th parameter of
+// vars.by_param), then one gradient op per touched shard, all in one flush.
+void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
+                     std::shared_ptr<StepFetch> fetch, std::vector<Tensor> values,
+                     Done<StepOutcome> done) {
+  const StepParams params = BindValues(*vars, *fetch, values);
   StepResult& result = fetch->scratch->result;
   if (absl::Status s =
           vars->model->ForwardBackward(fetch->batch, params, fetch->scratch->workspace, result);
@@ -93,25 +102,28 @@ void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVari
   internal::ReleaseStepScratch(std::move(fetch->scratch));  // the buffers can serve the next step
 }
 
-}  // namespace
-
-void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
-                    Batch batch, Done<StepOutcome> done) {
+// Phase 1 of a step, training or forward-only: plans the batch's lookups into a scratch
+// workspace, then fetches every parameter's value (the gathered rows of each embedding table, the
+// whole value of each dense variable), all in one flush; `then` gets the fetch and the values in
+// vars->by_param order.
+void FetchStepValues(
+    caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars, Batch batch,
+    std::function<void(absl::StatusOr<std::pair<std::shared_ptr<StepFetch>, std::vector<Tensor>>>)>
+        then) {
   auto fetch = std::make_shared<StepFetch>();
   fetch->batch = std::move(batch);
   fetch->scratch = internal::AcquireStepScratch();
-  // Plans the lookups into the workspace, so ForwardBackward does not sort the ids again.
+  // Plans the lookups into the workspace, so the compute phase does not sort the ids again.
   absl::StatusOr<std::map<std::string, SortedIds>> needed =
       vars->model->RowsNeeded(fetch->batch, fetch->scratch->workspace);
-  if (!needed.ok()) return done(needed.status());
+  if (!needed.ok()) return then(needed.status());
   fetch->needed = *std::move(needed);
 
-  // Phase 1: every parameter's value (gathered rows or the whole variable), all in one flush.
   auto values = FanIn<Tensor>::Start(
       vars->by_param.size(),
-      [self, vars, fetch, done = std::move(done)](absl::StatusOr<std::vector<Tensor>> values) {
-        if (!values.ok()) return done(values.status());
-        ComputeAndApply(self, vars, fetch, *std::move(values), done);
+      [fetch, then = std::move(then)](absl::StatusOr<std::vector<Tensor>> values) {
+        if (!values.ok()) return then(values.status());
+        then(std::make_pair(fetch, *std::move(values)));
       });
   ShardClient client(self, vars->ps_nodes);
   size_t k = 0;
@@ -123,6 +135,36 @@ void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVaria
       ReadAsync(client, handle, values->Slot(k++));
     }
   }
+}
+
+}  // namespace
+
+void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
+                    Batch batch, Done<StepOutcome> done) {
+  FetchStepValues(self, vars, std::move(batch),
+                  [self, vars, done = std::move(done)](auto fetched) {
+                    if (!fetched.ok()) return done(fetched.status());
+                    ComputeAndApply(self, vars, std::move(fetched->first),
+                                    std::move(fetched->second), done);
+                  });
+}
+
+void ForwardStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
+                      Batch batch, Done<ForwardOutcome> done) {
+  FetchStepValues(
+      self, vars, std::move(batch), [vars, done = std::move(done)](auto fetched) {
+        if (!fetched.ok()) return done(fetched.status());
+        auto& [fetch, values] = *fetched;
+        const StepParams params = BindValues(*vars, *fetch, values);
+        ForwardOutcome outcome;
+        absl::Status s =
+            vars->model->Forward(fetch->batch, params, fetch->scratch->workspace, outcome.result);
+        internal::ReleaseStepScratch(std::move(fetch->scratch));
+        if (!s.ok()) return done(s);
+        outcome.examples = fetch->batch.size;
+        outcome.labels = std::move(fetch->batch.labels);
+        done(std::move(outcome));
+      });
 }
 
 absl::Status ModelVariables::Validate() const {

@@ -64,10 +64,24 @@ void ReleaseStepScratch(std::unique_ptr<StepScratch> scratch);
 
 }  // namespace internal
 
+// A forward pass's outcome (evaluation): the model's outputs and the batch's mean loss, and the
+// batch's labels, so whoever merges the metrics needs no copy of the data.
+struct ForwardOutcome {
+  ForwardResult result;
+  int64_t examples = 0;
+  Tensor labels;
+};
+
 // Runs one step on `batch` from actor `self`; `done` gets the batch's mean loss once every
 // gradient has been applied by its shard (so a finished closure's updates are visible to later
 // reads), or the first error (a bad batch, an unavailable shard).
 void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
                     Batch batch, Done<StepOutcome> done);
+
+// Forward only, as evaluation runs it: the same reads as TrainStepAsync (gathered rows, whole
+// dense values), then Model::Forward; no gradient, no write. `done` gets the outcome or the first
+// error (a bad batch, an unavailable shard).
+void ForwardStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
+                      Batch batch, Done<ForwardOutcome> done);
 
 }  // namespace tessera

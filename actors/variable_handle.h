@@ -24,6 +24,7 @@
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
 #include "core/aggregation.h"
+#include "core/job_description.h"
 #include "core/shard_layout.h"
 #include "core/shard_state.h"
 #include "core/tensor.h"
@@ -89,12 +90,13 @@ struct VariableDirectory {
   std::vector<VariableHandle> variables;
   std::vector<std::string> ps_addresses;  // networked: "host:port" of each PS task's node now
   std::vector<ps_node_actor> ps_nodes;    // networked: each PS task's node actor now
+  JobDescription job;  // networked: the coordinator's job, which a joining worker must match
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, VariableDirectory& x) {
   return f(caf::meta::type_name("tessera::VariableDirectory"), x.generation, x.num_workers,
-           x.variables, x.ps_addresses, x.ps_nodes);
+           x.variables, x.ps_addresses, x.ps_nodes, x.job);
 }
 
 }  // namespace tessera

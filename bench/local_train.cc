@@ -73,7 +73,7 @@ absl::StatusOr<double> TrainLoop(LocalTrainer& trainer, BatchIterator& batches, 
   int64_t loss_examples = 0;
   while (true) {
     const Clock::time_point start = Clock::now();
-    std::optional<Batch> batch = batches.Next();
+    ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
     if (!batch) break;
     ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(*batch));
     train_time += Clock::now() - start;

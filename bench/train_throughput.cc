@@ -49,24 +49,24 @@ absl::Status Run(int argc, char** argv) {
   const int64_t steps = (data.train.size() + batch - 1) / batch;
   // The shared training flags: --ps, --workers, --closures_per_worker (defaults 2, 2, 1).
   ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
-  ParameterServerTrainingOptions sim = flags.parameter_servers;
-  ASSIGN_OR_RETURN(sim.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  const ParameterServerTrainingOptions& sim = flags.parameter_servers;
+  TrainingJob job;
+  job.model = spec;
+  job.optimizer = optimizer;
+  job.train = data.train;  // no test set: the figure is the training loop's alone
+  job.steps = steps;
+  job.batch_size = batch;
+  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   std::vector<double> local_eps, sim_eps;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     nlohmann::json ignored;
-    {
-      ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
-      ASSIGN_OR_RETURN(TrainingRun run,
-                       TrainLocally(trainer, data.train, steps, batch, 1, "local", ignored));
-      local_eps.push_back(run.examples / run.wall_seconds);
-    }
-    {
-      ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
-      ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(trainer, data.train, steps,
-                                                                batch, sim, "sim", ignored));
-      sim_eps.push_back(run.examples / run.wall_seconds);
-    }
+    job.name = "local";
+    ASSIGN_OR_RETURN(TrainingRun local, TrainLocally(job, /*seed=*/1, /*eval_every=*/0, ignored));
+    local_eps.push_back(local.examples / local.wall_seconds);
+    job.name = "sim";
+    ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(job, sim, /*eval_every=*/0, ignored));
+    sim_eps.push_back(run.examples / run.wall_seconds);
     std::printf("round %d: local %.0f examples/s, sim %.0f examples/s (%.2fx)\n", r,
                 local_eps.back(), sim_eps.back(), sim_eps.back() / local_eps.back());
   }

@@ -42,7 +42,7 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
                              const RegistryBuilder& build) {
   caf::scoped_actor self(system);
   absl::StatusOr<VariableDirectory> directory =
-      Ask<VariableDirectory>(self, coordinator, directory_atom::value);
+      Ask<VariableDirectory>(self, coordinator, directory_atom::value, options.task, options.job);
   if (absl::IsUnavailable(directory.status())) {  // a PS is being restored: its shards move
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     return Ending::kRetry;

@@ -25,6 +25,7 @@
 #include "actors/coordinator_actor.h"
 #include "actors/replica.h"
 #include "cluster/network.h"
+#include "core/job_description.h"
 
 namespace tessera {
 
@@ -33,6 +34,9 @@ struct WorkerNodeOptions {
   NetworkOptions network;
   int32_t task = 0;     // this worker's index in spec.workers
   int32_t threads = 0;  // scheduler threads (0: one per core)
+  // The job this worker was started for: the coordinator refuses it (InvalidArgument naming the
+  // differences) unless it is the coordinator's own.
+  JobDescription job;
 };
 
 // The replica functions of one variable directory.
@@ -42,7 +46,8 @@ using RegistryBuilder = std::function<absl::StatusOr<std::shared_ptr<const Funct
 // Runs worker `options.task` until the coordinator finishes (OK). InvalidArgument for a task not
 // in the spec; Unavailable when the coordinator cannot be reached within the connect timeout
 // (also a lost one that does not come back in that time); FailedPrecondition when a node speaks
-// another protocol version; the builder's error.
+// another protocol version; InvalidArgument when the coordinator runs another job (naming every
+// difference); the builder's error.
 absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuilder& build);
 
 // The handle of every variable in `directory` by name (what a driver's replica functions use).

@@ -86,7 +86,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
 VariableDirectory ClusterCoordinator::Directory() {
   Cluster& cluster = strategy_.cluster();
   return VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles(),
-                           cluster.ps_addresses(), cluster.ps_nodes()};
+                           cluster.ps_addresses(), cluster.ps_nodes(), options_.job};
 }
 
 absl::Status ClusterCoordinator::StartNetworked() {
@@ -204,10 +204,12 @@ absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Durat
     }
     if (static_cast<int32_t>(pool.live_slots.size()) >= min_workers) return absl::OkStatus();
     if (absl::Now() >= deadline) {
+      std::string refused;
+      for (const auto& [task, why] : pool.refusals) absl::StrAppend(&refused, "; ", why);
       return absl::DeadlineExceededError(absl::StrCat(
           "only ", pool.live_slots.size(), " of the ", min_workers,
           " workers needed joined within ", absl::FormatDuration(timeout),
-          " (connected tasks: ", tasks, ")"));
+          " (connected tasks: ", tasks, ")", refused));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -61,6 +61,10 @@ struct CoordinatorOptions {
   // The global step this run started from (a resumed run's), to count the steps lost by a PS
   // recovery.
   int64_t first_step = 0;
+  // Networked mode: the job a worker process must have been started for to join (compared
+  // at join, core/job_description.h); a worker of another job is refused, naming the
+  // differences, in its log and in WaitForWorkers' error.
+  JobDescription job;
 };
 
 // One restored PS (networked mode).

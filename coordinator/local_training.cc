@@ -3,19 +3,27 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
+#include "coordinator/evaluation.h"
 #include "coordinator/internal/progress.h"
+#include "core/local_trainer.h"
+#include "core/process.h"
 #include "core/status.h"
 
 namespace tessera {
 
-absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
-                                         int64_t steps, int64_t batch_size, uint64_t seed,
-                                         const std::string& label, nlohmann::json& summary) {
+absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, int64_t eval_every,
+                                         nlohmann::json& summary) {
+  const std::string& label = job.name;
+  const int64_t steps = job.steps;
+  const int64_t batch_size = job.batch_size;
+  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(job.model, job.optimizer));
   ASSIGN_OR_RETURN(BatchStream batches,
-                   BatchStream::Create(train, batch_size, /*shuffle=*/true, seed));
+                   BatchStream::Create(job.train, batch_size, /*shuffle=*/true, seed));
   std::printf("%s: local trainer (one thread, no actors)\n", label.c_str());
   internal::Progress progress(label, steps, batch_size);
   TrainingRun run;
+  run.startup_seconds = SecondsSinceProcessStart().value_or(0);
   const double start = internal::MonotonicSeconds();
   double recent = 0, tail_loss = 0;
   int64_t tail_examples = 0;
@@ -30,11 +38,20 @@ absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& t
       tail_examples += batch.size;
     }
     progress.Update(s + 1, recent);
+    if (eval_every > 0 && (s + 1) % eval_every == 0 && s + 1 < steps && job.test.size() > 0) {
+      ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(job.test));
+      progress.Note(absl::StrCat(label, ": step ", s + 1, ": validation ",
+                                 DescribeEvaluation(eval)));
+      run.evaluations.push_back({s + 1, std::move(eval)});
+    }
   }
   run.steps = steps;
   run.wall_seconds = internal::MonotonicSeconds() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
   progress.Finish(steps, recent);
+  if (job.test.size() > 0) {
+    ASSIGN_OR_RETURN(run.eval, trainer.Evaluate(job.test));
+  }
   summary["mode"] = "local";
   summary["ps"] = 0;
   summary["workers"] = 1;

@@ -11,17 +11,16 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/training_run.h"
-#include "core/dataset.h"
-#include "core/local_trainer.h"
 
 namespace tessera {
 
-// Trains `trainer` for `steps` steps of `batch_size` examples of `train` (shuffled by `seed`),
-// printing the progress line prefixed with `label`. Records the run's fields in `summary` (mode
-// "local", ps 0, workers 1, and zero closure and worker statistics). InvalidArgument as
+// Trains job.model with job.optimizer in a LocalTrainer for job.steps steps of job.batch_size
+// examples of job.train (shuffled by `seed`), printing the progress line prefixed with job.name;
+// every `eval_every` steps (0: never) and at the end evaluates job.test (when not empty) into the
+// run's evaluations and eval. Records the run's fields in `summary` (mode "local", ps 0, workers
+// 1, and zero closure and worker statistics). InvalidArgument as LocalTrainer::Create,
 // BatchStream::Create or LocalTrainer::TrainStep.
-absl::StatusOr<TrainingRun> TrainLocally(LocalTrainer& trainer, const Dataset& train,
-                                         int64_t steps, int64_t batch_size, uint64_t seed,
-                                         const std::string& label, nlohmann::json& summary);
+absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, int64_t eval_every,
+                                         nlohmann::json& summary);
 
 }  // namespace tessera

@@ -11,9 +11,13 @@
 #include "cluster/cluster.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/cluster_coordinator.h"
+#include "coordinator/evaluation.h"
+#include "coordinator/job_description.h"
 #include "coordinator/internal/progress.h"
 #include "coordinator/train_step_closure.h"
 #include "coordinator/training_steps.h"
+#include "core/model.h"
+#include "core/optimizer.h"
 #include "core/logging.h"
 #include "core/status.h"
 
@@ -35,10 +39,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(
 
 // One line for the cluster, one per variable: its shape and the PS task of each shard.
 void PrintPlacement(const ParameterServerStrategy& strategy, const Cluster& cluster,
-                    const ParameterServerTrainingOptions& options, const std::string& label) {
+                    const ParameterServerTrainingOptions& options, const Partitioner& partitioner,
+                    const std::string& label) {
   std::printf("%s: %s with %d PS and %d workers, partitioner %s\n", label.c_str(),
               cluster.networked() ? "networked cluster" : "simulation", options.ps,
-              options.workers, options.partitioner.description().c_str());
+              options.workers, partitioner.description().c_str());
   for (const auto& [name, variable] : strategy.variables()) {
     std::string tasks;
     for (const VariableShard& shard : variable.Variables()) {
@@ -94,7 +99,8 @@ absl::Status SaveDuringTraining(CheckpointManager& checkpoints,
 
 // Prints the closure statistics and records the run's parameter-server fields in `summary`.
 void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& cluster,
-                      const ParameterServerTrainingOptions& options, int64_t first_step,
+                      const ParameterServerTrainingOptions& options,
+                      const Partitioner& partitioner, int64_t first_step,
                       int64_t final_step, const std::string& label, nlohmann::json& summary) {
   const ClosureStats stats = coordinator.stats();
   const WorkerPoolStatus pool = coordinator.workers();
@@ -108,7 +114,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& clus
   summary["ps"] = options.ps;
   summary["workers"] = options.workers;
   summary["closures_per_worker"] = options.closures_per_worker;
-  summary["partitioner"] = options.partitioner.description();
+  summary["partitioner"] = partitioner.description();
   summary["closures_scheduled"] = stats.scheduled;
   summary["closures_completed"] = stats.completed;
   summary["closures_retried"] = stats.retried;
@@ -131,28 +137,33 @@ void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& clus
 
 }  // namespace
 
-absl::StatusOr<TrainingRun> TrainOnParameterServers(LocalTrainer& trainer, const Dataset& train,
-                                                    int64_t steps, int64_t batch_size,
+absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,
-                                                    const std::string& label,
-                                                    nlohmann::json& summary) {
+                                                    int64_t eval_every, nlohmann::json& summary) {
+  const std::string& label = job.name;
+  ASSIGN_OR_RETURN(Model built, Model::Create(job.model));
+  auto model = std::make_shared<const Model>(std::move(built));
+  RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
-  ParameterServerStrategy strategy(*cluster, options.partitioner);
-  auto model = std::make_shared<const Model>(trainer.model());
-  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, trainer.optimizer().spec()));
-  PrintPlacement(strategy, *cluster, options, label);
+  ParameterServerStrategy strategy(*cluster, job.partitioner);
+  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, job.optimizer));
+  PrintPlacement(strategy, *cluster, options, job.partitioner, label);
   auto registry = std::make_shared<FunctionRegistry>();
-  RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, train, batch_size, options.seed));
+  RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
+  RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, job.test));
 
   std::optional<CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) {
     checkpoints.emplace(options.checkpoint_dir, kCheckpointsKept);
   }
+  const double restore_start = internal::MonotonicSeconds();
   ASSIGN_OR_RETURN(const int64_t first_step, Resume(options, checkpoints, strategy, label));
+  if (first_step > 0) summary["restore_seconds"] = internal::MonotonicSeconds() - restore_start;
 
   CoordinatorOptions coordinator_options;
   coordinator_options.closures_per_worker = options.closures_per_worker;
   coordinator_options.first_step = first_step;
+  coordinator_options.job = DescribeJob(job, options.seed);
   if (cluster->networked()) coordinator_options.recovery_checkpoints = options.checkpoint_dir;
   ASSIGN_OR_RETURN(auto coordinator,
                    ClusterCoordinator::Create(strategy, registry, coordinator_options));
@@ -163,41 +174,47 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(LocalTrainer& trainer, const
     RETURN_IF_ERROR(coordinator->WaitForWorkers(options.min_workers, options.worker_wait));
   }
   if (options.inject_worker_failures > 0) {
-    coordinator->InjectWorkerFailures(options.inject_worker_failures, steps, options.seed,
+    coordinator->InjectWorkerFailures(options.inject_worker_failures, job.steps, options.seed,
                                       options.restart_delay);
   }
 
   const bool recovers_ps = !coordinator_options.recovery_checkpoints.empty();
-  auto save = [&](int64_t step) {
-    return SaveDuringTraining(*checkpoints, strategy, *coordinator, recovers_ps, step, label);
-  };
-  ASSIGN_OR_RETURN(TrainingRun run,
-                   RunTrainingSteps(*coordinator, first_step, steps, batch_size, label,
-                                    checkpoints.has_value() ? options.checkpoint_every : 0, save));
-  const int64_t final_step = std::max(first_step, steps);
+  const int64_t test_examples = job.test.size();
+  StepCadence cadence;
   if (checkpoints.has_value()) {
+    cadence.checkpoint_every = options.checkpoint_every;
+    cadence.checkpoint = [&](int64_t step) {
+      return SaveDuringTraining(*checkpoints, strategy, *coordinator, recovers_ps, step, label);
+    };
+  }
+  if (test_examples > 0) {
+    cadence.eval_every = eval_every;
+    cadence.evaluate = [&](int64_t step) {
+      return PendingEvaluation::Schedule(*coordinator, *model, test_examples, step);
+    };
+  }
+  ASSIGN_OR_RETURN(TrainingRun run, RunTrainingSteps(*coordinator, first_step, job.steps,
+                                                     job.batch_size, label, cadence));
+  const int64_t final_step = std::max(first_step, job.steps);
+  if (checkpoints.has_value()) {
+    const double save_start = internal::MonotonicSeconds();
     ASSIGN_OR_RETURN(const std::string dir, checkpoints->Save(strategy, final_step));
-    std::printf("%s: checkpoint %s\n", label.c_str(), dir.c_str());
+    const double save_seconds = internal::MonotonicSeconds() - save_start;
+    summary["checkpoint_seconds"] = save_seconds;
+    std::printf("%s: checkpoint %s (%.2f s)\n", label.c_str(), dir.c_str(), save_seconds);
   }
   if (!options.export_dir.empty()) {
     RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step));
     std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
   }
-  RETURN_IF_ERROR(PullVariables(strategy, trainer));
-  RecordStatistics(*coordinator, *cluster, options, first_step, final_step, label, summary);
-  return run;
-}
-
-absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer) {
-  for (const ParamSpec& param : trainer.model().spec().params) {
-    auto it = strategy.variables().find(param.name);
-    if (it == strategy.variables().end()) {
-      return absl::NotFoundError(absl::StrCat("no variable for parameter ", param.name));
-    }
-    ASSIGN_OR_RETURN(Tensor value, it->second.Read());
-    RETURN_IF_ERROR(trainer.SetVariable(param.name, value));
+  if (test_examples > 0) {
+    ASSIGN_OR_RETURN(PendingEvaluation eval,
+                     PendingEvaluation::Schedule(*coordinator, *model, test_examples, final_step));
+    ASSIGN_OR_RETURN(run.eval, eval.Result());
   }
-  return absl::OkStatus();
+  RecordStatistics(*coordinator, *cluster, options, job.partitioner, first_step, final_step,
+                   label, summary);
+  return run;
 }
 
 }  // namespace tessera

@@ -9,12 +9,11 @@
 //   ParameterServerTrainingOptions options;
 //   options.ps = 2;
 //   options.workers = 4;
-//   options.partitioner = *ParsePartitioner("fixed:4");
 //   options.checkpoint_dir = "/tmp/ckpt";
 //   nlohmann::json summary;
-//   ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(trainer, train, 1000, 512, options,
-//                                                             "recsys", summary));
-//   ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(test));  // the trained values
+//   ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(job, options, /*eval_every=*/0,
+//                                                             summary));
+//   // run.eval: job.test evaluated by the workers on the trained variables
 //
 // Thread-safety: call from the driver's thread (it blocks until training is over).
 #pragma once
@@ -32,7 +31,6 @@
 #include "coordinator/strategy.h"
 #include "coordinator/training_run.h"
 #include "core/dataset.h"
-#include "core/local_trainer.h"
 #include "core/partitioner.h"
 
 namespace tessera {
@@ -42,7 +40,6 @@ namespace tessera {
 struct ParameterServerTrainingOptions {
   int32_t ps = 2;
   int32_t workers = 2;
-  Partitioner partitioner;  // how variables marked partitioned (embeddings) are sharded
   int32_t closures_per_worker = 1;
   // Checkpoints: every `checkpoint_every` steps (0: only at the end) into
   // checkpoint_dir/ckpt-<step> (the last 3 are kept); with `resume`, training continues from the
@@ -65,24 +62,22 @@ struct ParameterServerTrainingOptions {
   int32_t threads = 0;  // this process's scheduler threads (0: one per core)
 };
 
-// Trains `trainer`'s model with its optimizer for steps 0..`steps` (from the checkpoint's step
-// when resuming) of `batch_size` examples on the parameter servers `options` describe: one
-// variable per parameter, the optimizer on the shards, each worker reading its own shuffled
-// stream of `train`. Prints the placement, the checkpoints, the closure statistics and the
-// progress line, every line prefixed with `label`. Afterwards `trainer` holds the trained values
-// (to evaluate on the driver), and `summary` the run's fields: mode, ps, workers,
-// closures_per_worker, partitioner, closures_{scheduled,completed,retried,cancelled},
-// worker_failures, worker_restarts, first_step, global_step and ps_recoveries.
-// InvalidArgument for `resume` without checkpoint_dir; the cluster's, the checkpoint's or the
-// first closure's error.
-absl::StatusOr<TrainingRun> TrainOnParameterServers(LocalTrainer& trainer, const Dataset& train,
-                                                    int64_t steps, int64_t batch_size,
+// Trains `job` — its model with its optimizer, for steps 0..job.steps (from the checkpoint's step
+// when resuming) of job.batch_size examples — on the parameter servers `options` describe: one
+// variable per parameter (partitioned ones sharded by job.partitioner, initialized on the PS
+// nodes), the optimizer on the shards, each worker reading the batches it is given of job.train.
+// Every `eval_every` steps (0: never) and at the end, the workers evaluate job.test (when not
+// empty; coordinator/evaluation.h) into the run's evaluations and eval. The coordinator holds the
+// model's description, never its values. Prints the placement, the checkpoints, the validations,
+// the closure statistics and the progress line, every line prefixed with job.name. Records in
+// `summary` the run's fields: mode, ps, workers, closures_per_worker, partitioner,
+// closures_{scheduled,completed,retried,cancelled}, worker_failures, worker_restarts, first_step,
+// global_step and ps_recoveries; restore_seconds when resumed, checkpoint_seconds (the final
+// save) with a checkpoint_dir. InvalidArgument for a model or optimizer that does not validate,
+// or `resume` without checkpoint_dir; the cluster's, the checkpoint's or the first closure's
+// error.
+absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,
-                                                    const std::string& label,
-                                                    nlohmann::json& summary);
-
-// Copies the current value of every model variable of `strategy` into `trainer` (whose model is
-// the same) so it can evaluate on the driver. NotFound for a parameter without a variable.
-absl::Status PullVariables(const ParameterServerStrategy& strategy, LocalTrainer& trainer);
+                                                    int64_t eval_every, nlohmann::json& summary);
 
 }  // namespace tessera

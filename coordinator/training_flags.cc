@@ -16,6 +16,8 @@ ABSL_FLAG(int32_t, closures_per_worker, 1,
           "compute)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (on parameter servers: sim or networked)");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(int64_t, eval_every, 0,
+          "steps between validations on the test set while training (0: only at the end)");
 ABSL_FLAG(bool, resume, false,
           "continue from the latest checkpoint in --checkpoint_dir (any --ps or --partitioner)");
 ABSL_FLAG(std::string, export_dir, "", "export the trained model here for serving (on parameter servers: sim or networked)");
@@ -92,6 +94,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
   options.seed = flags.seed = absl::GetFlag(FLAGS_seed);
   flags.summary = absl::GetFlag(FLAGS_summary);
+  flags.eval_every = absl::GetFlag(FLAGS_eval_every);
   // Counts and delays below zero mean nothing: refuse them rather than guess.
   for (const auto& [name, value] :
        {std::pair<const char*, int64_t>{"--ps", options.ps}, {"--workers", options.workers},
@@ -102,6 +105,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   }
   for (const auto& [name, value] :
        {std::pair<const char*, int64_t>{"--checkpoint_every", options.checkpoint_every},
+        {"--eval_every", flags.eval_every},
         {"--inject_worker_failures", options.inject_worker_failures},
         {"--restart_delay_ms", absl::GetFlag(FLAGS_restart_delay_ms)}}) {
     if (value < 0) {

@@ -1,7 +1,7 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local, --ps, --workers, --closures_per_worker, --checkpoint_dir,
-//   --checkpoint_every, --resume, --export_dir, --inject_worker_failures, --restart_delay_ms,
-//   --seed, --summary, and networked mode's --cluster_spec, --role, --task, --min_workers,
+//   --checkpoint_every, --eval_every, --resume, --export_dir, --inject_worker_failures,
+//   --restart_delay_ms, --seed, --summary, and networked mode's --cluster_spec, --role, --task, --min_workers,
 //   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca.
 // A program adds its own model, data and schedule flags (--steps, --batch_size, --partitioner,
 // ... whose defaults differ from program to program).
@@ -40,6 +40,7 @@ struct TrainingFlags {
   ParameterServerTrainingOptions parameter_servers;
   uint64_t seed = 1;    // --seed: the model's and the data shuffling's
   std::string summary;  // --summary: where to write the JSON summary ("": nowhere)
+  int64_t eval_every = 0;  // --eval_every: steps between validations (0: only at the end)
 };
 
 // Reads the shared flags. InvalidArgument for a mode other than sim or local; checkpoint or

@@ -9,27 +9,10 @@
 #include "coordinator/training_run.h"
 #include "coordinator/training_summary.h"
 #include "coordinator/worker_role.h"
-#include "core/model.h"
+#include "core/process.h"
 #include "core/status.h"
 
 namespace tessera {
-namespace {
-
-// Trains `trainer` on parameter servers or locally, as flags.mode says.
-absl::StatusOr<TrainingRun> Train(LocalTrainer& trainer, const TrainingJob& job,
-                                  const TrainingFlags& flags, nlohmann::json& summary) {
-  if (flags.mode == TrainingMode::kLocal) {
-    return TrainLocally(trainer, job.train, job.steps, job.batch_size, flags.seed, job.name,
-                        summary);
-  }
-  ParameterServerTrainingOptions options = flags.parameter_servers;
-  options.partitioner = job.partitioner;
-  return TrainOnParameterServers(trainer, job.train, job.steps, job.batch_size, options, job.name,
-                                 summary);
-}
-
-}  // namespace
-
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
                                       int64_t batch_size) {
   if (batch_size < 1) {
@@ -54,20 +37,24 @@ absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Datas
 
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) {
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
-    ASSIGN_OR_RETURN(const Model model, Model::Create(job.model));
-    return ServeAsWorker(model, job.train, job.batch_size, flags.parameter_servers, flags.task);
+    return ServeAsWorker(job, flags.parameter_servers, flags.task);
   }
-  // Trains in local mode; on parameter servers it holds the model and, at the end, the trained
-  // values pulled from them to evaluate.
-  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(job.model, job.optimizer));
   nlohmann::json summary;
-  ASSIGN_OR_RETURN(const TrainingRun run, Train(trainer, job, flags, summary));
+  ASSIGN_OR_RETURN(const TrainingRun run,
+                   flags.mode == TrainingMode::kLocal
+                       ? TrainLocally(job, flags.seed, flags.eval_every, summary)
+                       : TrainOnParameterServers(job, flags.parameter_servers, flags.eval_every,
+                                                 summary));
   std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss %.4f\n",
               job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
               ExamplesPerSecond(run), run.final_loss);
   RecordRun(run, job.name, summary);
-  ASSIGN_OR_RETURN(const EvalResult eval, trainer.Evaluate(job.test));
-  if (job.report) job.report(eval, summary);
+  if (run.eval.has_value() && job.report) job.report(*run.eval, summary);
+  if (const std::optional<int64_t> peak = PeakResidentBytes(); peak.has_value()) {
+    summary["peak_rss_bytes"] = *peak;
+    std::printf("%s: first step %.2f s after start; peak memory %.0f MiB\n", job.name.c_str(),
+                run.startup_seconds, static_cast<double>(*peak) / (1 << 20));
+  }
   return WriteSummary(flags.summary, summary);
 }
 

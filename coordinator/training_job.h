@@ -41,22 +41,6 @@
 
 namespace tessera {
 
-struct TrainingJob {
-  // Prefixes every line the job prints ("recsys: ...") and is the summary's "workload".
-  std::string name;
-  ModelSpec model;
-  OptimizerSpec optimizer;
-  Dataset train;
-  Dataset test;  // evaluated once training is over (by the coordinator, never by a worker)
-  int64_t steps = 0;
-  int64_t batch_size = 0;
-  // How the variables the model marks partitioned (embeddings) are sharded on parameter servers.
-  Partitioner partitioner;
-  // Reports the trained model's evaluation on `test`: prints the program's result line and adds
-  // its fields (test_loss, test_auc, ...) to the summary, which is written after it returns.
-  std::function<void(const EvalResult& eval, nlohmann::json& summary)> report;
-};
-
 // A job's schedule from a program's flags: `steps` when it is > 0; when it is 0, `epochs` passes
 // over `train` in batches of `batch_size`, the last batch of each pass counted even when partial.
 // InvalidArgument, naming the flag (--batch_size, --steps, --epochs), for a batch size < 1, steps

@@ -1,18 +1,61 @@
-// TrainingRun: what one training run did — the figures every way of training reports
-// (TrainOnParameterServers, TrainLocally, RunTrainingSteps) and the summary records.
+// A training run's two ends: what a program asks (TrainingJob: its model, optimizer, data,
+// schedule and report) and what the run did (TrainingRun: the figures every way of training
+// reports — TrainOnParameterServers, TrainLocally, RunTrainingSteps — and the summary records).
 //
-// Thread-safety: a value.
+// Thread-safety: values.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dataset.h"
+#include "core/evaluation.h"
+#include "core/model_spec.h"
+#include "core/optimizer.h"
+#include "core/partitioner.h"
 
 namespace tessera {
+
+struct TrainingJob {
+  // Prefixes every line the job prints ("recsys: ...") and is the summary's "workload".
+  std::string name;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  Dataset train;
+  // Evaluated once training is over (and every --eval_every steps): on parameter servers by the
+  // workers, in batches the coordinator merges (coordinator/evaluation.h). May be empty.
+  Dataset test;
+  int64_t steps = 0;
+  int64_t batch_size = 0;
+  // How the variables the model marks partitioned (embeddings) are sharded on parameter servers.
+  Partitioner partitioner;
+  // Reports the trained model's evaluation on `test`: prints the program's result line and adds
+  // its fields (test_loss, test_auc, ...) to the summary, which is written after it returns.
+  std::function<void(const EvalResult& eval, nlohmann::json& summary)> report;
+};
+
+// A validation during training: the test set evaluated at a global step.
+struct StepEvaluation {
+  int64_t step = 0;
+  EvalResult result;
+};
 
 struct TrainingRun {
   int64_t steps = 0;        // steps this run took (a resumed run's exclude the checkpoint's)
   int64_t examples = 0;     // examples those steps trained on
   double wall_seconds = 0;  // the training loop only: not set-up, data or evaluation
+  double startup_seconds = 0;  // from the process's start to its first training step
   double final_loss = 0;    // example-weighted mean loss of the last ~5% of steps
+  // Validations every --eval_every steps, in step order (each evaluates the variables as they
+  // were while training went on: asynchronous training has no global step boundary).
+  std::vector<StepEvaluation> evaluations;
+  // The trained model's evaluation on the test set, when there is one.
+  std::optional<EvalResult> eval;
 };
 
 }  // namespace tessera

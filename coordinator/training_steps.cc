@@ -4,20 +4,24 @@
 #include <deque>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "coordinator/internal/progress.h"
 #include "coordinator/train_step_closure.h"
+#include "core/process.h"
 #include "core/status.h"
 
 namespace tessera {
 
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,
                                              int64_t steps, int64_t batch_size,
-                                             const std::string& label, int64_t checkpoint_every,
-                                             const CheckpointFunction& checkpoint) {
+                                             const std::string& label,
+                                             const StepCadence& cadence) {
   internal::Progress progress(label, steps, batch_size);
   TrainingRun run;
+  run.startup_seconds = SecondsSinceProcessStart().value_or(0);
   const double start = internal::MonotonicSeconds();
   std::deque<RemoteValue> pending;
+  std::deque<PendingEvaluation> evaluations;  // in step order
   const int64_t tail = std::max<int64_t>(1, steps / 20);
   double recent_loss = 0, tail_loss = 0;
   int64_t done_steps = first_step, tail_examples = 0;
@@ -38,7 +42,17 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
       }
       progress.Update(done_steps, recent_loss);
     }
+    while (!evaluations.empty() && (drain || evaluations.front().ready())) {
+      const int64_t at = evaluations.front().step();
+      ASSIGN_OR_RETURN(EvalResult result, evaluations.front().Result());
+      evaluations.pop_front();
+      progress.Note(absl::StrCat(label, ": step ", at, ": validation ", DescribeEvaluation(result)));
+      run.evaluations.push_back({at, std::move(result)});
+    }
     return absl::OkStatus();
+  };
+  auto every = [steps](int64_t period, int64_t reached) {
+    return period > 0 && reached % period == 0 && reached < steps;
   };
   for (int64_t step = first_step; step < steps; ++step) {
     ClosureValues args;
@@ -46,11 +60,14 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args)));
     pending.push_back(std::move(value));
     RETURN_IF_ERROR(collect(false));
-    if (checkpoint_every > 0 && checkpoint && (step + 1) % checkpoint_every == 0 &&
-        step + 1 < steps) {
+    if (cadence.evaluate && every(cadence.eval_every, step + 1)) {
+      ASSIGN_OR_RETURN(PendingEvaluation eval, cadence.evaluate(step + 1));
+      evaluations.push_back(std::move(eval));
+    }
+    if (cadence.checkpoint && every(cadence.checkpoint_every, step + 1)) {
       RETURN_IF_ERROR(coordinator.Join());
       RETURN_IF_ERROR(collect(true));
-      RETURN_IF_ERROR(checkpoint(step + 1));
+      RETURN_IF_ERROR(cadence.checkpoint(step + 1));
     }
   }
   RETURN_IF_ERROR(coordinator.Join());

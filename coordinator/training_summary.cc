@@ -16,8 +16,18 @@ void RecordRun(const TrainingRun& run, const std::string& workload, nlohmann::js
   summary["steps"] = run.steps;
   summary["examples"] = run.examples;
   summary["wall_seconds"] = run.wall_seconds;
+  summary["startup_seconds"] = run.startup_seconds;
   summary["examples_per_sec"] = ExamplesPerSecond(run);
   summary["final_loss"] = run.final_loss;
+  nlohmann::json evaluations = nlohmann::json::array();
+  for (const StepEvaluation& e : run.evaluations) {
+    nlohmann::json point = {{"step", e.step}, {"loss", e.result.loss},
+                            {"examples", e.result.examples}};
+    if (e.result.auc.has_value()) point["auc"] = *e.result.auc;
+    if (e.result.accuracy.has_value()) point["accuracy"] = *e.result.accuracy;
+    evaluations.push_back(std::move(point));
+  }
+  summary["evaluations"] = std::move(evaluations);
 }
 
 absl::Status WriteSummary(const std::string& path, const nlohmann::json& summary) {

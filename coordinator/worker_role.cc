@@ -8,22 +8,27 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/worker_node.h"
+#include "coordinator/evaluation.h"
+#include "coordinator/job_description.h"
 #include "coordinator/train_step_closure.h"
+#include "core/process.h"
 #include "core/status.h"
 
 namespace tessera {
 
-absl::Status ServeAsWorker(const Model& model, const Dataset& train, int64_t batch_size,
-                           const ParameterServerTrainingOptions& options, int32_t task) {
+absl::Status ServeAsWorker(const TrainingJob& job, const ParameterServerTrainingOptions& options,
+                           int32_t task) {
   if (!options.cluster.has_value()) {
     return absl::InvalidArgumentError("--role=worker needs --cluster_spec");
   }
-  auto shared_model = std::make_shared<const Model>(model);
-  WorkerNodeOptions node{*options.cluster, options.network, task, options.threads};
+  ASSIGN_OR_RETURN(Model model, Model::Create(job.model));
+  auto shared_model = std::make_shared<const Model>(std::move(model));
+  WorkerNodeOptions node{*options.cluster, options.network, task, options.threads,
+                         DescribeJob(job, options.seed)};
   std::printf("worker %d: connecting to %d PS and the coordinator at %s\n", task, options.ps,
               options.cluster->coordinator.ToString().c_str());
   std::fflush(stdout);
-  return RunWorkerNode(node, [&](const VariableDirectory& directory)
+  absl::Status served = RunWorkerNode(node, [&](const VariableDirectory& directory)
                                  -> absl::StatusOr<std::shared_ptr<const FunctionRegistry>> {
     auto vars = std::make_shared<ModelVariables>();
     vars->model = shared_model;
@@ -40,10 +45,16 @@ absl::Status ServeAsWorker(const Model& model, const Dataset& train, int64_t bat
     vars->ps_nodes = directory.ps_nodes;  // a step's calls travel as one request per PS node
     RETURN_IF_ERROR(vars->Validate());
     auto registry = std::make_shared<FunctionRegistry>();
-    RETURN_IF_ERROR(
-        RegisterTrainStep(*registry, std::move(vars), train, batch_size, options.seed));
+    RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
+    RETURN_IF_ERROR(RegisterEvalStep(*registry, std::move(vars), job.test));
     return std::shared_ptr<const FunctionRegistry>(std::move(registry));
   });
+  // What this process held at most: a worker holds batches and a step's rows, never a table.
+  if (const std::optional<int64_t> peak = PeakResidentBytes(); peak.has_value()) {
+    std::printf("worker %d: peak memory %.1f MiB\n", task, static_cast<double>(*peak) / (1 << 20));
+    std::fflush(stdout);
+  }
+  return served;
 }
 
 }  // namespace tessera

@@ -9,19 +9,19 @@
 
 #include "absl/status/status.h"
 #include "coordinator/parameter_server_training.h"
-#include "core/dataset.h"
-#include "core/model.h"
+#include "coordinator/training_run.h"
 
 namespace tessera {
 
 // Runs this process as worker `task` of the networked cluster in options.cluster until the
 // coordinator finishes (cluster/worker_node.h: it joins again after a coordinator restart or a
-// PS recovery). Its train steps (RegisterTrainStep) read batches of `batch_size` from its own
-// stream over `train` (shuffled by options.seed) and update the variables of `model` the
-// coordinator hands out. InvalidArgument without options.cluster; FailedPrecondition when the
-// coordinator has no variable for one of the model's parameters (another model); errors as
-// RunWorkerNode.
-absl::Status ServeAsWorker(const Model& model, const Dataset& train, int64_t batch_size,
-                           const ParameterServerTrainingOptions& options, int32_t task);
+// PS recovery). Its train steps (RegisterTrainStep) read the batches of job.batch_size they are
+// given from its own stream over job.train (shuffled by options.seed) and update the variables of
+// job.model the coordinator hands out; its evaluation steps (RegisterEvalStep) read job.test.
+// InvalidArgument without options.cluster or for a model that does not validate;
+// FailedPrecondition when the coordinator has no variable for one of the model's parameters
+// (another model); errors as RunWorkerNode.
+absl::Status ServeAsWorker(const TrainingJob& job, const ParameterServerTrainingOptions& options,
+                           int32_t task);
 
 }  // namespace tessera

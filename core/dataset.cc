@@ -11,82 +11,49 @@
 namespace tessera {
 namespace {
 
-// Copies the storage rows row_of(0..count-1) of `columns` into a new batch of `count` examples.
-template <typename RowOf>
-Batch CopyRows(const Batch& columns, int64_t count, RowOf row_of) {
-  Batch batch;
-  batch.size = count;
-  for (const auto& [name, ids] : columns.ids) {
-    Ids& out = batch.ids[name];
-    out.resize(count);
-    for (int64_t k = 0; k < count; ++k) out[k] = ids[row_of(k)];
-  }
-  auto copy_tensor = [&](const Tensor& source) {
-    const int64_t width = source.row_size();
-    std::vector<float> values;
-    values.reserve(count * width);
-    for (int64_t k = 0; k < count; ++k) {
-      const float* row = source.data() + row_of(k) * width;
-      values.insert(values.end(), row, row + width);
-    }
-    absl::StatusOr<Tensor> tensor =
-        Tensor::FromVector(source.shape().WithRows(count), std::move(values));
-    assert(tensor.ok());  // the element count is right by construction
-    return *std::move(tensor);
-  };
-  for (const auto& [name, tensor] : columns.dense) batch.dense.emplace(name, copy_tensor(tensor));
-  batch.labels = copy_tensor(columns.labels);
-  return batch;
+std::shared_ptr<const ExampleSource> NoExamples() {
+  Batch empty;
+  empty.labels = Tensor(Shape{0, 1});
+  absl::StatusOr<std::shared_ptr<const InMemoryExamples>> source =
+      InMemoryExamples::Create(std::move(empty));
+  assert(source.ok());
+  return *std::move(source);
 }
 
 }  // namespace
 
-Dataset::Dataset() {
-  auto empty = std::make_shared<Batch>();
-  empty->labels = Tensor(Shape{0, 1});
-  columns_ = std::move(empty);
-}
+Dataset::Dataset() : source_(NoExamples()), count_(0) {}
 
 absl::StatusOr<Dataset> Dataset::Create(Batch examples) {
-  const int64_t n = examples.size;
-  if (n < 0) return absl::InvalidArgumentError(absl::StrCat("dataset size ", n, " is negative"));
-  for (const auto& [name, ids] : examples.ids) {
-    if (static_cast<int64_t>(ids.size()) != n) {
-      return absl::InvalidArgumentError(absl::StrCat("id feature '", name, "' has ", ids.size(),
-                                                     " ids, expected one per example (", n, ")"));
-    }
-    if (examples.dense.count(name) > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("feature name '", name, "' is used by both an id and a dense feature"));
-    }
-  }
-  for (const auto& [name, tensor] : examples.dense) {
-    if (tensor.shape().rank() < 1 || tensor.rows() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("dense feature '", name, "' has shape ",
-                                                     tensor.shape().ToString(), ", expected ", n,
-                                                     " rows (one per example)"));
-    }
-  }
-  RETURN_IF_ERROR(CheckSameShape(examples.labels.shape(), Shape{n, 1}, "dataset labels"));
-  return Dataset(std::make_shared<const Batch>(std::move(examples)), 0, 1, n);
+  ASSIGN_OR_RETURN(std::shared_ptr<const InMemoryExamples> source,
+                   InMemoryExamples::Create(std::move(examples)));
+  return FromSource(std::move(source));
 }
 
-std::vector<std::string> Dataset::IdFeatureNames() const {
-  std::vector<std::string> names;
-  for (const auto& entry : columns_->ids) names.push_back(entry.first);
-  return names;
+absl::StatusOr<Dataset> Dataset::FromSource(std::shared_ptr<const ExampleSource> source) {
+  if (source == nullptr) return absl::InvalidArgumentError("a dataset needs a source");
+  if (source->size() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a source of ", source->size(), " examples"));
+  }
+  const int64_t n = source->size();
+  return Dataset(std::move(source), 0, 1, n);
 }
+
+std::vector<std::string> Dataset::IdFeatureNames() const { return source_->schema().id_features; }
 
 std::vector<std::string> Dataset::DenseFeatureNames() const {
   std::vector<std::string> names;
-  for (const auto& entry : columns_->dense) names.push_back(entry.first);
+  for (const auto& entry : source_->schema().dense_features) names.push_back(entry.first);
   return names;
 }
 
 std::map<std::string, Shape> Dataset::DenseFeatureShapes() const {
   std::map<std::string, Shape> shapes;
-  for (const auto& [name, tensor] : columns_->dense) {
-    shapes.emplace(name, tensor.shape().WithRows(count_));
+  for (const auto& [name, shape] : source_->schema().dense_features) {
+    std::vector<int64_t> dims = shape.dims();
+    dims.insert(dims.begin(), count_);
+    shapes.emplace(name, Shape(std::move(dims)));
   }
   return shapes;
 }
@@ -99,10 +66,10 @@ absl::StatusOr<Dataset> Dataset::Shard(int64_t num_parts, int64_t index) const {
   }
   const int64_t count = index < count_ ? (count_ - index + num_parts - 1) / num_parts : 0;
   // With one row or none the stride is irrelevant; otherwise the last row lies inside the
-  // storage, which bounds stride_ * num_parts, so the product cannot overflow.
+  // source, which bounds stride_ * num_parts, so the product cannot overflow.
   const int64_t stride = count <= 1 ? 1 : stride_ * num_parts;
   const int64_t offset = count == 0 ? 0 : StorageRow(index);
-  return Dataset(columns_, offset, stride, count);
+  return Dataset(source_, offset, stride, count);
 }
 
 absl::StatusOr<Batch> Dataset::Slice(int64_t begin, int64_t count) const {
@@ -125,13 +92,29 @@ absl::StatusOr<Batch> Dataset::Gather(absl::Span<const int64_t> positions) const
   return GatherUnchecked(positions);
 }
 
-Batch Dataset::GatherUnchecked(absl::Span<const int64_t> positions) const {
-  return CopyRows(*columns_, static_cast<int64_t>(positions.size()),
-                  [&](int64_t k) { return StorageRow(positions[k]); });
+absl::StatusOr<Batch> Dataset::GatherUnchecked(absl::Span<const int64_t> positions) const {
+  std::vector<int64_t> rows(positions.size());
+  for (size_t k = 0; k < positions.size(); ++k) rows[k] = StorageRow(positions[k]);
+  return ReadRows(rows);
 }
 
-Batch Dataset::SliceUnchecked(int64_t begin, int64_t count) const {
-  return CopyRows(*columns_, count, [&](int64_t k) { return StorageRow(begin + k); });
+absl::StatusOr<Batch> Dataset::SliceUnchecked(int64_t begin, int64_t count) const {
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  for (int64_t k = 0; k < count; ++k) rows[k] = StorageRow(begin + k);
+  return ReadRows(rows);
+}
+
+absl::StatusOr<Batch> Dataset::ReadRows(absl::Span<const int64_t> rows) const {
+  ASSIGN_OR_RETURN(Batch batch, source_->Read(rows));
+  // A source is code outside this file: hold its batch to the contract before anyone trusts it.
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (batch.size != n || batch.labels.shape() != Shape{n, 1}) {
+    return absl::InternalError(absl::StrCat("the example source returned ", batch.size,
+                                            " examples with labels ",
+                                            batch.labels.shape().ToString(), " for ", n,
+                                            " rows"));
+  }
+  return batch;
 }
 
 absl::StatusOr<BatchIterator> BatchIterator::Create(Dataset dataset, BatchOptions options) {
@@ -171,13 +154,14 @@ bool BatchIterator::HasNext() const {
   return options_.num_epochs == kRepeatForever || epoch_ < options_.num_epochs;
 }
 
-std::optional<Batch> BatchIterator::Next() {
+absl::StatusOr<std::optional<Batch>> BatchIterator::Next() {
   if (!HasNext()) return std::nullopt;
   const int64_t count = std::min(options_.batch_size, dataset_.size() - next_position_);
-  Batch batch =
+  ASSIGN_OR_RETURN(
+      Batch batch,
       options_.shuffle
           ? dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(next_position_, count))
-          : dataset_.SliceUnchecked(next_position_, count);
+          : dataset_.SliceUnchecked(next_position_, count));
   Advance(count);
   return batch;
 }

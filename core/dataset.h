@@ -1,10 +1,11 @@
-// Dataset and BatchIterator: in-memory examples, split into disjoint worker parts, and walked in
+// Dataset and BatchIterator: examples, split into disjoint worker parts, and walked in
 // (optionally shuffled, repeated) mini-batches.
 //
-// A Dataset is a cheap handle onto immutable, shared columns (the same named id features, dense
-// features and labels a Batch has) plus a strided selection of their rows. Copying a Dataset or
-// taking a Shard never copies examples; only a batch copies its own rows. Both reference
-// workloads produce one (workloads/recsys_data.h, workloads/fashion_mnist.h).
+// A Dataset is a cheap handle onto an immutable, shared ExampleSource (core/example_source.h:
+// columns in memory, or examples generated or read from a file on demand, with the same named id
+// features, dense features and labels a Batch has) plus a strided selection of its rows. Copying
+// a Dataset or taking a Shard never copies examples; only a batch reads its own rows. Both
+// reference workloads produce one (workloads/recsys_data.h, workloads/fashion_mnist.h).
 //
 // Example: four workers, each walking its own part for two shuffled epochs.
 //   ASSIGN_OR_RETURN(Dataset part, train.Shard(4, worker_index));
@@ -14,7 +15,11 @@
 //   options.seed = 17 + worker_index;  // each worker its own order
 //   options.num_epochs = 2;
 //   ASSIGN_OR_RETURN(BatchIterator it, BatchIterator::Create(part, options));
-//   while (std::optional<Batch> batch = it.Next()) Train(*batch);
+//   while (true) {
+//     ASSIGN_OR_RETURN(std::optional<Batch> batch, it.Next());
+//     if (!batch) break;
+//     Train(*batch);
+//   }
 //
 // Thread-safety: a Dataset is immutable, so any number of threads may share it (and shards of
 // it) and read concurrently. A BatchIterator is not synchronized: one owner at a time.
@@ -30,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/batch.h"
+#include "core/example_source.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -44,6 +50,9 @@ class Dataset {
   // labels must be [size, 1]. InvalidArgument, naming the feature and both sizes, otherwise, or
   // when a name is used by both an id and a dense feature.
   static absl::StatusOr<Dataset> Create(Batch examples);
+  // All of `source`'s examples, read only as batches ask for them (core/example_source.h).
+  // InvalidArgument for a null source or a negative size.
+  static absl::StatusOr<Dataset> FromSource(std::shared_ptr<const ExampleSource> source);
 
   // The number of examples in this dataset (or shard).
   int64_t size() const { return count_; }
@@ -59,27 +68,30 @@ class Dataset {
   absl::StatusOr<Dataset> Shard(int64_t num_parts, int64_t index) const;
 
   // Copies examples [begin, begin + count) of this dataset into a batch. InvalidArgument when
-  // the range is not inside [0, size()).
+  // the range is not inside [0, size()); the source's error when it cannot read them.
   absl::StatusOr<Batch> Slice(int64_t begin, int64_t count) const;
   // Copies the examples at `positions` (each in [0, size()), repeats allowed) into a batch, in
-  // that order. InvalidArgument naming the first position out of range.
+  // that order. InvalidArgument naming the first position out of range; the source's error.
   absl::StatusOr<Batch> Gather(absl::Span<const int64_t> positions) const;
 
  private:
   friend class BatchIterator;
   friend class BatchStream;
 
-  Dataset(std::shared_ptr<const Batch> columns, int64_t offset, int64_t stride, int64_t count)
-      : columns_(std::move(columns)), offset_(offset), stride_(stride), count_(count) {}
+  Dataset(std::shared_ptr<const ExampleSource> source, int64_t offset, int64_t stride,
+          int64_t count)
+      : source_(std::move(source)), offset_(offset), stride_(stride), count_(count) {}
 
-  // Row `position` of this dataset in the shared columns.
+  // Row `position` of this dataset in the source.
   int64_t StorageRow(int64_t position) const { return offset_ + position * stride_; }
-  // Copies rows without range checks; positions are in [0, size()).
-  Batch GatherUnchecked(absl::Span<const int64_t> positions) const;
-  Batch SliceUnchecked(int64_t begin, int64_t count) const;
+  // Reads examples without range checks; positions are in [0, size()).
+  absl::StatusOr<Batch> GatherUnchecked(absl::Span<const int64_t> positions) const;
+  absl::StatusOr<Batch> SliceUnchecked(int64_t begin, int64_t count) const;
+  // The source's rows, checked against the source contract (InternalError naming the mismatch).
+  absl::StatusOr<Batch> ReadRows(absl::Span<const int64_t> rows) const;
 
-  std::shared_ptr<const Batch> columns_;
-  // This dataset's examples are the storage rows offset_ + k * stride_ for k in [0, count_).
+  std::shared_ptr<const ExampleSource> source_;
+  // This dataset's examples are the source's rows offset_ + k * stride_ for k in [0, count_).
   int64_t offset_ = 0;
   int64_t stride_ = 1;
   int64_t count_ = 0;
@@ -116,9 +128,10 @@ class BatchIterator {
   // InvalidArgument when batch_size < 1 or num_epochs is neither >= 0 nor kRepeatForever.
   static absl::StatusOr<BatchIterator> Create(Dataset dataset, BatchOptions options);
 
-  // The next batch, or nullopt once the last epoch is done. A batch holds its own copy of its
+  // The next batch, or nullopt once the last epoch is done; the source's error when it cannot
+  // read the batch (the iterator then stays where it was). A batch holds its own copy of its
   // rows and stays valid after the iterator moves on.
-  std::optional<Batch> Next();
+  absl::StatusOr<std::optional<Batch>> Next();
 
   // The epoch the next batch comes from (0-based); equals num_epochs once exhausted.
   int64_t epoch() const { return epoch_; }

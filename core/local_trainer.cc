@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/initializer.h"
-#include "core/metrics.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -55,7 +54,7 @@ absl::StatusOr<TrainProgress> LocalTrainer::Train(BatchIterator& batches, int64_
   TrainProgress progress;
   double loss_sum = 0;
   while (max_steps < 0 || progress.steps < max_steps) {
-    std::optional<Batch> batch = batches.Next();
+    ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
     if (!batch) {
       progress.exhausted = true;
       break;
@@ -73,43 +72,18 @@ absl::StatusOr<EvalResult> LocalTrainer::Evaluate(const Dataset& dataset, int64_
   BatchOptions options;
   options.batch_size = batch_size;
   ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(dataset, options));
-  // The output holding the loss's logits, if the spec names one.
-  const ResolvedGraph& graph = model_->graph();
-  std::string logits_output;
-  for (const auto& [name, value] : graph.output_values) {
-    if (value == graph.loss_value) logits_output = name;
-  }
-  const bool binary = graph.loss == LossKind::kSigmoidCrossEntropy;
-  AucAccumulator auc;
-  AccuracyAccumulator accuracy;
-  EvalResult eval;
-  double loss_sum = 0;
-  while (std::optional<Batch> batch = batches.Next()) {
+  EvalAccumulator eval(*model_);
+  while (true) {
+    ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
+    if (!batch) break;
     RETURN_IF_ERROR(model_->Forward(*batch, params_, *workspace_, *eval_result_));
     if (!eval_result_->loss.has_value()) {
       return absl::InvalidArgumentError("evaluate: the dataset has no labels");
     }
-    loss_sum += static_cast<double>(*eval_result_->loss) * static_cast<double>(batch->size);
-    eval.examples += batch->size;
-    if (logits_output.empty()) continue;
-    const Tensor& logits = eval_result_->outputs.at(logits_output);
-    if (binary) {
-      RETURN_IF_ERROR(auc.Add(logits.values(), batch->labels.values()));
-      RETURN_IF_ERROR(accuracy.AddBinaryLogits(logits.values(), batch->labels.values()));
-    } else {
-      RETURN_IF_ERROR(accuracy.AddClassScores(logits, batch->labels.values()));
-    }
+    RETURN_IF_ERROR(eval.Add(*eval_result_->loss, batch->size, eval.Logits(eval_result_->outputs),
+                             batch->labels));
   }
-  if (eval.examples == 0) return absl::InvalidArgumentError("evaluate: the dataset is empty");
-  eval.loss = loss_sum / eval.examples;
-  if (!logits_output.empty()) {
-    if (binary) {
-      auto auc_value = auc.Result();
-      if (auc_value.ok()) eval.auc = *auc_value;
-    }
-    ASSIGN_OR_RETURN(eval.accuracy, accuracy.Result());
-  }
-  return eval;
+  return eval.Result();
 }
 
 absl::StatusOr<const Tensor*> LocalTrainer::variable(absl::string_view name) const {

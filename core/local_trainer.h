@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "core/batch.h"
 #include "core/dataset.h"
+#include "core/evaluation.h"
 #include "core/model.h"
 #include "core/optimizer.h"
 #include "core/tensor.h"
@@ -41,16 +42,6 @@ struct TrainProgress {
   int64_t examples = 0;    // examples seen by this call
   double mean_loss = 0;    // example-weighted mean of the step losses (0 when no step ran)
   bool exhausted = false;  // the iterator ran out
-};
-
-struct EvalResult {
-  int64_t examples = 0;
-  double loss = 0;  // the model's loss, example-weighted mean over the dataset
-  // Sigmoid cross-entropy models: AUC of the logits (nullopt when the data lacks a class) and
-  // the accuracy of logit > 0. Softmax models: the top-1 accuracy. Needs an output naming the
-  // loss's logits node; without one only `loss` is reported.
-  std::optional<double> auc;
-  std::optional<double> accuracy;
 };
 
 class LocalTrainer {
@@ -72,7 +63,8 @@ class LocalTrainer {
 
   // Forward passes over all of `dataset` in batches of `batch_size` (>= 1, else
   // InvalidArgument); the dataset must carry labels.
-  absl::StatusOr<EvalResult> Evaluate(const Dataset& dataset, int64_t batch_size = 4096);
+  absl::StatusOr<EvalResult> Evaluate(const Dataset& dataset,
+                                      int64_t batch_size = kEvalBatchSize);
 
   const Model& model() const { return *model_; }
   // Every variable by parameter name (the values a distributed run is compared against).

@@ -58,6 +58,15 @@ PhiloxStream::result_type PhiloxStream::operator()() {
   return buffer_[4 - buffered_--];
 }
 
+void PhiloxStream::Seek(uint64_t draw) {
+  next_index_ = draw / 4;
+  buffered_ = 0;
+  if (const int skip = static_cast<int>(draw % 4); skip != 0) {
+    buffer_ = rng_.Bits(next_index_++);
+    buffered_ = 4 - skip;
+  }
+}
+
 double PhiloxStream::Uniform() {
   const uint32_t hi = (*this)();
   const uint32_t lo = (*this)();

@@ -55,6 +55,10 @@ class PhiloxStream {
   static constexpr result_type min() { return 0; }
   static constexpr result_type max() { return std::numeric_limits<uint32_t>::max(); }
   result_type operator()();
+  // Moves to the stream's `draw`-th 32-bit value (0-based): the next operator() returns what the
+  // draw-th call from the start would, in O(1). With a fixed number of draws per item, item i
+  // can be drawn alone (what an on-demand data source does).
+  void Seek(uint64_t draw);
 
   double Uniform();                 // U[0, 1), 53 bits
   double Normal();                  // N(0, 1)

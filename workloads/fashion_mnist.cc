@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -160,26 +161,80 @@ absl::StatusOr<std::vector<int64_t>> ReadIdxHeader(GzipReader& reader, uint32_t 
   return dims;
 }
 
+// Pixel byte v as the model sees it: v / 255.
+float PixelValue(uint8_t v) { return static_cast<float>(v) / 255.0f; }
+
+// An idx3 file's images as the bytes they are (a quarter of their floats).
+struct IdxImageBytes {
+  std::vector<uint8_t> bytes;  // count * rows * cols, row-major within an image
+  int64_t count = 0, rows = 0, cols = 0;
+};
+
+absl::StatusOr<IdxImageBytes> ReadIdxImageBytes(const std::string& path) {
+  ASSIGN_OR_RETURN(GzipReader reader, GzipReader::Open(path));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxHeader(reader, kIdx3UbyteMagic, 3));
+  IdxImageBytes images;
+  images.count = dims[0];
+  images.rows = dims[1];
+  images.cols = dims[2];
+  const int64_t size = images.count * images.rows * images.cols;
+  ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> chunks,
+                   reader.ReadPayload(size, absl::StrCat(images.count, " images")));
+  RETURN_IF_ERROR(reader.ExpectEnd());
+  images.bytes.reserve(size);
+  for (std::vector<uint8_t>& chunk : chunks) {
+    images.bytes.insert(images.bytes.end(), chunk.begin(), chunk.end());
+    std::vector<uint8_t>().swap(chunk);  // free as we go
+  }
+  return images;
+}
+
+// A split as an ExampleSource over its bytes: a batch's pixels become floats only when it is
+// read, so a worker holds the split's 47 MB of bytes (gzip cannot be read from the middle: the
+// file is inflated once), never its 188 MB of floats.
+class FashionMnistExamples final : public ExampleSource {
+ public:
+  FashionMnistExamples(IdxImageBytes images, std::vector<uint8_t> labels)
+      : images_(std::move(images)), labels_(std::move(labels)) {
+    schema_.dense_features.emplace(kFashionMnistPixels, Shape{images_.rows * images_.cols});
+  }
+
+  int64_t size() const override { return images_.count; }
+  const ExampleSchema& schema() const override { return schema_; }
+
+  absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    const int64_t width = images_.rows * images_.cols;
+    Batch batch;
+    batch.size = n;
+    Tensor pixels(Shape{n, width});
+    batch.labels = Tensor(Shape{n, 1});
+    for (int64_t k = 0; k < n; ++k) {
+      const uint8_t* image = images_.bytes.data() + rows[k] * width;
+      float* out = pixels.data() + k * width;
+      for (int64_t j = 0; j < width; ++j) out[j] = PixelValue(image[j]);
+      batch.labels.data()[k] = labels_[rows[k]];
+    }
+    batch.dense.emplace(kFashionMnistPixels, std::move(pixels));
+    return batch;
+  }
+
+ private:
+  IdxImageBytes images_;
+  std::vector<uint8_t> labels_;
+  ExampleSchema schema_;
+};
+
 }  // namespace
 
 absl::StatusOr<IdxImages> ReadIdxImages(const std::string& path) {
-  ASSIGN_OR_RETURN(GzipReader reader, GzipReader::Open(path));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxHeader(reader, kIdx3UbyteMagic, 3));
-  const int64_t count = dims[0], rows = dims[1], cols = dims[2];
-  const int64_t size = count * rows * cols;
-  ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> chunks,
-                   reader.ReadPayload(size, absl::StrCat(count, " images")));
-  RETURN_IF_ERROR(reader.ExpectEnd());
-  std::array<float, 256> scale;
-  for (int v = 0; v < 256; ++v) scale[v] = static_cast<float>(v) / 255.0f;
+  ASSIGN_OR_RETURN(IdxImageBytes images, ReadIdxImageBytes(path));
+  const int64_t size = static_cast<int64_t>(images.bytes.size());
   std::vector<float> values(size);
-  float* out = values.data();
-  for (std::vector<uint8_t>& chunk : chunks) {
-    for (uint8_t byte : chunk) *out++ = scale[byte];
-    std::vector<uint8_t>().swap(chunk);  // free as we go: the floats are 4x the bytes
-  }
-  ASSIGN_OR_RETURN(Tensor pixels, Tensor::FromVector(Shape{count, rows * cols}, std::move(values)));
-  return IdxImages{std::move(pixels), rows, cols};
+  for (int64_t i = 0; i < size; ++i) values[i] = PixelValue(images.bytes[i]);
+  ASSIGN_OR_RETURN(Tensor pixels, Tensor::FromVector(Shape{images.count, images.rows * images.cols},
+                                                     std::move(values)));
+  return IdxImages{std::move(pixels), images.rows, images.cols};
 }
 
 absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path) {
@@ -207,7 +262,7 @@ absl::StatusOr<Dataset> LoadFashionMnist(FashionMnistSplit split, absl::string_v
                      " (Fashion-MNIST comes from Debian's dataset-fashion-mnist: run "
                      "scripts/setup.sh)"));
   };
-  absl::StatusOr<IdxImages> images = ReadIdxImages(images_path);
+  absl::StatusOr<IdxImageBytes> images = ReadIdxImageBytes(images_path);
   if (!images.ok()) return explain(images.status());
   absl::StatusOr<std::vector<uint8_t>> labels = ReadIdxLabels(labels_path);
   if (!labels.ok()) return explain(labels.status());
@@ -216,25 +271,20 @@ absl::StatusOr<Dataset> LoadFashionMnist(FashionMnistSplit split, absl::string_v
     return absl::DataLossError(absl::StrCat(images_path, ": images are ", images->rows, "x",
                                             images->cols, ", expected 28x28"));
   }
-  const int64_t count = images->pixels.rows();
+  const int64_t count = images->count;
   if (static_cast<int64_t>(labels->size()) != count) {
     return absl::DataLossError(absl::StrCat(labels_path, " holds ", labels->size(), " labels but ",
                                             images_path, " holds ", count, " images"));
   }
-  std::vector<float> label_values(count);
   for (int64_t i = 0; i < count; ++i) {
     const uint8_t label = (*labels)[i];
     if (label >= kFashionMnistNumClasses) {
       return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{label}, " of example ",
                                               i, " is not a class in [0, 10)"));
     }
-    label_values[i] = label;
   }
-  Batch examples;
-  examples.size = count;
-  examples.dense.emplace(kFashionMnistPixels, std::move(images->pixels));
-  ASSIGN_OR_RETURN(examples.labels, Tensor::FromVector(Shape{count, 1}, std::move(label_values)));
-  return Dataset::Create(std::move(examples));
+  return Dataset::FromSource(
+      std::make_shared<FashionMnistExamples>(*std::move(images), *std::move(labels)));
 }
 
 }  // namespace tessera

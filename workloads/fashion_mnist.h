@@ -53,7 +53,8 @@ enum class FashionMnistSplit { kTrain, kTest };
 
 // Loads one split from `dir`: {train,t10k}-images-idx3-ubyte.gz and the matching
 // -labels-idx1-ubyte.gz. Returns a Dataset with the dense feature kFashionMnistPixels
-// ([n, 784] in [0, 1]) and labels [n, 1] holding the class index 0..9 as a float. NotFound when
+// ([n, 784] in [0, 1]) and labels [n, 1] holding the class index 0..9 as a float; it holds the
+// images as their bytes and makes a batch's floats when the batch is read. NotFound when
 // a file is missing (the message says to run scripts/setup.sh); DataLoss when a file is corrupt,
 // the images are not 28x28, a label is >= 10, or the two files disagree on the count.
 absl::StatusOr<Dataset> LoadFashionMnist(FashionMnistSplit split,

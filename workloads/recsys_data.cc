@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,15 +33,65 @@ Tensor NormalTensor(PhiloxStream& rng, Shape shape, double stddev) {
   return t;
 }
 
-absl::StatusOr<Dataset> MakeDataset(RecsysExamples& examples) {
-  const int64_t n = static_cast<int64_t>(examples.labels.size());
-  Batch columns;
-  columns.size = n;
-  columns.ids.emplace(kRecsysUserFeature, std::move(examples.users));
-  columns.ids.emplace(kRecsysItemFeature, std::move(examples.items));
-  ASSIGN_OR_RETURN(columns.labels, Tensor::FromVector(Shape{n, 1}, std::move(examples.labels)));
-  return Dataset::Create(std::move(columns));
+// Every example takes exactly this many 32-bit draws from its split's stream (three 53-bit
+// uniforms: user, item, label), so example e starts at draw e * kDrawsPerExample and can be
+// drawn alone.
+constexpr uint64_t kDrawsPerExample = 6;
+
+struct Example {
+  int64_t user, item;
+  float logit, label;
+};
+
+Example DrawExample(const PlantedRecsysModel& model, PhiloxStream& rng) {
+  Example e;
+  e.user = DrawHotId(rng, model.num_users());
+  e.item = DrawHotId(rng, model.num_items());
+  e.logit = model.Logit(e.user, e.item);
+  const double probability = 1.0 / (1.0 + std::exp(-static_cast<double>(e.logit)));
+  e.label = rng.Bernoulli(probability) ? 1.0f : 0.0f;
+  return e;
 }
+
+// One split as an ExampleSource: example r drawn on demand from draw r * kDrawsPerExample of
+// its stream — the same examples DrawRecsysExamples draws in sequence, never held in memory.
+class RecsysSplit final : public ExampleSource {
+ public:
+  RecsysSplit(std::shared_ptr<const PlantedRecsysModel> model, int64_t count, uint64_t seed,
+              uint64_t stream)
+      : model_(std::move(model)), count_(count), seed_(seed), stream_(stream) {
+    schema_.id_features = {kRecsysItemFeature, kRecsysUserFeature};
+  }
+
+  int64_t size() const override { return count_; }
+  const ExampleSchema& schema() const override { return schema_; }
+
+  absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    Batch batch;
+    batch.size = n;
+    Ids& users = batch.ids[kRecsysUserFeature];
+    Ids& items = batch.ids[kRecsysItemFeature];
+    users.resize(n);
+    items.resize(n);
+    batch.labels = Tensor(Shape{n, 1});
+    PhiloxStream rng(seed_, stream_);
+    for (int64_t k = 0; k < n; ++k) {
+      rng.Seek(static_cast<uint64_t>(rows[k]) * kDrawsPerExample);
+      const Example e = DrawExample(*model_, rng);
+      users[k] = e.user;
+      items[k] = e.item;
+      batch.labels.data()[k] = e.label;
+    }
+    return batch;
+  }
+
+ private:
+  std::shared_ptr<const PlantedRecsysModel> model_;
+  int64_t count_;
+  uint64_t seed_, stream_;
+  ExampleSchema schema_;
+};
 
 }  // namespace
 
@@ -106,29 +157,29 @@ RecsysExamples DrawRecsysExamples(const PlantedRecsysModel& model, int64_t count
   out.logits.resize(count);
   PhiloxStream rng(seed, stream);
   for (int64_t e = 0; e < count; ++e) {
-    const int64_t user = DrawHotId(rng, model.num_users());
-    const int64_t item = DrawHotId(rng, model.num_items());
-    const float logit = model.Logit(user, item);
-    const double probability = 1.0 / (1.0 + std::exp(-static_cast<double>(logit)));
-    out.users[e] = user;
-    out.items[e] = item;
-    out.logits[e] = logit;
-    out.labels[e] = rng.Bernoulli(probability) ? 1.0f : 0.0f;
+    const Example example = DrawExample(model, rng);
+    out.users[e] = example.user;
+    out.items[e] = example.item;
+    out.logits[e] = example.logit;
+    out.labels[e] = example.label;
   }
   return out;
 }
 
 absl::StatusOr<RecsysData> GenerateRecsysData(const RecsysConfig& config) {
-  ASSIGN_OR_RETURN(PlantedRecsysModel model, PlantedRecsysModel::Create(config));
-  RecsysExamples train =
-      DrawRecsysExamples(model, config.num_train, config.train_seed, kTrainStream);
-  RecsysExamples test = DrawRecsysExamples(model, config.num_test, config.test_seed, kTestStream);
+  ASSIGN_OR_RETURN(PlantedRecsysModel planted, PlantedRecsysModel::Create(config));
+  auto model = std::make_shared<const PlantedRecsysModel>(std::move(planted));
+  // The Bayes-optimal AUC needs the test split's planted logits: drawn once here (a few bytes
+  // per example), while the splits themselves are drawn batch by batch by whoever reads them.
+  RecsysExamples test = DrawRecsysExamples(*model, config.num_test, config.test_seed, kTestStream);
   RecsysData data;
   const absl::StatusOr<double> auc = Auc(test.logits, test.labels);
   data.bayes_auc = auc.ok() ? *auc : std::numeric_limits<double>::quiet_NaN();
   data.test_logits = std::move(test.logits);
-  ASSIGN_OR_RETURN(data.train, MakeDataset(train));
-  ASSIGN_OR_RETURN(data.test, MakeDataset(test));
+  ASSIGN_OR_RETURN(data.train, Dataset::FromSource(std::make_shared<RecsysSplit>(
+                                   model, config.num_train, config.train_seed, kTrainStream)));
+  ASSIGN_OR_RETURN(data.test, Dataset::FromSource(std::make_shared<RecsysSplit>(
+                                  model, config.num_test, config.test_seed, kTestStream)));
   return data;
 }
 

@@ -86,7 +86,9 @@ RecsysExamples DrawRecsysExamples(const PlantedRecsysModel& model, int64_t count
                                   uint64_t stream);
 
 struct RecsysData {
-  // Id features kRecsysUserFeature and kRecsysItemFeature, labels [n, 1] of 0/1.
+  // Id features kRecsysUserFeature and kRecsysItemFeature, labels [n, 1] of 0/1: the examples
+  // DrawRecsysExamples draws, each drawn on demand when a batch reads it (so a worker draws only
+  // the batches it trains on, and holds no split in memory).
   Dataset train;
   Dataset test;
   // The planted logit of each test example, in the test Dataset's order.

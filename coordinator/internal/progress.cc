@@ -32,6 +32,16 @@ void Progress::Update(int64_t steps_done, double recent_loss) {
   Print(steps_done, recent_loss, false);
 }
 
+void Progress::Note(const std::string& line) {
+  if (terminal_) {
+    std::fprintf(stderr, "\r%-100s\n", line.c_str());
+    last_print_ = -1;  // redraw the progress line at the next update
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  std::fflush(stderr);
+}
+
 void Progress::Finish(int64_t steps_done, double recent_loss) {
   Print(steps_done, recent_loss, true);
 }

@@ -21,6 +21,9 @@ class Progress {
   // Prints the line for `steps_done` steps (global steps), at most every 0.2 s on a terminal
   // and every 5 s otherwise.
   void Update(int64_t steps_done, double recent_loss);
+  // Prints `line` (a result in the middle of the run, e.g. a validation) on a line of its own,
+  // above the progress line on a terminal, to stderr like the progress.
+  void Note(const std::string& line);
   // Prints the final line.
   void Finish(int64_t steps_done, double recent_loss);
   // Whether progress goes to a terminal (stderr).

@@ -684,9 +684,10 @@ TEST_CASE("TrainStepAsync closures on a tiny recsys model lower its loss") {
                       absl::StatusOr<BatchIterator*> batches =
                           ctx.Resource<BatchIterator>("batches");
                       if (!batches.ok()) return done(batches.status());
-                      std::optional<Batch> batch = (*batches)->Next();
-                      if (!batch.has_value()) return done(absl::OutOfRangeError("no batch"));
-                      TrainStepAsync(ctx.self(), vars, *std::move(batch),
+                      absl::StatusOr<std::optional<Batch>> batch = (*batches)->Next();
+                      if (!batch.ok()) return done(batch.status());
+                      if (!batch->has_value()) return done(absl::OutOfRangeError("no batch"));
+                      TrainStepAsync(ctx.self(), vars, **std::move(batch),
                                      [done](absl::StatusOr<StepOutcome> outcome) {
                                        if (!outcome.ok()) return done(outcome.status());
                                        done(ClosureValues().Set(

@@ -85,7 +85,8 @@ TEST_CASE("TrainingSteps counts a partial last batch and refuses a schedule that
   }
 }
 
-TEST_CASE("a job trains, evaluates, reports and writes its summary in every mode") {
+TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports and writes its "
+          "summary in every mode") {
   for (const TrainingMode mode : {TrainingMode::kLocal, TrainingMode::kSimulation}) {
     const bool local = mode == TrainingMode::kLocal;
     CAPTURE(local);
@@ -97,6 +98,7 @@ TEST_CASE("a job trains, evaluates, reports and writes its summary in every mode
     flags.parameter_servers.ps = 2;
     flags.parameter_servers.workers = 2;
     flags.summary = SummaryPath(local ? "local" : "sim");
+    flags.eval_every = 5;
     const absl::Status status = RunTrainingJob(job, flags);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
 
@@ -109,7 +111,19 @@ TEST_CASE("a job trains, evaluates, reports and writes its summary in every mode
     CHECK(summary["steps"] == 16);
     CHECK(summary["examples"] == 4000);
     CHECK(summary["test_loss"] == reported.loss);
-    CHECK(summary["closures_completed"] == (local ? 0 : 16));
+    // Validations at steps 5, 10 and 15 (not 16: the final evaluation is the report's), each over
+    // the whole test set; on parameter servers each is one closure per test batch (1000 examples:
+    // one batch), beside the 16 train steps and the final evaluation's batch.
+    REQUIRE(summary["evaluations"].size() == 3);
+    for (int k = 0; k < 3; ++k) {
+      CAPTURE(k);
+      const nlohmann::json& point = summary["evaluations"][k];
+      CHECK(point["step"] == 5 * (k + 1));
+      CHECK(point["examples"] == 1000);
+      CHECK(point["auc"].get<double>() > 0.4);
+      CHECK(point["loss"].get<double>() > 0);
+    }
+    CHECK(summary["closures_completed"] == (local ? 0 : 16 + 4));
   }
 }
 

@@ -3,13 +3,53 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace tessera {
 namespace {
+
+template <class T>
+T ValueOrDie(absl::StatusOr<T> value) {
+  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
+  return *std::move(value);
+}
+
+// A source that draws nothing from memory: example r has id feature "id" = r and label r % 2, and
+// every read is counted; rows listed in `bad_rows` fail to read (a file that went bad).
+class PositionSource : public ExampleSource {
+ public:
+  PositionSource(int64_t n, std::set<int64_t> bad_rows = {}) : n_(n), bad_(std::move(bad_rows)) {
+    schema_.id_features = {"id"};
+  }
+  int64_t size() const override { return n_; }
+  const ExampleSchema& schema() const override { return schema_; }
+  absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+    Batch batch;
+    batch.size = static_cast<int64_t>(rows.size());
+    std::vector<float> labels;
+    for (const int64_t r : rows) {
+      if (bad_.count(r) > 0) return absl::DataLossError(absl::StrCat("row ", r, " is corrupt"));
+      batch.ids["id"].push_back(r);
+      labels.push_back(static_cast<float>(r % 2));
+    }
+    rows_read_ += static_cast<int64_t>(rows.size());
+    batch.labels = *Tensor::FromVector(Shape{batch.size, 1}, std::move(labels));
+    return batch;
+  }
+  int64_t rows_read() const { return rows_read_; }
+
+ private:
+  int64_t n_;
+  std::set<int64_t> bad_;
+  ExampleSchema schema_;
+  mutable std::atomic<int64_t> rows_read_{0};
+};
 
 // n examples: id feature "id" = i, dense "x" = [i, -i], label i % 2. Every row's contents name
 // the row, so a test can check that a batch's columns stay aligned.
@@ -57,7 +97,7 @@ BatchIterator MakeIterator(const Dataset& d, BatchOptions options) {
 std::vector<Ids> Drain(BatchIterator& it, int limit = 10000) {
   std::vector<Ids> batches;
   while (static_cast<int>(batches.size()) < limit) {
-    std::optional<Batch> batch = it.Next();
+    std::optional<Batch> batch = ValueOrDie(it.Next());
     if (!batch) break;
     batches.push_back(AlignedIds(*batch));
   }
@@ -129,7 +169,7 @@ TEST_CASE("an epoch in order covers every example once, the last batch partial")
   CHECK(Flatten(batches) == Iota(10));
   CHECK(it.epoch() == 1);
   CHECK(it.batches_returned() == 4);
-  CHECK_FALSE(it.Next().has_value());
+  CHECK_FALSE(ValueOrDie(it.Next()).has_value());
 }
 
 TEST_CASE("drop_remainder drops each epoch's short last batch") {
@@ -275,20 +315,20 @@ TEST_CASE("repeat counts epochs, and kRepeatForever does not end") {
 
   options.num_epochs = 0;
   BatchIterator none = MakeIterator(d, options);
-  CHECK_FALSE(none.Next().has_value());
+  CHECK_FALSE(ValueOrDie(none.Next()).has_value());
 }
 
 TEST_CASE("an iterator whose epoch yields no batch ends, even repeating forever") {
   BatchOptions options;
   options.num_epochs = kRepeatForever;
   BatchIterator empty = MakeIterator(Numbered(0), options);
-  CHECK_FALSE(empty.Next().has_value());
+  CHECK_FALSE(ValueOrDie(empty.Next()).has_value());
 
   options.batch_size = 11;
   options.drop_remainder = true;
   BatchIterator too_small = MakeIterator(Numbered(10), options);
   CHECK(too_small.batches_per_epoch() == 0);
-  CHECK_FALSE(too_small.Next().has_value());
+  CHECK_FALSE(ValueOrDie(too_small.Next()).has_value());
 }
 
 TEST_CASE("invalid iterator options are rejected") {
@@ -365,6 +405,49 @@ TEST_CASE("Slice and Gather copy the chosen examples and check their range") {
   CHECK(d.Slice(-1, 1).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(d.Gather(std::vector<int64_t>{0, 5}).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(d.Slice(5, 0).ok());
+}
+
+TEST_CASE("a dataset over a source reads only the rows its batches ask for") {
+  auto source = std::make_shared<PositionSource>(1000000);
+  const Dataset data = ValueOrDie(Dataset::FromSource(source));
+  CHECK(data.size() == 1000000);
+  CHECK(data.IdFeatureNames() == std::vector<std::string>{"id"});
+  const Dataset part = ValueOrDie(data.Shard(4, 1));  // rows 1, 5, 9, ...
+  BatchStream stream = ValueOrDie(BatchStream::Create(part, 8, /*shuffle=*/true, /*seed=*/3));
+  const Batch batch = ValueOrDie(stream.Get(12345));
+  CHECK(source->rows_read() == 8);  // one batch: 8 rows of a million, nothing else
+  for (const int64_t id : batch.ids.at("id")) CHECK(id % 4 == 1);
+  for (int64_t k = 0; k < batch.size; ++k) {
+    CHECK(batch.labels.values()[k] == static_cast<float>(batch.ids.at("id")[k] % 2));
+  }
+  CHECK(ValueOrDie(stream.Get(12345)).ids.at("id") == batch.ids.at("id"));  // a re-run: the same
+}
+
+TEST_CASE("a source's read error reaches the reader, and a source breaking its contract is caught") {
+  const Dataset data =
+      ValueOrDie(Dataset::FromSource(std::make_shared<PositionSource>(10, std::set<int64_t>{7})));
+  CHECK(ValueOrDie(data.Slice(0, 7)).size == 7);
+  CHECK(absl::IsDataLoss(data.Slice(5, 3).status()));
+  BatchOptions options;
+  options.batch_size = 4;
+  BatchIterator it = ValueOrDie(BatchIterator::Create(data, options));
+  CHECK(ValueOrDie(it.Next()).has_value());  // rows 0..3
+  const auto bad = it.Next();                 // rows 4..7
+  CHECK(absl::IsDataLoss(bad.status()));
+  CHECK(bad.status().message() == "row 7 is corrupt");
+
+  class Liar : public PositionSource {
+   public:
+    Liar() : PositionSource(10) {}
+    absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+      Batch batch = *PositionSource::Read(rows);
+      batch.size += 1;  // one example too many
+      return batch;
+    }
+  };
+  const Dataset lying = ValueOrDie(Dataset::FromSource(std::make_shared<Liar>()));
+  CHECK(absl::IsInternal(lying.Slice(0, 2).status()));
+  CHECK(absl::IsInvalidArgument(Dataset::FromSource(nullptr).status()));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <doctest/doctest.h>
 
+#include <vector>
+
 namespace tessera {
 namespace {
 
@@ -46,6 +48,19 @@ TEST_CASE("Below is uniform over its range") {
   int counts[7] = {};
   for (int i = 0; i < 70000; ++i) counts[s.Below(7)]++;
   for (int c : counts) CHECK(std::abs(c - 10000) < 500);
+}
+
+TEST_CASE("Seek moves a stream to any draw, as if that many values had been drawn") {
+  std::vector<uint32_t> sequential;
+  PhiloxStream s(4, 2);
+  for (int i = 0; i < 64; ++i) sequential.push_back(s());
+  for (const uint64_t draw : {0, 1, 2, 3, 4, 5, 6, 7, 13, 40, 61}) {
+    CAPTURE(draw);
+    PhiloxStream seeked(4, 2);
+    seeked();  // a used stream seeks just the same
+    seeked.Seek(draw);
+    for (uint64_t k = draw; k < draw + 3; ++k) CHECK(seeked() == sequential[k]);
+  }
 }
 
 }  // namespace

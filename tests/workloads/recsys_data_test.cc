@@ -60,6 +60,32 @@ TEST_CASE("recsys data is a pure function of the seeds") {
   CHECK(other_model.test_logits != a.test_logits);
 }
 
+TEST_CASE("a split read batch by batch holds exactly the examples drawn in sequence") {
+  RecsysConfig config = SmallConfig();
+  config.num_train = 3001;
+  config.num_test = 777;
+  const RecsysData data = Generate(config);
+  const PlantedRecsysModel model = *PlantedRecsysModel::Create(config);
+  const RecsysExamples train = DrawRecsysExamples(model, config.num_train, config.train_seed, 1);
+  const RecsysExamples test = DrawRecsysExamples(model, config.num_test, config.test_seed, 2);
+  const Batch all_train = All(data.train), all_test = All(data.test);
+  CHECK(all_train.ids.at(kRecsysUserFeature) == train.users);
+  CHECK(all_train.ids.at(kRecsysItemFeature) == train.items);
+  CHECK(std::vector<float>(all_train.labels.values().begin(), all_train.labels.values().end()) ==
+        train.labels);
+  CHECK(all_test.ids.at(kRecsysUserFeature) == test.users);
+  CHECK(test.logits == data.test_logits);
+  // Scattered positions, in any order and repeated, read the same examples one by one.
+  const std::vector<int64_t> positions = {3000, 0, 17, 17, 1234, 5};
+  const Batch some = *data.train.Gather(positions);
+  for (size_t k = 0; k < positions.size(); ++k) {
+    CAPTURE(positions[k]);
+    CHECK(some.ids.at(kRecsysUserFeature)[k] == train.users[positions[k]]);
+    CHECK(some.ids.at(kRecsysItemFeature)[k] == train.items[positions[k]]);
+    CHECK(some.labels.values()[k] == train.labels[positions[k]]);
+  }
+}
+
 TEST_CASE("train and test are different draws even with equal seeds") {
   RecsysConfig config = SmallConfig();
   config.num_train = 2000;

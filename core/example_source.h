@@ -1,0 +1,85 @@
+// ExampleSource: where a Dataset's examples come from, read by position. The examples need not
+// exist in memory: a source may draw them from a generator (workloads/recsys_data.h) or read them
+// from a file, so that a worker produces or reads only the batches it is handed — never the whole
+// data set — and a batch re-run after a preemption reads the same examples again.
+//
+// A Dataset (core/dataset.h) wraps a source and adds the strided selections (Shard) and batching;
+// Dataset::Create wraps examples already in memory (InMemoryExamples below).
+//
+// Example, a source of n examples whose only feature is its own position:
+//   class Positions : public ExampleSource {
+//    public:
+//     explicit Positions(int64_t n) : n_(n) { schema_.id_features = {"position"}; }
+//     int64_t size() const override { return n_; }
+//     const ExampleSchema& schema() const override { return schema_; }
+//     absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+//       Batch batch;
+//       batch.size = static_cast<int64_t>(rows.size());
+//       batch.ids["position"].assign(rows.begin(), rows.end());
+//       batch.labels = Tensor(Shape{batch.size, 1});
+//       return batch;
+//     }
+//    private:
+//     int64_t n_;
+//     ExampleSchema schema_;
+//   };
+//   ASSIGN_OR_RETURN(Dataset data, Dataset::FromSource(std::make_shared<Positions>(1000)));
+//
+// Thread-safety: a source is shared by every Dataset made from it and read from any thread:
+// Read must be safe to call concurrently (a pure function of its rows, as in the example).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/batch.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// The features every example of a source has.
+struct ExampleSchema {
+  std::vector<std::string> id_features;  // one int64 id per example each
+  // Dense features by name: the shape of ONE example's value (a batch's is [n] + this).
+  std::map<std::string, Shape> dense_features;
+};
+
+class ExampleSource {
+ public:
+  virtual ~ExampleSource() = default;
+
+  // The number of examples; fixed for the source's life.
+  virtual int64_t size() const = 0;
+  virtual const ExampleSchema& schema() const = 0;
+  // The examples at `rows` (the caller guarantees each is in [0, size()); repeats allowed), in
+  // that order, as one batch of exactly the schema's features with labels [rows.size(), 1]. An
+  // error (a file that went bad) is returned, never thrown.
+  virtual absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const = 0;
+};
+
+// Examples held in memory as columns (a Batch of every example).
+class InMemoryExamples final : public ExampleSource {
+ public:
+  // Takes `examples` whole. InvalidArgument, naming the feature and both sizes, when an id
+  // feature does not have `size` ids, a dense feature is not rank >= 1 with `size` rows, labels
+  // are not [size, 1], or a name is used by both an id and a dense feature.
+  static absl::StatusOr<std::shared_ptr<const InMemoryExamples>> Create(Batch examples);
+
+  int64_t size() const override { return columns_.size; }
+  const ExampleSchema& schema() const override { return schema_; }
+  absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override;
+
+ private:
+  InMemoryExamples(Batch columns, ExampleSchema schema)
+      : columns_(std::move(columns)), schema_(std::move(schema)) {}
+
+  Batch columns_;
+  ExampleSchema schema_;
+};
+
+}  // namespace tessera

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "actors/shard_client.h"
 #include "core/fan_in.h"
 
@@ -11,28 +12,33 @@ namespace tessera {
 namespace internal {
 namespace {
 
-// Enough for the steps one thread has in flight at once in practice (workers x closures per
-// worker, spread over the threads); more are freed.
-constexpr size_t kMaxCachedScratch = 4;
+// Scratch of finished steps, ready for the next (Note [Step scratch reuse]).
+struct ScratchPool {
+  absl::Mutex mu;
+  std::vector<std::unique_ptr<StepScratch>> free ABSL_GUARDED_BY(mu);
+};
 
-std::vector<std::unique_ptr<StepScratch>>& ThreadScratch() {
-  thread_local std::vector<std::unique_ptr<StepScratch>> cache;
-  return cache;
+ScratchPool& Pool() {
+  static ScratchPool* pool = new ScratchPool;  // never destroyed: steps may end during exit
+  return *pool;
 }
 
 }  // namespace
 
 std::unique_ptr<StepScratch> AcquireStepScratch() {
-  std::vector<std::unique_ptr<StepScratch>>& cache = ThreadScratch();
-  if (cache.empty()) return std::make_unique<StepScratch>();
-  std::unique_ptr<StepScratch> scratch = std::move(cache.back());
-  cache.pop_back();
+  ScratchPool& pool = Pool();
+  absl::MutexLock lock(&pool.mu);
+  if (pool.free.empty()) return std::make_unique<StepScratch>();
+  std::unique_ptr<StepScratch> scratch = std::move(pool.free.back());
+  pool.free.pop_back();
   return scratch;
 }
 
 void ReleaseStepScratch(std::unique_ptr<StepScratch> scratch) {
-  std::vector<std::unique_ptr<StepScratch>>& cache = ThreadScratch();
-  if (scratch != nullptr && cache.size() < kMaxCachedScratch) cache.push_back(std::move(scratch));
+  if (scratch == nullptr) return;
+  ScratchPool& pool = Pool();
+  absl::MutexLock lock(&pool.mu);
+  pool.free.push_back(std::move(scratch));
 }
 
 }  // namespace internal

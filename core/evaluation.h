@@ -29,9 +29,10 @@
 
 namespace tessera {
 
-// Examples per evaluation batch, wherever it runs: small enough that a batch's gathered rows
-// stay a few MiB at wide embeddings (1024 x 1000 floats = 4 MiB per table).
-inline constexpr int64_t kEvalBatchSize = 1024;
+// Examples per evaluation batch, wherever it runs: small enough that a batch's gathered rows and
+// activations stay a few MiB at wide embeddings (512 x 1000 floats = 2 MiB per table), like a
+// training batch's.
+inline constexpr int64_t kEvalBatchSize = 512;
 
 struct EvalResult {
   int64_t examples = 0;

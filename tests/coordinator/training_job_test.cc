@@ -113,7 +113,7 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
     CHECK(summary["test_loss"] == reported.loss);
     // Validations at steps 5, 10 and 15 (not 16: the final evaluation is the report's), each over
     // the whole test set; on parameter servers each is one closure per test batch (1000 examples:
-    // one batch), beside the 16 train steps and the final evaluation's batch.
+    // two batches of kEvalBatchSize), beside the 16 train steps and the final evaluation's.
     REQUIRE(summary["evaluations"].size() == 3);
     for (int k = 0; k < 3; ++k) {
       CAPTURE(k);
@@ -123,7 +123,7 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
       CHECK(point["auc"].get<double>() > 0.4);
       CHECK(point["loss"].get<double>() > 0);
     }
-    CHECK(summary["closures_completed"] == (local ? 0 : 16 + 4));
+    CHECK(summary["closures_completed"] == (local ? 0 : 16 + 4 * 2));
   }
 }
 

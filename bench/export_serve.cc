@@ -26,11 +26,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -39,8 +38,8 @@
 #include "coordinator/checkpoint.h"
 #include "coordinator/strategy.h"
 #include "core/env.h"
-#include "core/partitioner.h"
 #include "core/exported_model.h"
+#include "core/partitioner.h"
 #include "core/status.h"
 #include "schema/model_io.h"
 #include "workloads/reference_models.h"
@@ -164,8 +163,8 @@ absl::Status Run() {
     strategy = std::make_unique<ParameterServerStrategy>(*cluster, partitioner);
     ASSIGN_OR_RETURN(Model created, Model::Create(spec));
     model = std::make_shared<const Model>(std::move(created));
-    RETURN_IF_ERROR(strategy->CreateModelVariables(model, {"sgd", {{"learning_rate", 0.1}}})
-                        .status());
+    RETURN_IF_ERROR(
+        strategy->CreateModelVariables(model, {"sgd", {{"learning_rate", 0.1}}}).status());
     result["shards"] = shards;
   }
   if (!reuse) {
@@ -192,11 +191,11 @@ absl::Status Run() {
     result["plain_write_gb_per_s"] = static_cast<double>(bytes) / 1e9 / plain_s;
     result["export_ratio"] = plain_s / export_s;
     result["rss_after_export_mib"] = Rss();
-    std::printf("export: %.2f GB in %.2f s (%.2f GB/s); plain write of the same bytes %.2f s "
-                "(%.2f GB/s)\n",
-                static_cast<double>(bytes) / 1e9, export_s,
-                static_cast<double>(bytes) / 1e9 / export_s, plain_s,
-                static_cast<double>(bytes) / 1e9 / plain_s);
+    std::printf(
+        "export: %.2f GB in %.2f s (%.2f GB/s); plain write of the same bytes %.2f s "
+        "(%.2f GB/s)\n",
+        static_cast<double>(bytes) / 1e9, export_s, static_cast<double>(bytes) / 1e9 / export_s,
+        plain_s, static_cast<double>(bytes) / 1e9 / plain_s);
   }
 
   DropFromPageCache(model_path);

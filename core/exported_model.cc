@@ -44,7 +44,8 @@ absl::Status ValidateModelDescription(const ModelDescription& description) {
   return absl::OkStatus();
 }
 
-absl::Status CheckVariableShapes(const ModelSpec& spec, const std::map<std::string, Shape>& shapes) {
+absl::Status CheckVariableShapes(const ModelSpec& spec,
+                                 const std::map<std::string, Shape>& shapes) {
   for (const ParamSpec& param : spec.params) {
     auto it = shapes.find(param.name);
     if (it == shapes.end()) {
@@ -104,8 +105,8 @@ absl::StatusOr<ConstTensorView> ExportedModelRows::Rows(const std::string& name,
   const Tensor& value = it->second;
   if (begin < 0 || end < begin || end > value.rows()) {
     return absl::InvalidArgumentError(absl::StrCat("exported model: rows [", begin, ", ", end,
-                                                   ") of variable '", name, "' with ",
-                                                   value.rows(), " rows"));
+                                                   ") of variable '", name, "' with ", value.rows(),
+                                                   " rows"));
   }
   if (value.shape().rank() == 0) return value.view();
   return value.RowBlock(begin, end - begin);
@@ -116,10 +117,9 @@ namespace {
 absl::Status NonFiniteRow(const std::string& name, ConstTensorView value, int64_t first_row,
                           int64_t element) {
   const int64_t row_size = std::max<int64_t>(value.row_size(), 1);
-  return absl::DataLossError(absl::StrCat("variable '", name, "' row ",
-                                          first_row + element / row_size,
-                                          " holds a non-finite value (",
-                                          value.data()[element], ")"));
+  return absl::DataLossError(
+      absl::StrCat("variable '", name, "' row ", first_row + element / row_size,
+                   " holds a non-finite value (", value.data()[element], ")"));
 }
 
 }  // namespace

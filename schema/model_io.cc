@@ -326,9 +326,9 @@ absl::StatusOr<MappedModelHead> ParseMappedModel(wire::ExportedModel::Reader in,
     }
   }
   if (in.getChecksumsOffset() != layout->checksums_offset) {
-    return absl::DataLossError(absl::StrCat("exported model: its checksums are said to start at ",
-                                            in.getChecksumsOffset(), "; after the variables they start at ",
-                                            layout->checksums_offset));
+    return absl::DataLossError(
+        absl::StrCat("exported model: its checksums are said to start at ", in.getChecksumsOffset(),
+                     "; after the variables they start at ", layout->checksums_offset));
   }
   if (layout->data_bytes != data_bytes) {
     return absl::DataLossError(absl::StrCat(
@@ -343,8 +343,8 @@ absl::StatusOr<MappedModelHead> ParseMappedModel(wire::ExportedModel::Reader in,
 struct OpenedFile {
   ModelDescription description;
   int format_version = 0;
-  std::map<std::string, Tensor> decoded;                        // format 1
-  std::unique_ptr<schema_internal::MappedVariables> mapped;    // format 2
+  std::map<std::string, Tensor> decoded;                     // format 1
+  std::unique_ptr<schema_internal::MappedVariables> mapped;  // format 2
 };
 
 // The format version a message claims, read before its checksum is (a forged size must not make
@@ -369,10 +369,9 @@ absl::StatusOr<OpenedFile> OpenModelRegion(std::unique_ptr<ReadOnlyMemoryRegion>
   // computed over what may be gigabytes of holes.
   if (message.size() > schema_internal::kMaxModelMessageBytes &&
       PeekFormatVersion(message) != kInlineModelFormatVersion) {
-    return absl::DataLossError(absl::StrCat("exported model: a message of ", message.size(),
-                                            " bytes, more than format 2's ",
-                                            schema_internal::kMaxModelMessageBytes,
-                                            " (and not format 1)"));
+    return absl::DataLossError(absl::StrCat(
+        "exported model: a message of ", message.size(), " bytes, more than format 2's ",
+        schema_internal::kMaxModelMessageBytes, " (and not format 1)"));
   }
   RETURN_IF_ERROR(schema_internal::CheckMessageChecksum(FileKind::kModel, header, message));
   OpenedFile opened;
@@ -391,10 +390,10 @@ absl::StatusOr<OpenedFile> OpenModelRegion(std::unique_ptr<ReadOnlyMemoryRegion>
           return absl::OkStatus();
         }
         if (root.getFormatVersion() != kModelFormatVersion) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "exported model has format version ", root.getFormatVersion(),
-              "; this build reads format versions ", kInlineModelFormatVersion, " and ",
-              kModelFormatVersion));
+          return absl::InvalidArgumentError(
+              absl::StrCat("exported model has format version ", root.getFormatVersion(),
+                           "; this build reads format versions ", kInlineModelFormatVersion,
+                           " and ", kModelFormatVersion));
         }
         head = ParseMappedModel(root, header.tail_bytes);
         return head.status();
@@ -479,9 +478,9 @@ absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source
   if (message_bytes > schema_internal::kMaxModelMessageBytes ||
       head.size() + layout.data_bytes >
           static_cast<uint64_t>(schema_internal::MaxFileBytes(FileKind::kModel))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "exported model: ", head.size() + layout.data_bytes, " bytes (a message of ",
-        message_bytes, "), more than a model file may hold"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("exported model: ", head.size() + layout.data_bytes, " bytes (a message of ",
+                     message_bytes, "), more than a model file may hold"));
   }
   schema_internal::SealInPlace(FileKind::kModel, head, layout.data_bytes);
   RETURN_IF_ERROR(out.WriteAt(0, head));
@@ -489,20 +488,21 @@ absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source
   for (const VariableExtent& v : layout.variables) {
     const int64_t rows = v.shape.rows();
     const uint64_t row_bytes = static_cast<uint64_t>(std::max<int64_t>(v.shape.row_size(), 1)) * 4;
-    const int64_t step =
-        static_cast<int64_t>(std::max<uint64_t>(1, kRowReadBytes / std::max<uint64_t>(row_bytes, 1)));
+    const int64_t step = static_cast<int64_t>(
+        std::max<uint64_t>(1, kRowReadBytes / std::max<uint64_t>(row_bytes, 1)));
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t end = std::min(rows, begin + step);
       ASSIGN_OR_RETURN(const ConstTensorView block, source.Rows(v.name, begin, end));
       const Shape want = v.shape.rank() == 0 ? v.shape : v.shape.WithRows(end - begin);
-      RETURN_IF_ERROR(CheckSameShape(block.shape(), want,
-                                     absl::StrCat("rows [", begin, ", ", end, ") of variable '",
-                                                  v.name, "' for the export")));
+      RETURN_IF_ERROR(CheckSameShape(
+          block.shape(), want,
+          absl::StrCat("rows [", begin, ", ", end, ") of variable '", v.name, "' for the export")));
       if (const auto bad = FirstNonFinite(block.values())) {
         const int64_t row = begin + *bad / std::max<int64_t>(v.shape.row_size(), 1);
         return absl::InvalidArgumentError(
             absl::StrCat("variable '", v.name, "' row ", row, " holds a non-finite value (",
-                         block.values()[*bad], "): a model with NaN or infinite values is not "
+                         block.values()[*bad],
+                         "): a model with NaN or infinite values is not "
                          "exported"));
       }
       RETURN_IF_ERROR(data.Append(absl::string_view(reinterpret_cast<const char*>(block.data()),
@@ -549,8 +549,7 @@ namespace {
 
 absl::StatusOr<OpenedFile> OpenModelFile(const std::string& dir, Env* env) {
   const std::string path = absl::StrCat(dir, "/", kModelFile);
-  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> region =
-      env->NewReadOnlyMemoryRegion(path);
+  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> region = env->NewReadOnlyMemoryRegion(path);
   if (absl::IsNotFound(region.status())) {
     return absl::NotFoundError(
         absl::StrCat("no exported model in ", dir, " (", path, " does not exist)"));

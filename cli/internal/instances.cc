@@ -264,9 +264,8 @@ absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs
       for (float v : tensors[o]->row(b)) {
         // JSON has no NaN or infinity (nlohmann would write null): never answer with one.
         if (!std::isfinite(v)) {
-          return absl::InvalidArgumentError(absl::StrCat("output '", format.outputs[o].name,
-                                                         "' of instance ", b, " is not finite (",
-                                                         v, ")"));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "output '", format.outputs[o].name, "' of instance ", b, " is not finite (", v, ")"));
         }
         values.push_back(v);
       }

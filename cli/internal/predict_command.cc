@@ -58,8 +58,8 @@ absl::Status PredictJsonLines(const Predictor& predictor, std::istream& in, std:
     const Batch& batch = batches[b];
     const std::vector<int64_t>& numbers = line_numbers[b];
     absl::StatusOr<std::map<std::string, Tensor>> predicted = predictor.Predict(batch);
-    RETURN_IF_ERROR(Annotate(predicted.status(),
-                             absl::StrCat("lines ", numbers.front(), "-", numbers.back())));
+    RETURN_IF_ERROR(
+        Annotate(predicted.status(), absl::StrCat("lines ", numbers.front(), "-", numbers.back())));
     ASSIGN_OR_RETURN(const Json rows, PredictionRows(*predicted, format, batch.size,
                                                      /*bare_single_output=*/false));
     for (const Json& row : rows) written.push_back(DumpJson(row));

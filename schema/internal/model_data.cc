@@ -37,10 +37,9 @@ absl::StatusOr<ModelLayout> LayOutModel(const std::vector<std::pair<std::string,
                                         uint64_t piece_bytes) {
   if (piece_bytes < kMinModelPieceBytes || piece_bytes > kMaxModelPieceBytes ||
       (piece_bytes & (piece_bytes - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("exported model: piece size ", piece_bytes,
-                                                   " is not a power of two in [",
-                                                   kMinModelPieceBytes, ", ",
-                                                   kMaxModelPieceBytes, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("exported model: piece size ", piece_bytes, " is not a power of two in [",
+                     kMinModelPieceBytes, ", ", kMaxModelPieceBytes, "]"));
   }
   // Every size below is bounded by `limit` before the next is added, so nothing overflows.
   const uint64_t limit = static_cast<uint64_t>(MaxFileBytes(FileKind::kModel));
@@ -58,19 +57,18 @@ absl::StatusOr<ModelLayout> LayOutModel(const std::vector<std::pair<std::string,
     uint64_t elements = 1;
     for (int64_t d : shape.dims()) {
       if (d < 0 || (d > 0 && elements > limit / static_cast<uint64_t>(d))) {
-        return absl::InvalidArgumentError(absl::StrCat("exported model: variable '", name,
-                                                       "' of shape ", shape.ToString(),
-                                                       " is larger than a model file may hold (",
-                                                       limit, " bytes)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("exported model: variable '", name, "' of shape ", shape.ToString(),
+                         " is larger than a model file may hold (", limit, " bytes)"));
       }
       elements *= static_cast<uint64_t>(d);
     }
     v.bytes = elements * sizeof(float);
     v.padded = PaddedToWords(v.bytes);
     if (v.padded > limit - at) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "exported model: the variables up to '", name, "' take more than a model file may hold (",
-          limit, " bytes)"));
+      return absl::InvalidArgumentError(absl::StrCat("exported model: the variables up to '", name,
+                                                     "' take more than a model file may hold (",
+                                                     limit, " bytes)"));
     }
     v.offset = at;
     v.first_piece = layout.num_pieces;
@@ -113,9 +111,8 @@ absl::Status ModelDataWriter::Flush() {
 
 absl::Status ModelDataWriter::Append(absl::string_view bytes) {
   while (!bytes.empty()) {
-    const size_t n = static_cast<size_t>(
-        std::min<uint64_t>({bytes.size(), layout_.piece_bytes - in_piece_,
-                            kWriteBufferBytes - buffer_.size()}));
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(
+        {bytes.size(), layout_.piece_bytes - in_piece_, kWriteBufferBytes - buffer_.size()}));
     const absl::string_view part = bytes.substr(0, n);
     crc_ = Crc32c(part, crc_);
     buffer_.append(part.data(), part.size());
@@ -146,8 +143,7 @@ absl::Status ModelDataWriter::Finish() {
   std::string table(static_cast<size_t>(layout_.table_bytes + kModelSealBytes), '\0');
   for (size_t i = 0; i < crcs_.size(); ++i) StoreLE32(table.data() + 4 * i, crcs_[i]);
   const size_t table_bytes = static_cast<size_t>(layout_.table_bytes);
-  StoreLE32(table.data() + table_bytes,
-            Crc32c(absl::string_view(table.data(), table_bytes)));
+  StoreLE32(table.data() + table_bytes, Crc32c(absl::string_view(table.data(), table_bytes)));
   StoreLE32(table.data() + table_bytes + 4, static_cast<uint32_t>(crcs_.size()));
   return out_.WriteAt(at_, table);
 }
@@ -229,10 +225,9 @@ absl::Status MappedVariables::VerifyPiece(const VariableExtent& v, uint64_t piec
                                             static_cast<size_t>((floats_end - begin) / 4));
     if (const auto bad = FirstNonFinite(values)) {
       const uint64_t at = begin + static_cast<uint64_t>(*bad) * 4;
-      return absl::DataLossError(absl::StrCat(file_, ": variable '", v.name, "' row ",
-                                              at / static_cast<uint64_t>(row_bytes),
-                                              " holds a non-finite value (", values[*bad],
-                                              "), which no export writes"));
+      return absl::DataLossError(absl::StrCat(
+          file_, ": variable '", v.name, "' row ", at / static_cast<uint64_t>(row_bytes),
+          " holds a non-finite value (", values[*bad], "), which no export writes"));
     }
   }
   word.fetch_or(bit, std::memory_order_release);

@@ -89,7 +89,7 @@ class ModelDataWriter {
   WritableFile& out_;
   uint64_t at_;
   const ModelLayout& layout_;
-  std::string buffer_;      // bytes not yet written
+  std::string buffer_;  // bytes not yet written
   uint64_t in_variable_ = 0;
   uint64_t in_piece_ = 0;
   uint32_t crc_ = 0;
@@ -127,7 +127,8 @@ class MappedVariables final : public ServedVariables {
 
 // The checksum table of a data section of `layout.data_bytes` bytes at `data`, after checking its
 // seal. DataLoss naming what is wrong.
-absl::StatusOr<std::vector<uint32_t>> ReadChecksumTable(const char* data, const ModelLayout& layout);
+absl::StatusOr<std::vector<uint32_t>> ReadChecksumTable(const char* data,
+                                                        const ModelLayout& layout);
 
 }  // namespace schema_internal
 }  // namespace tessera

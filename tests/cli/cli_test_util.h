@@ -50,7 +50,8 @@ inline ExportedModel OnesMlpModel() {
   options.num_classes = 2;
   ExportedModel model;
   model.spec = *MlpModelSpec(options);
-  for (const ParamSpec& p : model.spec.params) model.variables.emplace(p.name, Tensor(p.shape, 1.0f));
+  for (const ParamSpec& p : model.spec.params)
+    model.variables.emplace(p.name, Tensor(p.shape, 1.0f));
   model.signatures = {*ServingSignature(model.spec)};
   return model;
 }

@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string FreshDir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tessera_export_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("tessera_export_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir.string();
 }
@@ -65,8 +65,8 @@ Trained StrategyWith(int32_t num_ps, int64_t shards, const ModelSpec& spec,
                      const std::map<std::string, Tensor>& values) {
   Trained t;
   t.cluster = testing::StartCluster(num_ps, 1);
-  t.strategy = std::make_unique<ParameterServerStrategy>(*t.cluster,
-                                                         *FixedShardsPartitioner(shards));
+  t.strategy =
+      std::make_unique<ParameterServerStrategy>(*t.cluster, *FixedShardsPartitioner(shards));
   auto model = std::make_shared<const Model>(*Model::Create(spec));
   REQUIRE(t.strategy->CreateModelVariables(model, {"sgd", {{"learning_rate", 0.1}}}).ok());
   for (const auto& [name, value] : values) {
@@ -75,7 +75,8 @@ Trained StrategyWith(int32_t num_ps, int64_t shards, const ModelSpec& spec,
   return t;
 }
 
-TEST_CASE("an export streamed from the shards is byte-identical to the in-memory and any layout's") {
+TEST_CASE(
+    "an export streamed from the shards is byte-identical to the in-memory and any layout's") {
   const ModelSpec spec = TestSpec();
   const Model model = *Model::Create(spec);
   const std::map<std::string, Tensor> values = TestValues(spec);
@@ -92,8 +93,8 @@ TEST_CASE("an export streamed from the shards is byte-identical to the in-memory
   const std::string want = FileBytes(memory_dir + "/" + kModelFile);
   REQUIRE(want.size() > values.at("user_embedding").size() * 4);
 
-  for (const auto& [num_ps, shards] : std::vector<std::pair<int32_t, int64_t>>{{2, 3}, {1, 1},
-                                                                               {3, 7}}) {
+  for (const auto& [num_ps, shards] :
+       std::vector<std::pair<int32_t, int64_t>>{{2, 3}, {1, 1}, {3, 7}}) {
     CAPTURE(num_ps);
     CAPTURE(shards);
     Trained t = StrategyWith(num_ps, shards, spec, values);

@@ -51,9 +51,7 @@ ExportedModel PieceyModel() {
 }
 
 // Where the data section of an encoded format-2 file starts.
-uint64_t DataAt(const std::string& file) {
-  return file.size() - TailBytesOf(file);
-}
+uint64_t DataAt(const std::string& file) { return file.size() - TailBytesOf(file); }
 
 // The layout of `model`'s file, as the writer computes it.
 schema_internal::ModelLayout LayoutOf(const ExportedModel& model) {
@@ -195,8 +193,8 @@ TEST_CASE("the writer asks a source for each variable's rows in order, a few MiB
 }
 
 TEST_CASE("a NaN or an infinity is not exported: InvalidArgument naming the variable and row") {
-  for (const float bad : {std::numeric_limits<float>::quiet_NaN(),
-                          std::numeric_limits<float>::infinity()}) {
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     ExportedModel model = PieceyModel();
     model.variables.at("item_embedding").row(31)[5] = bad;
     const absl::Status encoded = EncodeExportedModel(model).status();
@@ -261,9 +259,9 @@ TEST_CASE("a NaN forged into a mapped file behind valid checksums is never serve
   const schema_internal::ModelLayout layout = LayoutOf(model);
   std::string file = Must(EncodeExportedModel(model));
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::memcpy(file.data() + DataAt(file) + ExtentOf(layout, "user_embedding").offset +
-                  (280 * 64 + 2) * 4,
-              &nan, 4);
+  std::memcpy(
+      file.data() + DataAt(file) + ExtentOf(layout, "user_embedding").offset + (280 * 64 + 2) * 4,
+      &nan, 4);
   file = Rechecksum(file, layout);
   auto env = NewMemEnv();
   REQUIRE(env->CreateDirectories("/m").ok());
@@ -277,7 +275,8 @@ TEST_CASE("a NaN forged into a mapped file behind valid checksums is never serve
   // In memory (a format-1 file of an earlier build could hold one), the same.
   ExportedModel in_memory = model;
   in_memory.variables.at("item_embedding").row(7)[2] = nan;
-  const absl::Status from_memory = Must(Predictor::Create(in_memory))->Predict(Lookup(7, 7)).status();
+  const absl::Status from_memory =
+      Must(Predictor::Create(in_memory))->Predict(Lookup(7, 7)).status();
   CHECK(Contains(from_memory, "variable 'item_embedding' row 7 holds a non-finite value"));
 }
 
@@ -325,8 +324,7 @@ TEST_CASE("forged sizes, offsets and layouts are DataLoss, never a crash or an a
       {"a tail beyond the body", huge_tail, "malformed header"},
       {"extended", Reseal(FileKind::kModel, body + std::string(64, '\0'), tail + 64),
        "truncated or extended"},
-      {"a message claiming the whole file",
-       Reseal(FileKind::kModel, body, 0), "model"},
+      {"a message claiming the whole file", Reseal(FileKind::kModel, body, 0), "model"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -354,8 +352,8 @@ TEST_CASE("every truncation of a model file on disk is refused when opened") {
   const std::string file = Must(EncodeExportedModel(PieceyModel()));
   TempDir dir;
   const std::string path = dir.path() + "/" + kModelFile;
-  for (size_t n : {size_t{0}, size_t{10}, size_t{24}, size_t{100}, file.size() / 2,
-                   file.size() - 8, file.size() - 1}) {
+  for (size_t n : {size_t{0}, size_t{10}, size_t{24}, size_t{100}, file.size() / 2, file.size() - 8,
+                   file.size() - 1}) {
     CAPTURE(n);
     WriteBytes(path, file.substr(0, n));
     const absl::Status status = OpenExportedModel(dir.path()).status();
@@ -373,7 +371,8 @@ TEST_CASE("a sparse 15 GiB model file with a valid header is refused without rea
   const uint64_t size = uint64_t{15} << 30;
   std::string head = file;
   const uint64_t body = size - schema_internal::kEnvelopeHeaderBytes;
-  const uint32_t tail_words = static_cast<uint32_t>((body - (file.size() - 24 - TailBytesOf(file))) / 8);
+  const uint32_t tail_words =
+      static_cast<uint32_t>((body - (file.size() - 24 - TailBytesOf(file))) / 8);
   std::memcpy(head.data() + 8, &body, 8);
   std::memcpy(head.data() + 20, &tail_words, 4);
   WriteBytes(path, head);

@@ -98,10 +98,9 @@ TEST_CASE("a decoded model is validated like a new one") {
   const uint64_t tail = TailBytesOf(file);
   // The step, negated.
   const absl::Status step =
-      DecodeExportedModel(Reseal(FileKind::kModel,
-                                 ReplaceUnique(body, Int64Bytes({model.step}),
-                                               Int64Bytes({-model.step})),
-                                 tail))
+      DecodeExportedModel(
+          Reseal(FileKind::kModel,
+                 ReplaceUnique(body, Int64Bytes({model.step}), Int64Bytes({-model.step})), tail))
           .status();
   CHECK(absl::IsInvalidArgument(step));
   // The format version (the root's first field in a one-segment message).

@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mut
 ABSL_FLAG(std::string, tls_key, "", "ps: this node's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peers must be signed by it");
 ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the model's own)");
+ABSL_FLAG(bool, verify, false,
+          "inspect: read an exported model's values and verify every checksum (serving verifies "
+          "them as it reads them)");
 ABSL_FLAG(std::string, log_level, "",
           "diagnostics below this level are dropped: debug, info, warning, error or off "
           "(default: $TESSERA_LOG_LEVEL, else info)");
@@ -54,9 +57,10 @@ commands:
       (list it under "ps_standby" in the cluster spec). Without TLS
       it listens on loopback unless --host says otherwise (and then anyone who can reach the
       port can read and change the model: use TLS beyond a trusted network).
-  inspect PATH
+  inspect PATH [--verify]
       Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
-      model (its signatures, layers and variables).
+      model (its file format, signatures, layers and variables); --verify also reads an exported
+      model's values and checks every checksum (serve and predict check them as they read them).
   help
       Prints this message.
 
@@ -147,7 +151,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
   }
   if (command == "inspect") {
     if (args.size() != 1) return absl::InvalidArgumentError("inspect needs exactly one PATH");
-    return tessera::cli::RunInspect(args[0], std::cout);
+    return tessera::cli::RunInspect(args[0], std::cout, absl::GetFlag(FLAGS_verify));
   }
   return absl::InvalidArgumentError("unknown command '" + command + "'; see 'tessera help'");
 }

@@ -6,7 +6,8 @@
 // layout saved it (N shards -> M shards, sharded <-> unsharded): each shard reads only the slice
 // files its rows overlap; names, shapes and dtypes are checked with messages that say what
 // differs. Export: the model graph, its serving signature and every variable merged into one
-// unsharded tensor (schema/model_io.h); an export can also be restored as a checkpoint.
+// unsharded tensor (schema/model_io.h), streamed from the shards; an export can also be restored
+// as a checkpoint.
 //
 // ON_READ variables (per-worker metrics) are not checkpointed.
 //
@@ -49,7 +50,10 @@ absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
                                         const std::string& dir, int32_t ps_task);
 
 // Exports `model` with the current values of `strategy`'s variables (one per parameter) into
-// `dir` (created if missing), through `env`.
+// `dir` (created if missing), through `env`, streaming: each variable is read from its shards a
+// few MiB of rows at a time and written as it arrives, so the coordinator never holds a whole
+// variable. InvalidArgument naming the variable and row when a value is NaN or infinite; on any
+// error no model file is left (and `dir` is removed if this call created it).
 absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
                          const std::string& dir, int64_t global_step,
                          Env* env = Env::Default());

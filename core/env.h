@@ -43,6 +43,21 @@ class RandomAccessFile {
   virtual absl::Status ReadAt(uint64_t offset, size_t n, char* out) = 0;
 };
 
+// A file's bytes in memory, read-only, for as long as the region lives: a memory mapping on the
+// POSIX Env, so only the pages read are loaded (and the kernel may drop them again). data() is
+// aligned to 8 bytes at least. A mapped file that shrinks while mapped makes a read past its new
+// end fault (SIGBUS): map only files that are replaced by rename, never rewritten in place.
+class ReadOnlyMemoryRegion {
+ public:
+  virtual ~ReadOnlyMemoryRegion() = default;
+  virtual const char* data() const = 0;
+  virtual uint64_t size() const = 0;
+  // A hint that bytes [offset, offset + n) will not be read again soon: a mapping drops the
+  // whole pages among them from this process (they stay in the page cache, and a later read
+  // maps them back). Reading them again stays valid. Does nothing by default.
+  virtual void DropPages(uint64_t offset, uint64_t n) const {}
+};
+
 // Bytes written at given offsets (gaps are filled later, or read as zeros).
 class WritableFile {
  public:
@@ -88,8 +103,14 @@ class Env {
   virtual absl::Status RenameFile(const std::string& from, const std::string& to) = 0;
 
   // `path` opened for reading. NotFound when it does not exist; DataLoss when it is not a
-  // regular file.
+  // regular file (a directory, a FIFO, a device: refused without blocking, so a FIFO with no
+  // writer never hangs the reader).
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
+
+  // Regular file `path` mapped read-only (MemEnv: a copy of its bytes). The same errors as
+  // NewRandomAccessFile, and ResourceExhausted when the address space cannot hold it.
+  virtual absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> NewReadOnlyMemoryRegion(
       const std::string& path) = 0;
 
   // `path` created empty for writing (an existing file is truncated). NotFound when its

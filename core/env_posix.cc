@@ -1,6 +1,7 @@
 // Env::Default(): the POSIX filesystem and absl::Now().
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -118,6 +120,52 @@ class PosixRandomAccessFile : public RandomAccessFile {
   std::string path_;
 };
 
+class PosixMemoryRegion : public ReadOnlyMemoryRegion {
+ public:
+  PosixMemoryRegion(void* address, uint64_t size) : address_(address), size_(size) {}
+  PosixMemoryRegion(const PosixMemoryRegion&) = delete;
+  PosixMemoryRegion& operator=(const PosixMemoryRegion&) = delete;
+  ~PosixMemoryRegion() override {
+    if (size_ > 0) ::munmap(address_, static_cast<size_t>(size_));
+  }
+  const char* data() const override { return static_cast<const char*>(address_); }
+  uint64_t size() const override { return size_; }
+  void DropPages(uint64_t offset, uint64_t n) const override {
+    // Only whole pages inside the range; a private read-only mapping of a file refaults them
+    // from the file.
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t begin = (offset + page - 1) / page * page;
+    const uint64_t end = std::min(offset + n, size_) / page * page;
+    if (begin < end) {
+      ::madvise(static_cast<char*>(address_) + begin, static_cast<size_t>(end - begin),
+                MADV_DONTNEED);
+    }
+  }
+
+ private:
+  void* address_;
+  uint64_t size_;
+};
+
+// Note [Opening a FIFO]
+// open(O_RDONLY) of a FIFO blocks until some process opens it for writing: a model or slice path
+// that names a FIFO would hang its reader forever. Opening with O_NONBLOCK returns at once for any
+// kind of file; fstat then refuses what is not a regular file, and O_NONBLOCK is cleared again
+// (it means nothing for regular files, but a later reader should not inherit a surprise).
+absl::StatusOr<int> OpenRegularFileForReading(const std::string& path, struct stat& info) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (fd.get() < 0) return ErrnoError(errno, "opening", path);
+  if (::fstat(fd.get(), &info) != 0) return ErrnoError(errno, "inspecting", path);
+  if (!S_ISREG(info.st_mode)) {
+    return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
+  }
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return ErrnoError(errno, "opening", path);
+  }
+  return fd.Release();
+}
+
 class PosixEnv : public Env {
  public:
   absl::Status CreateDirectories(const std::string& path) override {
@@ -187,15 +235,27 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return ErrnoError(errno, "opening", path);
     struct stat info;
-    if (::fstat(fd.get(), &info) != 0) return ErrnoError(errno, "inspecting", path);
-    if (!S_ISREG(info.st_mode)) {
-      return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
+    absl::StatusOr<int> fd = OpenRegularFileForReading(path, info);  // Note [Opening a FIFO]
+    if (!fd.ok()) return fd.status();
+    return std::make_unique<PosixRandomAccessFile>(*fd, static_cast<uint64_t>(info.st_size), path);
+  }
+
+  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> NewReadOnlyMemoryRegion(
+      const std::string& path) override {
+    struct stat info;
+    absl::StatusOr<int> opened = OpenRegularFileForReading(path, info);
+    if (!opened.ok()) return opened.status();
+    FileDescriptor fd(*opened);  // the mapping outlives the descriptor
+    const uint64_t size = static_cast<uint64_t>(info.st_size);
+    if (size == 0) return std::make_unique<PosixMemoryRegion>(nullptr, 0);  // mmap refuses 0
+    if (size > std::numeric_limits<size_t>::max()) {
+      return absl::ResourceExhaustedError(absl::StrCat("mapping ", path, ": ", size,
+                                                       " bytes do not fit the address space"));
     }
-    return std::make_unique<PosixRandomAccessFile>(fd.Release(),
-                                                   static_cast<uint64_t>(info.st_size), path);
+    void* address = ::mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (address == MAP_FAILED) return ErrnoError(errno, "mapping", path);
+    return std::make_unique<PosixMemoryRegion>(address, size);
   }
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(

@@ -345,6 +345,35 @@ absl::StatusOr<std::unique_ptr<RandomAccessFile>> MemEnv::NewRandomAccessFile(
   return std::make_unique<MemRandomAccessFile>(state_, node->data, node->data->size(), p);
 }
 
+namespace {
+
+// A copy of a file's bytes, in 8-byte words so that data() is aligned as a mapping's would be.
+class MemMemoryRegion : public ReadOnlyMemoryRegion {
+ public:
+  explicit MemMemoryRegion(const std::string& bytes)
+      : words_((bytes.size() + 7) / 8), size_(bytes.size()) {
+    if (size_ > 0) std::memcpy(words_.data(), bytes.data(), bytes.size());
+  }
+  const char* data() const override { return reinterpret_cast<const char*>(words_.data()); }
+  uint64_t size() const override { return size_; }
+
+ private:
+  std::vector<uint64_t> words_;
+  uint64_t size_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> MemEnv::NewReadOnlyMemoryRegion(
+    const std::string& path) {
+  const std::string p = Normalize(path);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const Node* node = state_->Find(p);
+  if (node == nullptr) return state_->Missing(p, "opening");
+  if (node->directory) return absl::DataLossError(absl::StrCat(p, " is not a regular file"));
+  return std::make_unique<MemMemoryRegion>(*node->data);
+}
+
 absl::StatusOr<std::unique_ptr<WritableFile>> MemEnv::NewWritableFile(const std::string& path) {
   const std::string p = Normalize(path);
   std::lock_guard<std::mutex> lock(state_->mu);

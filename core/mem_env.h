@@ -9,7 +9,8 @@
 //
 // Durability is not modelled: Sync and SyncDirectory only check that their target exists. An
 // open RandomAccessFile keeps reading the file it opened, even after a rename replaces it or a
-// removal unlinks it (as POSIX does); writes through another handle to that same file show.
+// removal unlinks it (as POSIX does); writes through another handle to that same file show. A
+// memory region is a copy of the file's bytes when it was opened.
 //
 // Thread-safety: every operation, on the Env or its files, takes one internal lock.
 #pragma once
@@ -47,6 +48,8 @@ class MemEnv : public Env {
   absl::Status RemoveTree(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> NewReadOnlyMemoryRegion(
       const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override;

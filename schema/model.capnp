@@ -1,6 +1,8 @@
 # The exported model (core/exported_model.h): the model graph (core/model_spec.h), its serving
 # signatures and its unsharded variables. The file is framed by schema/internal/envelope.h around
-# one message whose root is `ExportedModel`.
+# one message whose root is `ExportedModel`. Format 1 holds the variables' values inside the
+# message (checksummed chunks); format 2 holds where they sit in the data after the message
+# (Note [Model file layout] in schema/model_io.cc).
 #
 # Every std::map of the C++ structs is a list of entries in key order, so encoding a decoded
 # model again gives the same bytes.
@@ -16,11 +18,20 @@ struct ExportedModel {
   signatures @2 :List(Signature);
   variables @3 :List(Variable);  # in name order
   step @4 :Int64;
+  # Format 2: the size of the pieces each variable's data is checksummed in (the last piece of a
+  # variable shorter), and where the table of those checksums starts, in bytes from the start of
+  # the data after the message.
+  pieceBytes @5 :UInt32;
+  checksumsOffset @6 :UInt64;
 }
 
 struct Variable {
   name @0 :Text;
-  value @1 :Common.Tensor;
+  value @1 :Common.Tensor;  # format 1: shape and chunks; format 2: shape only (no chunks)
+  # Format 2: the element type (float32) and where the raw little-endian values start, in bytes
+  # from the start of the data after the message (a multiple of 8).
+  dtype @2 :Common.DType;
+  dataOffset @3 :UInt64;
 }
 
 struct ModelSpec {

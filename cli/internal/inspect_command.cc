@@ -59,8 +59,11 @@ void DescribeCheckpoint(const CheckpointManifest& manifest, std::ostream& out) {
   }
 }
 
-void DescribeExportedModel(const ExportedModel& model, std::ostream& out) {
+void DescribeExportedModel(const OpenedModel& opened, std::ostream& out) {
+  const ModelDescription& model = opened.description;
+  const std::map<std::string, ConstTensorView>& variables = opened.variables->views();
   const ModelSpec& spec = model.spec;
+  out << "format: " << opened.format_version << "\n";
   out << "name: " << spec.name << "\n";
   out << "step: " << model.step << "\n";
   out << "signatures: " << model.signatures.size() << "\n";
@@ -83,18 +86,17 @@ void DescribeExportedModel(const ExportedModel& model, std::ostream& out) {
   for (const auto& [name, node] : spec.outputs) out << "  " << name << " <- " << node << "\n";
   out << "loss: " << spec.loss.kind << " on " << spec.loss.logits << "\n";
   int64_t values = 0;
-  for (const auto& [name, tensor] : model.variables) values += tensor.size();
-  out << "variables: " << model.variables.size() << " (" << values << " values)\n";
+  for (const auto& [name, tensor] : variables) values += tensor.size();
+  out << "variables: " << variables.size() << " (" << values << " values)\n";
   for (const ParamSpec& param : spec.params) {
-    auto it = model.variables.find(param.name);
-    const std::string shape =
-        it == model.variables.end() ? "missing" : it->second.shape().ToString();
+    auto it = variables.find(param.name);
+    const std::string shape = it == variables.end() ? "missing" : it->second.shape().ToString();
     out << "  " << param.name << "  " << shape << (param.trainable ? "" : "  frozen")
         << (param.partitioned ? "  partitioned" : "") << "\n";
   }
 }
 
-absl::Status RunInspect(const std::string& path, std::ostream& out) {
+absl::Status RunInspect(const std::string& path, std::ostream& out, bool verify) {
   std::error_code error;
   fs::path dir = path;
   const fs::file_status status = fs::status(dir, error);
@@ -125,11 +127,18 @@ absl::Status RunInspect(const std::string& path, std::ostream& out) {
   }
   if (has_model) {
     const std::string file = (dir / kModelFile).string();
-    absl::StatusOr<ExportedModel> model = ReadExportedModel(dir.string());
+    absl::StatusOr<OpenedModel> model = OpenExportedModel(dir.string());
     RETURN_IF_ERROR(Annotate(model.status(), file));
     if (has_manifest) out << "\n";
     out << "exported model " << dir.string() << "\n";
     DescribeExportedModel(*model, out);
+    if (verify) {
+      // Serving verifies a piece of a value when it first reads from it; this reads them all.
+      for (const auto& [name, value] : model->variables->views()) {
+        RETURN_IF_ERROR(model->variables->CheckAll(name));
+      }
+      out << "values: verified (every checksum, every value finite)\n";
+    }
   }
   return absl::OkStatus();
 }

@@ -11,6 +11,11 @@
 //         user_embedding.part_1.tsr  rows [7, 13)
 //     ...
 //
+//   exported model /tmp/export
+//   format: 2
+//   name: recsys
+//   ...
+//
 // Thread-safety: pure functions over files and streams.
 #pragma once
 
@@ -20,6 +25,7 @@
 #include "absl/status/status.h"
 #include "core/checkpoint.h"
 #include "core/exported_model.h"
+#include "schema/model_io.h"
 
 namespace tessera::cli {
 
@@ -27,14 +33,16 @@ namespace tessera::cli {
 // and slice files with their row ranges (its shards when it was saved).
 void DescribeCheckpoint(const CheckpointManifest& manifest, std::ostream& out);
 
-// An exported model's name and step, signatures (inputs, outputs), layers, outputs, loss and
-// variables with their shapes.
-void DescribeExportedModel(const ExportedModel& model, std::ostream& out);
+// An exported model's file format, name and step, signatures (inputs, outputs), layers, outputs,
+// loss and variables with their shapes (nothing of their values is read).
+void DescribeExportedModel(const OpenedModel& model, std::ostream& out);
 
 // The command: describes what PATH holds — a checkpoint directory (a manifest), an export
 // directory (a model), or both; PATH may also name the manifest or model file itself.
 // NotFound when PATH does not exist or holds neither; the reader's DataLoss / InvalidArgument,
-// naming the file, when one is corrupt.
-absl::Status RunInspect(const std::string& path, std::ostream& out);
+// naming the file, when one is corrupt. With `verify`, an exported model's values are read and
+// checked too (every checksum; serving checks them lazily): DataLoss naming the variable and rows
+// of the first bad piece.
+absl::Status RunInspect(const std::string& path, std::ostream& out, bool verify = false);
 
 }  // namespace tessera::cli

@@ -1,6 +1,7 @@
 #include "cli/internal/instances.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <utility>
@@ -105,7 +106,7 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
 }
 
 absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
-    const ExportedModel& model) {
+    const ModelDescription& model) {
   std::map<std::string, InstanceFormat> formats;
   for (const Signature& signature : model.signatures) {
     ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
@@ -260,7 +261,14 @@ absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs
     Json prediction = bare ? Json::array() : Json::object();
     for (size_t o = 0; o < tensors.size(); ++o) {
       Json values = Json::array();
-      for (float v : tensors[o]->row(b)) values.push_back(v);
+      for (float v : tensors[o]->row(b)) {
+        // JSON has no NaN or infinity (nlohmann would write null): never answer with one.
+        if (!std::isfinite(v)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "output '", format.outputs[o].name, "' of instance ", b, " is not finite (", v, ")"));
+        }
+        values.push_back(v);
+      }
       if (bare) {
         prediction = std::move(values);
       } else {

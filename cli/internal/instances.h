@@ -62,7 +62,7 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
 // "serving_default" derived from the spec (ServingSignature) when the model has no signature of
 // that name, so every model can be served. MakeInstanceFormat's errors.
 absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
-    const ExportedModel& model);
+    const ModelDescription& model);
 
 // Collects instances into a Batch (no labels).
 class BatchBuilder {
@@ -92,7 +92,8 @@ class BatchBuilder {
 // The predictions of `outputs` (a Predictor's, each [batch_size, width]) as a JSON array of
 // batch_size rows: each an object mapping every output of `format` to its row of floats or, with
 // `bare_single_output` and exactly one output, that row alone (TF Serving's format).
-// Internal when an output is missing or mis-shaped.
+// Internal when an output is missing or mis-shaped; InvalidArgument naming the output and the
+// instance when a value is NaN or infinite (JSON has neither).
 absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs,
                                     const InstanceFormat& format, int64_t batch_size,
                                     bool bare_single_output);

@@ -10,9 +10,10 @@ namespace tessera::cli {
 
 absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir) {
   const std::string context = absl::StrCat("model '", dir, "'");
-  absl::StatusOr<ExportedModel> model = ReadExportedModel(dir);
+  absl::StatusOr<OpenedModel> model = OpenExportedModel(dir);
   RETURN_IF_ERROR(Annotate(model.status(), context));
-  absl::StatusOr<std::unique_ptr<Predictor>> predictor = Predictor::Create(std::move(*model));
+  absl::StatusOr<std::unique_ptr<Predictor>> predictor =
+      Predictor::Create(std::move(model->description), std::move(model->variables));
   RETURN_IF_ERROR(Annotate(predictor.status(), context));
   return std::move(*predictor);
 }

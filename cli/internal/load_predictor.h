@@ -11,9 +11,10 @@
 
 namespace tessera::cli {
 
-// Reads dir/model.tsr and builds its Predictor. ReadExportedModel's errors (NotFound without a
-// model, DataLoss / InvalidArgument for bad content) and Predictor::Create's, each prefixed with
-// the directory.
+// Opens dir/model.tsr (mapped: only its header, message and checksum table are read, and its
+// dense variables verified) and builds its Predictor. OpenExportedModel's errors (NotFound
+// without a model, DataLoss / InvalidArgument for bad content) and Predictor::Create's, each
+// prefixed with the directory.
 absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir);
 
 }  // namespace tessera::cli

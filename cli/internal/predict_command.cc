@@ -29,24 +29,42 @@ absl::Status PredictJsonLines(const Predictor& predictor, std::istream& in, std:
 
   // Read and check everything first: a bad line must not leave half the output written.
   std::vector<Batch> batches;
+  std::vector<std::vector<int64_t>> line_numbers;  // per batch, the line of each example
   BatchBuilder builder(format);
+  std::vector<int64_t> lines;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     absl::StatusOr<Json> instance = ParseJson(line);
     absl::Status status = instance.ok() ? builder.Add(*instance) : instance.status();
     RETURN_IF_ERROR(Annotate(status, absl::StrCat("line ", number)));
-    if (builder.size() == kChunk) batches.push_back(builder.Take());
+    lines.push_back(number);
+    if (builder.size() == kChunk) {
+      batches.push_back(builder.Take());
+      line_numbers.push_back(std::move(lines));
+      lines.clear();
+    }
   }
   if (in.bad()) return absl::DataLossError("reading the input failed");
-  if (builder.size() > 0) batches.push_back(builder.Take());
-
-  for (const Batch& batch : batches) {
-    ASSIGN_OR_RETURN(const auto outputs, predictor.Predict(batch));
-    ASSIGN_OR_RETURN(const Json rows, PredictionRows(outputs, format, batch.size,
-                                                     /*bare_single_output=*/false));
-    for (const Json& row : rows) out << DumpJson(row) << '\n';
+  if (builder.size() > 0) {
+    batches.push_back(builder.Take());
+    line_numbers.push_back(std::move(lines));
   }
+
+  // Every prediction before any output: a batch that fails (an output driven to infinity, a
+  // corrupt row) must not leave the earlier batches' lines written either.
+  std::vector<std::string> written;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    const Batch& batch = batches[b];
+    const std::vector<int64_t>& numbers = line_numbers[b];
+    absl::StatusOr<std::map<std::string, Tensor>> predicted = predictor.Predict(batch);
+    RETURN_IF_ERROR(
+        Annotate(predicted.status(), absl::StrCat("lines ", numbers.front(), "-", numbers.back())));
+    ASSIGN_OR_RETURN(const Json rows, PredictionRows(*predicted, format, batch.size,
+                                                     /*bare_single_output=*/false));
+    for (const Json& row : rows) written.push_back(DumpJson(row));
+  }
+  for (const std::string& row : written) out << row << '\n';
   out.flush();
   if (!out) return absl::UnavailableError("writing the predictions failed");
   return absl::OkStatus();

@@ -112,7 +112,7 @@ absl::StatusOr<EnvelopeHeader> ParseEnvelopeHeader(FileKind kind, absl::string_v
                                             file_bytes - kEnvelopeHeaderBytes));
   }
   if (parsed.body_bytes % 8 != 0 || parsed.tail_bytes > parsed.body_bytes ||
-      (kind != FileKind::kSlice && parsed.tail_bytes != 0)) {
+      (kind == FileKind::kManifest && parsed.tail_bytes != 0)) {
     return absl::DataLossError(absl::StrCat(what, ": malformed header"));
   }
   return parsed;

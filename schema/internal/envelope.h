@@ -1,17 +1,17 @@
 // The frame around every Tessera file (slice, manifest, exported model): a 24-byte header naming
 // the kind of file, the body's size and a CRC-32, followed by the body: one Cap'n Proto message
-// and, in slice files only, a tail of raw data after it. The body is a whole number of 8-byte
+// and, in slice files and format-2 exported models, a tail of raw data after it. The body is a whole number of 8-byte
 // words, and so is the tail.
 //
 //   bytes  0..7   magic, e.g. "TSRSLICE" (one per FileKind)
 //   bytes  8..15  body size in bytes, little-endian uint64
 //   bytes 16..19  zlib's CRC-32 of the body's message (the body without its tail), little-endian
-//   bytes 20..23  the tail's size in 8-byte words, little-endian uint32 (zero but in slice files;
-//                 older builds called it reserved and always wrote zero)
+//   bytes 20..23  the tail's size in 8-byte words, little-endian uint32 (zero in manifests and
+//                 format-1 models; older builds called it reserved and always wrote zero)
 //   bytes 24..    the body: the message, then the tail
 //
-// The tail carries its own checksums, listed in the message (Note [Slice file layout] in
-// checkpoint_io.cc), so every byte of a file is covered by exactly one checksum. See
+// The tail carries its own checksums (Note [Slice file layout] in checkpoint_io.cc, Note [Model
+// file layout] in model_io.cc), so every byte of a file is covered by exactly one checksum. See
 // Note [Checksums] in field_codec.cc for the files whose data lives inside the message.
 // No Cap'n Proto types appear here: tests and fuzzers use this header to reseal forged bodies.
 //
@@ -61,7 +61,7 @@ struct EnvelopeHeader {
 
 // Checks the header (the file's first kEnvelopeHeaderBytes) of a `file_bytes`-byte file: its
 // size (against MaxFileBytes too), magic, body size, and a tail that fits in the body and is
-// zero unless `kind` is kSlice. DataLoss naming the file's kind and what is wrong.
+// zero for a manifest. DataLoss naming the file's kind and what is wrong.
 absl::StatusOr<EnvelopeHeader> ParseEnvelopeHeader(FileKind kind, absl::string_view header,
                                                    uint64_t file_bytes);
 // DataLoss "checksum mismatch" unless `message` has the header's CRC.
@@ -71,7 +71,7 @@ absl::Status CheckMessageChecksum(FileKind kind, const EnvelopeHeader& header,
 // A sealed file in memory, split.
 struct Envelope {
   absl::string_view message;
-  absl::string_view tail;  // empty but in slice files
+  absl::string_view tail;  // empty in manifests and format-1 models
 };
 
 // The body of a sealed file, after checking its header and its message's checksum.

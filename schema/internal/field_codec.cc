@@ -16,14 +16,14 @@ namespace tessera {
 namespace schema_internal {
 
 // Note [Checksums]
-// Two layers of CRC-32 protect a manifest or an exported model. The envelope's (envelope.h)
-// covers every byte of the message: names, shapes, offsets, steps — corruption anywhere is caught
-// before Cap'n Proto even parses it, so a file that reads OK reads exactly what was written. The
-// per-chunk CRCs cover the float data again, 1 MiB at a time: they name the tensor and chunk that
-// went bad, and they still hold for a message taken out of its envelope (e.g. sent over the
-// network or re-sealed by a tool). Reading costs two CRC passes over the data. Slice files, the
-// large ones, keep their float data after the message and check each byte once instead
-// (Note [Slice file layout] in checkpoint_io.cc).
+// Two layers of CRC-32 protect a manifest or a format-1 exported model. The envelope's
+// (envelope.h) covers every byte of the message: names, shapes, offsets, steps — corruption
+// anywhere is caught before Cap'n Proto even parses it, so a file that reads OK reads exactly what
+// was written. The per-chunk CRCs of a format-1 model cover the float data again, 1 MiB at a
+// time: they name the tensor and chunk that went bad. Reading costs two CRC passes over the data.
+// Slice files and format-2 models, the large ones, keep their float data after the message and
+// check each byte once instead (Note [Slice file layout] in checkpoint_io.cc, Note [Model file
+// layout] in model_io.cc); only format-1 models are still decoded here, never written.
 
 std::string DecodeText(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 
@@ -160,18 +160,6 @@ size_t NumChunks(size_t num_values) {
   return (bytes + kMaxChunkBytes - 1) / kMaxChunkBytes;
 }
 
-void FillChunks(absl::Span<const float> values, capnp::List<wire::Chunk>::Builder chunks) {
-  const char* data = reinterpret_cast<const char*>(values.data());
-  const size_t bytes = values.size() * sizeof(float);
-  for (unsigned i = 0; i < chunks.size(); ++i) {
-    const size_t at = size_t{i} * kMaxChunkBytes;
-    const size_t n = std::min(kMaxChunkBytes, bytes - at);
-    capnp::Data::Builder blob = chunks[i].initData(static_cast<unsigned>(n));
-    std::memcpy(blob.begin(), data + at, n);
-    chunks[i].setCrc32(Crc32(absl::string_view(data + at, n)));
-  }
-}
-
 absl::StatusOr<std::vector<float>> DecodeValues(capnp::List<wire::Chunk>::Reader chunks,
                                                 int64_t num_values, absl::string_view what) {
   // First the sizes alone, so a forged element count cannot make us allocate: the floats must
@@ -204,11 +192,6 @@ absl::StatusOr<std::vector<float>> DecodeValues(capnp::List<wire::Chunk>::Reader
     out += bytes.size();
   }
   return values;
-}
-
-void EncodeTensor(const Tensor& tensor, wire::Tensor::Builder out) {
-  out.setShape(DimsOf(tensor.shape().dims()));
-  FillChunks(tensor.values(), out.initChunks(NumChunks(tensor.size())));
 }
 
 absl::StatusOr<Tensor> DecodeTensor(wire::Tensor::Reader tensor, absl::string_view what) {

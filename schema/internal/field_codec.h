@@ -55,17 +55,15 @@ absl::StatusOr<std::map<std::string, std::string>> DecodeTextMap(
 void EncodeTextMap(const std::map<std::string, std::string>& map,
                    capnp::List<wire::TextEntry>::Builder out);
 
-// Float data. NumChunks is the length to init a chunk list with before FillChunks.
+// Float data in 1 MiB chunks (format-1 exports; a slice file's CRC list has one per chunk).
 size_t NumChunks(size_t num_values);
-void FillChunks(absl::Span<const float> values, capnp::List<wire::Chunk>::Builder chunks);
 // Exactly `num_values` floats from `chunks`, after checking that the chunks hold exactly that many
 // bytes (before allocating) and that every chunk's CRC-32 matches: DataLoss "checksum mismatch in
 // <what> chunk i" otherwise.
 absl::StatusOr<std::vector<float>> DecodeValues(capnp::List<wire::Chunk>::Reader chunks,
                                                 int64_t num_values, absl::string_view what);
 
-// Tensors: a shape and its values.
-void EncodeTensor(const Tensor& tensor, wire::Tensor::Builder out);
+// Tensors: a shape and its values (format-1 exports, read only).
 absl::StatusOr<Tensor> DecodeTensor(wire::Tensor::Reader tensor, absl::string_view what);
 
 }  // namespace schema_internal

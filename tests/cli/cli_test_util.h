@@ -41,6 +41,21 @@ inline ExportedModel TinyRecsysModel() {
   return model;
 }
 
+// An MLP over 3 dense inputs (hidden 2, 2 classes) whose every value is 1: an input near
+// FLT_MAX drives its logits to infinity.
+inline ExportedModel OnesMlpModel() {
+  MlpModelOptions options;
+  options.input_dim = 3;
+  options.hidden_units = {2};
+  options.num_classes = 2;
+  ExportedModel model;
+  model.spec = *MlpModelSpec(options);
+  for (const ParamSpec& p : model.spec.params)
+    model.variables.emplace(p.name, Tensor(p.shape, 1.0f));
+  model.signatures = {*ServingSignature(model.spec)};
+  return model;
+}
+
 inline std::unique_ptr<Predictor> TinyRecsysPredictor() {
   auto predictor = Predictor::Create(TinyRecsysModel());
   REQUIRE(predictor.ok());

@@ -144,5 +144,37 @@ TEST_CASE("inspecting neither, nothing or a corrupt file is an error naming the 
   CHECK(Has(std::string(truncated.message()), model_dir.Sub(kModelFile)));
 }
 
+TEST_CASE("inspect names the file format and, with verify, checks every value") {
+  TempDir dir;
+  const ExportedModel model = TinyRecsysModel();
+  REQUIRE(WriteExportedModel(dir.path(), model).ok());
+  std::ostringstream out;
+  REQUIRE(RunInspect(dir.path(), out).ok());
+  CHECK(Has(out.str(), "format: 2\n"));
+  CHECK_FALSE(Has(out.str(), "verified"));
+  std::ostringstream verified;
+  REQUIRE(RunInspect(dir.path(), verified, /*verify=*/true).ok());
+  CHECK(Has(verified.str(), "values: verified"));
+
+  // A flipped bit in the item table: the description still reads, verification names it.
+  std::string bytes;
+  {
+    std::ifstream in(dir.Sub(kModelFile), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const Tensor& items = model.variables.at("item_embedding");
+  const size_t at = bytes.find(std::string(reinterpret_cast<const char*>(items.data()),
+                                           static_cast<size_t>(items.size()) * 4));
+  REQUIRE(at != std::string::npos);
+  bytes[at + 5] ^= 0x20;
+  std::ofstream(dir.Sub(kModelFile), std::ios::binary | std::ios::trunc) << bytes;
+  std::ostringstream described;
+  CHECK(RunInspect(dir.path(), described).ok());
+  std::ostringstream ignored;
+  const absl::Status bad = RunInspect(dir.path(), ignored, /*verify=*/true);
+  CHECK(bad.code() == absl::StatusCode::kDataLoss);
+  CHECK(Has(std::string(bad.message()), "checksum mismatch in variable 'item_embedding'"));
+}
+
 }  // namespace
 }  // namespace tessera::cli

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -243,6 +244,13 @@ TEST_CASE("predictions become rows: objects, or the bare row for a single output
   CHECK(PredictionRows(outputs, format, 2, true).status().code() == absl::StatusCode::kInternal);
   format.outputs = {{"a", 3}};
   CHECK(PredictionRows(outputs, format, 2, true).status().code() == absl::StatusCode::kInternal);
+
+  // JSON has no NaN or infinity: such an output is an error naming it, never a null.
+  format.outputs = {{"b", 1}};
+  outputs["b"].data()[1] = std::numeric_limits<float>::infinity();
+  const absl::Status infinite = PredictionRows(outputs, format, 2, false).status();
+  CHECK(infinite.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(infinite.message()) == "output 'b' of instance 1 is not finite (inf)");
 }
 
 TEST_CASE("floats print in their shortest round-trip form") {

@@ -213,5 +213,29 @@ TEST_CASE("a model whose signature does not match it cannot be served") {
   CHECK(std::string(service.status().message()).find("'age'") != std::string::npos);
 }
 
+TEST_CASE("an input that drives an output to infinity gets a 400 naming the output") {
+  auto predictor = Predictor::Create(testing::OnesMlpModel());
+  REQUIRE(predictor.ok());
+  auto service = ModelService::Create(std::move(*predictor), "mlp");
+  REQUIRE(service.ok());
+  const HttpReply fine =
+      (*service)->Handle("POST", "/v1/models/mlp:predict", R"({"instances": [[1, 2, 3]]})");
+  CHECK(fine.status == 200);
+  // 3e38 is a float32, but three of them summed by the hidden layer are not.
+  const HttpReply overflow = (*service)->Handle(
+      "POST", "/v1/models/mlp:predict", R"({"instances": [[1, 2, 3], [3e38, 3e38, 3e38]]})");
+  CHECK(overflow.status == 400);
+  const std::string error = Body(overflow)["error"].get<std::string>();
+  CHECK_MESSAGE(error.find("output 'logits' of example 1 is not finite") != std::string::npos,
+                error);
+  CHECK(Body(overflow).size() == 1);  // TF Serving's {"error": ...}, no predictions
+  // A number beyond float32 never reaches the model (the parser's floats are float32).
+  const HttpReply beyond =
+      (*service)->Handle("POST", "/v1/models/mlp:predict", R"({"instances": [[1, 2, 1e39]]})");
+  CHECK(beyond.status == 400);
+  CHECK(Body(beyond)["error"].get<std::string>() ==
+        "malformed JSON: number overflow parsing '1e39'");
+}
+
 }  // namespace
 }  // namespace tessera::cli

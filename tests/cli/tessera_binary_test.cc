@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -227,6 +230,67 @@ TEST_CASE("tessera predict writes JSON lines, and exits 2 naming a bad line") {
   CHECK(failed_stdin.err ==
         "tessera predict: stdin: line 2: an instance must be an object "
         "mapping the inputs (user, item) to values, got an array\n");
+}
+
+// A 15 GiB sparse model.tsr whose header and message are a real export's, sized to the file.
+void WriteSparseGiant(const std::string& path) {
+  std::string head = *EncodeExportedModel(TinyRecsysModel());
+  uint32_t tail_words = 0;
+  std::memcpy(&tail_words, head.data() + 20, 4);
+  const uint64_t message = head.size() - 24 - uint64_t{tail_words} * 8;
+  const uint64_t size = uint64_t{15} << 30;
+  const uint64_t body = size - 24;
+  tail_words = static_cast<uint32_t>((body - message) / 8);
+  std::memcpy(head.data() + 8, &body, 8);
+  std::memcpy(head.data() + 20, &tail_words, 4);
+  std::ofstream(path, std::ios::binary) << head;
+  REQUIRE(::truncate(path.c_str(), static_cast<off_t>(size)) == 0);
+}
+
+TEST_CASE("tessera predict and serve refuse a FIFO, a directory or a sparse giant at once") {
+  TempDir dir;
+  const std::string input = dir.Sub("in.jsonl");
+  std::ofstream(input) << "{\"user\": 0, \"item\": 1}\n";
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> make;  // makes model.tsr at the path
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"fifo", [](const std::string& p) { REQUIRE(::mkfifo(p.c_str(), 0644) == 0); },
+       "is not a regular file"},
+      {"directory", [](const std::string& p) { REQUIRE(::mkdir(p.c_str(), 0755) == 0); },
+       "is not a regular file"},
+      {"sparse", WriteSparseGiant, "truncated or extended"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const std::string model_dir = dir.MakeSub(c.name);
+    c.make(model_dir + "/" + kModelFile);
+    // Wait's limit (30 s) turns a hang into a failure: a FIFO used to block its reader forever.
+    const Finished predicted = RunTessera(dir, {"predict", "--model", model_dir, "--input", input});
+    CHECK(predicted.code == 2);
+    CHECK(predicted.out.empty());
+    CHECK_MESSAGE(Has(predicted.err, c.error), predicted.err);
+    const Finished served = RunTessera(dir, {"serve", "--model", model_dir, "--port", "0"});
+    CHECK(served.code == 2);
+    CHECK_MESSAGE(Has(served.err, c.error), served.err);
+    const Finished inspected = RunTessera(dir, {"inspect", model_dir});
+    CHECK(inspected.code == 2);
+  }
+}
+
+TEST_CASE("tessera predict exits 2 naming the output when an input drives it out of range") {
+  TempDir dir;
+  const std::string model_dir = dir.MakeSub("export");
+  REQUIRE(WriteExportedModel(model_dir, testing::OnesMlpModel()).ok());
+  const std::string input = dir.Sub("in.jsonl");
+  std::ofstream(input) << "{\"pixels\": [1, 2, 3]}\n{\"pixels\": [3e38, 3e38, 3e38]}\n";
+  const Finished failed = RunTessera(dir, {"predict", "--model", model_dir, "--input", input});
+  CHECK(failed.code == 2);
+  CHECK(failed.out.empty());  // not even the first line's prediction
+  CHECK_MESSAGE(Has(failed.err, "lines 1-2: output 'logits' of example 1 is not finite"),
+                failed.err);
 }
 
 TEST_CASE("tessera inspect, help and bad command lines") {

@@ -4,7 +4,12 @@
 #include "core/env.h"
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -129,6 +134,25 @@ const std::vector<Step>& Table() {
          return Outcome(env.NewRandomAccessFile(r + "/a/f/x").status());
        },
        "FAILED_PRECONDITION"},
+      {"map a file",
+       [](Env& env, const std::string& r) {
+         auto region = env.NewReadOnlyMemoryRegion(r + "/a/f");
+         if (!region.ok()) return Outcome(region.status());
+         const bool aligned = reinterpret_cast<uintptr_t>((*region)->data()) % 8 == 0;
+         return absl::StrCat(std::string((*region)->data(), (*region)->size()),
+                             aligned ? "" : " (unaligned)");
+       },
+       "hello"},
+      {"map a missing file",
+       [](Env& env, const std::string& r) {
+         return Outcome(env.NewReadOnlyMemoryRegion(r + "/a/zz").status());
+       },
+       "NOT_FOUND"},
+      {"map a directory",
+       [](Env& env, const std::string& r) {
+         return Outcome(env.NewReadOnlyMemoryRegion(r + "/a/b").status());
+       },
+       "DATA_LOSS"},
       {"read past the end of a file",
        [](Env& env, const std::string& r) {
          auto file = env.NewRandomAccessFile(r + "/a/f");
@@ -345,6 +369,38 @@ TEST_CASE("the in-memory Env serves writers and readers on several threads at on
   absl::StatusOr<std::vector<std::string>> names = env->ListDirectory("/shared");
   REQUIRE(names.ok());
   CHECK(names->size() == kThreads * kFiles + 1);  // no temporary file left behind
+}
+
+TEST_CASE("the real Env refuses a FIFO at once, for reading and for mapping") {
+  TempDir dir;
+  const std::string fifo = dir.path() + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  // Should a reader wait for a writer (the bug), this thread plays the writer after 5 s, so the
+  // test fails on the elapsed time instead of hanging.
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int i = 0; i < 500 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (done) return;
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status read = Env::Default()->NewRandomAccessFile(fifo).status();
+  const absl::Status mapped = Env::Default()->NewReadOnlyMemoryRegion(fifo).status();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  done = true;
+  writer.join();
+  CHECK(absl::IsDataLoss(read));
+  CHECK(std::string(read.message()).find("is not a regular file") != std::string::npos);
+  CHECK(absl::IsDataLoss(mapped));
+  CHECK(elapsed < std::chrono::seconds(2));
+  // A regular file opened the same way reads normally (O_NONBLOCK is cleared again).
+  REQUIRE(WriteFileAtomically(*Env::Default(), dir.path() + "/f", "data", false).ok());
+  auto file = Env::Default()->NewRandomAccessFile(dir.path() + "/f");
+  REQUIRE(file.ok());
+  char out[4];
+  CHECK((*file)->ReadAt(0, 4, out).ok());
+  CHECK(std::string(out, 4) == "data");
 }
 
 TEST_CASE("the real Env's clock is absl::Now") {

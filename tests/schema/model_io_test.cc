@@ -93,19 +93,23 @@ TEST_CASE("an invalid model is refused before anything is written") {
 
 TEST_CASE("a decoded model is validated like a new one") {
   const ExportedModel model = SmallRecsysModel();
-  const std::string body = BodyOf(Must(EncodeExportedModel(model)));
+  const std::string file = Must(EncodeExportedModel(model));
+  const std::string body = BodyOf(file);
+  const uint64_t tail = TailBytesOf(file);
   // The step, negated.
   const absl::Status step =
-      DecodeExportedModel(Reseal(FileKind::kModel, ReplaceUnique(body, Int64Bytes({model.step}),
-                                                                 Int64Bytes({-model.step}))))
+      DecodeExportedModel(
+          Reseal(FileKind::kModel,
+                 ReplaceUnique(body, Int64Bytes({model.step}), Int64Bytes({-model.step})), tail))
           .status();
   CHECK(absl::IsInvalidArgument(step));
   // The format version (the root's first field in a one-segment message).
-  std::string old = body;
-  old[16] = 2;
-  const absl::Status version = DecodeExportedModel(Reseal(FileKind::kModel, old)).status();
+  std::string future = body;
+  REQUIRE(future[16] == 2);
+  future[16] = 3;
+  const absl::Status version = DecodeExportedModel(Reseal(FileKind::kModel, future, tail)).status();
   CHECK(absl::IsInvalidArgument(version));
-  CHECK(Contains(version, "format version 2; this build reads format version 1"));
+  CHECK(Contains(version, "format version 3; this build reads format versions 1 and 2"));
 }
 
 }  // namespace

@@ -187,12 +187,19 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, so a FIFO
+    // planted where a file is expected (a checkpoint's slice) would hang the reader. A regular
+    // file's reads ignore the flag; it is cleared anyway once the file is known to be one.
+    FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0) return ErrnoError(errno, "opening", path);
     struct stat info;
     if (::fstat(fd.get(), &info) != 0) return ErrnoError(errno, "inspecting", path);
     if (!S_ISREG(info.st_mode)) {
       return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
+    }
+    const int flags = ::fcntl(fd.get(), F_GETFL);
+    if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+      return ErrnoError(errno, "opening", path);
     }
     return std::make_unique<PosixRandomAccessFile>(fd.Release(),
                                                    static_cast<uint64_t>(info.st_size), path);

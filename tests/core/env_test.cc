@@ -4,6 +4,7 @@
 #include "core/env.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -345,6 +346,35 @@ TEST_CASE("the in-memory Env serves writers and readers on several threads at on
   absl::StatusOr<std::vector<std::string>> names = env->ListDirectory("/shared");
   REQUIRE(names.ok());
   CHECK(names->size() == kThreads * kFiles + 1);  // no temporary file left behind
+}
+
+TEST_CASE("the real Env refuses a FIFO where a file is expected, at once, instead of waiting") {
+  // A reader that opened a FIFO would wait for a writer that never comes (a planted FIFO in a
+  // checkpoint folder hung the restore).
+  TempDir dir;
+  const std::string fifo = dir.path() + "/manifest.tsr";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const absl::StatusOr<std::unique_ptr<RandomAccessFile>> opened =
+      Env::Default()->NewRandomAccessFile(fifo);
+  CHECK(absl::IsDataLoss(opened.status()));
+  CHECK(opened.status().message().find("not a regular file") != absl::string_view::npos);
+  CHECK(absl::IsDataLoss(ReadFileBounded(*Env::Default(), fifo, 1 << 20).status()));
+  // A regular file still reads whole (the non-blocking open is undone once it is known).
+  REQUIRE(WriteFileAtomically(*Env::Default(), dir.path() + "/file", "bytes", false).ok());
+  CHECK(Outcome(Read(*Env::Default(), dir.path() + "/file")) == "\"bytes\"");
+}
+
+TEST_CASE("the real Env removes a symbolic link, never what it points to") {
+  TempDir outside;
+  TempDir dir;
+  REQUIRE(WriteFileAtomically(*Env::Default(), outside.path() + "/keep", "kept", false).ok());
+  REQUIRE(Env::Default()->CreateDirectories(dir.path() + "/tree").ok());
+  std::filesystem::create_directory_symlink(outside.path(), dir.path() + "/tree/link");
+  std::filesystem::create_directory_symlink(outside.path(), dir.path() + "/top");
+  CHECK(Env::Default()->RemoveTree(dir.path() + "/tree").ok());
+  CHECK(Env::Default()->RemoveTree(dir.path() + "/top").ok());
+  CHECK(Outcome(Env::Default()->ListDirectory(dir.path())) == "[]");
+  CHECK(Outcome(Read(*Env::Default(), outside.path() + "/keep")) == "\"kept\"");
 }
 
 TEST_CASE("the real Env's clock is absl::Now") {

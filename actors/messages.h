@@ -70,8 +70,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // The protocol every networked node speaks. Bump it with any change to a message type, an actor
 // interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
 // 2: create_shard names the shard's owner; 3: shard calls batched per PS node; 4: every shard
-// operation is a ShardOp (core/shard_op.h), sent alone or in a batch.
-constexpr int32_t kProtocolVersion = 4;
+// operation is a ShardOp (core/shard_op.h), sent alone or in a batch; 5: slices, SaveOp and
+// manifest entries carry their checkpoint's identity (CheckpointId, core/checkpoint.h).
+constexpr int32_t kProtocolVersion = 5;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -301,9 +302,19 @@ typename Inspector::result_type inspect(Inspector& f, ShardSpec& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RunId& x) {
+  return f(caf::meta::type_name("tessera::RunId"), x.high, x.low);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CheckpointId& x) {
+  return f(caf::meta::type_name("tessera::CheckpointId"), x.run, x.global_step);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TensorSlice& x) {
   return f(caf::meta::type_name("tessera::TensorSlice"), x.variable, x.full_shape, x.dtype,
-           x.row_offset, x.value, x.slot_names, x.slots, x.step);
+           x.row_offset, x.value, x.slot_names, x.slots, x.step, x.checkpoint);
 }
 
 template <class Inspector>
@@ -367,7 +378,7 @@ typename Inspector::result_type inspect(Inspector& f, RestoreOp& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SaveOp& x) {
-  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file);
+  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file, x.checkpoint);
 }
 
 template <class Inspector>
@@ -421,7 +432,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
   wire::OptionalOptimizer optimizer{&x.optimizer};
   return f(caf::meta::type_name("tessera::CheckpointVariable"), x.name, x.shape, x.dtype,
-           optimizer, x.slot_names, x.step, x.slices);
+           optimizer, x.slot_names, x.step, x.slices, x.checkpoint);
 }
 
 template <class Inspector>

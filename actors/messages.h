@@ -71,9 +71,11 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // The protocol every networked node speaks. Bump it with any change to a message type, an actor
 // interface or their meaning: a node refuses a peer of another version (actors/node_gate.h).
 // 2: create_shard names the shard's owner; 3: shard calls batched per PS node; 4: every shard
-// operation is a ShardOp (core/shard_op.h), sent alone or in a batch; 5: a worker asks for the
-// variable directory with its task and JobDescription, and is refused when its job differs.
-constexpr int32_t kProtocolVersion = 5;
+// operation is a ShardOp (core/shard_op.h), sent alone or in a batch; 5: slices, SaveOp and
+// manifest entries carry their checkpoint's identity (CheckpointId, core/checkpoint.h); 6: a
+// worker asks for the variable directory with its task and JobDescription, and is refused when
+// its job differs.
+constexpr int32_t kProtocolVersion = 6;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -305,9 +307,19 @@ typename Inspector::result_type inspect(Inspector& f, ShardSpec& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RunId& x) {
+  return f(caf::meta::type_name("tessera::RunId"), x.high, x.low);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, CheckpointId& x) {
+  return f(caf::meta::type_name("tessera::CheckpointId"), x.run, x.global_step);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TensorSlice& x) {
   return f(caf::meta::type_name("tessera::TensorSlice"), x.variable, x.full_shape, x.dtype,
-           x.row_offset, x.value, x.slot_names, x.slots, x.step);
+           x.row_offset, x.value, x.slot_names, x.slots, x.step, x.checkpoint);
 }
 
 template <class Inspector>
@@ -371,7 +383,7 @@ typename Inspector::result_type inspect(Inspector& f, RestoreOp& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SaveOp& x) {
-  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file);
+  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file, x.checkpoint);
 }
 
 template <class Inspector>
@@ -425,7 +437,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
   wire::OptionalOptimizer optimizer{&x.optimizer};
   return f(caf::meta::type_name("tessera::CheckpointVariable"), x.name, x.shape, x.dtype,
-           optimizer, x.slot_names, x.step, x.slices);
+           optimizer, x.slot_names, x.step, x.slices, x.checkpoint);
 }
 
 template <class Inspector>

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "core/fan_in.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
+#include "core/logging.h"
 #include "core/status.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
@@ -138,19 +140,26 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
 }  // namespace
 
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
-                            int64_t global_step) {
+                            int64_t global_step, const RunId& run) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  if (fs::exists(fs::path(dir) / kManifestFile, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " already holds a checkpoint: a complete checkpoint is never overwritten in place"));
+  }
+  const CheckpointId checkpoint{run, global_step};
   const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
-  ASSIGN_OR_RETURN(auto saved,
-                   AskEveryShard<SaveOp>(strategy.system(), variables,
-                                         [dir](size_t i, const VariableHandle& h, size_t s) {
-                                           return SaveOp{dir, SliceFileName(i, h.name, s,
-                                                                            h.num_shards())};
-                                         }));
+  ASSIGN_OR_RETURN(auto saved, AskEveryShard<SaveOp>(
+                                   strategy.system(), variables,
+                                   [dir, checkpoint](size_t i, const VariableHandle& h, size_t s) {
+                                     return SaveOp{dir,
+                                                   SliceFileName(i, h.name, s, h.num_shards()),
+                                                   checkpoint};
+                                   }));
   CheckpointManifest manifest;
   manifest.global_step = global_step;
+  manifest.run_id = run;
   for (size_t i = 0; i < variables.size(); ++i) {
     const ShardedVariable& v = *variables[i];
     CheckpointVariable entry;
@@ -168,13 +177,67 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   return WriteManifest(dir, manifest);
 }
 
+absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
+                            int64_t global_step) {
+  return SaveCheckpoint(strategy, dir, global_step, RunId::Random());
+}
+
 namespace {
+
+// Note [Resuming an optimizer]
+// A checkpoint's slots mean something only to the rule that wrote them: Adagrad's accumulator is
+// no Adam moment. So when both the checkpoint and the variable have an optimizer, the rule's name
+// must be the same — and with it the slot names, which ValidateManifest ties to the rule — or the
+// restore fails naming both. Hyperparameters may differ: a learning rate lowered on resume is a
+// deliberate choice, so the run keeps its own values and a warning names each difference (once
+// per restore, not per variable). A checkpoint saved without an optimizer restores the values
+// and gives fresh slots; a variable without one takes the values only.
+
+// The rule's full hyperparameters (defaults filled in); `spec` itself when it builds no rule.
+OptimizerSpec Resolved(const OptimizerSpec& spec) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> rule = MakeOptimizer(spec);
+  return rule.ok() ? (*rule)->spec() : spec;
+}
+
+// Note [Resuming an optimizer]: InvalidArgument for another rule; adds each changed
+// hyperparameter to `changed` ("adagrad learning_rate: 0.1 in the checkpoint, 0.05 now").
+absl::Status CheckOptimizer(const CheckpointVariable& entry,
+                            const std::optional<OptimizerSpec>& own, const std::string& dir,
+                            std::set<std::string>& changed) {
+  if (!entry.optimizer.has_value() || !own.has_value()) return absl::OkStatus();
+  if (entry.optimizer->name != own->name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable ", entry.name, ": the checkpoint in ", dir, " was trained with optimizer '",
+        entry.optimizer->name, "' (slots [", absl::StrJoin(entry.slot_names, ", "),
+        "]), but this run's optimizer is '", own->name,
+        "': its slots cannot carry over; train with '", entry.optimizer->name,
+        "' or start a fresh run"));
+  }
+  const OptimizerSpec saved = Resolved(*entry.optimizer);
+  const OptimizerSpec now = Resolved(*own);
+  std::set<std::string> names;
+  for (const auto& [name, value] : saved.params) names.insert(name);
+  for (const auto& [name, value] : now.params) names.insert(name);
+  for (const std::string& name : names) {
+    auto was = saved.params.find(name);
+    auto is = now.params.find(name);
+    if (was != saved.params.end() && is != now.params.end() && was->second == is->second) {
+      continue;
+    }
+    changed.insert(absl::StrCat(
+        own->name, " ", name, ": ",
+        was == saved.params.end() ? "unset" : absl::StrCat(was->second), " in the checkpoint, ",
+        is == now.params.end() ? "unset" : absl::StrCat(is->second), " now"));
+  }
+  return absl::OkStatus();
+}
 
 // The manifest entry of every checkpointed variable, checked against the variable.
 absl::StatusOr<std::vector<CheckpointVariable>> MatchManifest(
-    const std::vector<const ShardedVariable*>& variables, const CheckpointManifest& manifest,
-    const std::string& dir) {
+    const ParameterServerStrategy& strategy, const std::vector<const ShardedVariable*>& variables,
+    const CheckpointManifest& manifest, const std::string& dir) {
   std::vector<CheckpointVariable> entries;
+  std::set<std::string> changed;
   for (const ShardedVariable* v : variables) {
     ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(manifest, v->name()));
     if (entry->shape != v->shape()) {
@@ -187,19 +250,29 @@ absl::StatusOr<std::vector<CheckpointVariable>> MatchManifest(
           absl::StrCat("variable ", v->name(), ": the checkpoint has dtype ",
                        DTypeName(entry->dtype), ", the variable ", DTypeName(v->dtype())));
     }
+    RETURN_IF_ERROR(CheckOptimizer(*entry, strategy.OptimizerOf(v->name()), dir, changed));
     entries.push_back(*entry);
+  }
+  for (const std::string& change : changed) {
+    Log().warn("restoring {}: optimizer hyperparameter {}; training continues with the new value",
+               dir, change);
   }
   return entries;
 }
 
 // Every (accepted) shard loads its rows from the checkpoint in `dir`.
-absl::Status LoadShards(const std::vector<const ShardedVariable*>& variables,
-                        caf::actor_system& system, const CheckpointManifest& manifest,
-                        const std::string& dir, ShardFilter only) {
+absl::Status LoadShards(const ParameterServerStrategy& strategy,
+                        const std::vector<const ShardedVariable*>& variables,
+                        const CheckpointManifest& manifest, const std::string& dir,
+                        ShardFilter only) {
   ASSIGN_OR_RETURN(std::vector<CheckpointVariable> entries,
-                   MatchManifest(variables, manifest, dir));
+                   MatchManifest(strategy, variables, manifest, dir));
+  if (manifest.run_id.empty()) {
+    Log().warn("{} has no run id (written before run ids): its slice files cannot be checked to "
+               "belong to it", dir);
+  }
   return AskEveryShard<LoadOp>(
-             system, variables,
+             strategy.system(), variables,
              [dir, &entries](size_t i, const VariableHandle&, size_t) {
                return LoadOp{dir, entries[i]};
              },
@@ -224,16 +297,21 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
     return RestoreFromExport(variables, system, *model, dir);
   }
   if (!manifest.ok()) return manifest.status();
-  RETURN_IF_ERROR(LoadShards(variables, system, *manifest, dir, nullptr));
+  RETURN_IF_ERROR(LoadShards(strategy, variables, *manifest, dir, nullptr));
   return manifest->global_step;
 }
 
 absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
-                                        const std::string& dir, int32_t ps_task) {
+                                        const std::string& dir, int32_t ps_task,
+                                        const RunId& run) {
   const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
-  caf::actor_system& system = strategy.system();
   ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadManifest(dir));
-  RETURN_IF_ERROR(LoadShards(variables, system, manifest, dir,
+  if (!run.empty() && !manifest.run_id.empty() && manifest.run_id != run) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint in ", dir, " belongs to run ", manifest.run_id.ToString(),
+                     ", not to this run (", run.ToString(), ")"));
+  }
+  RETURN_IF_ERROR(LoadShards(strategy, variables, manifest, dir,
                              [ps_task](const VariableHandle& h, size_t s) {
                                return h.ps_tasks[s] == ps_task;
                              }));

@@ -1,8 +1,8 @@
 // Checkpoints and export of the variables of a ParameterServerStrategy (docs/design.md §3).
 //
 // Save: every shard writes its block, slots and step straight from its memory into its own slice
-// file (SaveOp), all in parallel; the manifest is written last (schema/checkpoint_io.h: temporary file, fsync, rename),
-// so a checkpoint is complete or invisible. Restore: into the strategy's current layout, whatever
+// file (SaveOp), all in parallel; the manifest is written last (schema/checkpoint_io.h:
+// temporary file, fsync, rename), so a checkpoint is complete or invisible. Restore: into the strategy's current layout, whatever
 // layout saved it (N shards -> M shards, sharded <-> unsharded): each shard reads only the slice
 // files its rows overlap; names, shapes and dtypes are checked with messages that say what
 // differs. Export: the model graph, its serving signature and every variable merged into one
@@ -23,21 +23,30 @@
 #include "absl/status/statusor.h"
 #include "coordinator/checkpoint_manager.h"  // CheckpointManager, once declared here
 #include "coordinator/strategy.h"
+#include "core/checkpoint.h"
 #include "core/env.h"
 #include "core/model.h"
 
 namespace tessera {
 
-// Saves every (ON_WRITE) variable of `strategy` into `dir` (created if missing). The checkpoint is
-// visible once its manifest lands; a save into a directory that already holds one replaces that
-// checkpoint's slice files of the same names as they are written, so save into a fresh
-// directory (CheckpointManager does: root/ckpt-<step>).
+// Saves every (ON_WRITE) variable of `strategy` into `dir` (created if missing) as run `run`'s
+// checkpoint of `global_step`: the manifest and every slice file carry that identity (Note
+// [Checkpoint identity], core/checkpoint.h). The checkpoint is visible once its manifest lands.
+// A complete checkpoint is never overwritten in place: FailedPrecondition when `dir` already
+// holds a manifest. Slice files an incomplete save left are replaced. CheckpointManager saves
+// into a fresh temporary directory and renames it into place.
+absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
+                            int64_t global_step, const RunId& run);
+// The same as a run of its own (a fresh RunId).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step);
 
 // Restores every (ON_WRITE) variable of `strategy` from the checkpoint in `dir` and returns its
 // global step. NotFound without a manifest, or when the checkpoint lacks a variable;
-// InvalidArgument naming the variable when its shape, dtype or optimizer slots differ. A
+// InvalidArgument naming the variable when its shape or dtype differ, or when it was trained
+// with another optimizer (Note [Resuming an optimizer] in checkpoint.cc: a changed
+// hyperparameter is logged, not refused); DataLoss naming the file for a slice file of another
+// checkpoint. A checkpoint without a run id (written before run ids) restores with a warning. A
 // directory holding an exported model (and no manifest) restores its values with fresh
 // optimizer slots, and returns the export's step.
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
@@ -45,9 +54,12 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
 
 // Networked PS recovery: restores only the shards placed on PS `ps_task` from the checkpoint in
 // `dir` (the others keep their newer values). Returns the checkpoint's global step. Errors as
-// RestoreCheckpoint (an exported model is refused: it has no optimizer slots).
+// RestoreCheckpoint (an exported model is refused: it has no optimizer slots), and
+// FailedPrecondition when the checkpoint belongs to another run than `run` (one without a run
+// id, or an empty `run`, is not checked).
 absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
-                                        const std::string& dir, int32_t ps_task);
+                                        const std::string& dir, int32_t ps_task,
+                                        const RunId& run = {});
 
 // Exports `model` with the current values of `strategy`'s variables (one per parameter) into
 // `dir` (created if missing), through `env`, streaming: each variable is read from its shards a

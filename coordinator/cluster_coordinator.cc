@@ -166,7 +166,8 @@ void ClusterCoordinator::Recover(int32_t task) {
       !moved.ok()) {
     return fail(moved.status());
   }
-  absl::StatusOr<int64_t> step = RestoreShardsOf(strategy_, *latest, task);
+  absl::StatusOr<int64_t> step =
+      RestoreShardsOf(strategy_, *latest, task, options_.recovery_run);
   if (!step.ok()) return fail(step.status());
   caf::anon_send(actor_, watch_ps_atom::value, *node, task, placement);
   ++generation_;

@@ -43,6 +43,7 @@
 #include "actors/fault_injector.h"
 #include "actors/replica.h"
 #include "coordinator/strategy.h"
+#include "core/checkpoint.h"
 #include "core/closure.h"
 #include "core/closure_queue.h"
 
@@ -56,8 +57,11 @@ struct CoordinatorOptions {
   // another's compute (see bench/README.md for what it buys).
   int32_t closures_per_worker = 1;
   // Networked mode: the CheckpointManager root whose latest checkpoint restores a lost PS
-  // (empty: a lost PS is a fatal PS-unavailable error, as in TF).
+  // (empty: a lost PS is a fatal PS-unavailable error, as in TF), and the run it must belong to
+  // (CheckpointManager::run_id(); empty: not checked). A checkpoint of another run is never
+  // restored into this one: the recovery fails instead.
   std::string recovery_checkpoints;
+  RunId recovery_run;
   // The global step this run started from (a resumed run's), to count the steps lost by a PS
   // recovery.
   int64_t first_step = 0;

@@ -56,15 +56,27 @@ void PrintPlacement(const ParameterServerStrategy& strategy, const Cluster& clus
 }
 
 // With options.resume, restores the latest checkpoint of `checkpoints` into `strategy` and
-// returns its step; 0 otherwise, or when there is none yet.
+// returns its step; 0 otherwise, or when there is none yet. Without it, starts a fresh run in
+// `checkpoints` (CheckpointManager::BeginFreshRun: refused over another run's checkpoints unless
+// options.overwrite_checkpoints).
 absl::StatusOr<int64_t> Resume(const ParameterServerTrainingOptions& options,
-                               const std::optional<CheckpointManager>& checkpoints,
+                               std::optional<CheckpointManager>& checkpoints,
                                const ParameterServerStrategy& strategy, const std::string& label) {
-  if (!options.resume) return 0;
+  if (!options.resume) {
+    if (!checkpoints.has_value()) return 0;
+    absl::Status fresh = checkpoints->BeginFreshRun(options.overwrite_checkpoints);
+    if (absl::IsFailedPrecondition(fresh)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          fresh.message(), ": continue that run with --resume, choose another --checkpoint_dir, "
+                           "or pass --overwrite_checkpoints to delete them first"));
+    }
+    RETURN_IF_ERROR(fresh);
+    return 0;
+  }
   if (!checkpoints.has_value()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
   }
-  std::optional<std::string> latest = checkpoints->Latest();
+  ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints->ResumeRun());
   if (!latest.has_value()) {
     std::printf("%s: no checkpoint in %s yet: starting from scratch\n", label.c_str(),
                 options.checkpoint_dir.c_str());
@@ -164,7 +176,10 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   coordinator_options.closures_per_worker = options.closures_per_worker;
   coordinator_options.first_step = first_step;
   coordinator_options.job = DescribeJob(job, options.seed);
-  if (cluster->networked()) coordinator_options.recovery_checkpoints = options.checkpoint_dir;
+  if (cluster->networked() && checkpoints.has_value()) {
+    coordinator_options.recovery_checkpoints = options.checkpoint_dir;
+    coordinator_options.recovery_run = checkpoints->run_id();
+  }
   ASSIGN_OR_RETURN(auto coordinator,
                    ClusterCoordinator::Create(strategy, registry, coordinator_options));
   if (cluster->networked()) {

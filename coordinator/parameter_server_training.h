@@ -43,11 +43,13 @@ struct ParameterServerTrainingOptions {
   int32_t closures_per_worker = 1;
   // Checkpoints: every `checkpoint_every` steps (0: only at the end) into
   // checkpoint_dir/ckpt-<step> (the last 3 are kept); with `resume`, training continues from the
-  // latest one there (any PS count or partitioner). With export_dir, the trained model is
-  // exported there at the end.
+  // latest one there (any PS count or partitioner). A run without `resume` refuses a
+  // checkpoint_dir that holds checkpoints, unless `overwrite_checkpoints` (then they are deleted
+  // first). With export_dir, the trained model is exported there at the end.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   bool resume = false;
+  bool overwrite_checkpoints = false;
   std::string export_dir;
   int32_t inject_worker_failures = 0;  // workers killed mid-closure, each restarted after:
   absl::Duration restart_delay = absl::Milliseconds(100);

@@ -53,6 +53,13 @@ std::string ParameterServerStrategy::DescribePlacement(int32_t task) const {
   return absl::StrJoin(it->second, ", ");
 }
 
+std::optional<OptimizerSpec> ParameterServerStrategy::OptimizerOf(const std::string& name) const {
+  for (const PlacedShard& placed : shards_) {
+    if (placed.variable == name) return placed.spec.optimizer;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
                                                                  const ShardSpec& spec) {
   caf::scoped_actor self(cluster_.system());

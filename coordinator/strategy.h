@@ -91,6 +91,9 @@ class ParameterServerStrategy {
   const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
   // "emb/part_0, w" for every shard placed on PS `task`, in creation order.
   std::string DescribePlacement(int32_t task) const;
+  // The optimizer variable `name`'s shards were created with (as given, defaults not filled in);
+  // nullopt without one, or for no such variable.
+  std::optional<OptimizerSpec> OptimizerOf(const std::string& name) const;
 
   // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
   // initialized, on the cluster's current node for that task (Cluster::ReplacePs), and points

@@ -20,6 +20,9 @@ ABSL_FLAG(int64_t, eval_every, 0,
           "steps between validations on the test set while training (0: only at the end)");
 ABSL_FLAG(bool, resume, false,
           "continue from the latest checkpoint in --checkpoint_dir (any --ps or --partitioner)");
+ABSL_FLAG(bool, overwrite_checkpoints, false,
+          "start a new run even though --checkpoint_dir holds checkpoints: delete them first "
+          "(without it, such a run is refused)");
 ABSL_FLAG(std::string, export_dir, "", "export the trained model here for serving (on parameter servers: sim or networked)");
 ABSL_FLAG(int32_t, inject_worker_failures, 0,
           "kill this many workers at random moments (mid-closure); each restarts after a delay");
@@ -89,6 +92,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   options.resume = absl::GetFlag(FLAGS_resume);
+  options.overwrite_checkpoints = absl::GetFlag(FLAGS_overwrite_checkpoints);
   options.export_dir = absl::GetFlag(FLAGS_export_dir);
   options.inject_worker_failures = absl::GetFlag(FLAGS_inject_worker_failures);
   options.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
@@ -113,9 +117,18 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
     }
   }
   if (flags.mode == TrainingMode::kLocal &&
-      (!options.checkpoint_dir.empty() || options.resume || !options.export_dir.empty())) {
+      (!options.checkpoint_dir.empty() || options.resume || options.overwrite_checkpoints ||
+       !options.export_dir.empty())) {
     return absl::InvalidArgumentError(
-        "--checkpoint_dir, --resume and --export_dir work on parameter servers: use --mode=sim");
+        "--checkpoint_dir, --resume, --overwrite_checkpoints and --export_dir work on parameter "
+        "servers: use --mode=sim");
+  }
+  if (options.overwrite_checkpoints && options.resume) {
+    return absl::InvalidArgumentError(
+        "--overwrite_checkpoints starts a new run, --resume continues one: pass one of them");
+  }
+  if (options.overwrite_checkpoints && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("--overwrite_checkpoints needs --checkpoint_dir");
   }
   const std::string role = absl::GetFlag(FLAGS_role);
   flags.task = absl::GetFlag(FLAGS_task);

@@ -1,7 +1,8 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local, --ps, --workers, --closures_per_worker, --checkpoint_dir,
-//   --checkpoint_every, --eval_every, --resume, --export_dir, --inject_worker_failures,
-//   --restart_delay_ms, --seed, --summary, and networked mode's --cluster_spec, --role, --task, --min_workers,
+//   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
+//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
+//   --cluster_spec, --role, --task, --min_workers,
 //   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca.
 // A program adds its own model, data and schedule flags (--steps, --batch_size, --partitioner,
 // ... whose defaults differ from program to program).
@@ -44,7 +45,8 @@ struct TrainingFlags {
 };
 
 // Reads the shared flags. InvalidArgument for a mode other than sim or local; checkpoint or
-// export flags, or --cluster_spec, with --mode=local (they work on parameter servers); a role
+// export flags, or --cluster_spec, with --mode=local (they work on parameter servers);
+// --overwrite_checkpoints with --resume or without --checkpoint_dir; a role
 // other than coordinator or worker; --threads < 0; --min_workers outside 1..the spec's workers;
 // incomplete or unreadable TLS flags (ValidateNetworkOptions). NotFound or InvalidArgument for a
 // cluster spec that cannot be read or parsed (ReadClusterSpec).

@@ -1,12 +1,20 @@
 #include "core/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <random>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/random.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -68,7 +76,58 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return absl::StrCat("[", absl::StrJoin(names, ", "), "]");
 }
 
+// InvalidArgument unless the variable's optimizer is one MakeOptimizer builds (a known rule, its
+// hyperparameters known, finite and in range) and its slot names are that rule's; a variable
+// saved without an optimizer has no slots.
+absl::Status CheckOptimizer(const CheckpointVariable& v, absl::string_view what) {
+  if (!v.optimizer.has_value()) {
+    if (v.slot_names.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": slots ", JoinNames(v.slot_names), " without an optimizer"));
+  }
+  absl::StatusOr<std::unique_ptr<Optimizer>> rule = MakeOptimizer(*v.optimizer);
+  if (!rule.ok()) return Annotate(rule.status(), what);
+  const std::vector<std::string> slots = (*rule)->SlotNames();
+  if (v.slot_names != slots) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": slots ", JoinNames(v.slot_names),
+                                                   ", but optimizer '", v.optimizer->name, "' has ",
+                                                   JoinNames(slots)));
+  }
+  return absl::OkStatus();
+}
+
+// 64 random bits from the operating system, or, where it has no entropy source (std::random_device
+// throws), Philox over the time, the process id and a counter: distinct per call and per process.
+uint64_t RandomBits() {
+  try {
+    std::random_device device;
+    return uint64_t{device()} << 32 | device();
+  } catch (const std::exception&) {
+    static std::atomic<uint64_t> calls{0};
+    const PhiloxCounter bits = CounterRandom(static_cast<uint64_t>(absl::GetCurrentTimeNanos()),
+                                             static_cast<uint64_t>(::getpid()))
+                                   .Bits(calls++);
+    return uint64_t{bits[0]} << 32 | bits[1];
+  }
+}
+
 }  // namespace
+
+RunId RunId::Random() {
+  RunId id;
+  while (id.empty()) id = RunId{RandomBits(), RandomBits()};
+  return id;
+}
+
+std::string RunId::ToString() const {
+  if (empty()) return "none";
+  return absl::StrFormat("%016x%016x", high, low);
+}
+
+std::string CheckpointId::ToString() const {
+  if (run.empty()) return "no run id";
+  return absl::StrCat("run ", run.ToString(), " step ", global_step);
+}
 
 TensorSliceView ViewOf(const TensorSlice& slice) {
   TensorSliceView view;
@@ -80,6 +139,7 @@ TensorSliceView ViewOf(const TensorSlice& slice) {
   view.slot_names = slice.slot_names;
   for (const Tensor& slot : slice.slots) view.slots.push_back(slot.view());
   view.step = slice.step;
+  view.checkpoint = slice.checkpoint;
   return view;
 }
 
@@ -127,6 +187,10 @@ absl::Status ValidateTensorSlice(const TensorSliceView& slice) {
   if (slice.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", slice.step));
   }
+  if (slice.checkpoint.global_step < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative checkpoint step ", slice.checkpoint.global_step));
+  }
   return absl::OkStatus();
 }
 
@@ -136,6 +200,7 @@ absl::Status ValidateManifest(const CheckpointManifest& manifest) {
         absl::StrCat("checkpoint manifest: negative global step ", manifest.global_step));
   }
   std::set<absl::string_view> names;
+  std::set<absl::string_view> files;  // of every variable: a file holds one slice of one variable
   for (const CheckpointVariable& v : manifest.variables) {
     if (v.name.empty()) {
       return absl::InvalidArgumentError("checkpoint manifest: a variable has an empty name");
@@ -151,9 +216,7 @@ absl::Status ValidateManifest(const CheckpointManifest& manifest) {
     }
     RETURN_IF_ERROR(CheckShape(v.shape, what));
     RETURN_IF_ERROR(CheckSlotNames(v.slot_names, what));
-    if (v.optimizer.has_value() && v.optimizer->name.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": empty optimizer name"));
-    }
+    RETURN_IF_ERROR(CheckOptimizer(v, what));
     if (v.step < 0) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", v.step));
     }
@@ -170,6 +233,10 @@ absl::Status ValidateManifest(const CheckpointManifest& manifest) {
       if (!IsPlainFileName(ref.file)) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, ": slice ", i, " names '", ref.file, "', not a plain file name"));
+      }
+      if (!files.insert(ref.file).second) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": slice ", i, " names '", ref.file,
+                                                       "', which another slice names too"));
       }
       if (ref.row_offset != next) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": slice ", i, " starts at row ",
@@ -258,6 +325,14 @@ absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int6
     if (slice->variable != variable.name) {
       return absl::InvalidArgumentError(
           absl::StrCat(read_what, ": file ", ref.file, " holds variable '", slice->variable, "'"));
+    }
+    // Note [Checkpoint identity]: without a run id (an older checkpoint) only the run is
+    // compared, since such files carry no step either.
+    const CheckpointId& want = variable.checkpoint;
+    if (want.run.empty() ? !slice->checkpoint.run.empty() : slice->checkpoint != want) {
+      return absl::DataLossError(
+          absl::StrCat(read_what, ": file ", ref.file, " belongs to another checkpoint (",
+                       slice->checkpoint.ToString(), "; its manifest: ", want.ToString(), ")"));
     }
     if (slice->full_shape != variable.shape || slice->dtype != variable.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -5,7 +5,9 @@
 //
 // On disk (docs/design.md §3): a checkpoint is a directory of slice files, one per saved shard, each
 // written by its own shard in parallel, and a manifest written last (temporary file, fsync,
-// rename), so a checkpoint without its manifest is invisible.
+// rename), so a checkpoint without its manifest is invisible. Every file names the checkpoint it
+// belongs to (CheckpointId: the run and the global step), so a file of another run or another
+// checkpoint is refused on restore (Note [Checkpoint identity]).
 //
 // Thread-safety: plain values and pure functions.
 #pragma once
@@ -22,6 +24,47 @@
 
 namespace tessera {
 
+// Note [Checkpoint identity]
+// A checkpoint folder is only as good as the files in it: copied, restored from a backup, or
+// written by two runs pointed at one folder, it can hold a slice file of another run or of another
+// checkpoint of the same run (same variable, same rows, other values) that nothing in the file's
+// format would notice. So every file names the checkpoint it belongs to: the run (RunId, 128
+// random bits chosen when a run starts and kept across resumes) and the global step it was saved
+// at. The manifest carries the run id and the step; each slice file carries both too, and a
+// restore refuses (DataLoss, naming the file) a slice whose pair differs from its manifest's.
+// Files written before run ids existed carry none: a manifest without one accepts only slices
+// without one (a restore says so in a warning), and a slice without one is refused by a manifest
+// that has one.
+
+// A run's identity: 128 random bits. Empty (zero) means none: a file written before run ids.
+struct RunId {
+  uint64_t high = 0;
+  uint64_t low = 0;
+
+  // A fresh random id, never empty.
+  static RunId Random();
+  bool empty() const { return high == 0 && low == 0; }
+  // 32 hex digits; "none" when empty.
+  std::string ToString() const;
+  friend bool operator==(const RunId& a, const RunId& b) {
+    return a.high == b.high && a.low == b.low;
+  }
+  friend bool operator!=(const RunId& a, const RunId& b) { return !(a == b); }
+};
+
+// The checkpoint a file belongs to: the run that saved it and the global step it was saved at.
+struct CheckpointId {
+  RunId run;
+  int64_t global_step = 0;
+
+  // "run 0123...cdef step 400"; "no run id" when run is empty.
+  std::string ToString() const;
+  friend bool operator==(const CheckpointId& a, const CheckpointId& b) {
+    return a.run == b.run && a.global_step == b.global_step;
+  }
+  friend bool operator!=(const CheckpointId& a, const CheckpointId& b) { return !(a == b); }
+};
+
 // One shard's saved state: rows [row_offset, row_offset + value.rows()) of `variable` (a scalar
 // variable: offset 0 and a value of shape []), its optimizer slots and step.
 struct TensorSlice {
@@ -33,6 +76,7 @@ struct TensorSlice {
   std::vector<std::string> slot_names;  // the optimizer's, in order; empty without one
   std::vector<Tensor> slots;            // one per name, each of value's shape
   int64_t step = 0;                     // the optimizer's step count
+  CheckpointId checkpoint;              // in a file: the checkpoint it belongs to
 };
 
 // A TensorSlice whose value and slots are borrowed: what a shard saves straight from its own
@@ -46,6 +90,7 @@ struct TensorSliceView {
   std::vector<std::string> slot_names;
   std::vector<ConstTensorView> slots;
   int64_t step = 0;
+  CheckpointId checkpoint;
 };
 
 // A view of `slice` (valid while it lives unchanged).
@@ -73,16 +118,22 @@ struct CheckpointVariable {
   std::vector<std::string> slot_names;
   int64_t step = 0;                  // the optimizer step (the largest over its shards)
   std::vector<SliceFileRef> slices;  // in row order, tiling [0, rows) exactly
+  // The checkpoint the entry belongs to, which every slice file read must name: ReadManifest
+  // sets it from the manifest's run id and global step; WriteManifest does not write it.
+  CheckpointId checkpoint;
 };
 
 struct CheckpointManifest {
   int64_t global_step = 0;  // training steps when it was saved
   std::vector<CheckpointVariable> variables;
+  RunId run_id;  // the run that saved it (empty: written before run ids)
 };
 
 // InvalidArgument naming the variable unless: names are unique and non-empty; every variable's
-// slices tile its rows exactly (a scalar: one slice of 1 row at 0) and name plain files; steps are
-// >= 0.
+// slices tile its rows exactly (a scalar: one slice of 1 row at 0) and name plain files, no file
+// twice in the manifest; steps are >= 0; an optimizer is one MakeOptimizer builds (a known rule,
+// known and finite hyperparameters in range) and the slot names are that rule's (none without an
+// optimizer).
 absl::Status ValidateManifest(const CheckpointManifest& manifest);
 // The variable named `name`; NotFound listing the names the checkpoint has otherwise.
 absl::StatusOr<const CheckpointVariable*> FindVariable(const CheckpointManifest& manifest,
@@ -109,8 +160,9 @@ absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& 
 // when every slice carries the same slot names, its slots; step is the largest slice step.
 // InvalidArgument on any shape or name mismatch.
 // Precisely: every read slice must be valid and be the file the manifest entry names (variable,
-// full shape, dtype, rows, and slot names equal to variable.slot_names), and the reads must tile
-// the block in order (as PlanSliceReads returns them). The result's slots are variable.slot_names
+// full shape, dtype, rows, and slot names equal to variable.slot_names) and belong to the entry's
+// checkpoint (Note [Checkpoint identity]; DataLoss naming the file otherwise), and the reads must
+// tile the block in order (as PlanSliceReads returns them). The result's slots are variable.slot_names
 // (none when it has none). A block that reads nothing (0 rows) gets variable.step.
 absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, int64_t offset,
                                           int64_t rows, const std::vector<SliceRead>& reads,

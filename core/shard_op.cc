@@ -74,6 +74,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore*
   if (s.optimizer() != nullptr) slice.slot_names = s.optimizer()->SlotNames();
   for (const Tensor& slot : s.slots().tensors) slice.slots.push_back(slot.view());
   slice.step = s.slots().step;
+  slice.checkpoint = op.checkpoint;
   RETURN_IF_ERROR(Annotate(store->Write(absl::StrCat(op.dir, "/", op.file), slice),
                            absl::StrCat("saving ", s.name())));
   SavedSlice saved;

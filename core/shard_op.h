@@ -20,7 +20,8 @@
 //   SetOptimizerOp          ShardVersion   SetOptimizer(spec)
 //   SnapshotOp              TensorSlice    Snapshot()
 //   RestoreOp               ShardVersion   Restore(slice)
-//   SaveOp                  SavedSlice     writes dir/file: block, slots, step (through a SliceStore)
+//   SaveOp                  SavedSlice     writes dir/file: block, slots, step, checkpoint
+//                                          (through a SliceStore)
 //   LoadOp                  ShardVersion   reads the slice files of dir its rows overlap, Restore
 //
 // Ids are block-local (global id minus the shard's row offset). Every result carries, or is, the
@@ -133,8 +134,9 @@ struct RestoreOp {
 struct SaveOp {
   using Result = SavedSlice;
   static constexpr const char* kName = "save";
-  std::string dir;   // the checkpoint directory
-  std::string file;  // the slice file's name in it
+  std::string dir;          // the checkpoint directory
+  std::string file;         // the slice file's name in it
+  CheckpointId checkpoint;  // the checkpoint the file belongs to (written into it)
 };
 
 struct LoadOp {

@@ -35,6 +35,7 @@ TensorSlice Slice(Shape full_shape, int64_t offset, int64_t rows, bool with_slot
     s.slots = {Values(s.value.shape(), 2), Values(s.value.shape(), 3)};
   }
   s.step = 17;
+  s.checkpoint = {RunId{0x0123456789abcdefULL, 0x0fedcba987654321ULL}, 100};
   return s;
 }
 
@@ -47,10 +48,12 @@ CheckpointManifest Manifest() {
                          OptimizerSpec{"adagrad", {{"learning_rate", 0.05}}},
                          {"accumulator"},
                          90,
-                         {{"emb.0", 0, 7}, {"emb.1", 7, 6}}};
-  CheckpointVariable scalar{"scale", Shape(), DType::kFloat32,    std::nullopt,
-                            {},      0,       {{"scale.0", 0, 1}}};
+                         {{"emb.0", 0, 7}, {"emb.1", 7, 6}},
+                         {}};
+  CheckpointVariable scalar{"scale", Shape(), DType::kFloat32,     std::nullopt,
+                            {},      0,       {{"scale.0", 0, 1}}, {}};
   m.variables = {emb, scalar};
+  m.run_id = RunId{0x0123456789abcdefULL, 0x0fedcba987654321ULL};
   return m;
 }
 

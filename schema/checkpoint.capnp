@@ -8,6 +8,13 @@ $import "/capnp/c++.capnp".namespace("tessera::wire");
 
 using Common = import "/schema/common.capnp";
 
+# A run's identity (core/checkpoint.h's RunId): 128 random bits; absent or zero: none (a file written
+# before run ids).
+struct RunId {
+  high @0 :UInt64;
+  low @1 :UInt64;
+}
+
 # Rows [rowOffset, rowOffset + value.shape[0]) of variable `variable`, with the optimizer's slots.
 # Format 1 kept the floats in `value.chunks` and each slot's `chunks`; format 2 (the current one)
 # leaves those empty and keeps the floats in the file's tail, value first, then each slot in order,
@@ -22,6 +29,10 @@ struct TensorSlice {
   slots @6 :List(Slot);      # in the optimizer's slot order, each of value's shape
   step @7 :Int64;            # the optimizer's step count
   valueCrc32c @8 :List(UInt32);  # format 2: of each 1 MiB piece of the value's data in the tail
+  # The checkpoint the file belongs to (Note [Checkpoint identity], core/checkpoint.h): the run
+  # that saved it and the global step; absent in files written before run ids.
+  runId @9 :RunId;
+  checkpointStep @10 :Int64;
 
   struct Slot {
     name @0 :Text;
@@ -34,6 +45,7 @@ struct Manifest {
   formatVersion @0 :UInt32;  # checkpoint_io.cc's kManifestFormatVersion
   globalStep @1 :Int64;
   variables @2 :List(Variable);
+  runId @3 :RunId;           # the run that saved it; absent in manifests written before run ids
 
   struct Variable {
     name @0 :Text;

@@ -29,9 +29,22 @@ using schema_internal::MaxFileBytes;
 using schema_internal::TextOf;
 
 // The versions this build writes and reads. Bump one when the meaning of its schema changes in a
-// way an older reader would misread; readers refuse any other version.
+// way an older reader would misread; readers refuse any other version. A field an older reader
+// may ignore is added without a bump, and reads as absent in an older file: the run id and
+// checkpoint step (Note [Checkpoint identity], core/checkpoint.h) came that way, so files written
+// before them still read (as files of no run), and older builds still read newer files.
 constexpr uint32_t kSliceFormatVersion = 2;
 constexpr uint32_t kManifestFormatVersion = 1;
+
+// A run id is written only when there is one, so a file of no run reads exactly as one written
+// before run ids.
+void EncodeRunId(const RunId& id, wire::RunId::Builder out) {
+  out.setHigh(id.high);
+  out.setLow(id.low);
+}
+RunId DecodeRunId(bool present, wire::RunId::Reader in) {
+  return present ? RunId{in.getHigh(), in.getLow()} : RunId{};
+}
 
 absl::Status CheckFormatVersion(FileKind kind, uint32_t got, uint32_t want) {
   if (got == want) return absl::OkStatus();
@@ -87,6 +100,10 @@ absl::Status WriteSlice(const TensorSliceView& slice, WritableFile& out) {
       slots[i].initCrc32c(chunks);
     }
     root.setStep(slice.step);
+    if (!slice.checkpoint.run.empty()) {
+      EncodeRunId(slice.checkpoint.run, root.initRunId());
+      root.setCheckpointStep(slice.checkpoint.global_step);
+    }
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot encode the slice file: ", e.getDescription().cStr()));
@@ -189,6 +206,8 @@ absl::Status ParseSliceMetadata(wire::TensorSlice::Reader in, uint64_t tail_byte
         absl::StrCat(what, ": the checksums do not match the ", chunks, " chunks of each tensor"));
   }
   meta.step = in.getStep();
+  const RunId run = DecodeRunId(in.hasRunId(), in.getRunId());
+  if (!run.empty()) meta.checkpoint = {run, in.getCheckpointStep()};  // else: no identity
   meta.value = ConstTensorView(nullptr, shape);
   meta.slots.assign(slots.size(), ConstTensorView(nullptr, shape));
   return ValidateTensorSlice(meta);
@@ -264,6 +283,7 @@ absl::StatusOr<TensorSlice> ReadSlice(RandomAccessFile& in) {
   slice.row_offset = opened.meta.row_offset;
   slice.slot_names = opened.meta.slot_names;
   slice.step = opened.meta.step;
+  slice.checkpoint = opened.meta.checkpoint;
   std::vector<char> bounce;
   slice.value = Tensor(opened.meta.value.shape());
   RETURN_IF_ERROR(ReadTensorBytes(opened, 0, 0, opened.tensor_bytes,
@@ -286,6 +306,7 @@ absl::StatusOr<TensorSlice> ReadSlice(RandomAccessFile& in) {
 void BuildManifest(const CheckpointManifest& manifest, wire::Manifest::Builder out) {
   out.setFormatVersion(kManifestFormatVersion);
   out.setGlobalStep(manifest.global_step);
+  if (!manifest.run_id.empty()) EncodeRunId(manifest.run_id, out.initRunId());
   auto variables = out.initVariables(manifest.variables.size());
   for (size_t i = 0; i < manifest.variables.size(); ++i) {
     const CheckpointVariable& v = manifest.variables[i];
@@ -346,8 +367,10 @@ absl::StatusOr<CheckpointManifest> ParseManifest(wire::Manifest::Reader in) {
       CheckFormatVersion(FileKind::kManifest, in.getFormatVersion(), kManifestFormatVersion));
   CheckpointManifest manifest;
   manifest.global_step = in.getGlobalStep();
+  manifest.run_id = DecodeRunId(in.hasRunId(), in.getRunId());
   for (wire::Manifest::Variable::Reader variable : in.getVariables()) {
     ASSIGN_OR_RETURN(CheckpointVariable v, ParseVariable(variable));
+    v.checkpoint = {manifest.run_id, manifest.global_step};
     manifest.variables.push_back(std::move(v));
   }
   RETURN_IF_ERROR(ValidateManifest(manifest));

@@ -43,6 +43,9 @@ void DescribeTensors(const char* title, const std::vector<TensorSignature>& tens
 
 void DescribeCheckpoint(const CheckpointManifest& manifest, std::ostream& out) {
   out << "global step: " << manifest.global_step << "\n";
+  out << "run: "
+      << (manifest.run_id.empty() ? "none (written before run ids)" : manifest.run_id.ToString())
+      << "\n";
   out << "variables: " << manifest.variables.size() << "\n";
   for (const CheckpointVariable& v : manifest.variables) {
     out << "  " << v.name << "  " << v.shape.ToString() << "  " << DTypeName(v.dtype) << "  step "

@@ -200,6 +200,7 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   snapshot.slot_names = {"m", "v"};
   snapshot.slots = {Tensor(Shape{2, 2}, 0.5f), Tensor(Shape{2, 2}, 0.25f)};
   snapshot.step = 17;
+  snapshot.checkpoint = {RunId{0x0123456789abcdefULL, 0xfedcba9876543210ULL}, 400};
   const TensorSlice snapshot_back = RoundTrip(snapshot);
   CHECK(snapshot_back.variable == "emb");
   CHECK(snapshot_back.full_shape == Shape{6, 2});
@@ -209,6 +210,7 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   REQUIRE(snapshot_back.slots.size() == 2);
   CHECK(SameTensor(snapshot_back.slots[1], snapshot.slots[1]));
   CHECK(snapshot_back.step == 17);
+  CHECK(snapshot_back.checkpoint == snapshot.checkpoint);
 
   ShardInfo info{"emb/part_2", Shape{10, 4}, 7, Shape{3, 4}, DType::kFloat32, "adagrad", 9, 96};
   PsNodeStats stats{3, 1, 96, {info}};
@@ -238,6 +240,7 @@ TEST_CASE("every message type round-trips through the binary serializer") {
     variable.step = 5;
     variable.slices = {SliceFileRef{"a.slice", 0, 6}, SliceFileRef{"b.slice", 6, 4}};
     if (with_optimizer) variable.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.1}}};
+    variable.checkpoint = {RunId{7, 9}, 1200};
     const CheckpointVariable back = RoundTrip(variable);
     CHECK(back.name == "emb");
     CHECK(back.shape == variable.shape);
@@ -247,6 +250,7 @@ TEST_CASE("every message type round-trips through the binary serializer") {
     CHECK(back.slices[1].file == "b.slice");
     CHECK(back.slices[1].row_offset == 6);
     CHECK(back.slices[1].rows == 4);
+    CHECK(back.checkpoint == variable.checkpoint);
     REQUIRE(back.optimizer.has_value() == with_optimizer);
     if (with_optimizer) CHECK(back.optimizer->params == variable.optimizer->params);
 
@@ -280,7 +284,7 @@ TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind")
       SetOptimizerOp{OptimizerSpec{"adam", {{"beta_1", 0.8}}}},
       SnapshotOp{},
       RestoreOp{snapshot},
-      SaveOp{"/ckpt/ckpt-7", "v0.emb.part-0-of-1.slice"},
+      SaveOp{"/ckpt/ckpt-7", "v0.emb.part-0-of-1.slice", CheckpointId{RunId{3, 4}, 7}},
       LoadOp{"/ckpt/ckpt-7", variable},
   };
   REQUIRE(ops.size() == std::variant_size_v<ShardOp>);  // every kind is in the table
@@ -300,6 +304,8 @@ TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind")
   const auto& restore = std::get<RestoreOp>(restore_back);
   CHECK(SameTensor(restore.slice.slots.at(0), snapshot.slots[0]));
   CHECK(restore.slice.step == 4);
+  const ShardOp save_back = RoundTrip(ops[10]);
+  CHECK(std::get<SaveOp>(save_back).checkpoint == CheckpointId{RunId{3, 4}, 7});
   const ShardOp load_back = RoundTrip(ops[11]);
   const auto& load = std::get<LoadOp>(load_back);
   CHECK(load.variable.slices.at(0).file == "a.slice");

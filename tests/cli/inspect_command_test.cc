@@ -27,6 +27,7 @@ bool Has(const std::string& text, const std::string& part) {
 CheckpointManifest TwoVariableManifest() {
   CheckpointManifest manifest;
   manifest.global_step = 1200;
+  manifest.run_id = RunId{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
   CheckpointVariable embedding;
   embedding.name = "user_embedding";
   embedding.shape = Shape{13, 4};
@@ -53,6 +54,7 @@ TEST_CASE("inspecting a checkpoint lists every variable with its optimizer, slot
   CAPTURE(text);
   CHECK(Has(text, "checkpoint " + dir.path()));
   CHECK(Has(text, "global step: 1200"));
+  CHECK(Has(text, "run: 0123456789abcdeffedcba9876543210\n"));
   CHECK(Has(text, "variables: 2"));
   CHECK(Has(text, "user_embedding  [13, 4]  float32  step 1199"));
   CHECK(Has(text, "optimizer: adagrad {learning_rate: 0.05}"));
@@ -68,6 +70,12 @@ TEST_CASE("inspecting a checkpoint lists every variable with its optimizer, slot
   std::ostringstream by_file;
   REQUIRE(RunInspect(dir.Sub(kManifestFile), by_file).ok());
   CHECK(by_file.str() == text);
+
+  CheckpointManifest old = TwoVariableManifest();
+  old.run_id = RunId{};
+  std::ostringstream old_out;
+  DescribeCheckpoint(old, old_out);
+  CHECK(Has(old_out.str(), "run: none (written before run ids)\n"));
 }
 
 TEST_CASE("inspecting an exported model lists its signatures, layers and variables") {

@@ -2,12 +2,19 @@
 // exports; the checkpoint manager.
 #include <doctest/doctest.h>
 
+#include <spdlog/sinks/ostream_sink.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
 
 #include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
+#include "core/logging.h"
 #include "core/partitioner.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
@@ -138,6 +145,189 @@ TEST_CASE("a checkpoint without its manifest is invisible, and the manager keeps
   fs::remove(root + "/ckpt-40/" + kManifestFile);
   CHECK(manager.Latest() == root + "/ckpt-30");
   fs::remove_all(root);
+}
+
+// Captures what Log() writes while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
+    Log().sinks().push_back(sink_);
+  }
+  ~CapturedLog() {
+    auto& sinks = Log().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
+bool Contains(const absl::Status& status, const std::string& text) {
+  return std::string(status.message()).find(text) != std::string::npos;
+}
+
+TEST_CASE("a slice file of another checkpoint or another run is DataLoss naming the file") {
+  const std::string root = TempDir("identity");
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  absl::StatusOr<ShardedVariable> emb = strategy.CreateVariable(EmbeddingOptions());
+  REQUIRE(emb.ok());
+  CheckpointManager manager(root, 5);
+  REQUIRE(manager.BeginFreshRun(false).ok());
+  REQUIRE(manager.Save(strategy, 10).ok());
+  REQUIRE(Apply(cluster->system(), *emb, Gradient(1.0f)).ok());
+  REQUIRE(manager.Save(strategy, 20).ok());
+  const std::string file = "v0.emb.part-1-of-2.slice";
+  REQUIRE(fs::exists(root + "/ckpt-20/" + file));
+
+  auto target_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy target(*target_cluster, Fixed(3));
+  REQUIRE(target.CreateVariable(EmbeddingOptions()).ok());
+  REQUIRE(RestoreCheckpoint(target, root + "/ckpt-20").ok());
+
+  SUBCASE("the same variable's rows from the checkpoint of another step") {
+    fs::copy_file(root + "/ckpt-10/" + file, root + "/ckpt-20/" + file,
+                  fs::copy_options::overwrite_existing);
+  }
+  SUBCASE("a symbolic link to the other checkpoint's file") {
+    fs::remove(root + "/ckpt-20/" + file);
+    fs::create_symlink(root + "/ckpt-10/" + file, root + "/ckpt-20/" + file);
+  }
+  SUBCASE("the same file of another run's checkpoint of the same step") {
+    const std::string other_root = TempDir("identity_other");
+    CheckpointManager other(other_root, 5);
+    REQUIRE(other.Save(strategy, 20).ok());
+    fs::copy_file(other_root + "/ckpt-20/" + file, root + "/ckpt-20/" + file,
+                  fs::copy_options::overwrite_existing);
+    fs::remove_all(other_root);
+  }
+  const absl::Status status = RestoreCheckpoint(target, root + "/ckpt-20").status();
+  CHECK(absl::IsDataLoss(status));
+  CHECK_MESSAGE(Contains(status, "file " + file + " belongs to another checkpoint"),
+                status.ToString());
+  CHECK(Contains(status, "its manifest: run " + manager.run_id().ToString() + " step 20"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("a checkpoint saved before run ids restores, with a warning") {
+  const std::string dir = TempDir("no_run_id");
+  auto cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  absl::StatusOr<ShardedVariable> emb = strategy.CreateVariable(EmbeddingOptions());
+  REQUIRE(emb.ok());
+  REQUIRE(Apply(cluster->system(), *emb, Gradient(1.0f)).ok());
+  REQUIRE(SaveCheckpoint(strategy, dir, 7, RunId{}).ok());  // no identity, as older builds
+  CHECK(ReadManifest(dir)->run_id.empty());
+  auto target_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy target(*target_cluster, Fixed(3));
+  absl::StatusOr<ShardedVariable> restored = target.CreateVariable(EmbeddingOptions());
+  REQUIRE(restored.ok());
+  CapturedLog log;
+  absl::StatusOr<int64_t> step = RestoreCheckpoint(target, dir);
+  REQUIRE_MESSAGE(step.ok(), step.status().ToString());
+  CHECK(*step == 7);
+  CHECK(testing::SameTensor(*restored->Read(), *emb->Read()));
+  CHECK(log.text().find(dir + " has no run id") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a complete checkpoint is never overwritten in place") {
+  const std::string dir = TempDir("no_overwrite");
+  auto cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  absl::StatusOr<ShardedVariable> emb = strategy.CreateVariable(EmbeddingOptions());
+  REQUIRE(emb.ok());
+  REQUIRE(SaveCheckpoint(strategy, dir, 5).ok());
+  const Tensor saved = *emb->Read();
+  REQUIRE(Apply(cluster->system(), *emb, Gradient(1.0f)).ok());
+  const absl::Status again = SaveCheckpoint(strategy, dir, 6);
+  CHECK(absl::IsFailedPrecondition(again));
+  CHECK(Contains(again, dir + " already holds a checkpoint"));
+  // Still the first save, whole.
+  auto target_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy target(*target_cluster, Fixed(1));
+  absl::StatusOr<ShardedVariable> restored = target.CreateVariable(EmbeddingOptions());
+  REQUIRE(restored.ok());
+  REQUIRE(*RestoreCheckpoint(target, dir) == 5);
+  CHECK_TENSOR(*restored->Read(), saved);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("resuming with another optimizer is refused naming both, changed hyperparameters are "
+          "logged and kept") {
+  const std::string dir = TempDir("optimizer");
+  auto cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  REQUIRE(strategy.CreateVariable(EmbeddingOptions()).ok());  // adagrad, learning_rate 0.5
+  REQUIRE(SaveCheckpoint(strategy, dir, 3).ok());
+
+  auto adam_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy adam(*adam_cluster, Fixed(2));
+  VariableOptions options = EmbeddingOptions();
+  options.optimizer = OptimizerSpec{"adam", {}};
+  REQUIRE(adam.CreateVariable(options).ok());
+  const absl::Status other = RestoreCheckpoint(adam, dir).status();
+  CHECK(absl::IsInvalidArgument(other));
+  CHECK_MESSAGE(Contains(other, "variable emb: the checkpoint in " + dir +
+                                    " was trained with optimizer 'adagrad' (slots "
+                                    "[accumulator]), but this run's optimizer is 'adam'"),
+                other.ToString());
+
+  auto slower_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy slower(*slower_cluster, Fixed(3));
+  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.125}}};
+  REQUIRE(slower.CreateVariable(options).ok());
+  CapturedLog log;
+  REQUIRE(RestoreCheckpoint(slower, dir).ok());
+  CHECK_MESSAGE(log.text().find("restoring " + dir + ": optimizer hyperparameter adagrad "
+                                "learning_rate: 0.5 in the checkpoint, 0.125 now") !=
+                    std::string::npos,
+                log.text());
+  CHECK(log.text().find("initial_accumulator_value") == std::string::npos);  // unchanged
+  fs::remove_all(dir);
+}
+
+TEST_CASE("PS recovery restores only a checkpoint of its own run") {
+  const std::string root = TempDir("recovery_run");
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  REQUIRE(strategy.CreateVariable(EmbeddingOptions()).ok());
+  CheckpointManager manager(root, 2);
+  absl::StatusOr<std::string> dir = manager.Save(strategy, 4);
+  REQUIRE(dir.ok());
+  CHECK(RestoreShardsOf(strategy, *dir, 0, manager.run_id()).ok());
+  CHECK(RestoreShardsOf(strategy, *dir, 0).ok());  // no run to check against
+  const RunId stranger = RunId::Random();
+  const absl::Status other = RestoreShardsOf(strategy, *dir, 0, stranger).status();
+  CHECK(absl::IsFailedPrecondition(other));
+  CHECK(Contains(other, "belongs to run " + manager.run_id().ToString() + ", not to this run (" +
+                            stranger.ToString() + ")"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("removing old checkpoints never follows a symbolic link out of the root") {
+  const std::string root = TempDir("symlinks");
+  const std::string outside = TempDir("symlinks_outside");
+  std::ofstream(outside + "/precious") << "keep me";
+  auto cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  REQUIRE(strategy.CreateVariable(EmbeddingOptions()).ok());
+  CheckpointManager manager(root, 1);
+  REQUIRE(manager.Save(strategy, 1).ok());
+  // A link inside a checkpoint, and a checkpoint that is a link to a directory outside.
+  fs::create_directory_symlink(outside, root + "/ckpt-1/link");
+  fs::create_directory_symlink(outside, root + "/ckpt-2");
+  REQUIRE(manager.Save(strategy, 3).ok());  // retention removes ckpt-1 (and ckpt-2 when seen)
+  CHECK_FALSE(fs::exists(root + "/ckpt-1"));
+  CHECK(fs::exists(outside + "/precious"));
+  CheckpointManager fresh(root, 1);
+  REQUIRE(fresh.BeginFreshRun(/*overwrite=*/true).ok());
+  CHECK(fs::is_empty(root));
+  CHECK(fs::exists(outside + "/precious"));
+  fs::remove_all(root);
+  fs::remove_all(outside);
 }
 
 TEST_CASE("an exported model predicts like the training process and restores as a checkpoint") {

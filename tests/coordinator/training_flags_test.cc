@@ -18,6 +18,7 @@
 ABSL_DECLARE_FLAG(std::string, mode);
 ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
 ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(bool, overwrite_checkpoints);
 ABSL_DECLARE_FLAG(std::string, cluster_spec);
 ABSL_DECLARE_FLAG(std::string, role);
 ABSL_DECLARE_FLAG(int32_t, task);
@@ -72,6 +73,17 @@ TEST_CASE("the default flags train in the simulation as the coordinator") {
   CHECK(flags->parameter_servers.seed == 9);
   CHECK(flags->seed == 9);
   CHECK_FALSE(flags->parameter_servers.cluster.has_value());
+  CHECK_FALSE(flags->parameter_servers.overwrite_checkpoints);
+}
+
+TEST_CASE("--overwrite_checkpoints reaches the options of a fresh run") {
+  absl::FlagSaver saver;
+  absl::SetFlag(&FLAGS_checkpoint_dir, "/tmp/ckpt");
+  absl::SetFlag(&FLAGS_overwrite_checkpoints, true);
+  const absl::StatusOr<TrainingFlags> flags = ReadTrainingFlags();
+  REQUIRE_MESSAGE(flags.ok(), flags.status().ToString());
+  CHECK(flags->parameter_servers.overwrite_checkpoints);
+  CHECK_FALSE(flags->parameter_servers.resume);
 }
 
 TEST_CASE("a cluster spec makes the run networked, with the spec's PS and worker counts") {
@@ -113,6 +125,22 @@ TEST_CASE("inconsistent flags are InvalidArgument saying which") {
          absl::SetFlag(&FLAGS_resume, true);
        },
        "work on parameter servers"},
+      {"overwriting checkpoints in local mode",
+       [](const std::string&) {
+         absl::SetFlag(&FLAGS_mode, "local");
+         absl::SetFlag(&FLAGS_overwrite_checkpoints, true);
+       },
+       "work on parameter servers"},
+      {"overwriting checkpoints and resuming them",
+       [](const std::string&) {
+         absl::SetFlag(&FLAGS_checkpoint_dir, "/tmp/ckpt");
+         absl::SetFlag(&FLAGS_resume, true);
+         absl::SetFlag(&FLAGS_overwrite_checkpoints, true);
+       },
+       "--overwrite_checkpoints starts a new run, --resume continues one"},
+      {"overwriting checkpoints without a checkpoint directory",
+       [](const std::string&) { absl::SetFlag(&FLAGS_overwrite_checkpoints, true); },
+       "--overwrite_checkpoints needs --checkpoint_dir"},
       {"a cluster spec in local mode",
        [](const std::string& spec) {
          absl::SetFlag(&FLAGS_mode, "local");

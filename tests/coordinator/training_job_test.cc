@@ -9,11 +9,14 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "coordinator/checkpoint_manager.h"
 #include "coordinator/training_summary.h"
+#include "schema/checkpoint_io.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"
 
@@ -125,6 +128,65 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
     }
     CHECK(summary["closures_completed"] == (local ? 0 : 16 + 4 * 2));
   }
+}
+
+RunId RunOf(const std::string& checkpoint) {
+  absl::StatusOr<CheckpointManifest> manifest = ReadManifest(checkpoint);
+  REQUIRE_MESSAGE(manifest.ok(), manifest.status().ToString());
+  return manifest->run_id;
+}
+
+TEST_CASE("a new run refuses another run's checkpoints unless told to overwrite them, and a "
+          "resume then continues the new run") {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("tessera_training_job_test_" + std::to_string(getpid()) + "_ckpt"))
+                              .string();
+  std::filesystem::remove_all(dir);
+  EvalResult reported;
+  const TrainingJob job = SmallRecsysJob(&reported);  // 16 steps
+  TrainingFlags flags;
+  flags.parameter_servers.ps = 2;
+  flags.parameter_servers.workers = 2;
+  flags.parameter_servers.checkpoint_dir = dir;
+  flags.parameter_servers.checkpoint_every = 8;
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  const std::vector<std::string> old_checkpoints = {dir + "/ckpt-8", dir + "/ckpt-16"};
+  CHECK(CheckpointManager(dir, 3).Checkpoints() == old_checkpoints);
+  const RunId old_run = RunOf(dir + "/ckpt-16");
+
+  // A new, shorter run pointed at the same directory. It used to write its ckpt-4 next to the
+  // old run's, retention then deleted it (the old steps were higher), and a resume continued the
+  // old run from step 16.
+  TrainingJob shorter = job;
+  shorter.steps = 4;
+  const absl::Status refused = RunTrainingJob(shorter, flags);
+  CHECK(absl::IsFailedPrecondition(refused));
+  CHECK_MESSAGE(absl::StrContains(refused.message(), dir + " already holds 2 checkpoint(s)"),
+                refused.ToString());
+  CHECK(absl::StrContains(refused.message(), "--overwrite_checkpoints"));
+  CHECK(absl::StrContains(refused.message(), "--resume"));
+  CHECK(CheckpointManager(dir, 3).Checkpoints() == old_checkpoints);  // untouched
+  CHECK(RunOf(dir + "/ckpt-16") == old_run);
+
+  flags.parameter_servers.overwrite_checkpoints = true;
+  REQUIRE(RunTrainingJob(shorter, flags).ok());
+  CHECK(CheckpointManager(dir, 3).Checkpoints() == std::vector<std::string>{dir + "/ckpt-4"});
+  const RunId new_run = RunOf(dir + "/ckpt-4");
+  CHECK(new_run != old_run);
+
+  flags.parameter_servers.overwrite_checkpoints = false;
+  flags.parameter_servers.resume = true;
+  flags.summary = SummaryPath("resumed");
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  std::ifstream in(flags.summary);
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  std::filesystem::remove(flags.summary);
+  CHECK(summary["first_step"] == 4);  // the new run's step, not the old run's 16
+  CHECK(summary["global_step"] == 16);
+  CHECK(CheckpointManager(dir, 3).Checkpoints() ==
+        std::vector<std::string>{dir + "/ckpt-4", dir + "/ckpt-8", dir + "/ckpt-16"});
+  CHECK(RunOf(dir + "/ckpt-16") == new_run);  // one run, continued
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("WriteSummary writes nothing without a path and fails on an unwritable one") {

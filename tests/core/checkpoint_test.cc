@@ -2,9 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,7 +77,7 @@ TEST_CASE("PlanSliceReads restores every N-shard save into every M-shard layout"
   for (int64_t total : {0, 1, 2, 5, 13}) {
     for (int64_t saved = 1; saved <= 5; ++saved) {
       const CheckpointVariable v = SavedVariable("emb", Shape{total, 3}, saved);
-      REQUIRE(ValidateManifest(CheckpointManifest{0, {v}}).ok());
+      REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}}).ok());
       for (int64_t target = 1; target <= 5; ++target) {
         CAPTURE(total);
         CAPTURE(saved);
@@ -107,7 +109,7 @@ TEST_CASE("PlanSliceReads reads a scalar from its one slice") {
   CheckpointVariable v;
   v.name = "global_step";
   v.slices = {{"step.slice", 0, 1}};
-  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}}).ok());
+  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}}).ok());
   const std::vector<SliceRead> reads = Must(PlanSliceReads(v, 0, 1));
   REQUIRE(reads.size() == 1);
   CHECK(reads[0].slice == 0);
@@ -225,7 +227,8 @@ TEST_CASE("AssembleSlice restores a scalar and an empty block") {
   const Tensor scalar = Must(Tensor::FromVector(Shape(), {42.0f}));
   const std::vector<TensorSlice> files = SaveSlices("lr", scalar, 1, true);
   CheckpointVariable v = SavedVariable("lr", Shape(), 1, {"m", "v"});
-  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}}).ok());
+  v.optimizer = OptimizerSpec{"adam", {}};  // whose slots these are
+  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}}).ok());
   const std::vector<SliceRead> reads = Must(PlanSliceReads(v, 0, 1));
   const TensorSlice block = Must(AssembleSlice(v, 0, 1, reads, {&files[0]}));
   CHECK(block.value.shape() == Shape());
@@ -317,6 +320,82 @@ TEST_CASE("AssembleSlice rejects slices that do not match the manifest") {
   CHECK(absl::IsInvalidArgument(AssembleSlice(v, 0, 14, reads, {&files[0], &files[1]}).status()));
 }
 
+TEST_CASE(
+    "a slice of another checkpoint is DataLoss naming its file (Note [Checkpoint identity])") {
+  const Tensor full = Iota(Shape{13, 3});
+  std::vector<TensorSlice> files = SaveSlices("emb", full, 2, true);
+  CheckpointVariable v = SavedVariable("emb", full.shape(), 2, {"m", "v"});
+  const RunId run{0x1111, 0x2222};
+  const RunId other_run{0x3333, 0x4444};
+  v.checkpoint = {run, 400};
+  for (TensorSlice& file : files) file.checkpoint = {run, 400};
+  const std::vector<SliceRead> reads = Must(PlanSliceReads(v, 0, 13));
+  REQUIRE(AssembleSlice(v, 0, 13, reads, {&files[0], &files[1]}).ok());
+
+  struct Case {
+    std::string name;
+    CheckpointId manifest;  // the entry's
+    CheckpointId file;      // the second file's
+    std::string message;    // empty: accepted
+  };
+  const std::vector<Case> cases = {
+      {"the same variable's file of another step",
+       {run, 400},
+       {run, 200},
+       "file emb-1.slice belongs to another checkpoint (run 00000000000011110000000000002222 "
+       "step 200; its manifest: run 00000000000011110000000000002222 step 400)"},
+      {"a file of another run",
+       {run, 400},
+       {other_run, 400},
+       "(run 00000000000033330000000000004444 step 400; its manifest"},
+      {"a file without a run id under a manifest with one",
+       {run, 400},
+       {RunId{}, 0},
+       "(no run id; its manifest: run"},
+      {"a file with a run id under a manifest without one",
+       {RunId{}, 400},
+       {run, 400},
+       "its manifest: no run id)"},
+      {"an older checkpoint: neither has a run id", {RunId{}, 400}, {RunId{}, 0}, ""},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    CheckpointVariable entry = v;
+    entry.checkpoint = c.manifest;
+    TensorSlice first = files[0];
+    first.checkpoint = c.manifest.run.empty() ? CheckpointId{} : c.manifest;
+    TensorSlice second = files[1];
+    second.checkpoint = c.file;
+    const absl::Status status = AssembleSlice(entry, 0, 13, reads, {&first, &second}).status();
+    if (c.message.empty()) {
+      CHECK_MESSAGE(status.ok(), status.ToString());
+    } else {
+      CHECK(absl::IsDataLoss(status));
+      CHECK_MESSAGE(Contains(status, c.message), status.ToString());
+    }
+  }
+}
+
+TEST_CASE("run ids are random, never empty, and print as 32 hex digits") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const RunId id = RunId::Random();
+    CHECK_FALSE(id.empty());
+    const std::string text = id.ToString();
+    CHECK(text.size() == 32);
+    CHECK(text.find_first_not_of("0123456789abcdef") == std::string::npos);
+    seen.insert(text);
+  }
+  CHECK(seen.size() == 1000);
+  CHECK(RunId{}.empty());
+  CHECK(RunId{}.ToString() == "none");
+  CHECK(RunId{0, 255}.ToString() == "000000000000000000000000000000ff");
+  CHECK(CheckpointId{RunId{1, 2}, 30}.ToString() == "run 00000000000000010000000000000002 step 30");
+  CHECK(CheckpointId{RunId{}, 30}.ToString() == "no run id");
+  CHECK(CheckpointId{RunId{1, 2}, 30} != CheckpointId{RunId{1, 2}, 31});
+  CHECK(CheckpointId{RunId{1, 2}, 30} != CheckpointId{RunId{1, 3}, 30});
+}
+
 TEST_CASE("ValidateTensorSlice accepts consistent slices and names what is wrong otherwise") {
   TensorSlice good;
   good.variable = "emb";
@@ -368,6 +447,8 @@ TEST_CASE("ValidateTensorSlice accepts consistent slices and names what is wrong
        },
        "duplicate slot name 'a'"},
       {"negative step", [](TensorSlice& s) { s.step = -3; }, "negative step -3"},
+      {"negative checkpoint step", [](TensorSlice& s) { s.checkpoint.global_step = -3; },
+       "negative checkpoint step -3"},
       {"scalar with rows",
        [](TensorSlice& s) {
          s.full_shape = Shape();
@@ -439,7 +520,35 @@ TEST_CASE("ValidateManifest checks names, files, tiling and steps") {
        },
        "duplicate slot"},
       {"unnamed optimizer", [](CheckpointManifest& m) { m.variables[0].optimizer->name.clear(); },
-       "empty optimizer name"},
+       "unknown optimizer ''"},
+      {"an unknown optimizer",
+       [](CheckpointManifest& m) { m.variables[0].optimizer->name = "adagrd"; },
+       "checkpoint variable emb: unknown optimizer 'adagrd'"},
+      {"a NaN learning rate",
+       [](CheckpointManifest& m) {
+         m.variables[0].optimizer->params["learning_rate"] = std::nan("");
+       },
+       "learning_rate must be >= 0 and finite, got nan"},
+      {"an infinite hyperparameter",
+       [](CheckpointManifest& m) {
+         m.variables[0].optimizer->params["initial_accumulator_value"] =
+             std::numeric_limits<double>::infinity();
+       },
+       "initial_accumulator_value must be"},
+      {"an unknown hyperparameter",
+       [](CheckpointManifest& m) { m.variables[0].optimizer->params["beta_9"] = 0.5; },
+       "unknown hyperparameter 'beta_9'"},
+      {"another rule's slots",
+       [](CheckpointManifest& m) {
+         m.variables[0].slot_names = {"m", "v"};
+       },
+       "slots [m, v], but optimizer 'adagrad' has [accumulator]"},
+      {"slots without an optimizer",
+       [](CheckpointManifest& m) { m.variables[1].slot_names = {"accumulator"}; },
+       "checkpoint variable bias: slots [accumulator] without an optimizer"},
+      {"one file named twice",
+       [](CheckpointManifest& m) { m.variables[1].slices[0].file = m.variables[0].slices[3].file; },
+       "names 'emb-3.slice', which another slice names too"},
       {"bad dtype", [](CheckpointManifest& m) { m.variables[0].dtype = static_cast<DType>(0); },
        "invalid dtype 0"},
   };

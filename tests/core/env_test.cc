@@ -403,6 +403,19 @@ TEST_CASE("the real Env refuses a FIFO at once, for reading and for mapping") {
   CHECK(std::string(out, 4) == "data");
 }
 
+TEST_CASE("the real Env removes a symbolic link, never what it points to") {
+  TempDir outside;
+  TempDir dir;
+  REQUIRE(WriteFileAtomically(*Env::Default(), outside.path() + "/keep", "kept", false).ok());
+  REQUIRE(Env::Default()->CreateDirectories(dir.path() + "/tree").ok());
+  std::filesystem::create_directory_symlink(outside.path(), dir.path() + "/tree/link");
+  std::filesystem::create_directory_symlink(outside.path(), dir.path() + "/top");
+  CHECK(Env::Default()->RemoveTree(dir.path() + "/tree").ok());
+  CHECK(Env::Default()->RemoveTree(dir.path() + "/top").ok());
+  CHECK(Outcome(Env::Default()->ListDirectory(dir.path())) == "[]");
+  CHECK(Outcome(Read(*Env::Default(), outside.path() + "/keep")) == "\"kept\"");
+}
+
 TEST_CASE("the real Env's clock is absl::Now") {
   const absl::Time before = absl::Now();
   const absl::Time now = Env::Default()->Now();

@@ -19,6 +19,17 @@ small=(--users=2000 --items=500 --train_examples=40000 --test_examples=5000)
   --checkpoint_dir="$work/ckpt" --checkpoint_every=20 >"$work/first.log" 2>&1
 ls "$work/ckpt/ckpt-40/manifest.tsr" >/dev/null
 
+# A new run (no --resume) over those checkpoints is refused, naming the directory and the flag,
+# and leaves them as they are: the resume below still continues the first run from step 40.
+before=$(ls -R "$work/ckpt" | md5sum)
+if "$recsys" "${small[@]}" --steps=10 --ps=2 --checkpoint_dir="$work/ckpt" \
+  >"$work/refused.log" 2>&1; then
+  echo "a new run over existing checkpoints was not refused"; exit 1
+fi
+grep -q "$work/ckpt already holds 2 checkpoint(s)" "$work/refused.log"
+grep -q -- "--overwrite_checkpoints" "$work/refused.log"
+[ "$(ls -R "$work/ckpt" | md5sum)" = "$before" ] || { echo "the refused run changed $work/ckpt"; exit 1; }
+
 "$recsys" "${small[@]}" --ps=3 --partitioner=fixed:5 --checkpoint_dir="$work/ckpt" --resume \
   --export_dir="$work/model" --summary="$work/summary.json" >"$work/second.log" 2>&1
 grep -q "resumed from $work/ckpt/ckpt-40 at step 40" "$work/second.log"

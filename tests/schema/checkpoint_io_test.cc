@@ -25,6 +25,8 @@ TEST_CASE("slices round trip exactly, with and without slots, whatever their sha
   int64.dtype = DType::kInt64;
   TensorSlice stepless = SampleSlice(Shape{13, 3}, 0, 13, true);
   stepless.step = 0;
+  TensorSlice identified = SampleSlice(Shape{13, 3}, 4, 5, true);
+  identified.checkpoint = {RunId{0x0123456789abcdefULL, 0x1122334455667788ULL}, 1234};
   const std::vector<Case> cases = {
       {"rows of a matrix", SampleSlice(Shape{13, 3}, 4, 5, false)},
       {"rows of a matrix with slots", SampleSlice(Shape{13, 3}, 4, 5, true)},
@@ -37,6 +39,7 @@ TEST_CASE("slices round trip exactly, with and without slots, whatever their sha
       {"rows with a zero-width dimension", SampleSlice(Shape{5, 0}, 1, 3, true)},
       {"an int64 variable", int64},
       {"step 0", stepless},
+      {"a checkpoint's run id and step", identified},
       // 2.4 MB of values and of each slot: three 1 MiB chunks apiece.
       {"several chunks", SampleSlice(Shape{400000, 2}, 0, 300000, true)},
   };
@@ -188,6 +191,89 @@ TEST_CASE("manifests round trip exactly and are found in their directory") {
   bad.variables[1].name = bad.variables[0].name;
   CHECK(absl::IsInvalidArgument(EncodeManifest(bad).status()));
   CHECK(absl::IsNotFound(WriteManifest(dir.path() + "/missing", manifest)));
+}
+
+TEST_CASE("the checkpoint's identity is read back, and a file without one reads as one of no run") {
+  CheckpointManifest manifest = SampleManifest();
+  manifest.run_id = RunId{0xabc, 0xdef};
+  const CheckpointManifest decoded = Must(DecodeManifest(Must(EncodeManifest(manifest))));
+  CHECK(decoded.run_id == manifest.run_id);
+  // Every entry names the checkpoint its slice files must belong to.
+  for (const CheckpointVariable& v : decoded.variables) {
+    CHECK(v.checkpoint == CheckpointId{manifest.run_id, manifest.global_step});
+  }
+  // Without an identity, as files written before run ids: the fields read as absent.
+  const CheckpointManifest old = Must(DecodeManifest(Must(EncodeManifest(SampleManifest()))));
+  CHECK(old.run_id.empty());
+  CHECK(old.variables[0].checkpoint == CheckpointId{RunId{}, 1234});
+  TensorSlice slice = SampleSlice(Shape{13, 3}, 4, 5, true);
+  const std::string without = Must(EncodeSlice(slice));
+  CHECK(Must(DecodeSlice(without)).checkpoint == CheckpointId{});
+  slice.checkpoint = {RunId{1, 2}, 1234};
+  CHECK(Must(EncodeSlice(slice)).size() > without.size());
+  CHECK(Must(DecodeSlice(Must(EncodeSlice(slice)))).checkpoint == slice.checkpoint);
+}
+
+TEST_CASE("a block read refuses a slice file of another checkpoint, naming it") {
+  TempDir dir;
+  CheckpointVariable v;
+  v.name = "emb";
+  v.shape = Shape{13, 3};
+  v.slices = {{"emb.0", 0, 7}, {"emb.1", 7, 6}};
+  v.checkpoint = {RunId{5, 6}, 400};
+  for (const SliceFileRef& ref : v.slices) {
+    TensorSlice slice = SampleSlice(v.shape, ref.row_offset, ref.rows, false);
+    slice.checkpoint = v.checkpoint;
+    REQUIRE(WriteSliceFile(dir.path() + "/" + ref.file, slice).ok());
+  }
+  REQUIRE(ReadSliceBlock(dir.path(), v, 0, 13).ok());
+  // emb.1 replaced by the same variable's rows of the checkpoint of step 200.
+  TensorSlice stale = SampleSlice(v.shape, 7, 6, false);
+  stale.checkpoint = {RunId{5, 6}, 200};
+  REQUIRE(WriteSliceFile(dir.path() + "/emb.1", stale).ok());
+  CHECK(ReadSliceBlock(dir.path(), v, 0, 7).ok());  // rows of emb.0 only
+  const absl::Status status = ReadSliceBlock(dir.path(), v, 3, 6).status();
+  CHECK(absl::IsDataLoss(status));
+  CHECK_MESSAGE(Contains(status, "file emb.1 belongs to another checkpoint"), status.ToString());
+  CHECK(Contains(status, "step 200; its manifest: run 00000000000000050000000000000006 step 400"));
+}
+
+TEST_CASE("a manifest whose optimizer is no optimizer is refused on read, naming it") {
+  CheckpointManifest manifest = SampleManifest();  // adagrad, learning_rate 0.05
+  const std::string bytes = Must(EncodeManifest(manifest));
+  const std::string body = BodyOf(bytes);
+  struct Case {
+    std::string name;
+    std::string from, to;  // bytes of the body replaced
+    std::string message;
+  };
+  auto double_bytes = [](double value) {
+    std::string out(sizeof(double), '\0');
+    std::memcpy(out.data(), &value, sizeof(double));
+    return out;
+  };
+  const std::vector<Case> cases = {
+      {"an unknown rule", "adagrad", "adagrax", "unknown optimizer 'adagrax'"},
+      {"a NaN learning rate", double_bytes(0.05), double_bytes(std::nan("")),
+       "learning_rate must be >= 0 and finite, got nan"},
+      {"an infinite learning rate", double_bytes(0.05),
+       double_bytes(std::numeric_limits<double>::infinity()),
+       "learning_rate must be >= 0 and finite, got inf"},
+      {"an unknown hyperparameter", "learning_rate", "learning_ratf",
+       "unknown hyperparameter 'learning_ratf'"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    std::string forged = body;
+    const size_t at = forged.find(c.from);
+    REQUIRE(at != std::string::npos);
+    REQUIRE(forged.find(c.from, at + 1) == std::string::npos);
+    forged.replace(at, c.from.size(), c.to);
+    const absl::Status status = DecodeManifest(Reseal(FileKind::kManifest, forged)).status();
+    CHECK(absl::IsInvalidArgument(status));
+    CHECK_MESSAGE(Contains(status, "checkpoint variable user_embedding: "), status.ToString());
+    CHECK_MESSAGE(Contains(status, c.message), status.ToString());
+  }
 }
 
 TEST_CASE("files of absurd size are refused before they are read") {

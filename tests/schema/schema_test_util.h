@@ -70,7 +70,8 @@ inline TensorSlice SampleSlice(Shape full_shape, int64_t row_offset, int64_t row
 inline bool SameSlice(const TensorSlice& a, const TensorSlice& b) {
   if (a.variable != b.variable || a.full_shape != b.full_shape || a.dtype != b.dtype ||
       a.row_offset != b.row_offset || !SameTensor(a.value, b.value) ||
-      a.slot_names != b.slot_names || a.slots.size() != b.slots.size() || a.step != b.step) {
+      a.slot_names != b.slot_names || a.slots.size() != b.slots.size() || a.step != b.step ||
+      a.checkpoint != b.checkpoint) {
     return false;
   }
   for (size_t i = 0; i < a.slots.size(); ++i) {
@@ -108,7 +109,10 @@ inline CheckpointManifest SampleManifest() {
 }
 
 inline bool SameManifest(const CheckpointManifest& a, const CheckpointManifest& b) {
-  if (a.global_step != b.global_step || a.variables.size() != b.variables.size()) return false;
+  if (a.global_step != b.global_step || a.run_id != b.run_id ||
+      a.variables.size() != b.variables.size()) {
+    return false;
+  }
   for (size_t i = 0; i < a.variables.size(); ++i) {
     const CheckpointVariable& x = a.variables[i];
     const CheckpointVariable& y = b.variables[i];

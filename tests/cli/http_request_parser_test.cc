@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,57 @@ TEST_CASE("absolute-form and asterisk targets give their paths") {
   parser.Feed("GET /a%zz%4 HTTP/1.1\r\n\r\n");  // bad escapes stay as they are
   REQUIRE(parser.complete());
   CHECK(parser.Take().path == "/a%zz%4");
+}
+
+TEST_CASE("mangled requests in random pieces end complete, failed or wanting more, within limits") {
+  const std::string valid =
+      "POST /v1/models/m:predict HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello"
+      "POST /p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+  const std::string alphabet = "\r\n :;0123456789abcdefxGET/HTTP1.Content-LengthTransfer-Encoding";
+  std::mt19937 random(5);
+  for (int trial = 0; trial < 5000; ++trial) {
+    std::string text = valid;
+    const int edits = static_cast<int>(random() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = random() % text.size();
+      const char c = alphabet[random() % alphabet.size()];
+      switch (random() % 3) {
+        case 0:
+          text[at] = c;
+          break;
+        case 1:
+          text.insert(text.begin() + at, c);
+          break;
+        default:
+          text.erase(at, 1);
+      }
+    }
+    CAPTURE(text);
+    HttpRequestParser parser(Limits(/*head=*/256, /*body=*/64));
+    size_t at = 0;
+    int requests = 0;
+    while (at < text.size() && !parser.failed()) {
+      const size_t piece = 1 + random() % 16;
+      const absl::string_view bytes = absl::string_view(text).substr(at, piece);
+      const size_t used = parser.Feed(bytes);
+      REQUIRE(used <= bytes.size());
+      CHECK(parser.body_bytes() <= 64);
+      at += used;
+      if (parser.complete()) {
+        parser.Take();
+        ++requests;
+      } else if (!parser.failed()) {
+        REQUIRE(used == bytes.size());  // short only when complete or failed
+      }
+    }
+    if (parser.failed()) {
+      const int status = parser.error_status();
+      CHECK((status == 400 || status == 413 || status == 414 || status == 431 || status == 501 ||
+             status == 505));
+      CHECK_FALSE(parser.error().empty());
+    }
+    if (edits == 0) CHECK(requests == 2);
+  }
 }
 
 }  // namespace

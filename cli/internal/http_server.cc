@@ -766,6 +766,8 @@ absl::Status HttpServer::Run() {
     Loop loop(*this);
     status = loop.Serve();
   }  // the handler threads are joined and the connections closed here
+  ::close(listen_fd_);  // new connections are refused rather than left waiting
+  listen_fd_ = -1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = false;

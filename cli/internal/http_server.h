@@ -86,10 +86,10 @@ class HttpServer {
   // Listens on host:port (port 0: a free port) and returns the port. Unavailable when the address
   // cannot be bound (in use, not local); InvalidArgument for options out of range.
   absl::StatusOr<int> Bind(const std::string& host, int port);
-  // Serves until Stop. FailedPrecondition without a Bind.
+  // Serves until Stop, once per Bind. FailedPrecondition without one.
   absl::Status Run();
-  // Makes Run return (waiting until it has); open connections are closed, requests in the
-  // handler finish first.
+  // Makes Run return (waiting until it has) and closes the listening socket and every connection;
+  // requests in a handler finish first. Not from a handler (it would wait for itself).
   void Stop();
 
  private:

@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "cli/internal/inspect_command.h"
@@ -23,7 +24,8 @@ ABSL_FLAG(int32_t, task, 0, "ps: this node's index in the cluster spec's \"ps\" 
 ABSL_FLAG(bool, standby, false,
           "ps: start as a standby that a coordinator adopts in place of a lost PS (no --task)");
 ABSL_FLAG(int32_t, threads, 0,
-          "ps: scheduler threads (0: one per core; 1 when several nodes share a small machine)");
+          "ps: scheduler threads (0: one per core; 1 when several nodes share a small machine); "
+          "serve: threads answering requests (0: one per core)");
 ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mutual TLS");
 ABSL_FLAG(std::string, tls_key, "", "ps: this node's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peers must be signed by it");
@@ -31,6 +33,19 @@ ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the 
 ABSL_FLAG(bool, verify, false,
           "inspect: read an exported model's values and verify every checksum (serving verifies "
           "them as it reads them)");
+ABSL_FLAG(int64_t, max_body_bytes, int64_t{64} << 20,
+          "serve: the largest request body taken; a larger one is answered 413 unread");
+ABSL_FLAG(int64_t, max_instances, 10'000,
+          "serve: the most instances one :predict request may hold (more: 413)");
+ABSL_FLAG(int32_t, max_connections, 1024,
+          "serve: open connections at most; past it the longest idle one is closed, and when none "
+          "is idle a new one is answered 503");
+ABSL_FLAG(int32_t, read_timeout_ms, 30'000,
+          "serve: a whole request (head and body) must arrive within this of its first byte (408)");
+ABSL_FLAG(int32_t, idle_timeout_ms, 60'000,
+          "serve: a keep-alive connection idle this long between requests is closed");
+ABSL_FLAG(int32_t, write_timeout_ms, 30'000,
+          "serve: a response the client has not taken within this is dropped with its connection");
 ABSL_FLAG(std::string, log_level, "",
           "diagnostics below this level are dropped: debug, info, warning, error or off "
           "(default: $TESSERA_LOG_LEVEL, else info)");
@@ -44,12 +59,17 @@ commands:
       Predicts JSON lines of instances (FILE, or '-' for stdin), one object per line mapping
       each input to its value (an integer id, or an array of numbers), and writes one JSON line
       per instance mapping each output to its array of floats.
-  serve --model DIR [--port 8501] [--host 127.0.0.1] [--name NAME]
+  serve --model DIR [--port 8501] [--host 127.0.0.1] [--name NAME] [--threads N]
+        [--max_body_bytes 67108864] [--max_instances 10000] [--max_connections 1024]
+        [--read_timeout_ms 30000] [--idle_timeout_ms 60000] [--write_timeout_ms 30000]
       Serves the model with TensorFlow Serving's REST API until SIGINT or SIGTERM:
         POST /v1/models/NAME:predict  {"instances": [...]}  -> {"predictions": [...]}
         GET  /v1/models/NAME          the model's status
         GET  /v1/models/NAME/metadata its signatures
-      --port 0 picks a free port; the URL served on is printed.
+      --port 0 picks a free port; the URL served on is printed. What one client can cost is
+      bounded: a body over --max_body_bytes or more than --max_instances instances is answered
+      413, a request not in within --read_timeout_ms of its first byte 408; past
+      --max_connections the longest idle connection is closed (503 when none is idle).
   ps --port P [--task K | --standby] [--host 127.0.0.1] [--threads N]
      [--tls_cert F --tls_key F --tls_ca F]
       Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM; with
@@ -133,6 +153,13 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     options.host = absl::GetFlag(FLAGS_host);
     options.port = absl::GetFlag(FLAGS_port);
     options.name = absl::GetFlag(FLAGS_name);
+    options.threads = absl::GetFlag(FLAGS_threads);
+    options.max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
+    options.max_instances = absl::GetFlag(FLAGS_max_instances);
+    options.max_connections = absl::GetFlag(FLAGS_max_connections);
+    options.read_timeout_ms = absl::GetFlag(FLAGS_read_timeout_ms);
+    options.idle_timeout_ms = absl::GetFlag(FLAGS_idle_timeout_ms);
+    options.write_timeout_ms = absl::GetFlag(FLAGS_write_timeout_ms);
     if (absl::Status s = Require(options.model_dir, "model"); !s.ok()) return s;
     return tessera::cli::RunServe(options, std::cout);
   }
@@ -160,6 +187,13 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // --help lists the flags of this file (absl's default looks for a file named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "cli/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> args = JoinStdinInput(argc, argv);
   const std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(args.size()), args.data());

@@ -18,7 +18,7 @@ packages=(
   libspdlog-dev         # logging (core/logging.h)
   zlib1g-dev            # gzip'd IDX files
   nlohmann-json3-dev    # JSON summaries and the serving API
-  libcpp-httplib-dev    # the serving endpoint
+  libcpp-httplib-dev    # the serving tests' HTTP client
   libbenchmark-dev      # bench/
   dataset-fashion-mnist # the fashion_mnist reference workload
   curl                  # the end-to-end serving test

@@ -219,6 +219,17 @@ absl::Status BatchBuilder::Add(const Json& instance) {
   return absl::OkStatus();
 }
 
+void BatchBuilder::Reserve(int64_t instances) {
+  for (size_t i = 0; i < format_.inputs.size(); ++i) {
+    const InstanceFormat::Input& input = format_.inputs[i];
+    if (input.kind == InputKind::kIds) {
+      ids_[i].reserve(ids_[i].size() + instances);
+    } else {
+      dense_[i].reserve(dense_[i].size() + instances * input.width);
+    }
+  }
+}
+
 Batch BatchBuilder::Take() {
   Batch batch;
   batch.size = size_;

@@ -74,6 +74,8 @@ class BatchBuilder {
   // that is not an integer or is outside [0, id_limit), a dense value that is not `width`
   // numbers), appending nothing.
   absl::Status Add(const Json& instance);
+  // Makes room for `instances` more instances, so that adding them allocates nothing more.
+  void Reserve(int64_t instances);
   int64_t size() const { return size_; }
   // The batch of every instance added since the last Take; the builder is empty afterwards.
   Batch Take();

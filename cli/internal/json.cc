@@ -10,13 +10,16 @@ absl::StatusOr<Json> ParseJson(absl::string_view text) {
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::exception& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ..."; the
-    // bracketed id means nothing to a user.
-    absl::string_view what = e.what();
-    const size_t close = what.find("] ");
-    if (close != absl::string_view::npos) what.remove_prefix(close + 2);
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", what));
+    return MalformedJsonError(e);
   }
+}
+
+absl::Status MalformedJsonError(const std::exception& error) {
+  // what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ...".
+  absl::string_view what = error.what();
+  const size_t close = what.find("] ");
+  if (close != absl::string_view::npos) what.remove_prefix(close + 2);
+  return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", what));
 }
 
 std::string DumpJson(const Json& value) {

@@ -9,11 +9,13 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -25,6 +27,10 @@ using Json = nlohmann::basic_json<std::map, std::vector, std::string, bool, std:
 // Parses one JSON text. InvalidArgument "malformed JSON: ..." with nlohmann's line and column
 // when it is not JSON; never throws.
 absl::StatusOr<Json> ParseJson(absl::string_view text);
+
+// InvalidArgument "malformed JSON: ..." for one of nlohmann's exceptions, without its bracketed id
+// ("[json.exception.parse_error.101]", which means nothing to a user).
+absl::Status MalformedJsonError(const std::exception& error);
 
 // Compact JSON; invalid UTF-8 in strings is replaced rather than thrown on.
 std::string DumpJson(const Json& value);

@@ -5,7 +5,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cli/internal/metadata.h"
 #include "core/status.h"
@@ -23,12 +22,6 @@ HttpReply ErrorReply(const absl::Status& status) {
   return {HttpStatusOf(status), ErrorBody(status.message()), ""};
 }
 
-std::vector<std::string> Keys(const std::map<std::string, InstanceFormat>& formats) {
-  std::vector<std::string> keys;
-  for (const auto& [key, format] : formats) keys.push_back(key);
-  return keys;
-}
-
 }  // namespace
 
 int HttpStatusOf(const absl::Status& status) {
@@ -37,6 +30,8 @@ int HttpStatusOf(const absl::Status& status) {
       return 400;
     case absl::StatusCode::kNotFound:
       return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 413;
     default:
       return 500;
   }
@@ -47,14 +42,14 @@ std::string ErrorBody(absl::string_view message) {
 }
 
 absl::StatusOr<std::unique_ptr<ModelService>> ModelService::Create(
-    std::unique_ptr<Predictor> predictor, std::string name) {
+    std::unique_ptr<Predictor> predictor, std::string name, PredictLimits limits) {
   if (name.empty() || name.find_first_of("/:") != std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("model name '", name, "' must be non-empty and hold no '/' or ':'"));
   }
   ASSIGN_OR_RETURN(auto formats, ModelInstanceFormats(predictor->model()));
   return std::unique_ptr<ModelService>(
-      new ModelService(std::move(predictor), std::move(name), std::move(formats)));
+      new ModelService(std::move(predictor), std::move(name), std::move(formats), limits));
 }
 
 HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
@@ -118,62 +113,31 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
     case Resource::kPredict:
       break;
   }
-  absl::StatusOr<Json> request = ParseJson(body);
-  if (!request.ok()) return ErrorReply(request.status());
-  absl::StatusOr<Json> predictions = Predict(*request);
+  absl::StatusOr<std::string> predictions = Predict(body);
   if (!predictions.ok()) return ErrorReply(predictions.status());
-  return JsonReply(200, *predictions);
+  return {200, *std::move(predictions), ""};
 }
 
-absl::StatusOr<Json> ModelService::Predict(const Json& request) const {
-  if (!request.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request must be a JSON object with \"instances\", got ", JsonTypeName(request)));
-  }
-  const Json* instances = nullptr;
-  std::string signature = kServingDefault;
-  for (const auto& [key, value] : request.items()) {
-    if (key == "instances") {
-      instances = &value;
-    } else if (key == "signature_name") {
-      if (!value.is_string()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("\"signature_name\" must be a string, got ", JsonTypeName(value)));
-      }
-      signature = value.get<std::string>();
-    } else if (key == "inputs") {
-      return absl::InvalidArgumentError(
-          "the columnar \"inputs\" format is not supported; send \"instances\"");
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown field \"", key,
-                       "\"; a predict request has \"instances\" and optionally "
-                       "\"signature_name\""));
+absl::StatusOr<std::string> ModelService::Predict(absl::string_view body) const {
+  ASSIGN_OR_RETURN(PredictRequest request, ReadPredictRequest(body, formats_, limits_));
+  const InstanceFormat& format = *request.format;
+  // {"predictions": [...]}, written a batch at a time (Note [Bounded predict requests]).
+  std::string reply = "{\"predictions\":[";
+  bool first = true;
+  for (Batch& batch : request.batches) {
+    const int64_t size = batch.size;
+    ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
+    batch = Batch();
+    ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format, size,
+                                               /*bare_single_output=*/true));
+    for (const Json& row : rows) {
+      if (!first) reply += ',';
+      reply += DumpJson(row);
+      first = false;
     }
   }
-  if (instances == nullptr) {
-    return absl::InvalidArgumentError("the request has no \"instances\"");
-  }
-  if (!instances->is_array() || instances->empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"instances\" must be a non-empty array, got ",
-                     instances->is_array() ? "an empty array" : JsonTypeName(*instances)));
-  }
-  auto format = formats_.find(signature);
-  if (format == formats_.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown signature '", signature,
-                                                   "'; the model's signatures are ",
-                                                   absl::StrJoin(Keys(formats_), ", ")));
-  }
-  BatchBuilder builder(format->second);
-  for (size_t i = 0; i < instances->size(); ++i) {
-    RETURN_IF_ERROR(Annotate(builder.Add((*instances)[i]), absl::StrCat("instance ", i)));
-  }
-  const int64_t size = builder.size();
-  ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(builder.Take()));
-  ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format->second, size,
-                                             /*bare_single_output=*/true));
-  return Json{{"predictions", std::move(rows)}};
+  reply += "]}";
+  return reply;
 }
 
 }  // namespace tessera::cli

@@ -14,22 +14,55 @@
 #include "core/status.h"
 
 namespace tessera::cli {
+namespace {
 
-absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
+absl::Status AtLeast(int64_t value, int64_t min, absl::string_view flag) {
+  if (value >= min) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be at least ", min, ", got ",
+                                                 value));
+}
+
+absl::Status CheckOptions(const ServeOptions& options) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("--port must be in [0, 65535], got ", options.port));
   }
+  for (const absl::Status& status :
+       {AtLeast(options.threads, 0, "threads"),
+        AtLeast(options.max_body_bytes, 1, "max_body_bytes"),
+        AtLeast(options.max_instances, 1, "max_instances"),
+        AtLeast(options.max_connections, 1, "max_connections"),
+        AtLeast(options.read_timeout_ms, 1, "read_timeout_ms"),
+        AtLeast(options.idle_timeout_ms, 1, "idle_timeout_ms"),
+        AtLeast(options.write_timeout_ms, 1, "write_timeout_ms")}) {
+    RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
+  RETURN_IF_ERROR(CheckOptions(options));
   ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor, LoadPredictor(options.model_dir));
   std::string name = options.name;
   if (name.empty())
     name = predictor->model().spec.name.empty() ? "model" : predictor->model().spec.name;
+  PredictLimits limits;
+  limits.max_instances = options.max_instances;
   ASSIGN_OR_RETURN(const std::unique_ptr<ModelService> service,
-                   ModelService::Create(std::move(predictor), name));
-  ModelServer server(*service);
+                   ModelService::Create(std::move(predictor), name, limits));
+  HttpServerOptions http;
+  http.max_body_bytes = static_cast<size_t>(options.max_body_bytes);
+  http.max_connections = options.max_connections;
+  http.read_timeout_ms = options.read_timeout_ms;
+  http.idle_timeout_ms = options.idle_timeout_ms;
+  http.write_timeout_ms = options.write_timeout_ms;
+  http.threads = options.threads;
+  ModelServer server(*service, http);
   ASSIGN_OR_RETURN(const int port, server.Bind(options.host, options.port));
 
-  // Note [Shutdown on a signal]: SIGINT and SIGTERM are blocked here, before httplib starts its
+  // Note [Shutdown on a signal]: SIGINT and SIGTERM are blocked here, before the server starts its
   // threads (they inherit the mask), and taken synchronously by one waiter thread, which may
   // then call Stop (not async-signal-safe) like any other thread.
   sigset_t signals;

@@ -12,6 +12,10 @@
 #include "core/initializer.h"
 #include "workloads/reference_models.h"
 
+// Note [httplib after Eigen]: the serving tests use cpp-httplib's client, and httplib.h pulls in
+// <resolv.h>, whose `#define _res` breaks Eigen headers included after it: a test includes
+// httplib.h after every Tessera header.
+
 namespace tessera::cli::testing {
 
 // The recsys model with 5 users, 4 items, D = 3, H = 4, at step 42, with every variable

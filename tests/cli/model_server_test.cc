@@ -12,7 +12,7 @@
 #include "cli/internal/model_service.h"
 #include "schema/model_io.h"
 #include "tests/cli/cli_test_util.h"
-// Last: see Note [httplib after Eigen] in cli/internal/model_server.h.
+// Last: see Note [httplib after Eigen] in tests/cli/cli_test_util.h.
 #include <httplib.h>
 
 namespace tessera::cli {
@@ -171,7 +171,9 @@ TEST_CASE("the server answers bad requests with 4xx JSON errors") {
 TEST_CASE("a body over the limit is refused with 413 and a JSON error") {
   auto service = ModelService::Create(testing::TinyRecsysPredictor(), "recsys");
   REQUIRE(service.ok());
-  ModelServer server(**service, /*max_body_bytes=*/64);
+  HttpServerOptions options;
+  options.max_body_bytes = 64;
+  ModelServer server(**service, options);
   auto port = server.Bind("127.0.0.1", 0);
   REQUIRE(port.ok());
   std::thread thread([&] { CHECK(server.Run().ok()); });
@@ -180,7 +182,7 @@ TEST_CASE("a body over the limit is refused with 413 and a JSON error") {
       client.Post("/v1/models/recsys:predict", std::string(1000, ' '), "application/json");
   REQUIRE(result);
   CHECK(result->status == 413);
-  CHECK(Error(result) == "request body too large");
+  CHECK(Error(result) == "request body of 1000 bytes is over the limit of 64 bytes");
   server.Stop();
   thread.join();
 }

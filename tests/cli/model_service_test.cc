@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cli/internal/json.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -195,6 +196,44 @@ TEST_CASE("mangled predict bodies always get 200 or a 400 JSON error") {
     }
   }
   CHECK(ok > 0);
+}
+
+TEST_CASE("more instances than the service takes is a 413 JSON error") {
+  auto service = ModelService::Create(TinyRecsysPredictor(), "recsys", PredictLimits{2});
+  REQUIRE(service.ok());
+  const std::string two = R"({"user": 1, "item": 2}, {"user": 3, "item": 0})";
+  CHECK((*service)
+            ->Handle("POST", "/v1/models/recsys:predict", "{\"instances\": [" + two + "]}")
+            .status == 200);
+  const HttpReply reply =
+      (*service)->Handle("POST", "/v1/models/recsys:predict",
+                         "{\"instances\": [" + two + R"(, {"user": 0, "item": 0}]})");
+  CHECK(reply.status == 413);
+  CHECK(Body(reply)["error"] ==
+        "the request has 3 instances; this server takes at most 2 per request");
+}
+
+TEST_CASE("predictions of many instances, made a batch at a time, are those of one batch") {
+  const auto service = RecsysService();
+  std::string request = "{\"instances\": [";
+  Batch batch;
+  const int64_t n = 2 * kInstancesPerBatch + 7;
+  for (int64_t i = 0; i < n; ++i) {
+    absl::StrAppend(&request, i == 0 ? "" : ",", "{\"user\": ", i % 5, ", \"item\": ", i % 4, "}");
+    batch.ids["user"].push_back(i % 5);
+    batch.ids["item"].push_back(i % 4);
+  }
+  request += "]}";
+  batch.size = n;
+  const HttpReply reply = service->Handle("POST", "/v1/models/recsys:predict", request);
+  REQUIRE(reply.status == 200);
+  const Json predictions = Body(reply)["predictions"];
+  REQUIRE(static_cast<int64_t>(predictions.size()) == n);
+  auto want = TinyRecsysPredictor()->Predict(batch);
+  REQUIRE(want.ok());
+  for (int64_t b = 0; b < n; ++b) {
+    REQUIRE(predictions[b]["probability"][0].get<float>() == want->at("probability").row(b)[0]);
+  }
 }
 
 TEST_CASE("a model name must be usable in a URL") {

@@ -1,7 +1,6 @@
 // End-to-end tests of the built `tessera` binary, run as a child process: the command line, exit
 // codes, stdout / stderr, and serve's shutdown on SIGINT / SIGTERM.
 #include <doctest/doctest.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -14,116 +13,30 @@
 #include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "cli/internal/json.h"
 #include "cli/internal/predict_command.h"
 #include "core/exported_model.h"
 #include "schema/model_io.h"
 #include "tests/cli/cli_test_util.h"
-// Last: see Note [httplib after Eigen] in cli/internal/model_server.h.
+#include "tests/cli/tessera_child.h"
+// Last: see Note [httplib after Eigen] in tests/cli/cli_test_util.h.
 #include <httplib.h>
 
 #ifdef TESSERA_BINARY
 
-extern char** environ;
-
 namespace tessera::cli {
 namespace {
 
+using testing::Child;
+using testing::Finished;
+using testing::Has;
+using testing::ReadFile;
+using testing::RunTessera;
 using testing::TempDir;
 using testing::TinyRecsysModel;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// A running `tessera` child with stdin, stdout and stderr redirected to files of `dir`; killed at
-// scope exit if still running.
-class Child {
- public:
-  Child(const TempDir& dir, const std::vector<std::string>& args, const std::string& stdin_path)
-      : out_(dir.Sub("stdout.txt")), err_(dir.Sub("stderr.txt")) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, stdin_path.c_str(), O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> argv_strings = {TESSERA_BINARY};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& arg : argv_strings) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    const int error = posix_spawn(&pid_, TESSERA_BINARY, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    REQUIRE(error == 0);
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  // The exit code, or -1 when it did not exit normally within `timeout`.
-  int Wait(std::chrono::seconds timeout = std::chrono::seconds(30)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
-  }
-  void Signal(int signal) { kill(pid_, signal); }
-  std::string out() const { return ReadFile(out_); }
-  std::string err() const { return ReadFile(err_); }
-
- private:
-  std::string out_;
-  std::string err_;
-  pid_t pid_ = -1;
-};
-
-struct Finished {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-Finished RunTessera(const TempDir& dir, const std::vector<std::string>& args,
-                    const std::string& stdin_path = "/dev/null") {
-  Child child(dir, args, stdin_path);
-  const int code = child.Wait();
-  return {code, child.out(), child.err()};
-}
-
-bool Has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// The port in serve's "... at http://127.0.0.1:PORT/v1/models/..." line, once it is printed.
-int WaitForPort(const Child& child) {
-  const std::string marker = "http://127.0.0.1:";
-  for (int i = 0; i < 3000; ++i) {
-    const std::string out = child.out();
-    const size_t at = out.find(marker);
-    const size_t end = at == std::string::npos ? at : out.find('/', at + marker.size());
-    int port = 0;
-    if (end != std::string::npos &&
-        absl::SimpleAtoi(out.substr(at + marker.size(), end - at - marker.size()), &port)) {
-      return port;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
+using testing::WaitForPort;
 
 TEST_CASE("tessera serve answers predictions and exits cleanly on SIGTERM and SIGINT") {
   TempDir dir;

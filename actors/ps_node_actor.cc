@@ -186,11 +186,12 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
           return StatusToError(absl::AlreadyExistsError(
               absl::StrCat("ps node ", self->state.task, " already holds shard ", name)));
         }
-        auto shard = ShardState::Create(spec);
-        if (!shard.ok()) return StatusToError(shard.status());
+        if (absl::Status valid = ShardState::Validate(spec); !valid.ok()) {
+          return StatusToError(valid);
+        }
+        // Note [Shards initialize themselves] (ps_node_actor.h).
         shard_actor actor =
-            self->spawn(ShardActor, std::make_shared<ShardState>(std::move(shard).value()),
-                        std::shared_ptr<const SliceStore>());
+            self->spawn(BuildingShardActor, spec, std::shared_ptr<const SliceStore>());
         self->monitor(actor);
         self->state.shards->emplace(name, actor);
         self->state.by_id.emplace(actor.id(), actor);
@@ -198,7 +199,23 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
           if (self->state.owners.insert(owner.address()).second) self->monitor(owner);
           self->state.owner_of[name] = owner.address();
         }
-        return actor;
+        auto promise = self->make_response_promise<shard_actor>();
+        ShardClient::Send(
+            self, actor, InfoOp{},
+            [self, promise, actor, name](absl::StatusOr<ShardOpResult> built) mutable {
+              if (built.ok()) {
+                promise.deliver(actor);
+                return;
+              }
+              // The build failed, or the shard was dropped while building: its name is free.
+              auto it = self->state.shards->find(name);
+              if (it != self->state.shards->end() && it->second == actor) {
+                DropShard(self, name);
+                self->state.owner_of.erase(name);
+              }
+              promise.deliver(StatusToError(built.status()));
+            });
+        return promise;
       },
       [self](drop_shard_atom, const std::string& name,
              const caf::actor& owner) -> caf::result<void> {

@@ -3,8 +3,9 @@
 // Interface (errors arrive as caf::error convertible with ErrorToStatus, actors/error.h):
 //
 //   request                                 reply                     errors
-//   (create_shard_atom, ShardSpec, owner)   shard_actor               AlreadyExists (name taken),
-//                                                                     InvalidArgument (bad spec)
+//   (create_shard_atom, ShardSpec, owner)   shard_actor, once built   AlreadyExists (name taken),
+//                                                                     InvalidArgument (bad spec),
+//                                                                     ResourceExhausted
 //   (drop_shard_atom, std::string name,     void                      NotFound; FailedPrecondition
 //    owner)                                                           (another owner's shard)
 //   (lookup_atom, std::string name)         shard_actor               NotFound
@@ -17,8 +18,9 @@
 //                                            in call order             call's error, Unavailable
 //                                                                      for an unknown shard id)
 //
-// create_shard builds the ShardState on the node (so the shard initializes its own rows there,
-// never the full value) and spawns its actor. Lifetimes are one-directional (Note [Shard
+// create_shard spawns a shard actor that builds its ShardState on the node (so the shard
+// initializes its own rows there, never the full value) and answers once it is built (Note
+// [Shards initialize themselves]). Lifetimes are one-directional (Note [Shard
 // lifetimes]): when the node exits, for whatever reason (send_exit with exit_reason::kill or
 // user_shutdown, or all handles to it dropped), every shard it holds exits with the same reason;
 // a shard that exits on its own leaves the node running, and the node forgets it (its name can be
@@ -42,6 +44,19 @@
 // for the life of the process. Dropping them loses nothing that could still be used: a
 // coordinator that lost its connection to a PS treats that PS as lost and restores its shards
 // from the latest checkpoint, under the same names (PS recovery in cluster_coordinator.h).
+//
+// Note [Shards initialize themselves]
+// Building a shard — allocating its block and slots and filling its rows from the initializer —
+// is the one slow part of creating it (a 600 MB embedding shard: seconds). The node only checks
+// the spec (ShardState::Validate, cheap) and spawns a BuildingShardActor (actors/shard_actor.h),
+// which builds its own state on whichever scheduler thread first runs it; the node asks the new
+// shard for an InfoOp and answers create_shard with the shard when that reply comes, i.e. once
+// it is built. So all the shards a node is asked for initialize at once, on all its scheduler
+// threads, while the node serves other requests; the coordinator sends every create_shard of a
+// model before it waits for any (coordinator/strategy.h). A shard being built holds its name
+// already (a second create_shard for it is AlreadyExists) and is listed; ops sent to it wait in
+// its mailbox. A build that fails (memory exhausted: ResourceExhausted) frees the name and is
+// create_shard's error.
 //
 // A batch (Note [One request per PS node], actors/shard_client.h) names each call's shard by its
 // actor id; the node sends each shard its calls as one batch, in the order given, and answers

@@ -14,6 +14,12 @@
 // error and leaves the shard exactly as it was (ShardState's contract). SaveOp and LoadOp read
 // and write slice files through the shard's SliceStore (slice files on this machine by default).
 //
+// A shard spawned from a ShardSpec (BuildingShardActor) builds its own ShardState — allocates
+// and initializes its rows and slots — as the first thing it does, on the scheduler thread that
+// first runs it, not on its spawner's: a PS node's shards initialize in parallel, and the node
+// stays responsive meanwhile. Ops sent before the build is done wait in the mailbox; the first
+// reply tells that the shard is ready.
+//
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once
 
@@ -26,6 +32,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "actors/messages.h"
 #include "core/shard_op.h"
 #include "core/shard_state.h"
@@ -39,8 +46,10 @@ using shard_actor =
 struct ShardActorState {
   static inline const char* name = "tessera.shard";
   // Shared only to pass the move-only ShardState through CAF's spawn (which copies its
-  // arguments); the actor is its sole user.
+  // arguments); the actor is its sole user. Null when a BuildingShardActor's build failed.
   std::shared_ptr<ShardState> shard;
+  // Why the build failed: every op's answer then.
+  absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
 };
 
@@ -49,6 +58,14 @@ struct ShardActorState {
 shard_actor::behavior_type ShardActor(shard_actor::stateful_pointer<ShardActorState> self,
                                       std::shared_ptr<ShardState> shard,
                                       std::shared_ptr<const SliceStore> store);
+
+// The behaviour of a shard actor that first builds its ShardState from `spec`
+// (ShardState::Create). When the build fails — InvalidArgument for a bad spec (the message names
+// the shard), ResourceExhausted when its memory cannot be had — the actor answers every op with
+// that error; whoever spawned it should then stop it.
+shard_actor::behavior_type BuildingShardActor(shard_actor::stateful_pointer<ShardActorState> self,
+                                              ShardSpec spec,
+                                              std::shared_ptr<const SliceStore> store);
 
 // Spawns a shard actor owning `shard`, linked to nobody (PS nodes spawn theirs themselves,
 // actors/ps_node_actor.h). The caller must make it exit before the system shuts down.

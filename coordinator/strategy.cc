@@ -1,20 +1,24 @@
 #include "coordinator/strategy.h"
 
-#include <caf/scoped_actor.hpp>
+#include <caf/event_based_actor.hpp>
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
 #include "coordinator/internal/await.h"
+#include "core/fan_in.h"
 #include "core/status.h"
 
 namespace tessera {
 namespace {
 
-// Creating or dropping a shard is quick (a large one is initialized in well under a minute); a
-// PS process that dies in the middle never answers, so the wait is bounded.
+// Creating or dropping a shard is quick (a large one is initialized in well under a minute, all
+// of a node's at once); a PS process that dies in the middle never answers, so the wait is
+// bounded.
 constexpr auto kPsRequestTimeout = std::chrono::minutes(2);
 
 }  // namespace
@@ -60,39 +64,103 @@ std::optional<OptimizerSpec> ParameterServerStrategy::OptimizerOf(const std::str
   return std::nullopt;
 }
 
-absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
-                                                                 const ShardSpec& spec) {
-  caf::scoped_actor self(cluster_.system());
-  absl::StatusOr<shard_actor> out = absl::InternalError("no reply");
-  self->request(cluster_.ps_node(task), kPsRequestTimeout, create_shard_atom::value, spec,
-                cluster_.session())
-      .receive([&](shard_actor& shard) { out = std::move(shard); },
-               [&](caf::error& err) {
-                 absl::Status status = ErrorToStatus(err);
-                 out = absl::IsUnavailable(status)
-                           ? absl::UnavailableError(absl::StrCat(
-                                 "ps ", task, " is unavailable: ", status.message()))
-                           : status;
-               });
-  return out;
+// A variable planned by Plan: its handle (ON_WRITE) or its per-worker copies (ON_READ), whose
+// shards CreatePlanned fills in, and its shards' placement, in shard (copy) order.
+struct ParameterServerStrategy::PlannedVariable {
+  std::string name;
+  std::optional<VariableHandle> handle;
+  std::optional<PerWorkerVariable> per_worker;
+  std::vector<PlacedShard> shards;
+};
+
+absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
+    const std::vector<PlacedShard>& shards) {
+  // Every reply, failed or not, is waited for: a shard created after another one failed must be
+  // dropped too.
+  struct Reply {
+    absl::Status status;
+    shard_actor shard;
+  };
+  std::vector<ps_node_actor> nodes;
+  for (const PlacedShard& placed : shards) nodes.push_back(cluster_.ps_node(placed.task));
+  const caf::actor owner = cluster_.session();
+  ASSIGN_OR_RETURN(
+      std::vector<Reply> replies,
+      internal::Await<std::vector<Reply>>(
+          cluster_.system(), [&shards, &nodes, owner](caf::event_based_actor* self, auto done) {
+            auto join = FanIn<Reply>::Start(
+                shards.size(), [self, done](absl::StatusOr<std::vector<Reply>> all) {
+                  self->quit();
+                  done(std::move(all));
+                });
+            for (size_t k = 0; k < shards.size(); ++k) {
+              const int32_t task = shards[k].task;
+              self->request(nodes[k], kPsRequestTimeout, create_shard_atom::value,
+                            shards[k].spec, owner)
+                  .then([slot = join->Slot(k)](
+                            shard_actor& shard) { slot(Reply{absl::OkStatus(), shard}); },
+                        [slot = join->Slot(k), task](caf::error& err) {
+                          absl::Status status = ErrorToStatus(err);
+                          if (absl::IsUnavailable(status)) {
+                            status = absl::UnavailableError(absl::StrCat(
+                                "ps ", task, " is unavailable: ", status.message()));
+                          }
+                          slot(Reply{std::move(status), shard_actor()});
+                        });
+            }
+          }));
+  std::vector<shard_actor> created;
+  std::vector<std::pair<int32_t, std::string>> to_drop;
+  absl::Status first_error;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    if (!replies[k].status.ok()) {
+      if (first_error.ok()) first_error = replies[k].status;
+      continue;
+    }
+    created.push_back(replies[k].shard);
+    const ShardSpec& spec = shards[k].spec;
+    to_drop.emplace_back(shards[k].task,
+                         ShardName(spec.variable, spec.shard_index, spec.num_shards));
+  }
+  if (!first_error.ok()) {
+    DropShards(to_drop);
+    return first_error;
+  }
+  return created;
 }
 
 void ParameterServerStrategy::DropShards(
     const std::vector<std::pair<int32_t, std::string>>& created) {
-  // A dead PS answers with an error at once (its connection is gone); a hung one costs a
-  // bounded wait.
-  caf::scoped_actor self(cluster_.system());
-  for (const auto& [task, name] : created) {
-    self->request(cluster_.ps_node(task), std::chrono::seconds(10), drop_shard_atom::value, name,
-                  cluster_.session())
-        .receive([] {}, [](caf::error&) {});
-  }
+  if (created.empty()) return;
+  // All at once; a dead PS answers with an error at once (its connection is gone), a hung one
+  // costs a bounded wait. Errors are ignored: there is nothing left to drop then.
+  std::vector<ps_node_actor> nodes;
+  for (const auto& entry : created) nodes.push_back(cluster_.ps_node(entry.first));
+  const caf::actor owner = cluster_.session();
+  internal::Await<std::vector<bool>>(
+      cluster_.system(), [&created, &nodes, owner](caf::event_based_actor* self, auto done) {
+        auto join = FanIn<bool>::Start(created.size(),
+                                       [self, done](absl::StatusOr<std::vector<bool>> all) {
+                                         self->quit();
+                                         done(std::move(all));
+                                       });
+        for (size_t k = 0; k < created.size(); ++k) {
+          self->request(nodes[k], std::chrono::seconds(10), drop_shard_atom::value,
+                        created[k].second, owner)
+              .then([slot = join->Slot(k)]() { slot(true); },
+                    [slot = join->Slot(k)](caf::error&) { slot(false); });
+        }
+      })
+      .IgnoreError();
 }
 
-absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
-    const VariableOptions& options) {
+absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy::Plan(
+    const VariableOptions& options, const std::vector<PlannedVariable>& planned) {
   if (options.name.empty()) return absl::InvalidArgumentError("a variable needs a name");
-  if (variables_.count(options.name) > 0) {
+  const bool planned_already =
+      std::any_of(planned.begin(), planned.end(),
+                  [&options](const PlannedVariable& p) { return p.name == options.name; });
+  if (variables_.count(options.name) > 0 || planned_already) {
     return absl::InvalidArgumentError(absl::StrCat("a variable named ", options.name, " exists"));
   }
   RETURN_IF_ERROR(Annotate(
@@ -100,13 +168,8 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
       absl::StrCat("variable ", options.name)));
   ASSIGN_OR_RETURN(Shape shape, Shape::Make(options.shape.dims()));
   const int32_t num_ps = cluster_.num_ps();
-
-  std::vector<std::pair<int32_t, std::string>> created;
-  std::vector<PlacedShard> placed;
-  auto fail = [&](absl::Status status) {
-    DropShards(created);
-    return status;
-  };
+  PlannedVariable plan;
+  plan.name = options.name;
 
   if (options.synchronization == VariableSynchronization::kOnRead) {
     PerWorkerVariable per_worker{options.name, shape, options.aggregation, {}};
@@ -118,27 +181,20 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
       spec.dtype = options.dtype;
       spec.initializer = options.initializer;
       const int32_t task = static_cast<int32_t>(next_ps_++ % num_ps);
-      absl::StatusOr<shard_actor> shard = CreateShard(task, spec);
-      if (!shard.ok()) return fail(shard.status());
-      created.emplace_back(task, spec.variable);
-      placed.push_back(PlacedShard{task, spec, options.name, k, true});
       VariableHandle copy;
       copy.name = spec.variable;
       copy.shape = shape;
       copy.dtype = options.dtype;
       ASSIGN_OR_RETURN(copy.layout, ShardLayout::Make(shape.rows(), 1));
-      copy.shards = {*shard};
       copy.ps_tasks = {task};
       copy.synchronization = VariableSynchronization::kOnRead;
       copy.aggregation = options.aggregation;
       copy.trainable = false;
       per_worker.copies.push_back(std::move(copy));
+      plan.shards.push_back(PlacedShard{task, std::move(spec), options.name, k, true});
     }
-    for (const auto& [task, name] : created) placement_[task].push_back(name);
-    shards_.insert(shards_.end(), placed.begin(), placed.end());
-    ShardedVariable variable(&cluster_.system(), std::move(per_worker));
-    variables_.emplace(options.name, variable);
-    return variable;
+    plan.per_worker = std::move(per_worker);
+    return plan;
   }
 
   int64_t num_shards = 1;
@@ -173,18 +229,61 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
     spec.optimizer = options.optimizer;
     const int32_t task =
         colocated_task.has_value() ? *colocated_task : static_cast<int32_t>(next_ps_++ % num_ps);
-    absl::StatusOr<shard_actor> shard = CreateShard(task, spec);
-    if (!shard.ok()) return fail(shard.status());
-    created.emplace_back(task, ShardName(spec.variable, spec.shard_index, spec.num_shards));
-    placed.push_back(PlacedShard{task, spec, options.name, s, false});
-    handle.shards.push_back(*shard);
     handle.ps_tasks.push_back(task);
+    plan.shards.push_back(PlacedShard{task, std::move(spec), options.name, s, false});
   }
-  for (const auto& [task, name] : created) placement_[task].push_back(name);
-  shards_.insert(shards_.end(), placed.begin(), placed.end());
-  ShardedVariable variable(&cluster_.system(), std::move(handle));
-  variables_.emplace(options.name, variable);
-  return variable;
+  plan.handle = std::move(handle);
+  return plan;
+}
+
+absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlanned(
+    std::vector<PlannedVariable> planned, int64_t next_ps_before) {
+  std::vector<PlacedShard> all;
+  for (const PlannedVariable& plan : planned) {
+    all.insert(all.end(), plan.shards.begin(), plan.shards.end());
+  }
+  absl::StatusOr<std::vector<shard_actor>> created = CreateShards(all);
+  if (!created.ok()) {
+    next_ps_ = next_ps_before;
+    return created.status();
+  }
+  std::vector<ShardedVariable> out;
+  size_t k = 0;
+  for (PlannedVariable& plan : planned) {
+    for (const PlacedShard& placed : plan.shards) {
+      shard_actor& shard = (*created)[k++];
+      if (plan.per_worker.has_value()) {
+        plan.per_worker->copies[placed.index].shards = {std::move(shard)};
+      } else {
+        plan.handle->shards.push_back(std::move(shard));
+      }
+      placement_[placed.task].push_back(
+          ShardName(placed.spec.variable, placed.spec.shard_index, placed.spec.num_shards));
+      shards_.push_back(placed);
+    }
+    ShardedVariable variable =
+        plan.per_worker.has_value()
+            ? ShardedVariable(&cluster_.system(), *std::move(plan.per_worker))
+            : ShardedVariable(&cluster_.system(), *std::move(plan.handle));
+    variables_.emplace(plan.name, variable);
+    out.push_back(std::move(variable));
+  }
+  return out;
+}
+
+absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
+    const VariableOptions& options) {
+  const int64_t next_ps_before = next_ps_;
+  std::vector<PlannedVariable> planned;
+  absl::StatusOr<PlannedVariable> plan = Plan(options, planned);
+  if (!plan.ok()) {
+    next_ps_ = next_ps_before;
+    return plan.status();
+  }
+  planned.push_back(*std::move(plan));
+  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created,
+                   CreatePlanned(std::move(planned), next_ps_before));
+  return std::move(created.front());
 }
 
 absl::StatusOr<std::shared_ptr<const ModelVariables>>
@@ -193,6 +292,8 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
   auto vars = std::make_shared<ModelVariables>();
   vars->model = model;
   static const Partitioner kNone;
+  const int64_t next_ps_before = next_ps_;
+  std::vector<PlannedVariable> planned;
   for (const ParamSpec& param : model->spec().params) {
     VariableOptions options;
     options.name = param.name;
@@ -201,23 +302,36 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
     options.trainable = param.trainable;
     if (param.trainable) options.optimizer = optimizer;
     if (!param.partitioned) options.partitioner = kNone;
-    ASSIGN_OR_RETURN(ShardedVariable variable, CreateVariable(options));
-    vars->by_param.emplace(param.name, variable.handle());
+    absl::StatusOr<PlannedVariable> plan = Plan(options, planned);
+    if (!plan.ok()) {
+      next_ps_ = next_ps_before;
+      return plan.status();
+    }
+    planned.push_back(*std::move(plan));
+  }
+  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created,
+                   CreatePlanned(std::move(planned), next_ps_before));
+  for (size_t i = 0; i < created.size(); ++i) {
+    vars->by_param.emplace(model->spec().params[i].name, created[i].handle());
   }
   RETURN_IF_ERROR(vars->Validate());
   return std::shared_ptr<const ModelVariables>(std::move(vars));
 }
 
 absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShardsOn(int32_t task) {
-  std::vector<std::string> touched;
+  std::vector<PlacedShard> lost;
   for (const PlacedShard& placed : shards_) {
-    if (placed.task != task) continue;
-    ASSIGN_OR_RETURN(shard_actor shard, CreateShard(task, placed.spec));
+    if (placed.task == task) lost.push_back(placed);
+  }
+  ASSIGN_OR_RETURN(std::vector<shard_actor> created, CreateShards(lost));
+  std::vector<std::string> touched;
+  for (size_t k = 0; k < lost.size(); ++k) {
+    const PlacedShard& placed = lost[k];
     ShardedVariable& variable = variables_.at(placed.variable);
     if (placed.per_worker_copy) {
-      variable.ReplaceCopy(placed.index, std::move(shard));
+      variable.ReplaceCopy(placed.index, std::move(created[k]));
     } else {
-      variable.ReplaceShard(placed.index, std::move(shard));
+      variable.ReplaceShard(placed.index, std::move(created[k]));
     }
     if (touched.empty() || touched.back() != placed.variable) touched.push_back(placed.variable);
   }

@@ -8,6 +8,18 @@
 // own rows on its PS node from the initializer: the driver never builds the full value.
 // An ON_READ variable gets one unpartitioned copy per worker slot ("name/worker_k").
 //
+// Note [Creating shards at once]
+// Every create_shard request of a call — all the shards of a variable, of every variable of a
+// model (CreateModelVariables), of a restarted PS (RecreateShardsOn) — is sent before any reply
+// is awaited, from one actor, and the replies are joined once (core/fan_in.h); each PS node
+// builds its shards in parallel on its scheduler threads (Note [Shards initialize themselves],
+// actors/ps_node_actor.h). Placement is decided before anything is sent, in the order a
+// sequential creation would use, so it does not depend on which reply comes first; and when
+// several shards fail, the error reported is the first failed shard's in that order. A failed
+// call drops every shard it created and leaves the strategy as it was, round-robin counter
+// included. A shard's values depend only on its variable's initializer and its rows (core/
+// initializer.h), so creating at once gives exactly the values creating one by one would.
+//
 // Example:
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
 //   ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable(
@@ -60,14 +72,17 @@ class ParameterServerStrategy {
   ParameterServerStrategy(const ParameterServerStrategy&) = delete;
   ParameterServerStrategy& operator=(const ParameterServerStrategy&) = delete;
 
-  // Creates the variable. InvalidArgument for an empty or duplicate name, a bad shape, dtype,
-  // synchronization/aggregation pair (core/aggregation.h), initializer or optimizer (the PS
-  // node's message names the shard); Unavailable when a PS node is gone. On error no shard of
-  // the variable is left behind.
+  // Creates the variable, all its shards at once (Note [Creating shards at once]).
+  // InvalidArgument for an empty or duplicate name, a bad shape, dtype, synchronization/
+  // aggregation pair (core/aggregation.h), initializer or optimizer (the PS node's message names
+  // the shard); Unavailable when a PS node is gone; ResourceExhausted when a PS node cannot
+  // allocate a shard. On error no shard of the variable is left behind.
   absl::StatusOr<ShardedVariable> CreateVariable(const VariableOptions& options);
 
   // One variable per parameter of `model`, partitioned when the ParamSpec asks for it (else
-  // never), all trained by `optimizer`; ready for TrainStepAsync (actors/train_step.h).
+  // never), all trained by `optimizer`; ready for TrainStepAsync (actors/train_step.h). Every
+  // shard of every parameter is created at once; errors as CreateVariable's, and on error no
+  // shard of any of the model's variables is left behind.
   absl::StatusOr<std::shared_ptr<const ModelVariables>> CreateModelVariables(
       std::shared_ptr<const Model> model, const OptimizerSpec& optimizer);
 
@@ -96,16 +111,32 @@ class ParameterServerStrategy {
   std::optional<OptimizerSpec> OptimizerOf(const std::string& name) const;
 
   // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
-  // initialized, on the cluster's current node for that task (Cluster::ReplacePs), and points
-  // the variables at them. Returns the names of the variables touched; a restore from a
-  // checkpoint (RestoreShardsOf, coordinator/checkpoint.h) brings their values back.
+  // initialized, all at once (Note [Creating shards at once]), on the cluster's current node for
+  // that task (Cluster::ReplacePs), and points the variables at them. Returns the names of the
+  // variables touched; a restore from a checkpoint (RestoreShardsOf, coordinator/checkpoint.h)
+  // brings their values back. On error the shards it created are dropped and no variable is
+  // touched.
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
   std::vector<VariableHandle> Handles() const;
 
  private:
+  struct PlannedVariable;
+  struct PlacedShard;
+
   const Partitioner& PartitionerFor(const VariableOptions& options) const;
-  absl::StatusOr<shard_actor> CreateShard(int32_t task, const ShardSpec& spec);
+  // Checks `options` (against the variables and `planned` so far) and decides its shards and
+  // their placement, advancing next_ps_; sends nothing.
+  absl::StatusOr<PlannedVariable> Plan(const VariableOptions& options,
+                                       const std::vector<PlannedVariable>& planned);
+  // Creates every planned variable's shards at once and registers the variables; on error drops
+  // what was created and puts next_ps_ back to `next_ps_before`.
+  absl::StatusOr<std::vector<ShardedVariable>> CreatePlanned(std::vector<PlannedVariable> planned,
+                                                             int64_t next_ps_before);
+  // Sends create_shard for every shard at once and waits for every reply: the shards, in order,
+  // or the first failed shard's error (in order) once every reply is in, after dropping the
+  // shards that were created.
+  absl::StatusOr<std::vector<shard_actor>> CreateShards(const std::vector<PlacedShard>& shards);
   void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
 
   Cluster& cluster_;
@@ -114,7 +145,8 @@ class ParameterServerStrategy {
   int64_t next_ps_ = 0;  // the round-robin counter
   std::map<std::string, ShardedVariable> variables_;
   std::map<int32_t, std::vector<std::string>> placement_;
-  // Every shard created, to create it again after its PS was lost.
+  // Where a shard goes and what it is: every shard created, to create it again after its PS was
+  // lost.
   struct PlacedShard {
     int32_t task = 0;
     ShardSpec spec;

@@ -82,6 +82,15 @@ absl::Status ValidateShardSpec(const ShardSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status ShardState::Validate(const ShardSpec& spec) {
+  RETURN_IF_ERROR(ValidateShardSpec(spec));
+  const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+  if (spec.optimizer.has_value()) {
+    RETURN_IF_ERROR(Annotate(MakeOptimizer(*spec.optimizer).status(), name));
+  }
+  return Annotate(ValidateInitializer(spec.initializer), name);
+}
+
 absl::StatusOr<ShardState> ShardState::Create(const ShardSpec& spec) {
   RETURN_IF_ERROR(ValidateShardSpec(spec));
   ShardState shard;
@@ -92,10 +101,10 @@ absl::StatusOr<ShardState> ShardState::Create(const ShardSpec& spec) {
     if (!optimizer.ok()) return Annotate(optimizer.status(), shard.name_);
     shard.optimizer_ = std::move(optimizer).value();
   }
-  shard.value_ = Tensor(ShardBlockShape(spec));
-  RETURN_IF_ERROR(Annotate(
-      InitializeBlock(spec.initializer, spec.full_shape, spec.row_offset, shard.value_.view()),
-      shard.name_));
+  auto value = MakeInitializedBlock(spec.initializer, spec.full_shape, spec.row_offset,
+                                    ShardBlockShape(spec).rows());
+  if (!value.ok()) return Annotate(value.status(), shard.name_);
+  shard.value_ = *std::move(value);
   if (shard.optimizer_) shard.slots_ = shard.optimizer_->CreateSlots(shard.value_.shape());
   return shard;
 }

@@ -79,6 +79,9 @@ class ShardState {
   // InvalidArgument for an invalid spec, an unknown or invalid initializer or optimizer; the
   // message names the shard. The version starts at 0.
   static absl::StatusOr<ShardState> Create(const ShardSpec& spec);
+  // Create's checks alone (the spec, its initializer and its optimizer), allocating nothing: the
+  // same errors, cheaply, for a PS node to refuse a bad spec before it builds the shard.
+  static absl::Status Validate(const ShardSpec& spec);
 
   ShardState(ShardState&&) = default;
   ShardState& operator=(ShardState&&) = default;

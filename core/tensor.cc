@@ -1,7 +1,10 @@
 #include "core/tensor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -71,10 +74,93 @@ absl::Status CheckSameShape(const Shape& got, const Shape& want, absl::string_vi
                                                  " does not match expected ", want.ToString()));
 }
 
-Tensor::Tensor(Shape shape) : shape_(std::move(shape)), values_(shape_.num_elements(), 0.0f) {}
+Tensor::Tensor(Shape shape) : shape_(std::move(shape)) {
+  AllocateBlock(shape_.num_elements(), /*zero=*/true);
+}
 
-Tensor::Tensor(Shape shape, float fill)
-    : shape_(std::move(shape)), values_(shape_.num_elements(), fill) {}
+Tensor::Tensor(Shape shape, float fill) : shape_(std::move(shape)) {
+  // Only +0.0 is all zero bits; -0.0 must be written.
+  const bool zero = std::signbit(fill) == false && fill == 0.0f;
+  AllocateBlock(shape_.num_elements(), zero);
+  if (!zero) std::fill(data_, data_ + size_, fill);
+}
+
+Tensor::Tensor(const Tensor& other) : shape_(other.shape_) {
+  AllocateBlock(other.size_, /*zero=*/false);
+  if (size_ > 0) std::memcpy(data_, other.data_, static_cast<size_t>(size_) * sizeof(float));
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this == &other) return *this;
+  // Note [Tensor storage]: a block big enough is reused, so its pages need no faulting in.
+  const bool reuse = block_ != nullptr && block_capacity_ >= other.size_;
+  if (!reuse) {
+    FreeStorage();
+    AllocateBlock(other.size_, /*zero=*/false);
+  } else {
+    data_ = block_;
+    size_ = other.size_;
+  }
+  shape_ = other.shape_;
+  if (size_ > 0) std::memcpy(data_, other.data_, static_cast<size_t>(size_) * sizeof(float));
+  return *this;
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : shape_(std::move(other.shape_)),
+      data_(other.data_),
+      size_(other.size_),
+      block_(other.block_),
+      block_capacity_(other.block_capacity_),
+      adopted_(std::move(other.adopted_)) {
+  other.shape_ = Shape{0};
+  other.data_ = nullptr;
+  other.size_ = 0;
+  other.block_ = nullptr;
+  other.block_capacity_ = 0;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this == &other) return *this;
+  FreeStorage();
+  shape_ = std::move(other.shape_);
+  data_ = other.data_;
+  size_ = other.size_;
+  block_ = other.block_;
+  block_capacity_ = other.block_capacity_;
+  adopted_ = std::move(other.adopted_);
+  other.shape_ = Shape{0};
+  other.data_ = nullptr;
+  other.size_ = 0;
+  other.block_ = nullptr;
+  other.block_capacity_ = 0;
+  return *this;
+}
+
+Tensor::~Tensor() { FreeStorage(); }
+
+void Tensor::AllocateBlock(int64_t n, bool zero) {
+  size_ = n;
+  if (n == 0) {
+    data_ = nullptr;
+    return;
+  }
+  const size_t count = static_cast<size_t>(n);
+  void* block = zero ? std::calloc(count, sizeof(float)) : std::malloc(count * sizeof(float));
+  if (block == nullptr) throw std::bad_alloc();
+  block_ = static_cast<float*>(block);
+  block_capacity_ = n;
+  data_ = block_;
+}
+
+void Tensor::FreeStorage() {
+  std::free(block_);
+  block_ = nullptr;
+  block_capacity_ = 0;
+  adopted_ = std::vector<float>();
+  data_ = nullptr;
+  size_ = 0;
+}
 
 absl::StatusOr<Tensor> Tensor::FromVector(Shape shape, std::vector<float> values) {
   if (static_cast<int64_t>(values.size()) != shape.num_elements()) {
@@ -84,14 +170,19 @@ absl::StatusOr<Tensor> Tensor::FromVector(Shape shape, std::vector<float> values
   }
   Tensor t;
   t.shape_ = std::move(shape);
-  t.values_ = std::move(values);
+  t.adopted_ = std::move(values);
+  t.data_ = t.adopted_.data();
+  t.size_ = static_cast<int64_t>(t.adopted_.size());
   return t;
 }
 
 Tensor Tensor::Copy(ConstTensorView view) {
   Tensor t;
   t.shape_ = view.shape();
-  t.values_.assign(view.data(), view.data() + view.size());
+  t.AllocateBlock(view.size(), /*zero=*/false);
+  if (t.size_ > 0) {
+    std::memcpy(t.data_, view.data(), static_cast<size_t>(t.size_) * sizeof(float));
+  }
   return t;
 }
 
@@ -105,8 +196,11 @@ absl::Status Tensor::Reshape(Shape shape) {
 }
 
 std::vector<float> Tensor::Release() && {
+  std::vector<float> values =
+      block_ == nullptr ? std::move(adopted_) : std::vector<float>(data_, data_ + size_);
+  FreeStorage();
   shape_ = Shape{0};
-  return std::move(values_);
+  return values;
 }
 
 }  // namespace tessera

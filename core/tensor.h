@@ -5,6 +5,14 @@
 // the Tensor lives and is not resized. "Rows" are the slices along axis 0, the only axis Tessera
 // ever shards, so a row block of a variable is contiguous memory.
 //
+// Note [Tensor storage]
+// A tensor's floats live in a block from calloc (zeros) or malloc (anything else), or in a
+// std::vector<float> handed over by FromVector (adopted without a copy). Zeros come from calloc
+// because a large block is fresh pages from the kernel, zero already: `Tensor(shape)` of a
+// 600 MB embedding shard or of its all-zero optimizer slot costs no write pass and no memory
+// until rows are touched (a std::vector would write every float, faulting in every page). A copy
+// assigned to a tensor of the same size reuses its block (no new pages to fault in).
+//
 // Thread-safety: none of these types synchronize; concurrent const access is safe.
 #pragma once
 
@@ -113,22 +121,30 @@ using ConstTensorView = BasicTensorView<const float>;
 class Tensor {
  public:
   Tensor() : shape_{0} {}
-  // Zeros of `shape`.
+  // Zeros of `shape` (Note [Tensor storage]: untouched pages cost nothing).
   explicit Tensor(Shape shape);
+  // `fill` everywhere; a fill of +0.0 is Tensor(shape).
   Tensor(Shape shape, float fill);
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
   // InvalidArgument when values.size() != shape.num_elements().
   static absl::StatusOr<Tensor> FromVector(Shape shape, std::vector<float> values);
   // A copy of the view's values.
   static Tensor Copy(ConstTensorView view);
 
   const Shape& shape() const { return shape_; }
-  int64_t size() const { return static_cast<int64_t>(values_.size()); }
+  int64_t size() const { return size_; }
   int64_t rows() const { return shape_.rows(); }
   int64_t row_size() const { return shape_.row_size(); }
-  float* data() { return values_.data(); }
-  const float* data() const { return values_.data(); }
-  absl::Span<float> values() { return absl::MakeSpan(values_); }
-  absl::Span<const float> values() const { return values_; }
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  absl::Span<float> values() { return absl::Span<float>(data_, static_cast<size_t>(size_)); }
+  absl::Span<const float> values() const {
+    return absl::Span<const float>(data_, static_cast<size_t>(size_));
+  }
   absl::Span<float> row(int64_t i) { return view().row(i); }
   absl::Span<const float> row(int64_t i) const { return view().row(i); }
 
@@ -144,12 +160,21 @@ class Tensor {
 
   // Same values, new shape; InvalidArgument when the element counts differ.
   absl::Status Reshape(Shape shape);
-  // Moves the values out, leaving an empty [0] tensor.
+  // Moves the values out, leaving an empty [0] tensor (a copy unless they came from FromVector).
   std::vector<float> Release() &&;
 
  private:
+  // Allocates `n` floats as a block of this tensor's own: zeros when `zero`, else uninitialized
+  // (the caller writes every one). Throws std::bad_alloc, as operator new, when out of memory.
+  void AllocateBlock(int64_t n, bool zero);
+  void FreeStorage();
+
   Shape shape_;
-  std::vector<float> values_;
+  float* data_ = nullptr;  // block_ or adopted_.data()
+  int64_t size_ = 0;
+  float* block_ = nullptr;  // malloc/calloc'd, owned; null when the values are adopted_
+  int64_t block_capacity_ = 0;
+  std::vector<float> adopted_;  // FromVector's values
 };
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/messages.h"
 #include "actors/shard_actor.h"
@@ -108,6 +109,49 @@ TEST_CASE("a PS node refuses a duplicate shard name, a bad spec and an unknown n
   auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"emb/part_0"});  // the failures added nothing
+}
+
+// Note [Shards initialize themselves] (actors/ps_node_actor.h).
+TEST_CASE("a PS node answers other requests while the shards it was asked for are built") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 0);
+  std::vector<std::string> replies;
+  fixture.system().spawn(
+      [&replies](caf::event_based_actor* self, ps_node_actor to) {
+        for (int32_t k = 0; k < 2; ++k) {
+          self->request(to, caf::infinite, create_shard_atom::value, TestShardSpec(k, 2, 64, 8),
+                        caf::actor())
+              .then([&replies, k](shard_actor&) { replies.push_back(absl::StrCat("created ", k)); },
+                    [&replies](caf::error&) { replies.push_back("create failed"); });
+        }
+        self->request(to, caf::infinite, ping_atom::value)
+            .then([&replies](pong_atom) { replies.push_back("pong"); });
+      },
+      node);
+  fixture.Run();
+  // The node took both creates and the ping before either shard was built: the ping, sent last,
+  // is answered first. (A node building its shards itself would answer in order.)
+  CHECK(replies == std::vector<std::string>{"pong", "created 0", "created 1"});
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"emb/part_0", "emb/part_1"});
+}
+
+TEST_CASE("a shard whose memory cannot be had is ResourceExhausted, and the node carries on") {
+  DeterministicSystem fixture;
+  const ps_node_actor node = SpawnTestNode(fixture, 1);
+  // 2^40 rows of 1024 floats: 4 PiB, a valid spec beyond any address space (whatever the
+  // kernel's overcommit policy, the allocation fails rather than the machine).
+  const ShardSpec huge = TestShardSpec(0, 1, int64_t{1} << 40, 1024);
+  auto refused = fixture.Ask<shard_actor>(node, create_shard_atom::value, huge, caf::actor());
+  CHECK(refused.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StartsWith(refused.status().message(), "emb: cannot allocate"));
+  // The name is free again and the node serves on.
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(names->empty());
+  const shard_actor small = CreateShard(fixture, node, TestShardSpec(0, 1, 4, 2));
+  CHECK(fixture.AskOp(small, ReadOp{}).ok());
 }
 
 // Note [One request per PS node] (actors/shard_client.h).

@@ -94,6 +94,60 @@ TEST_CASE("the same seed gives the identical variable for 1, 2, 3 and 7 shards")
   }
 }
 
+// FNV-1a over the values' bits.
+uint64_t HashBits(const Tensor& t) {
+  uint64_t h = 1469598103934665603ull;
+  for (float v : t.values()) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    for (int i = 0; i < 4; ++i) {
+      h ^= (bits >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+// Note [Kernels per instruction set]: the hashes were computed from the baseline kernels (a
+// clang build, which has no AVX-512 clones); a CPU that runs the AVX-512 clones, or a build with
+// -march=native, must give the same bits. They also pin what a seed means.
+TEST_CASE("initial values are the same bits on every instruction set") {
+  struct Pinned {
+    InitializerSpec spec;
+    uint64_t whole;     // rows [0, 1000) of [1000, 33]
+    uint64_t rows_377;  // rows [377, 382)
+  };
+  const Pinned pinned[] = {
+      {{"random_uniform", {{"minval", -1}, {"maxval", 2}}, 11}, 0x1da4bd4da11dc8b9ull,
+       0xf0437dbb34a1bc56ull},
+      {{"random_normal", {{"mean", 0.5}, {"stddev", 1.5}}, 0}, 0x967f4cd840232790ull,
+       0x06cdb22513051e8bull},
+      {{"truncated_normal", {{"mean", -1}, {"stddev", 2}}, 0xDEADBEEFCAFEF00Dull},
+       0x62aa221ce9c260fcull, 0x50379835c0eca355ull},
+      {{"glorot_uniform", {}, 42}, 0xbd7ee663b56babd2ull, 0x17422148d04b23afull},
+  };
+  const Shape shape{1000, 33};
+  for (const Pinned& p : pinned) {
+    CAPTURE(p.spec.name);
+    CHECK(HashBits(*MakeInitializedBlock(p.spec, shape, 0, 1000)) == p.whole);
+    CHECK(HashBits(*MakeInitializedBlock(p.spec, shape, 377, 5)) == p.rows_377);
+  }
+}
+
+TEST_CASE("the same seed gives the identical variable at shard counts up to 16, split anywhere") {
+  // Blocks that start and end inside a 16-element batch, in a variable of ~66k elements.
+  const Shape shape{2011, 33};
+  for (const InitializerSpec& spec : kEveryInitializer) {
+    CAPTURE(spec.name);
+    auto whole = MakeInitializedBlock(spec, shape, 0, shape.rows());
+    REQUIRE(whole.ok());
+    for (int64_t shards : {4, 5, 9, 16}) {
+      CAPTURE(shards);
+      CHECK(BitwiseEqual(InitializeSharded(spec, shape, shards), *whole));
+    }
+  }
+}
+
 TEST_CASE("a block filled in place through a view equals the same rows made on their own") {
   const Shape shape{20, 6};
   for (const InitializerSpec& spec : kEveryInitializer) {

@@ -1,6 +1,13 @@
 #include "core/tensor.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <vector>
 
 #include "core/indexed_slices.h"
 #include "core/status.h"
@@ -40,6 +47,76 @@ TEST_CASE("FromVector checks the element count") {
   auto t = Tensor::FromVector(Shape{2, 2}, {1, 2, 3, 4});
   REQUIRE(t.ok());
   CHECK(t->row(1)[0] == 3);
+}
+
+TEST_CASE("zeros, fills and copies hold their values; -0.0 keeps its sign") {
+  const Tensor zeros(Shape{3, 1000});
+  CHECK(std::all_of(zeros.values().begin(), zeros.values().end(),
+                    [](float v) { return v == 0.0f && !std::signbit(v); }));
+  const Tensor fill(Shape{2, 3}, 2.5f);
+  CHECK(std::all_of(fill.values().begin(), fill.values().end(), [](float v) { return v == 2.5f; }));
+  const Tensor negative_zero(Shape{4}, -0.0f);
+  CHECK(std::all_of(negative_zero.values().begin(), negative_zero.values().end(),
+                    [](float v) { return v == 0.0f && std::signbit(v); }));
+  Tensor copy = fill;
+  CHECK(copy.shape() == fill.shape());
+  CHECK(copy.data() != fill.data());
+  copy.values()[0] = 7;
+  CHECK(fill.values()[0] == 2.5f);
+  const Tensor empty(Shape{0, 5});
+  CHECK(empty.size() == 0);
+  CHECK(Tensor(empty).size() == 0);
+}
+
+TEST_CASE("a large zero tensor costs no memory until it is written") {
+  // Note [Tensor storage]: 512 MiB of zeros from calloc are untouched pages, not resident.
+  auto resident = [] {
+    std::ifstream statm("/proc/self/statm");
+    int64_t pages = 0, rss = 0;
+    statm >> pages >> rss;
+    return rss * sysconf(_SC_PAGESIZE);
+  };
+  const int64_t before = resident();
+  Tensor big(Shape{int64_t{128} << 20});
+  const int64_t after = resident();
+  CHECK_MESSAGE(after - before < (int64_t{64} << 20), "RSS grew by ", after - before);
+  CHECK(big.values()[12345678] == 0.0f);
+  big.values()[big.size() - 1] = 3;
+  CHECK(big.values()[big.size() - 1] == 3.0f);
+}
+
+TEST_CASE("a copy assigned to a tensor of the same size reuses its memory") {
+  const Tensor source(Shape{4, 8}, 1.5f);
+  Tensor target(Shape{8, 4});
+  const float* before = target.data();
+  target = source;
+  CHECK(target.data() == before);
+  CHECK(target.shape() == source.shape());
+  CHECK(target.values()[31] == 1.5f);
+  // A smaller one fits too; a larger one needs new memory.
+  target = Tensor(Shape{2}, 4.0f);
+  CHECK(target.size() == 2);
+  const Tensor larger(Shape{100}, 5.0f);
+  target = larger;
+  CHECK(target.size() == 100);
+  CHECK(target.values()[99] == 5.0f);
+}
+
+TEST_CASE("FromVector adopts the vector's memory and Release gives the values back") {
+  std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  const float* memory = values.data();
+  Tensor adopted = *Tensor::FromVector(Shape{2, 3}, std::move(values));
+  CHECK(adopted.data() == memory);
+  Tensor moved = std::move(adopted);
+  CHECK(moved.data() == memory);
+  CHECK(adopted.size() == 0);
+  CHECK(adopted.shape() == Shape{0});
+  std::vector<float> back = std::move(moved).Release();
+  CHECK(back.data() == memory);
+  CHECK(moved.size() == 0);
+  // A tensor with memory of its own gives a copy of its values.
+  Tensor own(Shape{3}, 9.0f);
+  CHECK(std::move(own).Release() == std::vector<float>{9, 9, 9});
 }
 
 TEST_CASE("a row block is a zero-copy view onto the tensor's rows") {

@@ -1,7 +1,10 @@
 #include "coordinator/strategy.h"
 
+#include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/system_messages.hpp>
 #include <chrono>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -79,14 +82,43 @@ absl::StatusOr<shard_actor> ParameterServerStrategy::CreateShard(int32_t task,
 
 void ParameterServerStrategy::DropShards(
     const std::vector<std::pair<int32_t, std::string>>& created) {
-  // A dead PS answers with an error at once (its connection is gone); a hung one costs a
-  // bounded wait.
-  caf::scoped_actor self(cluster_.system());
-  for (const auto& [task, name] : created) {
-    self->request(cluster_.ps_node(task), std::chrono::seconds(10), drop_shard_atom::value, name,
-                  cluster_.session())
-        .receive([] {}, [](caf::error&) {});
-  }
+  if (created.empty()) return;
+  // All at once, each PS node monitored: a request to a PS process that has died is dropped
+  // without an error (Note [A restarted node behind a cached proxy], cluster/network.cc), so
+  // its node's down message is what ends the wait for its shards (one request after another,
+  // each waiting out its timeout, kept a coordinator whose PS was lost for a minute). A hung
+  // PS costs one bounded wait.
+  std::vector<std::pair<ps_node_actor, std::string>> drops;
+  for (const auto& [task, name] : created) drops.emplace_back(cluster_.ps_node(task), name);
+  const caf::actor session = cluster_.session();
+  const absl::Status dropped = internal::AwaitStatus(cluster_.system(), [drops, session](
+                                                         caf::event_based_actor* self, auto done) {
+    auto answered = std::make_shared<std::vector<bool>>(drops.size(), false);
+    auto left = std::make_shared<size_t>(drops.size());
+    auto settle = [self, answered, left, done](size_t i) {
+      if ((*answered)[i]) return;
+      (*answered)[i] = true;
+      if (--*left > 0) return;
+      done(absl::OkStatus());
+      self->quit();
+    };
+    self->set_down_handler([drops, settle](caf::down_msg& down) {
+      for (size_t i = 0; i < drops.size(); ++i) {
+        if (drops[i].first.address() == down.source) settle(i);
+      }
+    });
+    for (size_t i = 0; i < drops.size(); ++i) {
+      if (!drops[i].first) {
+        settle(i);
+        continue;
+      }
+      self->monitor(drops[i].first);
+      self->request(drops[i].first, std::chrono::seconds(10), drop_shard_atom::value,
+                    drops[i].second, session)
+          .then([settle, i] { settle(i); }, [settle, i](caf::error&) { settle(i); });
+    }
+  });
+  (void)dropped;  // always OK: a shard that could not be dropped dies with the session anyway
 }
 
 absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(

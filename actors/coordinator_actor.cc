@@ -74,6 +74,25 @@ void StopWorkersBefore(Self self, int64_t generation) {
   }
 }
 
+// The run failed: nothing more is dispatched and no worker joins again; worker processes are
+// stopped with `why` (an Aborted error) so that they exit rather than wait. (In process, the
+// workers stay until the coordinator exits, so a closure already running may still finish, as
+// in TF.) Idempotent: the first failure is the one reported.
+void FailRun(Self self, absl::Status why) {
+  if (self->state.failure) return;
+  const absl::Status aborted = absl::AbortedError(absl::StrCat("the run failed: ", why.message()));
+  self->state.queue->SetFatal(std::move(why));
+  self->state.failure = StatusToError(aborted);
+  self->state.recovering = false;
+  if (self->state.factory) return;
+  for (auto& [id, worker] : *self->state.workers) {
+    if (worker.killed) continue;
+    worker.killed = true;
+    worker.moved = true;
+    self->send_exit(worker.handle, self->state.failure);
+  }
+}
+
 bool KillSlot(Self self, int32_t slot) {
   for (auto& [id, worker] : *self->state.workers) {
     if (worker.slot == slot && !worker.killed) {
@@ -171,16 +190,23 @@ void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker
           });
 }
 
-// When the coordinator exits, so does every worker it started.
+// When the coordinator exits, so does every worker it started: as finished (user_shutdown), or
+// with the failure of a failed run (the coordinator's exit reason then).
 void StopWorkersOnExit(Self self) {
   self->attach_functor([workers = self->state.workers, me = self->address()](
                            const caf::error& reason, caf::execution_unit* host) {
+    const caf::error why =
+        reason.category() == kErrorCategory ? reason : caf::exit_reason::user_shutdown;
     for (const auto& entry : *workers) {
-      entry.second.handle->enqueue(
-          nullptr, caf::make_message_id(),
-          caf::make_message(caf::exit_msg{me, caf::exit_reason::user_shutdown}), host);
+      entry.second.handle->enqueue(nullptr, caf::make_message_id(),
+                                   caf::make_message(caf::exit_msg{me, why}), host);
     }
     workers->clear();
+  });
+  // A failed run's coordinator exits with the failure, whatever stopped it, so that a worker
+  // process monitoring it learns the run failed rather than finished.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    self->quit(self->state.failure ? self->state.failure : msg.reason);
   });
 }
 
@@ -212,9 +238,10 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
       self->state.on_ps_lost(task);
       return;
     }
-    self->state.queue->SetFatal(absl::UnavailableError(absl::StrCat(
-        "parameter server ps ", ps->second.task, " is unavailable (", to_string(msg.reason),
-        "); its variables are lost until restored: ", ps->second.variables)));
+    FailRun(self, absl::UnavailableError(absl::StrCat(
+                      "parameter server ps ", ps->second.task, " is unavailable (",
+                      to_string(msg.reason), "); its variables are lost until restored: ",
+                      ps->second.variables)));
   });
   return {
       [self](dispatch_atom) { DispatchIdle(self); },
@@ -254,6 +281,7 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
       },
       [self](directory_atom, int32_t task,
              const JobDescription& job) -> caf::result<VariableDirectory> {
+        if (self->state.failure) return self->state.failure;
         if (const std::string differences = JobDifferences(self->state.directory.job, job);
             !differences.empty()) {
           std::string refusal = absl::StrCat("worker task ", task,
@@ -281,6 +309,7 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
       [self](join_atom, worker_actor& worker, int32_t slot,
              int64_t generation) -> caf::result<int32_t> {
         if (!worker) return StatusToError(absl::InvalidArgumentError("join: no worker actor"));
+        if (self->state.failure) return self->state.failure;
         if (slot < 0 || slot >= self->state.num_slots) {
           return StatusToError(absl::InvalidArgumentError(
               absl::StrCat("worker task ", slot, " is not in the cluster spec (it lists ",
@@ -306,6 +335,9 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         self->state.refusals.erase(slot);  // a process of the right job took the task after all
         AddWorker(self, std::move(worker), slot);
         return self->state.num_slots;
+      },
+      [self](abort_atom, const std::string& why) {
+        FailRun(self, absl::UnavailableError(why));
       },
   };
 }

@@ -23,10 +23,19 @@
 //   (join_atom, worker_actor, int32 task,          a networked worker joins in slot `task` with
 //    int64 generation) -> int32 slot               the directory generation it fetched (an older
 //                                                  one is refused)
+//   (abort_atom, std::string why)                  the run failed (a lost PS that could not be
+//                                                  restored): see "A failed run" below
 //
 // A worker that dies — killed, crashed, or (networked) disconnected — is noticed through its down
 // message or a failed request; its running closure is put back at the front of the queue.
 // When the coordinator exits, every worker it started exits too.
+//
+// A failed run (abort_atom, or a lost PS with no PsLostHandler): the queue's fatal error is set;
+// in networked mode every worker is stopped with an Aborted error naming why as its exit reason;
+// later directory and join requests get that error, and the coordinator's own exit reason
+// becomes it — so a worker process, whichever of those it sees, exits with that error instead
+// of joining again. (In process the workers stay until the coordinator exits: a closure already
+// running may still finish.)
 //
 // Thread-safety: a CAF actor; the ClosureQueue it shares with the driver is thread-safe.
 #pragma once
@@ -65,7 +74,8 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<workers_atom>::with<WorkerPoolStatus>,                 //
     caf::replies_to<directory_atom, int32_t, JobDescription>::with<VariableDirectory>,  //
     caf::reacts_to<directory_atom, VariableDirectory>,                     //
-    caf::replies_to<join_atom, worker_actor, int32_t, int64_t>::with<int32_t>>;
+    caf::replies_to<join_atom, worker_actor, int32_t, int64_t>::with<int32_t>,  //
+    caf::reacts_to<abort_atom, std::string>>;
 
 // Starts an in-process worker for a slot (the simulation); empty in networked mode, where worker
 // processes join instead.
@@ -85,7 +95,7 @@ struct CoordinatorState {
     bool busy() const { return running > 0; }
     bool killed = false;  // an exit was sent; its down message has not arrived yet
     int64_t generation = 0;  // of the VariableDirectory it runs with
-    bool moved = false;      // stopped because its shards moved: not a failure
+    bool moved = false;      // stopped on purpose (its shards moved, the run failed)
   };
   struct Ps {
     int32_t task = 0;
@@ -97,6 +107,7 @@ struct CoordinatorState {
   PsLostHandler on_ps_lost;
   VariableDirectory directory;  // what joining workers fetch (networked mode)
   bool recovering = false;      // a lost PS is being restored: nothing is dispatched
+  caf::error failure;           // the run failed (an Aborted Tessera error): see above
   int32_t num_slots = 0;
   int32_t closures_per_worker = 1;  // the most closures in flight per worker
   WorkerId next_worker_id = 1;

@@ -62,6 +62,7 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;
 using watch_ps_atom = caf::atom_constant<caf::atom("watch_ps")>;
 using chaos_atom = caf::atom_constant<caf::atom("chaos")>;
 using workers_atom = caf::atom_constant<caf::atom("workers")>;
+using abort_atom = caf::atom_constant<caf::atom("abort")>;
 
 // Networked nodes (actors/node_gate.h, cluster/network.h).
 using hello_atom = caf::atom_constant<caf::atom("hello")>;

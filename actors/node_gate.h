@@ -5,7 +5,8 @@
 // version, the node's name, its service actor: a ps_node_actor or the coordinator_actor), so it
 // can also check that the address it dialled is the node it meant. A peer of another
 // version gets a FailedPrecondition naming both versions instead, so no message of an
-// incompatible build ever reaches a shard. The gate's own interface is the one thing that never
+// incompatible build ever reaches a shard. A peer let in is admitted: until then the transport
+// keeps its messages small and closes its connections after a deadline. The gate's own interface is the one thing that never
 // changes between versions; it is dynamically typed so that connecting to it does not compare
 // actor interfaces first (which would fail with CAF's opaque "unexpected interface" error).
 //
@@ -14,16 +15,22 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/node_id.hpp>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "actors/messages.h"
 
 namespace tessera {
 
+// Called with the node of each peer the gate lets in (from the gate's thread; it must not
+// block): the transport then admits that peer's connections (cluster/transport.h).
+using PeerAdmitted = std::function<void(const caf::node_id& peer)>;
+
 // `node` names this node in messages ("ps 1", "coordinator"); `service` is what a compatible
 // peer gets. `version` is kProtocolVersion except in tests of the handshake itself.
 caf::actor SpawnNodeGate(caf::actor_system& system, std::string node, caf::actor service,
-                         int32_t version = kProtocolVersion);
+                         int32_t version = kProtocolVersion, PeerAdmitted admitted = {});
 
 }  // namespace tessera

@@ -29,6 +29,9 @@ ABSL_FLAG(int32_t, threads, 0,
 ABSL_FLAG(std::string, tls_cert, "", "ps: this node's certificate (PEM), for mutual TLS");
 ABSL_FLAG(std::string, tls_key, "", "ps: this node's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peers must be signed by it");
+ABSL_FLAG(uint64_t, max_message_bytes, tessera::kDefaultMaxMessageBytes,
+          "ps: the largest message a peer may send (a whole shard read or assigned at once, a "
+          "batch's rows or gradients for this node); a larger one closes its connection");
 ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the model's own)");
 ABSL_FLAG(bool, verify, false,
           "inspect: read an exported model's values and verify every checksum (serving verifies "
@@ -71,12 +74,14 @@ commands:
       413, a request not in within --read_timeout_ms of its first byte 408; past
       --max_connections the longest idle connection is closed (503 when none is idle).
   ps --port P [--task K | --standby] [--host 127.0.0.1] [--threads N]
-     [--tls_cert F --tls_key F --tls_ca F]
+     [--tls_cert F --tls_key F --tls_ca F] [--max_message_bytes N]
       Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM; with
       --standby, a PS that holds nothing until the coordinator adopts it in place of a lost one
       (list it under "ps_standby" in the cluster spec). Without TLS
       it listens on loopback unless --host says otherwise (and then anyone who can reach the
-      port can read and change the model: use TLS beyond a trusted network).
+      port can read and change the model: use TLS beyond a trusted network). A peer's message
+      over --max_message_bytes (1 GiB), or over 64 KiB before its version handshake, closes
+      its connection.
   inspect PATH [--verify]
       Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
       model (its file format, signatures, layers and variables); --verify also reads an exported
@@ -174,6 +179,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
     options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
     options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+    options.network.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
     return tessera::cli::RunPs(options, std::cout);
   }
   if (command == "inspect") {

@@ -3,8 +3,6 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
-#include <caf/openssl/publish.hpp>
-#include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
@@ -23,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/node_gate.h"
+#include "cluster/transport.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -118,8 +117,8 @@ using HelloResult = std::optional<absl::StatusOr<caf::actor>>;
 // Says hello through `gate` and returns the service it fronts. The asking actor monitors the
 // gate while it waits: a request to a dead node's proxy is dropped without an error (Note [A
 // restarted node behind a cached proxy]), and its down message is what says so.
-HelloResult Hello(caf::actor_system& system, const caf::actor& gate, const NodeAddress& address,
-                  const std::string& self_name, int32_t version,
+HelloResult Hello(caf::actor_system& system, const Transport& transport, const caf::actor& gate,
+                  const NodeAddress& address, const std::string& self_name, int32_t version,
                   const std::string& expected_node) {
   auto answer = std::make_shared<std::promise<HelloResult>>();
   std::future<HelloResult> result = answer->get_future();
@@ -135,6 +134,7 @@ HelloResult Hello(caf::actor_system& system, const caf::actor& gate, const NodeA
           absl::StrCat(address.ToString(), " is ", node, ", not ", expected_node,
                        ": check the cluster spec (and --task of each tessera ps)"));
     }
+    transport.Admit(gate.node());  // its messages may now be as large as any peer's
     return service;
   };
   // Every path answers exactly once and quits, so no second answer can follow. (The gate is
@@ -248,10 +248,23 @@ absl::Status ValidateNetworkOptions(const NetworkOptions& options) {
   if (options.tls()) RETURN_IF_ERROR(CheckTlsFiles(options));
   if (options.connect_timeout <= absl::ZeroDuration() ||
       options.heartbeat_interval <= absl::ZeroDuration() ||
-      options.connection_timeout <= options.heartbeat_interval) {
+      options.connection_timeout <= options.heartbeat_interval ||
+      options.handshake_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "network timeouts must be positive, with the heartbeat shorter than the connection "
         "timeout");
+  }
+  if (options.max_message_bytes < kMinMaxMessageBytes ||
+      options.max_message_bytes > kMaxMaxMessageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_message_bytes=", options.max_message_bytes, " is outside ", kMinMaxMessageBytes,
+        "..", kMaxMaxMessageBytes, " (1 MiB .. 4 GiB - 1: BASP's length field)"));
+  }
+  if (options.max_handshake_bytes < 1024 ||
+      options.max_handshake_bytes > options.max_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the handshake message limit ", options.max_handshake_bytes,
+        " must be in 1024..--max_message_bytes"));
   }
   return absl::OkStatus();
 }
@@ -285,16 +298,16 @@ absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOption
 absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::string& node,
                                      caf::actor service, uint16_t port,
                                      const NetworkOptions& options, int32_t version) {
-  caf::actor gate = SpawnNodeGate(system, node, std::move(service), version);
+  Transport transport = Transport::Of(system, options);
+  caf::actor gate = SpawnNodeGate(system, node, std::move(service), version,
+                                  [transport](const caf::node_id& peer) { transport.Admit(peer); });
   // A node started again at its address (a restarted PS or coordinator) can find its port still
   // held a moment by the socket of the process it replaces, or by a connection that took it as
   // its local port meanwhile: a busy fixed port is retried for kBindPatience.
   const absl::Time deadline = absl::Now() + kBindPatience;
   caf::expected<uint16_t> bound = caf::sec::cannot_open_port;
   for (;;) {
-    bound = options.tls()
-                ? caf::openssl::publish(gate, port, options.bind.c_str(), /*reuse=*/true)
-                : system.middleman().publish(gate, port, options.bind.c_str(), /*reuse=*/true);
+    bound = transport.Publish(gate, port, options.bind);
     if (bound || port == 0 || absl::Now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
@@ -311,29 +324,35 @@ absl::StatusOr<caf::actor> ConnectToNode(caf::actor_system& system, const NodeAd
                                          const NetworkOptions& options, int32_t version,
                                          const std::string& expected_node) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
+  Transport transport = Transport::Of(system, options);
+  transport.TakeFailure(address);  // a note of an earlier connection says nothing about this one
   // Nobody listening yet (a node still starting), a handshake not finished within the
   // middleman's connection timeout (a node busy starting on a loaded machine) and a cached gate
   // of a node that has died (Note [A restarted node behind a cached proxy]) are worth waiting
-  // for; a connection that is accepted and then dropped in the handshake (a TLS refusal, a
-  // non-Tessera peer) is tried a few times only, so a certificate problem shows at once rather
-  // than after the timeout.
+  // for; a connection that is accepted and then dropped in the handshake (a non-Tessera peer)
+  // is tried a few times only, and one the transport knows cannot work (TLS against plain TCP,
+  // a refused certificate) not again, so a configuration problem shows at once rather than
+  // after the timeout.
   for (int dropped = 0;; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
-    caf::expected<caf::actor> gate =
-        options.tls()
-            ? caf::openssl::remote_actor<caf::actor>(system, address.host, address.port)
-            : system.middleman().remote_actor<caf::actor>(address.host, address.port);
+    caf::expected<caf::actor> gate = transport.Connect(address);
     if (gate) {
-      HelloResult service = Hello(system, *gate, address, self_name, version, expected_node);
+      HelloResult service =
+          Hello(system, transport, *gate, address, self_name, version, expected_node);
       if (service.has_value()) return *std::move(service);
       gate = caf::sec::cannot_connect_to_node;  // a dead node's gate: ask again
     }
     const caf::error& why = gate.error();
-    const bool waiting = why == caf::sec::cannot_connect_to_node ||
-                         why == caf::sec::connection_timeout;
+    const std::optional<ConnectionFailure> failure = transport.TakeFailure(address);
+    if (failure.has_value() && failure->misconfigured) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot connect to ", address.ToString(), ": ", failure->reason));
+    }
+    const bool waiting = !failure.has_value() && (why == caf::sec::cannot_connect_to_node ||
+                                                  why == caf::sec::connection_timeout);
     if (!waiting && ++dropped >= 3) {
-      return absl::UnavailableError(absl::StrCat("cannot connect to ", address.ToString(),
-                                                 ": the handshake failed ", dropped,
-                                                 " times: ", system.render(why)));
+      return absl::UnavailableError(absl::StrCat(
+          "cannot connect to ", address.ToString(), ": the handshake failed ", dropped,
+          " times: ", failure.has_value() ? failure->reason : system.render(why)));
     }
     if (absl::Now() >= deadline) {
       return absl::UnavailableError(absl::StrCat("cannot reach ", address.ToString(), " within ",

@@ -5,6 +5,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <thread>
@@ -20,6 +21,8 @@ namespace tessera {
 namespace {
 
 constexpr auto kRequestTimeout = std::chrono::seconds(30);
+// Between two attempts to fetch the directory or join while the coordinator restores a PS.
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
 // What ended one membership of the worker.
 // kRetry: not now (a PS is being restored, or the directory changed); ask again, quietly.
@@ -35,16 +38,51 @@ absl::StatusOr<T> Ask(caf::scoped_actor& self, const caf::actor& coordinator, Ar
   return out;
 }
 
+// What the coordinator's exit (or the worker's, which the coordinator stopped) with `reason`
+// means: finished (user_shutdown), the run failed (a Tessera error: the coordinator's
+// failure, returned as this process's error), or the coordinator was lost (anything else).
+absl::StatusOr<Ending> CoordinatorExited(const caf::error& reason) {
+  if (reason == caf::exit_reason::user_shutdown) return Ending::kFinished;
+  if (reason.category() == kErrorCategory) return ErrorToStatus(reason);
+  return Ending::kCoordinatorLost;
+}
+
+// Waits `pause` (0: only looks at what has arrived) unless the coordinator, which `self`
+// monitors, exits meanwhile: then what its exit means.
+std::optional<absl::StatusOr<Ending>> PauseUnlessCoordinatorExits(caf::scoped_actor& self,
+                                                                   const caf::actor& coordinator,
+                                                                   std::chrono::milliseconds pause) {
+  std::optional<absl::StatusOr<Ending>> out;
+  const auto until = std::chrono::steady_clock::now() + pause;
+  for (;;) {
+    const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   until - std::chrono::steady_clock::now()),
+                               std::chrono::milliseconds(0));
+    bool timed_out = false;
+    self->receive(
+        [&](caf::down_msg& down) {
+          if (down.source == coordinator.address()) out = CoordinatorExited(down.reason);
+        },
+        caf::after(left) >> [&] { timed_out = true; });
+    if (out.has_value() || timed_out) return out;
+  }
+}
+
 // One membership: fetch the directory, connect to its PS nodes, build the functions, spawn the
-// worker, join, and wait until the worker is stopped (rejoin) or the coordinator finishes.
+// worker, join, and wait until the worker is stopped (rejoin) or the coordinator finishes or
+// fails. The coordinator is monitored throughout, so that a pause between attempts ends as soon
+// as it exits.
 absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordinator,
                              const std::string& me, const WorkerNodeOptions& options,
                              const RegistryBuilder& build) {
   caf::scoped_actor self(system);
+  self->monitor(coordinator);
   absl::StatusOr<VariableDirectory> directory =
       Ask<VariableDirectory>(self, coordinator, directory_atom::value, options.task, options.job);
   if (absl::IsUnavailable(directory.status())) {  // a PS is being restored: its shards move
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (auto exited = PauseUnlessCoordinatorExits(self, coordinator, kRetryPause)) {
+      return *exited;
+    }
     return Ending::kRetry;
   }
   if (!directory.ok()) return directory.status();
@@ -67,14 +105,15 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
   worker_actor worker =
       SpawnWorker(system, WorkerInfo{options.task, directory->num_workers}, std::move(registry));
   self->monitor(worker);
-  self->monitor(coordinator);
   absl::StatusOr<int32_t> joined = Ask<int32_t>(self, coordinator, join_atom::value, worker,
                                                 options.task, directory->generation);
   if (!joined.ok()) {
     self->send_exit(worker, caf::exit_reason::user_shutdown);
     // Recovering, or the directory changed between fetch and join: try again shortly.
     if (absl::IsUnavailable(joined.status()) || absl::IsFailedPrecondition(joined.status())) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (auto exited = PauseUnlessCoordinatorExits(self, coordinator, kRetryPause)) {
+        return *exited;
+      }
       return Ending::kRetry;
     }
     // Our task is taken: by a process that just died (wait for the coordinator to notice), or
@@ -86,22 +125,24 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
     return joined.status();
   }
   Log().info("joined the coordinator (directory generation {})", directory->generation);
-  Ending ending = Ending::kFinished;
+  absl::StatusOr<Ending> ending = Ending::kFinished;
   bool waiting = true;
   self->receive_while([&] { return waiting; })([&](caf::down_msg& down) {
     waiting = false;
     if (down.source == worker.address()) {
-      // The coordinator stops its workers with user_shutdown when it is done, and with kill
-      // when they must join again (shards moved, or a slot was taken over).
-      ending = down.reason == caf::exit_reason::user_shutdown ? Ending::kFinished
-                                                              : Ending::kRejoin;
-    } else if (down.reason == caf::exit_reason::user_shutdown) {
-      self->send_exit(worker, caf::exit_reason::user_shutdown);  // the coordinator is done
-    } else {
-      self->send_exit(worker, caf::exit_reason::user_shutdown);
+      // The coordinator stops its workers with user_shutdown when it is done, with the run's
+      // failure when it failed, and with kill when they must join again (shards moved, or a
+      // slot was taken over).
+      const bool told = down.reason == caf::exit_reason::user_shutdown ||
+                        down.reason.category() == kErrorCategory;
+      ending = told ? CoordinatorExited(down.reason) : Ending::kRejoin;
+      return;
+    }
+    self->send_exit(worker, caf::exit_reason::user_shutdown);
+    ending = CoordinatorExited(down.reason);
+    if (ending.ok() && *ending == Ending::kCoordinatorLost) {
       Log().warn("lost the coordinator ({}); waiting for it to come back",
                  system.render(down.reason));
-      ending = Ending::kCoordinatorLost;
     }
   });
   return ending;
@@ -128,12 +169,49 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
   caf::actor_system system(config);
   const std::string me = absl::StrCat("worker ", options.task);
   SetLogRole(me);
+  // Note [A worker watches its coordinator between memberships]
+  // A membership can end just before the coordinator does: stopped to join again because a PS
+  // was lost, when the PS then cannot be restored and the run fails, or while the coordinator is
+  // restoring. Reaching for the coordinator again then finds it gone, and waiting for one to
+  // come back (what a worker does for a coordinator that crashed) kept a worker of a failed run
+  // alive for the whole connect timeout. So the coordinator this process last served stays
+  // monitored (by `watcher`), and between memberships the worker tries to reach it again in
+  // short attempts, looking in between for its down message: finished (user_shutdown) ends the
+  // process with OK, a failed run with the run's error, a lost one (a crash) is waited for.
+  caf::scoped_actor watcher(system);
+  caf::actor served;  // the coordinator last served, while its exit has not been seen
   std::optional<absl::Time> taken_since;  // when the coordinator first said our task was taken
   for (;;) {
-    ASSIGN_OR_RETURN(caf::actor coordinator,
-                     ConnectToNode(system, spec.coordinator, me, options.network,
-                                   kProtocolVersion, "the coordinator"));
-    ASSIGN_OR_RETURN(Ending ending, Serve(system, coordinator, me, options, build));
+    NetworkOptions attempt = options.network;
+    const absl::Time deadline = absl::Now() + options.network.connect_timeout;
+    if (served) attempt.connect_timeout = std::min(attempt.connect_timeout, absl::Seconds(1));
+    absl::StatusOr<caf::actor> coordinator;
+    for (;;) {
+      if (served) {
+        std::optional<absl::StatusOr<Ending>> exited =
+            PauseUnlessCoordinatorExits(watcher, served, std::chrono::milliseconds(0));
+        if (exited.has_value()) {
+          if (!exited->ok()) return exited->status();
+          if (**exited == Ending::kFinished) {
+            Log().info("the coordinator finished; exiting");
+            return absl::OkStatus();
+          }
+          served = caf::actor();  // lost: wait for another, as for a crashed one
+        }
+      }
+      coordinator = ConnectToNode(system, spec.coordinator, me, attempt, kProtocolVersion,
+                                  "the coordinator");
+      if (coordinator.ok() || !absl::IsUnavailable(coordinator.status()) ||
+          absl::Now() >= deadline) {
+        break;
+      }
+    }
+    RETURN_IF_ERROR(coordinator.status());
+    if (*coordinator != served) {
+      watcher->monitor(*coordinator);
+      served = *coordinator;
+    }
+    ASSIGN_OR_RETURN(Ending ending, Serve(system, *coordinator, me, options, build));
     if (ending == Ending::kTaskTaken) {
       if (!taken_since.has_value()) taken_since = absl::Now();
       if (absl::Now() - *taken_since > options.network.connect_timeout) {

@@ -5,7 +5,10 @@
 // stops it because shards moved (a PS was restored), it fetches the new directory and joins
 // again. A worker process that is killed and started again simply joins again; so does a worker
 // whose coordinator was lost, once a coordinator is back at the spec's address (a restarted one,
-// e.g. with --resume) within the connect timeout.
+// e.g. with --resume) within the connect timeout. When the run fails (a lost PS that could not
+// be restored), the worker exits with the coordinator's error, whether it learns it as its
+// worker's exit reason, as the answer to a directory or join request, or as the coordinator's
+// own exit reason (Note [A worker watches its coordinator between memberships]).
 //
 // Example (what ServeAsWorker, coordinator/worker_role.h, does with --role=worker):
 //   RETURN_IF_ERROR(RunWorkerNode({spec, network, task}, [&](const VariableDirectory& dir) {
@@ -46,8 +49,9 @@ using RegistryBuilder = std::function<absl::StatusOr<std::shared_ptr<const Funct
 // Runs worker `options.task` until the coordinator finishes (OK). InvalidArgument for a task not
 // in the spec; Unavailable when the coordinator cannot be reached within the connect timeout
 // (also a lost one that does not come back in that time); FailedPrecondition when a node speaks
-// another protocol version; InvalidArgument when the coordinator runs another job (naming every
-// difference); the builder's error.
+// another protocol version, or TLS against plain TCP, or refuses a certificate; InvalidArgument
+// when the coordinator runs another job (naming every difference); Aborted ("the run failed:
+// ...") when the coordinator's run failed; the builder's error.
 absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuilder& build);
 
 // The handle of every variable in `directory` by name (what a driver's replica functions use).

@@ -144,17 +144,22 @@ void ClusterCoordinator::Recover(int32_t task) {
   Cluster& cluster = strategy_.cluster();
   const std::string address = cluster.ps_addresses().at(task);
   const std::string placement = strategy_.DescribePlacement(task);
+  // The run cannot go on: the driver's next Schedule/Join says why, and the coordinator actor
+  // stops the workers with it (they exit rather than join again).
   auto fail = [&](const absl::Status& why) {
     Log().error("cannot restore ps {}: {}", task, why.message());
-    queue_->SetFatal(absl::UnavailableError(absl::StrCat(
+    const absl::Status fatal = absl::UnavailableError(absl::StrCat(
         "parameter server ps ", task, " (", address, ") is unavailable and could not be ",
-        "restored (", why.message(), "); its variables: ", placement)));
+        "restored (", why.message(), "); its variables: ", placement));
+    queue_->SetFatal(fatal);
+    caf::anon_send(actor_, abort_atom::value, std::string(fatal.message()));
   };
   std::optional<std::string> latest =
       CheckpointManager(options_.recovery_checkpoints, 1).Latest();
   if (!latest.has_value()) {
     return fail(absl::NotFoundError(
-        absl::StrCat("no checkpoint in ", options_.recovery_checkpoints, " yet")));
+        absl::StrCat("no checkpoint in ", options_.recovery_checkpoints,
+                     " to restore its shards from yet: the run cannot continue")));
   }
   Log().warn("ps {} ({}) lost; restoring {} from {} onto {}", task, address, placement, *latest,
              cluster.spec()->ps_standby.empty()

@@ -1,8 +1,11 @@
 #include "coordinator/strategy.h"
 
 #include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/system_messages.hpp>
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -132,26 +135,42 @@ absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
 void ParameterServerStrategy::DropShards(
     const std::vector<std::pair<int32_t, std::string>>& created) {
   if (created.empty()) return;
-  // All at once; a dead PS answers with an error at once (its connection is gone), a hung one
-  // costs a bounded wait. Errors are ignored: there is nothing left to drop then.
-  std::vector<ps_node_actor> nodes;
-  for (const auto& entry : created) nodes.push_back(cluster_.ps_node(entry.first));
-  const caf::actor owner = cluster_.session();
-  internal::Await<std::vector<bool>>(
-      cluster_.system(), [&created, &nodes, owner](caf::event_based_actor* self, auto done) {
-        auto join = FanIn<bool>::Start(created.size(),
-                                       [self, done](absl::StatusOr<std::vector<bool>> all) {
-                                         self->quit();
-                                         done(std::move(all));
-                                       });
-        for (size_t k = 0; k < created.size(); ++k) {
-          self->request(nodes[k], std::chrono::seconds(10), drop_shard_atom::value,
-                        created[k].second, owner)
-              .then([slot = join->Slot(k)]() { slot(true); },
-                    [slot = join->Slot(k)](caf::error&) { slot(false); });
-        }
-      })
-      .IgnoreError();
+  // All at once, each PS node monitored: a request to a PS process that has died is dropped
+  // without an error (Note [A restarted node behind a cached proxy], cluster/network.cc), so
+  // its node's down message is what ends the wait for its shards (one request after another,
+  // each waiting out its timeout, kept a coordinator whose PS was lost for a minute). A hung
+  // PS costs one bounded wait.
+  std::vector<std::pair<ps_node_actor, std::string>> drops;
+  for (const auto& [task, name] : created) drops.emplace_back(cluster_.ps_node(task), name);
+  const caf::actor session = cluster_.session();
+  const absl::Status dropped = internal::AwaitStatus(cluster_.system(), [drops, session](
+                                                         caf::event_based_actor* self, auto done) {
+    auto answered = std::make_shared<std::vector<bool>>(drops.size(), false);
+    auto left = std::make_shared<size_t>(drops.size());
+    auto settle = [self, answered, left, done](size_t i) {
+      if ((*answered)[i]) return;
+      (*answered)[i] = true;
+      if (--*left > 0) return;
+      done(absl::OkStatus());
+      self->quit();
+    };
+    self->set_down_handler([drops, settle](caf::down_msg& down) {
+      for (size_t i = 0; i < drops.size(); ++i) {
+        if (drops[i].first.address() == down.source) settle(i);
+      }
+    });
+    for (size_t i = 0; i < drops.size(); ++i) {
+      if (!drops[i].first) {
+        settle(i);
+        continue;
+      }
+      self->monitor(drops[i].first);
+      self->request(drops[i].first, std::chrono::seconds(10), drop_shard_atom::value,
+                    drops[i].second, session)
+          .then([settle, i] { settle(i); }, [settle, i](caf::error&) { settle(i); });
+    }
+  });
+  (void)dropped;  // always OK: a shard that could not be dropped dies with the session anyway
 }
 
 absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy::Plan(

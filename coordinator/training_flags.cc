@@ -46,6 +46,10 @@ ABSL_FLAG(std::string, bind, "127.0.0.1",
 ABSL_FLAG(std::string, tls_cert, "", "networked mode: this node's certificate (PEM)");
 ABSL_FLAG(std::string, tls_key, "", "networked mode: this node's private key (PEM)");
 ABSL_FLAG(std::string, tls_ca, "", "networked mode: the cluster CA's certificate (PEM)");
+ABSL_FLAG(uint64_t, max_message_bytes, tessera::kDefaultMaxMessageBytes,
+          "networked mode: the largest message a peer may send this node (a whole shard read "
+          "or assigned at once, a batch's rows or gradients); a larger one closes its "
+          "connection");
 
 namespace tessera {
 namespace {
@@ -65,6 +69,7 @@ absl::Status ReadNetworkedFlags(const std::string& spec_path,
   options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.network.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   RETURN_IF_ERROR(ValidateNetworkOptions(options.network));
   if (options.min_workers < 1 || options.min_workers > options.workers) {
     return absl::InvalidArgumentError(absl::StrCat("--min_workers must be in 1..",

@@ -3,7 +3,8 @@
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
 //   --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
 //   --cluster_spec, --role, --task, --min_workers,
-//   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca.
+//   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca,
+//   --max_message_bytes.
 // A program adds its own model, data and schedule flags (--steps, --batch_size, --partitioner,
 // ... whose defaults differ from program to program).
 //

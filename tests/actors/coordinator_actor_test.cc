@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/fault_injector.h"
@@ -232,6 +233,74 @@ TEST_CASE("a dead worker's closure is re-run on another worker and resolves exac
   CHECK(pool.worker_failures == 1);
   CHECK(pool.worker_restarts == 0);
   CHECK_FALSE(f.Kill(0));  // nobody lives in slot 0 now
+}
+
+// Records the exit reason of every actor it is told to watch.
+caf::behavior ExitWatcher(caf::event_based_actor* self, std::map<caf::actor_addr, caf::error>* out) {
+  self->set_down_handler([out](caf::down_msg& down) { (*out)[down.source] = down.reason; });
+  return {[self](const caf::actor& watched) { self->monitor(watched); }};
+}
+
+TEST_CASE("a failed run stops worker processes with its failure, and directory and join answer it") {
+  // Networked: no factory; the workers join as worker processes do.
+  DeterministicSystem sys;
+  FakeWorkers book;
+  auto queue = std::make_shared<ClosureQueue>(/*capacity=*/100);
+  const coordinator_actor coordinator = sys.Track(
+      SpawnCoordinator(sys.system(), queue, /*num_slots=*/2, /*closures_per_worker=*/1, {}));
+  std::map<caf::actor_addr, caf::error> exits;
+  const caf::actor watcher = sys.Track(sys.system().spawn(ExitWatcher, &exits));
+  for (int32_t slot = 0; slot < 2; ++slot) {
+    const auto worker = sys.Track(caf::actor_cast<worker_actor>(
+        sys.system().spawn(FakeWorker, slot, int64_t{slot}, &book)));
+    caf::anon_send(watcher, caf::actor_cast<caf::actor>(worker));
+    REQUIRE(sys.Ask<int32_t>(coordinator, join_atom::value, worker, slot, int64_t{0}).ok());
+  }
+  absl::StatusOr<RemoteValue> running = queue->Enqueue("step", Scalar(1));
+  REQUIRE(running.ok());
+  caf::anon_send(coordinator, dispatch_atom::value);
+  sys.Run();
+  REQUIRE(book.runs.size() == 1);
+
+  caf::anon_send(coordinator, abort_atom::value, std::string("ps 1 is lost"));
+  sys.Run();
+
+  // The driver's next call raises the failure.
+  const absl::Status joined = queue->Join();
+  CHECK(joined.code() == absl::StatusCode::kUnavailable);
+  CHECK_MESSAGE(absl::StrContains(joined.message(), "ps 1 is lost"), joined);
+  CHECK(running->state() == RemoteValueState::kCancelled);
+  // Every worker was stopped with the run's failure (not user_shutdown, which means finished,
+  // nor kill, which means join again), and its stop is not counted as a worker failure.
+  REQUIRE(exits.size() == 2);
+  for (const auto& [worker, reason] : exits) {
+    const absl::Status why = ErrorToStatus(reason);
+    CHECK(why.code() == absl::StatusCode::kAborted);
+    CHECK_MESSAGE(absl::StrContains(why.message(), "the run failed: ps 1 is lost"), why);
+  }
+  absl::StatusOr<WorkerPoolStatus> pool = sys.Ask<WorkerPoolStatus>(coordinator, workers_atom::value);
+  REQUIRE(pool.ok());
+  CHECK(pool->live_slots.empty());
+  CHECK(pool->worker_failures == 0);
+  // A worker process asking for the directory or joining learns the same, and does not retry.
+  CHECK(sys.Ask<VariableDirectory>(coordinator, directory_atom::value, int32_t{0}, JobDescription{})
+            .status()
+            .code() ==
+        absl::StatusCode::kAborted);
+  const auto late = sys.Track(caf::actor_cast<worker_actor>(
+      sys.system().spawn(FakeWorker, 0, int64_t{99}, &book)));
+  absl::StatusOr<int32_t> join =
+      sys.Ask<int32_t>(coordinator, join_atom::value, late, int32_t{0}, int64_t{0});
+  CHECK(join.status().code() == absl::StatusCode::kAborted);
+  CHECK_MESSAGE(absl::StrContains(join.status().message(), "ps 1 is lost"), join.status());
+
+  // The coordinator itself exits with the failure, whatever stops it.
+  caf::anon_send(watcher, caf::actor_cast<caf::actor>(coordinator));
+  sys.Run();
+  caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+  sys.Run();
+  REQUIRE(exits.count(coordinator.address()) == 1);
+  CHECK(ErrorToStatus(exits[coordinator.address()]).code() == absl::StatusCode::kAborted);
 }
 
 TEST_CASE("a killed worker's slot gets a new worker only once the restart delay has passed") {

@@ -1,16 +1,22 @@
 // The network layer (cluster/network.h): the cluster spec and the network options, then real
 // connections over loopback between actor systems in this process — the version handshake,
-// requests and multi-MiB tensors crossing the wire, an unreachable node — and mutual TLS with
+// requests and multi-MiB tensors crossing the wire, an unreachable node, what a stranger or a
+// peer can make a node allocate or hold (cluster/transport.h) — and mutual TLS with
 // certificates made by `openssl` at test time: nodes of the cluster CA talk; a client of another
-// CA, a plain TCP client, and a server of another CA are refused.
+// CA, a plain TCP client, and a server of another CA are refused, saying why; one connection's
+// end does not end the others.
 #include "cluster/network.h"
 
 #include <doctest/doctest.h>
 
+#include <caf/scoped_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +28,7 @@
 #include "actors/messages.h"
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
+#include "cluster/transport.h"
 #include "core/shard_state.h"
 #include "core/tensor.h"
 #include "tests/cluster/network_test_util.h"
@@ -241,6 +248,19 @@ TEST_CASE("network: options need all three TLS files or none, readable, and sane
     options = NetworkOptions{};
     options.connection_timeout = options.heartbeat_interval;  // not longer than the heartbeat
     check_invalid(options, "heartbeat shorter");
+    options = NetworkOptions{};
+    options.handshake_timeout = absl::ZeroDuration();
+    check_invalid(options, "timeouts");
+  }
+  SUBCASE("a message limit outside 1 MiB .. 4 GiB - 1") {
+    NetworkOptions options;
+    CHECK(ValidateNetworkOptions(options).ok());  // 1 GiB by default
+    options.max_message_bytes = kMinMaxMessageBytes - 1;
+    check_invalid(options, "--max_message_bytes=1048575 is outside");
+    options.max_message_bytes = kMaxMaxMessageBytes + 1;
+    check_invalid(options, "--max_message_bytes=4294967296 is outside");
+    options.max_message_bytes = kMaxMaxMessageBytes;
+    CHECK(ValidateNetworkOptions(options).ok());
   }
   SUBCASE("ConfigureNetwork refuses what ValidateNetworkOptions refuses") {
     caf::actor_system_config cfg;
@@ -391,18 +411,20 @@ void MakeClusterAndRogueCertificates(TestCertificates& certs) {
 constexpr absl::Duration kRefusedConnectTimeout = absl::Milliseconds(300);
 constexpr absl::Duration kRefusedWithin = absl::Seconds(3);
 
-// ConnectToNode from a fresh node with `options` to `port`, which must fail as Unavailable
-// within kRefusedWithin.
-void CheckRefused(NetworkOptions options, uint16_t port) {
+// ConnectToNode from a fresh node with `options` to `port`, which must fail with `code` within
+// kRefusedWithin, naming the address and saying `why`.
+void CheckRefused(NetworkOptions options, uint16_t port, absl::StatusCode code,
+                  absl::string_view why) {
   options.connect_timeout = kRefusedConnectTimeout;
   NetworkNode client(options);
   const absl::Time start = absl::Now();
   const absl::StatusOr<caf::actor> service = client.Connect(port);
   const absl::Duration took = absl::Now() - start;
   REQUIRE_FALSE(service.ok());
-  CHECK(service.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_MESSAGE(service.status().code() == code, service.status());
   CHECK_MESSAGE(Contains(service.status().message(), absl::StrCat("127.0.0.1:", port)),
                 service.status());
+  CHECK_MESSAGE(Contains(service.status().message(), why), service.status());
   CHECK(took < kRefusedWithin);
 }
 
@@ -425,8 +447,11 @@ TEST_CASE("network TLS: a client whose certificate is of another CA is refused")
 
   // Trusting the cluster CA does not help a client whose own certificate is not of it; nor
   // does trusting the CA that signed it.
-  CheckRefused(certs.Options("rogue", "cluster-ca"), port);
-  CheckRefused(certs.Options("rogue", "rogue-ca"), port);
+  // Trying again cannot help: FailedPrecondition at once, saying whose certificate failed.
+  CheckRefused(certs.Options("rogue", "cluster-ca"), port, absl::StatusCode::kFailedPrecondition,
+               "the peer refused this node's certificate");
+  CheckRefused(certs.Options("rogue", "rogue-ca"), port, absl::StatusCode::kFailedPrecondition,
+               "certificate");
 
   // The server kept serving: a client of the cluster CA gets in and finds nothing changed.
   NetworkNode client(certs.Options("client", "cluster-ca"));
@@ -443,7 +468,10 @@ TEST_CASE("network TLS: a plain TCP client without a certificate is refused") {
   MakeClusterAndRogueCertificates(certs);
   NetworkNode server(certs.Options("server", "cluster-ca"));
   const uint16_t port = server.PublishPsNode(0);
-  CheckRefused(NetworkOptions{}, port);
+  // A TLS node says nothing to a peer that is not speaking TLS, so the plain client can only
+  // guess (its retries take a moment, not the connect timeout).
+  CheckRefused(NetworkOptions{}, port, absl::StatusCode::kUnavailable,
+               "it speaks TLS and this node plain TCP");
 
   NetworkNode client(certs.Options("client", "cluster-ca"));
   CHECK(client.Connect(port).ok());
@@ -455,7 +483,8 @@ TEST_CASE("network TLS: a client refuses a server whose certificate is of anothe
   // The rogue server trusts the cluster CA, so only the client's check can refuse it.
   NetworkNode rogue_server(certs.Options("rogue", "cluster-ca"));
   const uint16_t port = rogue_server.PublishPsNode(0);
-  CheckRefused(certs.Options("client", "cluster-ca"), port);
+  CheckRefused(certs.Options("client", "cluster-ca"), port, absl::StatusCode::kFailedPrecondition,
+               "the peer's certificate is not signed by this node's --tls_ca");
 }
 
 TEST_CASE("network TLS: a TLS client is refused by a plain TCP node") {
@@ -463,7 +492,161 @@ TEST_CASE("network TLS: a TLS client is refused by a plain TCP node") {
   MakeClusterAndRogueCertificates(certs);
   NetworkNode plain_server(NetworkOptions{});
   const uint16_t port = plain_server.PublishPsNode(0);
-  CheckRefused(certs.Options("client", "cluster-ca"), port);
+  CheckRefused(certs.Options("client", "cluster-ca"), port, absl::StatusCode::kFailedPrecondition,
+               "the peer speaks plain TCP and this node TLS");
+}
+
+TEST_CASE("network TLS: a connection that closes leaves the node's other TLS connections working") {
+  // OpenSSL's error queue is per thread and every connection of a node shares one I/O thread:
+  // a connection that ended with an error once left that error behind for the next read of
+  // another, which then failed too (Note [OpenSSL's error queue is per thread]).
+  TestCertificates certs;
+  MakeClusterAndRogueCertificates(certs);
+  NetworkNode server(certs.Options("server", "cluster-ca"));
+  const uint16_t port = server.PublishPsNode(0);
+  NetworkNode client(certs.Options("client", "cluster-ca"));
+  absl::StatusOr<caf::actor> service = client.Connect(port);
+  REQUIRE_MESSAGE(service.ok(), service.status().ToString());
+  const auto node = caf::actor_cast<ps_node_actor>(*service);
+  for (int round = 0; round < 3; ++round) {
+    {
+      // Another node comes, talks and goes without a TLS goodbye (its socket just closes).
+      NetworkNode passer_by(certs.Options("client", "cluster-ca"));
+      absl::StatusOr<caf::actor> other = passer_by.Connect(port);
+      REQUIRE_MESSAGE(other.ok(), other.status().ToString());
+      CHECK(Ask<pong_atom>(passer_by.system(), caf::actor_cast<ps_node_actor>(*other),
+                           ping_atom::value)
+                .ok());
+    }
+    // A rogue knocks and is refused: an error on the server's side of the handshake.
+    NetworkOptions rogue = certs.Options("rogue", "cluster-ca");
+    rogue.connect_timeout = kRefusedConnectTimeout;
+    CHECK_FALSE(NetworkNode(rogue).Connect(port).ok());
+    absl::SleepFor(absl::Milliseconds(100));
+    // The first client's connection is still up and serving.
+    const absl::StatusOr<pong_atom> pong = Ask<pong_atom>(client.system(), node, ping_atom::value);
+    CHECK_MESSAGE(pong.ok(), "round ", round, ": ", pong.status());
+  }
+}
+
+// -- What a peer can make a node allocate or hold --------------------------------------------
+
+TEST_CASE("network: a stranger's message before the version handshake is at most 64 KiB") {
+  NetworkNode server(NetworkOptions{});
+  const uint16_t port = server.PublishPsNode(0);
+  // A forged header announcing 4 GiB, and a message of 1 MiB: both closed at once, never read.
+  for (const uint32_t announced : {0xFFFFFFF0u, 1u << 20}) {
+    testing::RawConnection stranger(port);
+    stranger.Send(testing::BaspHeader(announced > (1u << 20) ? 0x01 : 0x02, announced));
+    CHECK_MESSAGE(stranger.ClosedWithin(absl::Seconds(2)), "announced ", announced);
+  }
+  // The node serves on.
+  NetworkNode client(NetworkOptions{});
+  absl::StatusOr<caf::actor> service = client.Connect(port);
+  REQUIRE_MESSAGE(service.ok(), service.status().ToString());
+  CHECK(Ask<pong_atom>(client.system(), caf::actor_cast<ps_node_actor>(*service), ping_atom::value)
+            .ok());
+}
+
+TEST_CASE("network: a message over max_message_bytes closes its connection and the node serves on") {
+  NetworkOptions small;
+  small.max_message_bytes = kMinMaxMessageBytes;  // 1 MiB: the big shard (4 MiB) is too large
+  NetworkNode server(small);
+  const uint16_t port = server.PublishPsNode(0);
+  const ShardSpec spec = BigShardSpec();
+  {
+    NetworkNode client(NetworkOptions{});
+    absl::StatusOr<caf::actor> service = client.Connect(port);
+    REQUIRE_MESSAGE(service.ok(), service.status().ToString());
+    const auto node = caf::actor_cast<ps_node_actor>(*service);
+    absl::StatusOr<shard_actor> shard =
+        Ask<shard_actor>(client.system(), node, create_shard_atom::value, spec, caf::actor());
+    REQUIRE_MESSAGE(shard.ok(), shard.status().ToString());
+    // Small messages pass (and 4 MiB the other way: the client's limit is the default).
+    CHECK(AskOp(client.system(), *shard, ReadOp{}).ok());
+    // A 4 MiB assignment does not reach the shard: the server closes the connection, which the
+    // client sees as its proxies of the server's actors going down.
+    caf::scoped_actor self(client.system());
+    self->monitor(node);
+    self->send(*shard, ShardOp(AssignOp{AssignKind::kAssign, Tensor(Shape{1024, 1024})}));
+    bool closed = false;
+    self->receive([&](caf::down_msg& down) { closed = down.source == node.address(); },
+                  caf::after(std::chrono::seconds(5)) >> [] {});
+    CHECK(closed);
+  }
+  // A new client finds the node serving and the shard as it was.
+  NetworkNode client(NetworkOptions{});
+  absl::StatusOr<caf::actor> service = client.Connect(port);
+  REQUIRE_MESSAGE(service.ok(), service.status().ToString());
+  absl::StatusOr<shard_actor> shard = Ask<shard_actor>(
+      client.system(), caf::actor_cast<ps_node_actor>(*service), lookup_atom::value,
+      std::string("big"));
+  REQUIRE_MESSAGE(shard.ok(), shard.status().ToString());
+  absl::StatusOr<ShardValue> read = AskOp(client.system(), *shard, ReadOp{});
+  REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+  CHECK(read->version == 0);
+  CHECK(SameBytes(read->value, ShardState::Create(spec)->Read()));
+}
+
+TEST_CASE("network: a connection without a version handshake is closed after handshake_timeout") {
+  NetworkOptions options;
+  options.handshake_timeout = absl::Milliseconds(300);
+  NetworkNode server(options);
+  const uint16_t port = server.PublishPsNode(0);
+  const absl::Time start = absl::Now();
+  testing::RawConnection silent(port);
+  testing::RawConnection half(port);
+  half.Send(testing::BaspHeader(0x01, 40).substr(0, 16));  // half a header, then nothing
+  CHECK(silent.ClosedWithin(absl::Seconds(3)));
+  CHECK(half.ClosedWithin(absl::Seconds(3)));
+  CHECK(absl::Now() - start >= absl::Milliseconds(250));
+  // A peer that says hello in time stays.
+  NetworkNode client(options);
+  absl::StatusOr<caf::actor> service = client.Connect(port);
+  REQUIRE_MESSAGE(service.ok(), service.status().ToString());
+  absl::SleepFor(absl::Milliseconds(600));
+  CHECK(Ask<pong_atom>(client.system(), caf::actor_cast<ps_node_actor>(*service), ping_atom::value)
+            .ok());
+}
+
+TEST_CASE("network: a peer refused for its protocol version is disconnected at the deadline") {
+  NetworkOptions options;
+  options.handshake_timeout = absl::Milliseconds(300);
+  NetworkNode server(options);
+  const uint16_t port = server.PublishPsNode(0, /*version=*/kProtocolVersion + 1);
+  NetworkNode client(options);
+  REQUIRE(client.Connect(port).status().code() == absl::StatusCode::kFailedPrecondition);
+  // The refused connection is not kept: the gate's proxy on the client goes down with it.
+  caf::expected<caf::actor> gate =
+      Transport::Of(client.system(), options).Connect(NodeAddress{"127.0.0.1", port});
+  if (gate) {  // (the connection may already be gone, and then a new one was just made)
+    caf::scoped_actor self(client.system());
+    self->monitor(*gate);
+    bool down = false;
+    self->receive([&](caf::down_msg&) { down = true; },
+                  caf::after(std::chrono::seconds(3)) >> [] {});
+    CHECK(down);
+  }
+}
+
+TEST_CASE("network: connections waiting for their version handshake are capped") {
+  NetworkOptions options;
+  options.handshake_timeout = absl::Seconds(2);
+  NetworkNode server(options);
+  const uint16_t port = server.PublishPsNode(0);
+  std::vector<std::unique_ptr<testing::RawConnection>> waiting;
+  for (size_t i = 0; i < kMaxUnadmittedConnections; ++i) {
+    waiting.push_back(std::make_unique<testing::RawConnection>(port));
+  }
+  // One more is closed as soon as it is accepted, long before the others' deadline.
+  absl::SleepFor(absl::Milliseconds(200));
+  testing::RawConnection one_too_many(port);
+  CHECK(one_too_many.ClosedWithin(absl::Milliseconds(1500)));
+  // Once their deadline has passed, a peer gets in again.
+  CHECK(waiting.back()->ClosedWithin(absl::Seconds(4)));
+  NetworkNode client(options);
+  absl::StatusOr<caf::actor> service = client.Connect(port);
+  REQUIRE_MESSAGE(service.ok(), service.status().ToString());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Test support for the network layer (cluster/network.h): a networked node (an actor system
 // configured like a `tessera ps` process, with PS nodes it publishes and stops), a blocking
-// request helper, a port nobody listens on, and certificates made with the `openssl`
-// command-line tool — the same commands docs/tls.md tells users to run.
+// request helper, a port nobody listens on, a stranger's raw connection and BASP headers, and
+// certificates made with the `openssl` command-line tool — the same commands docs/tls.md tells
+// users to run.
 //
 // Several nodes live in one test process, each its own caf::actor_system, so a "remote" request
 // really crosses a loopback TCP (or TLS) connection and CAF's serialization.
@@ -12,7 +13,10 @@
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -33,6 +37,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "actors/error.h"
 #include "actors/ps_node_actor.h"
 #include "cluster/cluster.h"
@@ -133,6 +139,60 @@ inline uint16_t UnusedPort() {
   REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   close(fd);
   return ntohs(addr.sin_port);
+}
+
+// A stranger's connection to 127.0.0.1:`port`: a plain socket that sends what the test says.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    REQUIRE(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  }
+  ~RawConnection() { close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  void Send(const std::string& bytes) {
+    REQUIRE(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+  }
+  // Reads (and drops) what the node sends until it closes the connection; whether it did
+  // within `limit`.
+  bool ClosedWithin(absl::Duration limit) {
+    const absl::Time deadline = absl::Now() + limit;
+    char buf[4096];
+    for (;;) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) return false;
+      timeval tv{};
+      tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(left));
+      tv.tv_usec = static_cast<suseconds_t>(
+          absl::ToInt64Microseconds(left - absl::Seconds(tv.tv_sec)));
+      setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+// A BASP header (caf/io/basp/header.hpp) announcing `payload_bytes` for `operation`
+// (0x01: a client handshake, 0x02: a message to an actor), in network byte order.
+inline std::string BaspHeader(uint8_t operation, uint32_t payload_bytes) {
+  std::string out(32, '\0');
+  out[0] = static_cast<char>(operation);
+  for (int i = 0; i < 4; ++i) {
+    out[4 + i] = static_cast<char>((payload_bytes >> (8 * (3 - i))) & 0xFF);
+  }
+  out[31] = 1;  // a destination actor, as a message needs
+  return out;
 }
 
 // A fresh directory under the system's temporary directory, removed with its content.

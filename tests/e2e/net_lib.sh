@@ -2,6 +2,8 @@
 #   work          a scratch directory, removed at exit
 #   pids          an associative array of the processes to kill at exit (any keys)
 #   free_ports N  N loopback ports free now (bound, then released), on one line
+#   exits_within PID SECONDS  waits (polling every 50 ms) until PID has exited; fails when it is
+#                 still running after SECONDS (then `wait PID` gives its status)
 # At exit every process in pids is killed with SIGKILL; when the script fails, the last lines of
 # each log in $work are printed first (progress lines of the drivers left out).
 # TESSERA_E2E_KEEP=1 keeps $work (its path is printed) for a closer look.
@@ -28,4 +30,13 @@ socks = [socket.socket() for _ in range(int(sys.argv[1]))]
 for s in socks: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
+}
+
+exits_within() {
+  local deadline
+  deadline=$(python3 -c "import time; print(time.time() + $2)")
+  while kill -0 "$1" 2>/dev/null; do
+    python3 -c "import sys, time; sys.exit(time.time() > $deadline)" || return 1
+    sleep 0.05
+  done
 }

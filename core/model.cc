@@ -11,18 +11,6 @@
 namespace tessera {
 namespace {
 
-// Makes `t` a zero tensor of `shape`, reusing its buffer's capacity (sparse gradients change
-// their row count every step; a fresh Tensor would allocate each time).
-void ZeroTensor(Tensor& t, const Shape& shape) {
-  if (t.shape() == shape) {
-    std::fill(t.data(), t.data() + t.size(), 0.0f);
-    return;
-  }
-  std::vector<float> values = std::move(t).Release();
-  values.assign(static_cast<size_t>(shape.num_elements()), 0.0f);
-  t = *Tensor::FromVector(shape, std::move(values));  // sizes match by construction
-}
-
 void CopyToTensor(Eigen::Map<const RowMatrix> value, Tensor& t) {
   const Shape shape{value.rows(), value.cols()};
   if (t.shape() != shape) t = Tensor(shape);
@@ -326,10 +314,11 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
     if (graph_.param_is_embedding[p]) {
       IndexedSlices& slices = result.sparse_gradients[param.name];
       slices.indices.assign(ws.unique_ids[p].begin(), ws.unique_ids[p].end());
-      ZeroTensor(slices.values,
-                 param.shape.WithRows(static_cast<int64_t>(ws.unique_ids[p].size())));
+      // In the memory of the step before (the row count changes every step).
+      slices.values.ResizeToZeros(
+          param.shape.WithRows(static_cast<int64_t>(ws.unique_ids[p].size())));
     } else {
-      ZeroTensor(result.dense_gradients[param.name], param.shape);
+      result.dense_gradients[param.name].ResizeToZeros(param.shape);
     }
   }
   const int num_nodes = static_cast<int>(graph_.nodes.size());

@@ -195,12 +195,21 @@ absl::Status Tensor::Reshape(Shape shape) {
   return absl::OkStatus();
 }
 
-std::vector<float> Tensor::Release() && {
-  std::vector<float> values =
-      block_ == nullptr ? std::move(adopted_) : std::vector<float>(data_, data_ + size_);
-  FreeStorage();
-  shape_ = Shape{0};
-  return values;
+void Tensor::ResizeToZeros(const Shape& shape) {
+  const int64_t n = shape.num_elements();
+  if (block_ != nullptr && block_capacity_ >= n) {
+    data_ = block_;
+    size_ = n;
+    std::fill(data_, data_ + n, 0.0f);
+  } else if (block_ == nullptr && static_cast<int64_t>(adopted_.capacity()) >= n && n > 0) {
+    adopted_.assign(static_cast<size_t>(n), 0.0f);
+    data_ = adopted_.data();
+    size_ = n;
+  } else {
+    FreeStorage();
+    AllocateBlock(n, /*zero=*/true);
+  }
+  shape_ = shape;
 }
 
 }  // namespace tessera

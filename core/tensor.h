@@ -160,8 +160,9 @@ class Tensor {
 
   // Same values, new shape; InvalidArgument when the element counts differ.
   absl::Status Reshape(Shape shape);
-  // Moves the values out, leaving an empty [0] tensor (a copy unless they came from FromVector).
-  std::vector<float> Release() &&;
+  // Makes this a tensor of zeros of `shape`, in its own memory when that is large enough (a
+  // buffer reused step after step, whose row count changes, allocates only when it grows).
+  void ResizeToZeros(const Shape& shape);
 
  private:
   // Allocates `n` floats as a block of this tensor's own: zeros when `zero`, else uninitialized

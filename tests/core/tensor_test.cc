@@ -49,7 +49,7 @@ TEST_CASE("FromVector checks the element count") {
   CHECK(t->row(1)[0] == 3);
 }
 
-TEST_CASE("zeros, fills and copies hold their values; -0.0 keeps its sign") {
+TEST_CASE("zeros, fills and copies hold their values, and -0.0 keeps its sign") {
   const Tensor zeros(Shape{3, 1000});
   CHECK(std::all_of(zeros.values().begin(), zeros.values().end(),
                     [](float v) { return v == 0.0f && !std::signbit(v); }));
@@ -102,21 +102,41 @@ TEST_CASE("a copy assigned to a tensor of the same size reuses its memory") {
   CHECK(target.values()[99] == 5.0f);
 }
 
-TEST_CASE("FromVector adopts the vector's memory and Release gives the values back") {
+TEST_CASE("FromVector adopts the vector's memory, and a move leaves an empty tensor") {
   std::vector<float> values = {1, 2, 3, 4, 5, 6};
   const float* memory = values.data();
   Tensor adopted = *Tensor::FromVector(Shape{2, 3}, std::move(values));
   CHECK(adopted.data() == memory);
   Tensor moved = std::move(adopted);
   CHECK(moved.data() == memory);
+  CHECK(moved.values()[5] == 6.0f);
   CHECK(adopted.size() == 0);
   CHECK(adopted.shape() == Shape{0});
-  std::vector<float> back = std::move(moved).Release();
-  CHECK(back.data() == memory);
-  CHECK(moved.size() == 0);
-  // A tensor with memory of its own gives a copy of its values.
-  Tensor own(Shape{3}, 9.0f);
-  CHECK(std::move(own).Release() == std::vector<float>{9, 9, 9});
+}
+
+TEST_CASE("ResizeToZeros gives zeros of the shape, in the same memory while it fits") {
+  Tensor t(Shape{10, 4}, 3.0f);
+  const float* memory = t.data();
+  t.ResizeToZeros(Shape{6, 4});
+  CHECK(t.shape() == Shape{6, 4});
+  CHECK(t.data() == memory);
+  CHECK(std::all_of(t.values().begin(), t.values().end(), [](float v) { return v == 0.0f; }));
+  t.values()[0] = 5;
+  t.ResizeToZeros(Shape{10, 4});  // back to the capacity: still fits
+  CHECK(t.data() == memory);
+  CHECK(t.values()[0] == 0.0f);
+  t.ResizeToZeros(Shape{20, 4});  // grows
+  CHECK(t.size() == 80);
+  CHECK(std::all_of(t.values().begin(), t.values().end(), [](float v) { return v == 0.0f; }));
+  Tensor adopted = *Tensor::FromVector(Shape{4}, {1, 2, 3, 4});
+  const float* vector_memory = adopted.data();
+  adopted.ResizeToZeros(Shape{1, 3});
+  CHECK(adopted.data() == vector_memory);
+  CHECK(adopted.values()[2] == 0.0f);
+  Tensor empty;
+  empty.ResizeToZeros(Shape{0, 7});
+  CHECK(empty.size() == 0);
+  CHECK(empty.shape() == Shape{0, 7});
 }
 
 TEST_CASE("a row block is a zero-copy view onto the tensor's rows") {

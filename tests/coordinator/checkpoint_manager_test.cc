@@ -126,6 +126,10 @@ class FailingEnv final : public Env {
       const std::string& path) override {
     return base_->NewRandomAccessFile(path);
   }
+  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> NewReadOnlyMemoryRegion(
+      const std::string& path) override {
+    return base_->NewReadOnlyMemoryRegion(path);
+  }
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     RETURN_IF_ERROR(Check(path));
     return base_->NewWritableFile(path);

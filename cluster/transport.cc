@@ -82,7 +82,7 @@ using caf::io::network::rw_state;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 
 // Notes above.
-constexpr size_t kKeptReadBufferBytes = size_t{1} << 20;
+constexpr size_t kKeptReadBufferBytes = size_t{64} << 20;
 constexpr uint32_t kProbeBytes = uint32_t{16} << 20;
 // Warnings about closed connections: at most one a second (a flood of bad peers is one line a
 // second, with a count of those not logged).

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cluster/cluster.h"
 #include "coordinator/cluster_coordinator.h"
 #include "coordinator/strategy.h"
@@ -29,7 +30,7 @@ struct Setup {
   OptimizerSpec optimizer{"adagrad", {{"learning_rate", 0.2}}};
 };
 
-// 9000 test examples: three evaluation batches, the last one partial.
+// Two whole evaluation batches and a partial one's worth of test examples.
 Setup SmallRecsys() {
   RecsysConfig config;
   config.num_users = 300;
@@ -103,11 +104,13 @@ TEST_CASE("an evaluation step outside the test set, or of an empty test set, is 
   REQUIRE(RegisterEvalStep(*registry, vars, setup.data.test).ok());
   CHECK(absl::IsAlreadyExists(RegisterEvalStep(*registry, vars, setup.data.test)));
   auto coordinator = ValueOrDie(ClusterCoordinator::Create(strategy, registry, {}));
+  const int64_t batches = BatchesPerPass(setup.data.test.size(), kEvalBatchSize);
   ClosureValues args;
-  args.Set(kEvalStepBatch, int64_t{3});  // batches 0, 1, 2 exist
+  args.Set(kEvalStepBatch, batches);  // batches 0 .. batches - 1 exist
   const absl::Status beyond = ValueOrDie(coordinator->Schedule(kEvalStep, args)).Fetch().status();
   CHECK(absl::IsInvalidArgument(beyond));
-  CHECK(beyond.message().find("outside the test set's 3 batches") != absl::string_view::npos);
+  CHECK(beyond.message().find(absl::StrCat("outside the test set's ", batches, " batches")) !=
+        absl::string_view::npos);
   CHECK(absl::IsInvalidArgument(
       PendingEvaluation::Schedule(*coordinator, *model, /*test_examples=*/0, 0).status()));
 }

@@ -5,7 +5,6 @@
 #include "coordinator/checkpoint_manager.h"
 
 #include <doctest/doctest.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
 #include <functional>
@@ -21,6 +20,7 @@
 #include "core/mem_env.h"
 #include "core/status.h"
 #include "schema/checkpoint_io.h"
+#include "tests/captured_log.h"
 
 namespace tessera {
 namespace {
@@ -75,22 +75,7 @@ bool Contains(const absl::Status& status, absl::string_view text) {
   return absl::StrContains(status.message(), text);
 }
 
-// Captures what Log() writes while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    Log().sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = Log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using testing::CapturedLog;
 
 // An Env over a MemEnv whose every change to a path containing `fragment` fails with `error` — a
 // full disk for the files of one name, wherever the random temporary directories put them.

@@ -2,7 +2,6 @@
 // exports; the checkpoint manager.
 #include <doctest/doctest.h>
 
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "schema/model_io.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "workloads/reference_models.h"
+#include "tests/captured_log.h"
 
 namespace tessera {
 namespace {
@@ -147,22 +147,7 @@ TEST_CASE("a checkpoint without its manifest is invisible, and the manager keeps
   fs::remove_all(root);
 }
 
-// Captures what Log() writes while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    Log().sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = Log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using testing::CapturedLog;
 
 bool Contains(const absl::Status& status, const std::string& text) {
   return std::string(status.message()).find(text) != std::string::npos;

@@ -2,7 +2,6 @@
 #include "core/logging.h"
 
 #include <doctest/doctest.h>
-#include <spdlog/sinks/ostream_sink.h>
 
 #include <algorithm>
 #include <memory>
@@ -11,28 +10,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "tests/captured_log.h"
 
 namespace tessera {
 namespace {
 
-// Captures what Log() writes while it lives, and puts the process's logger back afterwards.
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(out_)) {
-    Log().sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = Log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-    SetLogRole("tessera");
-    SetLogLevel(LogLevel::kInfo);
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
+using testing::CapturedLog;
 
 TEST_CASE("every log line names the process's role, its level and the message") {
   CapturedLog log;

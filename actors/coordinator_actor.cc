@@ -29,6 +29,7 @@ void WorkerGone(Self self, WorkerId id) {
   auto it = workers.find(id);
   if (it == workers.end()) return;
   self->demonitor(it->second.handle.address());
+  if (it->second.told) self->state.told_of_failure.insert(it->second.slot);
   if (it->second.moved) {
     self->state.moved_slots.insert(it->second.slot);
   } else {
@@ -89,8 +90,15 @@ void FailRun(Self self, absl::Status why) {
     if (worker.killed) continue;
     worker.killed = true;
     worker.moved = true;
+    worker.told = true;
     self->send_exit(worker.handle, self->state.failure);
   }
+}
+
+// The answer to a request of worker task `task` once the run failed: the failure.
+caf::error TellFailure(Self self, int32_t task) {
+  if (task >= 0 && task < self->state.num_slots) self->state.told_of_failure.insert(task);
+  return self->state.failure;
 }
 
 bool KillSlot(Self self, int32_t slot) {
@@ -277,11 +285,14 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         status.worker_failures = self->state.worker_failures;
         status.worker_restarts = self->state.worker_restarts;
         status.refusals = self->state.refusals;
+        status.run_failed = static_cast<bool>(self->state.failure);
+        status.told_of_failure.assign(self->state.told_of_failure.begin(),
+                                      self->state.told_of_failure.end());
         return status;
       },
       [self](directory_atom, int32_t task,
              const JobDescription& job) -> caf::result<VariableDirectory> {
-        if (self->state.failure) return self->state.failure;
+        if (self->state.failure) return TellFailure(self, task);
         if (const std::string differences = JobDifferences(self->state.directory.job, job);
             !differences.empty()) {
           std::string refusal = absl::StrCat("worker task ", task,
@@ -309,7 +320,7 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
       [self](join_atom, worker_actor& worker, int32_t slot,
              int64_t generation) -> caf::result<int32_t> {
         if (!worker) return StatusToError(absl::InvalidArgumentError("join: no worker actor"));
-        if (self->state.failure) return self->state.failure;
+        if (self->state.failure) return TellFailure(self, slot);
         if (slot < 0 || slot >= self->state.num_slots) {
           return StatusToError(absl::InvalidArgumentError(
               absl::StrCat("worker task ", slot, " is not in the cluster spec (it lists ",

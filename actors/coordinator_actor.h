@@ -35,7 +35,9 @@
 // later directory and join requests get that error, and the coordinator's own exit reason
 // becomes it — so a worker process, whichever of those it sees, exits with that error instead
 // of joining again. (In process the workers stay until the coordinator exits: a closure already
-// running may still finish.)
+// running may still finish.) The tasks known to have learned of the failure are listed in
+// WorkerPoolStatus::told_of_failure, so that the process can wait for them before it exits
+// (ClusterCoordinator's destructor).
 //
 // Thread-safety: a CAF actor; the ClosureQueue it shares with the driver is thread-safe.
 #pragma once
@@ -96,6 +98,7 @@ struct CoordinatorState {
     bool killed = false;  // an exit was sent; its down message has not arrived yet
     int64_t generation = 0;  // of the VariableDirectory it runs with
     bool moved = false;      // stopped on purpose (its shards moved, the run failed)
+    bool told = false;       // stopped with the run's failure
   };
   struct Ps {
     int32_t task = 0;
@@ -116,6 +119,7 @@ struct CoordinatorState {
       std::make_shared<std::map<WorkerId, Worker>>();
   std::map<caf::actor_addr, Ps> ps_nodes;
   std::map<int32_t, std::string> refusals;  // why each refused worker task was refused
+  std::set<int32_t> told_of_failure;        // see WorkerPoolStatus::told_of_failure
   std::set<int32_t> started_slots;  // a second start in a slot is a restart...
   std::set<int32_t> moved_slots;    // ...unless its worker was stopped because shards moved
   int64_t worker_failures = 0;

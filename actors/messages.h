@@ -109,6 +109,11 @@ struct WorkerPoolStatus {
   int64_t worker_restarts = 0;      // replacements started
   // Networked: why worker processes were refused at join, by task (the latest refusal each).
   std::map<int32_t, std::string> refusals;
+  bool run_failed = false;  // a lost PS could not be restored (or the run was aborted)
+  // Networked, once the run failed: the worker tasks known to have learned of it (their worker
+  // was stopped with the failure and is gone, or a request of theirs was answered with it),
+  // ascending.
+  std::vector<int32_t> told_of_failure;
 };
 
 // Registers every type above and below, the actor handles (shard_actor, ps_node_actor) and the
@@ -444,7 +449,7 @@ typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerPoolStatus& x) {
   return f(caf::meta::type_name("tessera::WorkerPoolStatus"), x.live_slots, x.refusals,
-           x.worker_failures, x.worker_restarts);
+           x.worker_failures, x.worker_restarts, x.run_failed, x.told_of_failure);
 }
 
 template <class Inspector>

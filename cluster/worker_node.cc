@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "actors/error.h"
 #include "actors/worker_actor.h"
 #include "cluster/cluster.h"
@@ -23,6 +24,8 @@ namespace {
 constexpr auto kRequestTimeout = std::chrono::seconds(30);
 // Between two attempts to fetch the directory or join while the coordinator restores a PS.
 constexpr auto kRetryPause = std::chrono::milliseconds(200);
+// One attempt to reach a PS the directory names; then the directory is fetched again.
+constexpr absl::Duration kPsConnectAttempt = absl::Seconds(2);
 
 // What ended one membership of the worker.
 // kRetry: not now (a PS is being restored, or the directory changed); ask again, quietly.
@@ -90,13 +93,19 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
   // restarted PS is a new node): the shard handles are reached over these direct connections
   // rather than through the coordinator. The coordinator checked who they are. One that cannot
   // be reached was lost after the directory was fetched: the coordinator restores it (or gives
-  // up, and then finishes), and the next directory says where it is.
+  // up, and then fails the run), and the next directory says where it is. So an attempt is
+  // short (kPsConnectAttempt): waiting the whole connect timeout for a dead PS kept a worker of
+  // a failed run alive long after its coordinator had exited.
+  NetworkOptions attempt = options.network;
+  attempt.connect_timeout = std::min(attempt.connect_timeout, kPsConnectAttempt);
   for (const std::string& text : directory->ps_addresses) {
     ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(text));
-    absl::Status reached =
-        ConnectToNode(system, address, me, options.network, kProtocolVersion).status();
+    absl::Status reached = ConnectToNode(system, address, me, attempt, kProtocolVersion).status();
     if (absl::IsUnavailable(reached)) {
       Log().warn("{}", reached.message());
+      if (auto exited = PauseUnlessCoordinatorExits(self, coordinator, kRetryPause)) {
+        return *exited;
+      }
       return Ending::kRetry;
     }
     RETURN_IF_ERROR(reached);

@@ -100,6 +100,7 @@ absl::Status ClusterCoordinator::StartNetworked() {
 }
 
 ClusterCoordinator::~ClusterCoordinator() {
+  if (recovery_thread_.joinable()) WaitUntilWorkersLearnOfFailure();
   {
     absl::MutexLock lock(&lost_->mu);
     lost_->stop = true;
@@ -108,6 +109,29 @@ ClusterCoordinator::~ClusterCoordinator() {
   if (recovery_thread_.joinable()) recovery_thread_.join();
   queue_->Shutdown(absl::CancelledError("the coordinator was shut down"));
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+// Note [A failed run tells its workers before the coordinator exits]
+// A worker process learns that the run failed from its worker's exit reason, from the answer to
+// a directory or join request, or from the coordinator's own exit reason. One between two
+// memberships when the run fails (stopped to join again because a PS was lost, and that PS then
+// could not be restored) has only the last two, and a coordinator process that exits at once
+// can take its answer, or its exit reason, down with it: the worker then takes it for a crashed
+// coordinator and waits --connect_timeout_s for another. So before a failed run's coordinator
+// exits it waits, for at most kFailureNoticeTimeout, until every worker task has learned of the
+// failure, and then a moment (kFailureNoticeFlush) for the last answers to leave.
+void ClusterCoordinator::WaitUntilWorkersLearnOfFailure() {
+  constexpr absl::Duration kFailureNoticeTimeout = absl::Seconds(5);
+  constexpr absl::Duration kFailureNoticeFlush = absl::Milliseconds(200);
+  const absl::Time deadline = absl::Now() + kFailureNoticeTimeout;
+  for (;;) {
+    const WorkerPoolStatus pool = workers();
+    if (!pool.run_failed) return;
+    const auto told = static_cast<int32_t>(pool.told_of_failure.size());
+    if (told >= strategy_.cluster().num_workers() || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  absl::SleepFor(kFailureNoticeFlush);
 }
 
 void ClusterCoordinator::RecoveryLoop() {

@@ -142,6 +142,9 @@ class ClusterCoordinator {
   // Networked: listen for workers, hand out the first directory, start the recovery thread.
   absl::Status StartNetworked();
   void RecoveryLoop();
+  // Networked, when the run failed: see Note [A failed run tells its workers before the
+  // coordinator exits].
+  void WaitUntilWorkersLearnOfFailure();
   // The variable directory of generation_: what workers fetch to find the shards and PS nodes.
   VariableDirectory Directory();
   // Restores PS `task` (see the class comment); a failure is the fatal PS-unavailable error.

@@ -303,6 +303,51 @@ TEST_CASE("a failed run stops worker processes with its failure, and directory a
   CHECK(ErrorToStatus(exits[coordinator.address()]).code() == absl::StatusCode::kAborted);
 }
 
+TEST_CASE("a failed run lists the worker tasks that learned of it, for its process to wait for") {
+  DeterministicSystem sys;
+  FakeWorkers book;
+  auto queue = std::make_shared<ClosureQueue>(/*capacity=*/100);
+  const coordinator_actor coordinator = sys.Track(
+      SpawnCoordinator(sys.system(), queue, /*num_slots=*/3, /*closures_per_worker=*/1, {}));
+  for (int32_t slot = 0; slot < 2; ++slot) {
+    const auto worker = sys.Track(
+        caf::actor_cast<worker_actor>(sys.system().spawn(FakeWorker, slot, int64_t{slot}, &book)));
+    REQUIRE(sys.Ask<int32_t>(coordinator, join_atom::value, worker, slot, int64_t{0}).ok());
+  }
+  auto pool = [&] {
+    absl::StatusOr<WorkerPoolStatus> status =
+        sys.Ask<WorkerPoolStatus>(coordinator, workers_atom::value);
+    REQUIRE(status.ok());
+    return *status;
+  };
+  // Slot 1's worker is stopped before the failure (as when a lost PS makes workers join again):
+  // its process has not learned anything yet.
+  REQUIRE(*sys.Ask<bool>(coordinator, kill_worker_atom::value, int32_t{1}));
+  CHECK_FALSE(pool().run_failed);
+  CHECK(pool().told_of_failure.empty());
+
+  caf::anon_send(coordinator, abort_atom::value, std::string("ps 0 is lost"));
+  sys.Run();
+  // Slot 0's worker was stopped with the failure; slot 2 never joined.
+  CHECK(pool().run_failed);
+  CHECK(pool().told_of_failure == std::vector<int32_t>{0});
+  // Between memberships, tasks 1 and 2 ask again and are answered with the failure; a task the
+  // spec does not list is answered too, but is no worker task to wait for.
+  CHECK(sys.Ask<VariableDirectory>(coordinator, directory_atom::value, int32_t{2}, JobDescription{})
+            .status()
+            .code() == absl::StatusCode::kAborted);
+  CHECK(sys.Ask<VariableDirectory>(coordinator, directory_atom::value, int32_t{7}, JobDescription{})
+            .status()
+            .code() == absl::StatusCode::kAborted);
+  CHECK(pool().told_of_failure == std::vector<int32_t>{0, 2});
+  const auto again = sys.Track(
+      caf::actor_cast<worker_actor>(sys.system().spawn(FakeWorker, 1, int64_t{5}, &book)));
+  CHECK(sys.Ask<int32_t>(coordinator, join_atom::value, again, int32_t{1}, int64_t{0})
+            .status()
+            .code() == absl::StatusCode::kAborted);
+  CHECK(pool().told_of_failure == std::vector<int32_t>{0, 1, 2});
+}
+
 TEST_CASE("a killed worker's slot gets a new worker only once the restart delay has passed") {
   CoordinatorFixture f(/*slots=*/1);
   f.StartWorker(0);

@@ -103,8 +103,8 @@ TEST_CASE("networked coordinator: a worker process joins and runs closures while
 
   absl::Status worker_status = absl::UnknownError("not finished");
   std::thread worker([&] {
-    worker_status = RunWorkerNode({spec, FastNetwork(), /*task=*/0, /*threads=*/1},
-                                  CounterWorker());
+    worker_status = RunWorkerNode(
+        {spec, FastNetwork(), /*task=*/0, /*threads=*/1, JobDescription{}}, CounterWorker());
   });
   REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
   CHECK(coordinator->workers().live_slots == std::vector<int32_t>{0});
@@ -116,10 +116,12 @@ TEST_CASE("networked coordinator: a worker process joins and runs closures while
 
   NetworkOptions impatient = FastNetwork();
   impatient.connect_timeout = absl::Seconds(1);
-  const absl::Status duplicate = RunWorkerNode({spec, impatient, 0, 1}, CounterWorker());
+  const absl::Status duplicate =
+      RunWorkerNode({spec, impatient, 0, 1, JobDescription{}}, CounterWorker());
   CHECK(absl::IsAlreadyExists(duplicate));
   CHECK(duplicate.message().find("another process serves this task") != std::string::npos);
-  const absl::Status outside = RunWorkerNode({spec, impatient, 7, 1}, CounterWorker());
+  const absl::Status outside =
+      RunWorkerNode({spec, impatient, 7, 1, JobDescription{}}, CounterWorker());
   CHECK(absl::IsInvalidArgument(outside));
   CHECK(outside.message().find("--task=7") != std::string::npos);
   CHECK(coordinator->workers().live_slots == std::vector<int32_t>{0});  // unharmed
@@ -229,8 +231,8 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
       ClusterCoordinator::Create(*strategy, registry, coordinator_options), "Create");
   absl::Status worker_status = absl::UnknownError("not finished");
   std::thread worker([&] {
-    worker_status = RunWorkerNode({spec, FastNetwork(), /*task=*/0, /*threads=*/1},
-                                  CounterWorker());
+    worker_status = RunWorkerNode(
+        {spec, FastNetwork(), /*task=*/0, /*threads=*/1, JobDescription{}}, CounterWorker());
   });
   REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
   auto add = [&](int times) {

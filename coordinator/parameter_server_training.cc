@@ -55,15 +55,15 @@ void PrintPlacement(const ParameterServerStrategy& strategy, const Cluster& clus
   }
 }
 
-// With options.resume, restores the latest checkpoint of `checkpoints` into `strategy` and
-// returns its step; 0 otherwise, or when there is none yet. Without it, starts a fresh run in
+// The checkpoint the run resumes from: with options.resume, the latest of `checkpoints`
+// (nullopt when there is none yet); without it, nullopt, and a fresh run begins in
 // `checkpoints` (CheckpointManager::BeginFreshRun: refused over another run's checkpoints unless
 // options.overwrite_checkpoints).
-absl::StatusOr<int64_t> Resume(const ParameterServerTrainingOptions& options,
-                               std::optional<CheckpointManager>& checkpoints,
-                               const ParameterServerStrategy& strategy, const std::string& label) {
+absl::StatusOr<std::optional<std::string>> StartingPoint(
+    const ParameterServerTrainingOptions& options, std::optional<CheckpointManager>& checkpoints,
+    const std::string& label) {
   if (!options.resume) {
-    if (!checkpoints.has_value()) return 0;
+    if (!checkpoints.has_value()) return std::nullopt;
     absl::Status fresh = checkpoints->BeginFreshRun(options.overwrite_checkpoints);
     if (absl::IsFailedPrecondition(fresh)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -71,7 +71,7 @@ absl::StatusOr<int64_t> Resume(const ParameterServerTrainingOptions& options,
                            "or pass --overwrite_checkpoints to delete them first"));
     }
     RETURN_IF_ERROR(fresh);
-    return 0;
+    return std::nullopt;
   }
   if (!checkpoints.has_value()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
@@ -80,12 +80,8 @@ absl::StatusOr<int64_t> Resume(const ParameterServerTrainingOptions& options,
   if (!latest.has_value()) {
     std::printf("%s: no checkpoint in %s yet: starting from scratch\n", label.c_str(),
                 options.checkpoint_dir.c_str());
-    return 0;
   }
-  ASSIGN_OR_RETURN(const int64_t step, RestoreCheckpoint(strategy, *latest));
-  std::printf("%s: resumed from %s at step %lld\n", label.c_str(), latest->c_str(),
-              static_cast<long long>(step));
-  return step;
+  return latest;
 }
 
 // Saves the checkpoint of `step` in the middle of training. On a networked cluster that restores
@@ -156,21 +152,32 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   ASSIGN_OR_RETURN(Model built, Model::Create(job.model));
   auto model = std::make_shared<const Model>(std::move(built));
   RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
+  std::optional<CheckpointManager> checkpoints;
+  if (!options.checkpoint_dir.empty()) {
+    checkpoints.emplace(options.checkpoint_dir, kCheckpointsKept);
+  }
+  ASSIGN_OR_RETURN(const std::optional<std::string> resume_from,
+                   StartingPoint(options, checkpoints, label));
   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
   ParameterServerStrategy strategy(*cluster, job.partitioner);
-  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, job.optimizer));
+  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(
+                                  model, job.optimizer,
+                                  resume_from.has_value()
+                                      ? ParameterServerStrategy::InitialValues::kRestoredNext
+                                      : ParameterServerStrategy::InitialValues::kInitialized));
   PrintPlacement(strategy, *cluster, options, job.partitioner, label);
   auto registry = std::make_shared<FunctionRegistry>();
   RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
   RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, job.test));
 
-  std::optional<CheckpointManager> checkpoints;
-  if (!options.checkpoint_dir.empty()) {
-    checkpoints.emplace(options.checkpoint_dir, kCheckpointsKept);
+  int64_t first_step = 0;
+  if (resume_from.has_value()) {
+    const double restore_start = internal::MonotonicSeconds();
+    ASSIGN_OR_RETURN(first_step, RestoreCheckpoint(strategy, *resume_from));
+    summary["restore_seconds"] = internal::MonotonicSeconds() - restore_start;
+    std::printf("%s: resumed from %s at step %lld\n", label.c_str(), resume_from->c_str(),
+                static_cast<long long>(first_step));
   }
-  const double restore_start = internal::MonotonicSeconds();
-  ASSIGN_OR_RETURN(const int64_t first_step, Resume(options, checkpoints, strategy, label));
-  if (first_step > 0) summary["restore_seconds"] = internal::MonotonicSeconds() - restore_start;
 
   CoordinatorOptions coordinator_options;
   coordinator_options.closures_per_worker = options.closures_per_worker;

@@ -307,7 +307,8 @@ absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
 
 absl::StatusOr<std::shared_ptr<const ModelVariables>>
 ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model,
-                                              const OptimizerSpec& optimizer) {
+                                              const OptimizerSpec& optimizer,
+                                              InitialValues values) {
   auto vars = std::make_shared<ModelVariables>();
   vars->model = model;
   static const Partitioner kNone;
@@ -318,6 +319,7 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
     options.name = param.name;
     options.shape = param.shape;
     options.initializer = param.initializer;
+    if (values == InitialValues::kRestoredNext) options.initializer = InitializerSpec{"zeros", {}, 0};
     options.trainable = param.trainable;
     if (param.trainable) options.optimizer = optimizer;
     if (!param.partitioned) options.partitioner = kNone;

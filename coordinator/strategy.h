@@ -83,8 +83,13 @@ class ParameterServerStrategy {
   // never), all trained by `optimizer`; ready for TrainStepAsync (actors/train_step.h). Every
   // shard of every parameter is created at once; errors as CreateVariable's, and on error no
   // shard of any of the model's variables is left behind.
+  // With InitialValues::kRestoredNext the shards start as zeros rather than initialized (a
+  // resumed run: a checkpoint restore overwrites every value next, and initializing a large model
+  // only to overwrite it costs seconds).
+  enum class InitialValues { kInitialized, kRestoredNext };
   absl::StatusOr<std::shared_ptr<const ModelVariables>> CreateModelVariables(
-      std::shared_ptr<const Model> model, const OptimizerSpec& optimizer);
+      std::shared_ptr<const Model> model, const OptimizerSpec& optimizer,
+      InitialValues values = InitialValues::kInitialized);
 
   // While a scope lives, variables without their own partitioner use `partitioner`.
   class PartitionerScope {

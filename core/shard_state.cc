@@ -101,10 +101,20 @@ absl::StatusOr<ShardState> ShardState::Create(const ShardSpec& spec) {
     if (!optimizer.ok()) return Annotate(optimizer.status(), shard.name_);
     shard.optimizer_ = std::move(optimizer).value();
   }
-  auto value = MakeInitializedBlock(spec.initializer, spec.full_shape, spec.row_offset,
-                                    ShardBlockShape(spec).rows());
+  // Rows are initialized on first touch (Note [Rows initialized on first touch]); a scalar, or a
+  // block of zeros, at once.
+  const Shape block_shape = ShardBlockShape(spec);
+  const bool zeros = spec.initializer.name == "zeros";
+  const bool lazy = !zeros && spec.full_shape.rank() > 0 && block_shape.rows() > 0;
+  auto value = MakeInitializedBlock(lazy ? InitializerSpec{"zeros", {}, 0} : spec.initializer,
+                                    spec.full_shape, spec.row_offset, block_shape.rows());
   if (!value.ok()) return Annotate(value.status(), shard.name_);
   shard.value_ = *std::move(value);
+  if (lazy) {
+    RETURN_IF_ERROR(Annotate(ValidateInitializer(spec.initializer), shard.name_));
+    shard.uninitialized_.assign(static_cast<size_t>(block_shape.rows()), 1);
+    shard.num_uninitialized_ = block_shape.rows();
+  }
   if (shard.optimizer_) shard.slots_ = shard.optimizer_->CreateSlots(shard.value_.shape());
   return shard;
 }
@@ -128,13 +138,55 @@ ShardInfo ShardState::Info() const {
   return info;
 }
 
+void ShardState::InitializeRows(absl::Span<const int64_t> local_ids) const {
+  if (num_uninitialized_ == 0) return;
+  const auto rows = static_cast<int64_t>(uninitialized_.size());
+  for (const int64_t id : local_ids) {
+    if (id < 0 || id >= rows || uninitialized_[static_cast<size_t>(id)] == 0) continue;
+    // Cannot fail: Create validated the initializer, and the row is inside the block.
+    InitializeBlock(spec_.initializer, spec_.full_shape, spec_.row_offset + id,
+                    value_.view().RowBlock(id, 1))
+        .IgnoreError();
+    uninitialized_[static_cast<size_t>(id)] = 0;
+    --num_uninitialized_;
+  }
+  if (num_uninitialized_ == 0) uninitialized_ = {};
+}
+
+void ShardState::InitializeAllRows() const {
+  if (num_uninitialized_ == 0) return;
+  const auto rows = static_cast<int64_t>(uninitialized_.size());
+  // Runs of consecutive rows in one call each.
+  for (int64_t begin = 0; begin < rows;) {
+    if (uninitialized_[static_cast<size_t>(begin)] == 0) {
+      ++begin;
+      continue;
+    }
+    int64_t end = begin + 1;
+    while (end < rows && uninitialized_[static_cast<size_t>(end)] != 0) ++end;
+    InitializeBlock(spec_.initializer, spec_.full_shape, spec_.row_offset + begin,
+                    value_.view().RowBlock(begin, end - begin))
+        .IgnoreError();
+    begin = end;
+  }
+  uninitialized_ = {};
+  num_uninitialized_ = 0;
+}
+
+void ShardState::ForgetUninitializedRows() {
+  uninitialized_ = {};
+  num_uninitialized_ = 0;
+}
+
 absl::StatusOr<Tensor> ShardState::Gather(absl::Span<const int64_t> local_ids) const {
+  InitializeRows(local_ids);
   auto rows = GatherRows(value_, local_ids);
   if (!rows.ok()) return Annotate(rows.status(), name_);
   return rows;
 }
 
 absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
+  InitializeAllRows();
   RETURN_IF_ERROR(Annotate(AssignBlock(kind, value_.view(), value), name_));
   ++version_;
   return absl::OkStatus();
@@ -142,6 +194,7 @@ absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
 
 absl::Status ShardState::Scatter(ScatterOp op, absl::Span<const int64_t> local_ids,
                                  ConstTensorView rows) {
+  InitializeRows(local_ids);
   RETURN_IF_ERROR(Annotate(ScatterRows(op, value_.view(), local_ids, rows), name_));
   ++version_;
   return absl::OkStatus();
@@ -157,6 +210,7 @@ absl::Status ShardState::ApplyDenseGradient(ConstTensorView grad) {
   RETURN_IF_ERROR(RequireOptimizer("apply_dense_gradient"));
   RETURN_IF_ERROR(
       Annotate(CheckSameShape(grad.shape(), value_.shape(), "apply_dense_gradient"), name_));
+  InitializeAllRows();
   RETURN_IF_ERROR(Annotate(optimizer_->ApplyDense(value_.view(), slots_, grad), name_));
   ++version_;
   return absl::OkStatus();
@@ -169,6 +223,7 @@ absl::Status ShardState::ApplySparseGradient(absl::Span<const int64_t> local_ids
   // each rule's validation.
   RETURN_IF_ERROR(Annotate(
       CheckRowUpdate("apply_sparse_gradient", value_.shape(), local_ids, rows.shape()), name_));
+  InitializeRows(local_ids);
   RETURN_IF_ERROR(Annotate(optimizer_->ApplySparse(value_.view(), slots_, local_ids, rows), name_));
   ++version_;
   return absl::OkStatus();
@@ -194,7 +249,7 @@ TensorSlice ShardState::Snapshot() const {
   slice.full_shape = spec_.full_shape;
   slice.dtype = spec_.dtype;
   slice.row_offset = spec_.row_offset;
-  slice.value = value_;
+  slice.value = value();
   if (optimizer_) slice.slot_names = optimizer_->SlotNames();
   slice.slots = slots_.tensors;
   slice.step = slots_.step;
@@ -204,6 +259,7 @@ TensorSlice ShardState::Snapshot() const {
 absl::Status ShardState::Restore(const TensorSlice& slice) {
   RETURN_IF_ERROR(CheckRestorable(slice));
   value_ = slice.value;  // copies into the existing block: no new memory to fault in
+  ForgetUninitializedRows();
   if (!slice.slot_names.empty()) {
     slots_.tensors = slice.slots;
   } else if (optimizer_) {
@@ -217,6 +273,7 @@ absl::Status ShardState::Restore(const TensorSlice& slice) {
 absl::Status ShardState::Restore(TensorSlice&& slice) {
   RETURN_IF_ERROR(CheckRestorable(slice));
   value_ = std::move(slice.value);
+  ForgetUninitializedRows();
   if (!slice.slot_names.empty()) {
     slots_.tensors = std::move(slice.slots);
   } else if (optimizer_) {

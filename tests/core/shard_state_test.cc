@@ -107,6 +107,61 @@ TEST_CASE("a shard initializes its own rows exactly as the whole variable would 
   CHECK(Same(shard.value(), Tensor::Copy(whole->RowBlock(4, 3))));
 }
 
+// Note [Rows initialized on first touch]: whichever operation reaches a row first, the row
+// holds its initializer's values before the operation applies.
+TEST_CASE("rows untouched until an operation reaches them hold their initializer's values then") {
+  const ShardSpec spec = MakeSpec();
+  auto whole = MakeInitializedBlock(spec.initializer, spec.full_shape, 4, 3);
+  REQUIRE(whole.ok());
+  const Tensor& init = *whole;
+
+  SUBCASE("a gather, then a sparse gradient, then a read") {
+    ShardState shard = MakeShard(OptimizerSpec{"sgd", {{"learning_rate", 0.5}}});
+    auto row1 = shard.Gather(Ids{1});
+    REQUIRE(row1.ok());
+    CHECK(Same(*row1, Tensor::Copy(init.view().RowBlock(1, 1))));
+    REQUIRE(shard.ApplySparseGradient(Ids{2}, Tensor(Shape{1, 4}, 2.0f)).ok());
+    const Tensor after = shard.Read();
+    for (int64_t j = 0; j < 4; ++j) {
+      CHECK(after.row(0)[j] == init.row(0)[j]);
+      CHECK(after.row(1)[j] == init.row(1)[j]);
+      CHECK(after.row(2)[j] == init.row(2)[j] - 0.5f * 2.0f);
+    }
+  }
+  SUBCASE("a scatter_add adds to the initial values") {
+    ShardState shard = MakeShard();
+    REQUIRE(shard.Scatter(ScatterOp::kAdd, Ids{0}, Tensor(Shape{1, 4}, 1.0f)).ok());
+    const Tensor after = shard.Read();
+    for (int64_t j = 0; j < 4; ++j) {
+      CHECK(after.row(0)[j] == init.row(0)[j] + 1.0f);
+      CHECK(after.row(1)[j] == init.row(1)[j]);
+    }
+  }
+  SUBCASE("a dense gradient and a snapshot see every row initialized") {
+    ShardState shard = MakeShard(OptimizerSpec{"sgd", {{"learning_rate", 1.0}}});
+    CHECK(Same(shard.Snapshot().value, init));
+    ShardState other = MakeShard(OptimizerSpec{"sgd", {{"learning_rate", 1.0}}});
+    REQUIRE(other.ApplyDenseGradient(Tensor(Shape{3, 4}, 0.25f)).ok());
+    for (int64_t i = 0; i < init.size(); ++i) {
+      CHECK(other.Read().values()[i] == init.values()[i] - 0.25f);
+    }
+  }
+  SUBCASE("a restore replaces rows never touched, and a failed gather initializes nothing wrong") {
+    ShardState shard = MakeShard();
+    CHECK_FALSE(shard.Gather(Ids{1, 7}).ok());  // 7 is outside the block
+    CHECK(Same(shard.Read(), init));
+    ShardState fresh = MakeShard();
+    TensorSlice slice = fresh.Snapshot();
+    slice.value = Iota(Shape{3, 4}, 5.0f);
+    ShardState restored = MakeShard();
+    REQUIRE(restored.Restore(std::move(slice)).ok());
+    CHECK(Same(restored.Read(), Iota(Shape{3, 4}, 5.0f)));
+    auto gathered = restored.Gather(Ids{2});
+    REQUIRE(gathered.ok());
+    CHECK(Same(*gathered, Tensor::Copy(Iota(Shape{3, 4}, 5.0f).view().RowBlock(2, 1))));
+  }
+}
+
 TEST_CASE("a scalar variable is one shard of shape [] that assigns but has no rows to scatter") {
   ShardSpec spec;
   spec.variable = "bias";

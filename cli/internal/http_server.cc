@@ -326,7 +326,7 @@ absl::Status HttpServer::Loop::Serve() {
     }
     if (options_.request_log != nullptr) options_.request_log->Flush();
   }
-  if (options_.request_log != nullptr) options_.request_log->Flush();
+  if (options_.request_log != nullptr) options_.request_log->Flush(/*now=*/true);
   return absl::OkStatus();
 }
 

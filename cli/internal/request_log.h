@@ -15,11 +15,14 @@
 //   options.request_log = log.get();           // HttpServerOptions; the log outlives the server
 //
 // Note [Request log off the loop]: Record formats a line into a buffer the loop thread owns
-// (the time's text is made once a second); Flush, at the end of each turn of the loop, swaps
-// that buffer with the writer thread's under a mutex the writer holds only to swap. Lines reach
-// the file within one turn of the loop plus the write. A writer that falls more than
-// kMaxPendingBytes behind (a stalled pipe) makes later lines be dropped and counted, and the
-// count is logged once it catches up: the server does not wait for its log.
+// (the time's text is made once a second); Flush, at the end of each turn of the loop, hands
+// that buffer to the writer thread — a swap under a mutex the writer holds only to swap — once
+// kHandOverInterval has passed since the last hand-over or kHandOverBytes are waiting, so that a
+// busy server wakes the writer (and makes a write) a few dozen times a second rather than at
+// every turn of its loop. The loop turns at least every 50 ms, so a line reaches the file within
+// about 100 ms plus the write. A writer that falls more than kMaxPendingBytes behind (a stalled
+// pipe) makes later lines be dropped and counted, and the count is logged once it catches up:
+// the server does not wait for its log.
 //
 // Thread-safety: Record and Flush from one thread (the server's loop); the destructor writes what
 // is pending and joins the writer.
@@ -42,6 +45,8 @@ namespace tessera::cli {
 class RequestLog {
  public:
   static constexpr size_t kMaxPendingBytes = size_t{8} << 20;
+  static constexpr size_t kHandOverBytes = size_t{64} << 10;
+  static constexpr std::chrono::milliseconds kHandOverInterval{50};
 
   // Appends to `path` (created 0644 if needed); "-" is stderr. Unavailable naming the path when
   // it cannot be opened.
@@ -53,8 +58,9 @@ class RequestLog {
   // One answered request; `method` and `target` empty when unknown.
   void Record(absl::string_view method, absl::string_view target, int status,
               size_t request_bytes, size_t response_bytes, std::chrono::nanoseconds latency);
-  // Hands the lines recorded so far to the writer.
-  void Flush();
+  // Hands the lines recorded so far to the writer when it is time to (Note [Request log off the
+  // loop]); with `now`, whatever the time.
+  void Flush(bool now = false);
 
  private:
   RequestLog(int fd, bool owned);
@@ -67,6 +73,7 @@ class RequestLog {
   std::string lines_;
   int64_t second_ = -1;  // the second whose text second_text_ holds
   std::string second_text_;
+  std::chrono::steady_clock::time_point handed_over_;
 
   std::mutex mutex_;
   std::condition_variable ready_;

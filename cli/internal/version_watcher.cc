@@ -49,7 +49,7 @@ absl::StatusOr<std::shared_ptr<const ServedVersion>> Load(const std::string& dir
 }  // namespace
 
 int64_t VersionOfDirectory(const std::string& name) {
-  if (name.empty() || name.size() > 18 || (name.size() > 1 && name[0] == '0')) return -1;
+  if (name.empty()) return -1;
   for (char c : name) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return -1;
   }
@@ -97,7 +97,11 @@ absl::Status VersionWatcher::PollModel(Watched& model) {
     const int64_t version = VersionOfDirectory(name);
     if (version < 0) continue;
     const std::string file = absl::StrCat(config.base_path, "/", name, "/", kModelFile);
-    if (env_->FileExists(file)) ready.emplace(version, absl::StrCat(config.base_path, "/", name));
+    if (!env_->FileExists(file)) continue;
+    // Two names of one number ("7", "007"): the first in name order, whatever the listing's.
+    std::string dir = absl::StrCat(config.base_path, "/", name);
+    auto [it, inserted] = ready.emplace(version, dir);
+    if (!inserted && dir < it->second) it->second = std::move(dir);
   }
   bool changed = false;
   // A version that failed is tried again once its file has changed size, or was away.

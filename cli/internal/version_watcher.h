@@ -3,7 +3,7 @@
 // unloads the others, publishing the result in a ModelRegistry (model_registry.h).
 //
 //   /models/recsys/1/model.tsr     versions are the directories named by a number (an int64)
-//   /models/recsys/2/model.tsr     holding an export's model.tsr
+//   /models/recsys/2/model.tsr     holding an export's model.tsr; other names are ignored
 //
 //   ModelRegistry registry;
 //   VersionWatcher watcher({{"recsys", "/models/recsys", VersionPolicy{}}}, registry);
@@ -88,8 +88,8 @@ class VersionWatcher {
   bool stopping_ = false;  // guarded by mutex_
 };
 
-// The version a directory name stands for: its digits as an int64 (no sign, no leading zeros
-// but "0"); -1 for any other name.
+// The version a directory name stands for: its digits as an int64 (no sign; leading zeros as
+// TF Serving's "00000123"); -1 for any other name.
 int64_t VersionOfDirectory(const std::string& name);
 
 }  // namespace tessera::cli

@@ -71,8 +71,9 @@ float Want(int64_t version) {
 TEST_CASE("version directories are numbers") {
   CHECK(VersionOfDirectory("1") == 1);
   CHECK(VersionOfDirectory("0") == 0);
-  CHECK(VersionOfDirectory("123456789012345678") == 123456789012345678);
-  for (const char* name : {"", "01", "-1", "+1", "1a", "a", "1.0", "1234567890123456789", " 1"}) {
+  CHECK(VersionOfDirectory("9223372036854775807") == 9223372036854775807);
+  CHECK(VersionOfDirectory("00000123") == 123);  // as TF Serving's test models are named
+  for (const char* name : {"", "-1", "+1", "1a", "a", "1.0", "9223372036854775808", " 1", "1 "}) {
     CAPTURE(name);
     CHECK(VersionOfDirectory(name) == -1);
   }
@@ -116,6 +117,19 @@ TEST_CASE("the newest version is served, new ones replace it, removed ones are u
   REQUIRE(watcher.Poll().ok());
   CHECK(registry.Snapshot()->at("recsys").available.empty());
   CHECK(States(registry, "recsys") == std::vector<std::string>{"2:END", "3:END"});
+}
+
+TEST_CASE("two directory names of one number: the first in name order serves") {
+  TempDir dir;
+  const std::string base = dir.MakeSub("m");
+  Export(base, 7);
+  fs::create_directories(base + "/007");
+  REQUIRE(WriteExportedModel(base + "/007", VersionModel(3)).ok());
+  ModelRegistry registry;
+  VersionWatcher watcher({{"m", base, VersionPolicy{}}}, registry);
+  REQUIRE(watcher.Poll().ok());
+  CHECK(States(registry, "m") == std::vector<std::string>{"7:AVAILABLE"});
+  CHECK(Served(registry, "m") == Want(3));  // "007" < "7"
 }
 
 TEST_CASE("a half-written version is not loaded until its model file is in place") {

@@ -60,7 +60,8 @@ absl::StatusOr<double> RequestsPerSecond(int port, int requests, bool close, int
 // The status of one request to a fresh server and what it added to the server's peak RSS.
 absl::Status MeasureBig(const std::string& dir, const char* name, const std::string& body) {
   ServeProcess server;
-  RETURN_IF_ERROR(server.Start(absl::GetFlag(FLAGS_tessera), {"--model", dir}, dir + "/serve_big.log"));
+  RETURN_IF_ERROR(
+      server.Start(absl::GetFlag(FLAGS_tessera), {"--model", dir}, dir + "/serve_big.log"));
   const long before = server.PeakMiB();
   Connection connection(server.port());
   bool closing = false;

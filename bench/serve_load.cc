@@ -149,10 +149,11 @@ absl::Status Run(int argc, char** argv) {
     for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
       for (size_t s = 0; s < servers.size(); ++s) {
         ASSIGN_OR_RETURN(const Round round, RunRound(servers[s]->port(), instances));
-        std::printf("  %4lld instances, request log %-4s, round %d: p50 %7.3f ms  p99 %7.3f ms  "
-                    "%8.0f req/s\n",
-                    static_cast<long long>(instances), logs[s].c_str(), r + 1, round.p50_ms,
-                    round.p99_ms, round.requests_per_second);
+        std::printf(
+            "  %4lld instances, request log %-4s, round %d: p50 %7.3f ms  p99 %7.3f ms  "
+            "%8.0f req/s\n",
+            static_cast<long long>(instances), logs[s].c_str(), r + 1, round.p50_ms, round.p99_ms,
+            round.requests_per_second);
         p50[s].push_back(round.p50_ms);
         p99[s].push_back(round.p99_ms);
         rate[s].push_back(round.requests_per_second);

@@ -92,9 +92,9 @@ class ExampleShape {
                                                      JsonKindName(*signature_kind_)));
     }
     if (examples_fields_ == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the request has no \"examples\" (a ", MethodName(method),
-                       " request lists its examples there)"));
+      return absl::InvalidArgumentError(absl::StrCat("the request has no \"examples\" (a ",
+                                                     MethodName(method),
+                                                     " request lists its examples there)"));
     }
     if (examples_kind_ != JsonKind::kArray || examples_ == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -202,8 +202,7 @@ absl::StatusOr<const InstanceFormat*> ChooseSignature(
     if (it == formats.end()) {
       std::vector<std::string> names;
       for (const auto& [name, format] : formats) names.push_back(name);
-      return absl::InvalidArgumentError(absl::StrCat("unknown signature '",
-                                                     ShownName(*requested),
+      return absl::InvalidArgumentError(absl::StrCat("unknown signature '", ShownName(*requested),
                                                      "'; the model's signatures are ",
                                                      absl::StrJoin(names, ", ")));
     }
@@ -216,8 +215,8 @@ absl::StatusOr<const InstanceFormat*> ChooseSignature(
   }
   auto serving = formats.find(kServingDefault);
   if (serving != formats.end() && serving->second.method == method) return &serving->second;
-  const char* own = method == InstanceFormat::Method::kClassify ? kClassificationSignature
-                                                                : kRegressionSignature;
+  const char* own =
+      method == InstanceFormat::Method::kClassify ? kClassificationSignature : kRegressionSignature;
   auto it = formats.find(own);
   if (it != formats.end() && it->second.method == method) return &it->second;
   if (of_method.size() == 1) return &formats.at(of_method[0]);
@@ -258,8 +257,7 @@ absl::StatusOr<std::map<std::string, Json>> ContextFeatures(const InstanceFormat
   for (auto& [name, value] : context.items()) {
     const InstanceFormat::Input* input = FindInput(format, name);
     if (input == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("context: unknown feature '",
-                                                     ShownName(name),
+      return absl::InvalidArgumentError(absl::StrCat("context: unknown feature '", ShownName(name),
                                                      "'; the signature's inputs are ",
                                                      InputList(format)));
     }
@@ -317,36 +315,35 @@ absl::StatusOr<ExampleRequest> ReadExampleRequest(
   request.size = shape.examples();
   BatchBuilder builder(*format);
   builder.Reserve(std::min(request.size, kInstancesPerBatch));
-  RowReader reader(
-      "examples", shape.examples_field(), "example", *format,
-      [&](Json example, int64_t index) -> absl::Status {
-        if (!example.is_object()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "an example must be an object mapping features to values, got ",
-              JsonTypeName(example)));
-        }
-        Json instance = Json::object();
-        for (auto& [name, value] : example.items()) {
-          const InstanceFormat::Input* input = FindInput(*format, name);
-          if (input == nullptr) {
-            return absl::InvalidArgumentError(absl::StrCat("unknown feature '", ShownName(name),
-                                                           "'; the signature's inputs are ",
-                                                           InputList(*format)));
-          }
-          if (context.count(name) != 0) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("feature '", name, "' is in \"context\" too"));
-          }
-          ASSIGN_OR_RETURN(instance[name], InstanceValue(*input, std::move(value)));
-        }
-        for (const auto& [name, value] : context) instance[name] = value;
-        RETURN_IF_ERROR(builder.Add(instance));
-        if (builder.size() == kInstancesPerBatch) {
-          request.batches.push_back(builder.Take());
-          builder.Reserve(std::min(request.size - index - 1, kInstancesPerBatch));
-        }
-        return absl::OkStatus();
-      });
+  RowReader reader("examples", shape.examples_field(), "example", *format,
+                   [&](Json example, int64_t index) -> absl::Status {
+                     if (!example.is_object()) {
+                       return absl::InvalidArgumentError(absl::StrCat(
+                           "an example must be an object mapping features to values, got ",
+                           JsonTypeName(example)));
+                     }
+                     Json instance = Json::object();
+                     for (auto& [name, value] : example.items()) {
+                       const InstanceFormat::Input* input = FindInput(*format, name);
+                       if (input == nullptr) {
+                         return absl::InvalidArgumentError(
+                             absl::StrCat("unknown feature '", ShownName(name),
+                                          "'; the signature's inputs are ", InputList(*format)));
+                       }
+                       if (context.count(name) != 0) {
+                         return absl::InvalidArgumentError(
+                             absl::StrCat("feature '", name, "' is in \"context\" too"));
+                       }
+                       ASSIGN_OR_RETURN(instance[name], InstanceValue(*input, std::move(value)));
+                     }
+                     for (const auto& [name, value] : context) instance[name] = value;
+                     RETURN_IF_ERROR(builder.Add(instance));
+                     if (builder.size() == kInstancesPerBatch) {
+                       request.batches.push_back(builder.Take());
+                       builder.Reserve(std::min(request.size - index - 1, kInstancesPerBatch));
+                     }
+                     return absl::OkStatus();
+                   });
   Json::sax_parse(body.begin(), body.end(), &reader);  // stops after the examples
   RETURN_IF_ERROR(reader.status());
   if (builder.size() > 0) request.batches.push_back(builder.Take());

@@ -500,8 +500,8 @@ void HttpServer::Loop::Reject(Connection& c, int status, absl::string_view messa
   try {
     // Before the parser is reset: `message` may be its error.
     wire = ResponseWire(ErrorResponse(status, server_.error_body_(status, message)), false, true);
-    LogAnswer(c.parser.method(), c.parser.target(), status, c.parser.body_bytes(),
-              wire.body.size(), c.phase == Phase::kReading ? c.started : Clock::now());
+    LogAnswer(c.parser.method(), c.parser.target(), status, c.parser.body_bytes(), wire.body.size(),
+              c.phase == Phase::kReading ? c.started : Clock::now());
   } catch (const std::bad_alloc&) {
     Close(c);
     return;
@@ -705,8 +705,8 @@ void HttpServer::Loop::Answer(Job& job) {
       }
     }
     done.status = status;
-    done.wire = ResponseWire(ErrorResponse(status, server_.error_body_(status, message)),
-                             head_only, done.close);
+    done.wire = ResponseWire(ErrorResponse(status, server_.error_body_(status, message)), head_only,
+                             done.close);
     Warn("http: {} {}: answered {}: {}", job.request.method, job.request.path, status, message);
   } catch (...) {
     done.failed = true;  // not even an error fits: the connection is closed

@@ -65,7 +65,7 @@ struct InstanceFormat {
     const std::string& source_name() const { return source.empty() ? name : source; }
     bool is_string() const { return kind == Kind::kClassLabels; }
   };
-  std::string signature;        // the signature's name
+  std::string signature;  // the signature's name
   Method method = Method::kPredict;
   std::vector<Input> inputs;    // in the signature's order
   std::vector<Output> outputs;  // in the signature's order

@@ -17,6 +17,6 @@ namespace tessera::cli {
 // without a model, DataLoss / InvalidArgument for bad content) and Predictor::Create's, each
 // prefixed with the directory.
 absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir,
-                                                        Env* env = Env::Default());
+                                                         Env* env = Env::Default());
 
 }  // namespace tessera::cli

@@ -61,8 +61,8 @@ class TextParser {
   }
 
   static bool IsWordChar(char c) {
-    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-           c == '-' || c == '+';
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ||
+           c == '+';
   }
 
   // An identifier or number.
@@ -108,10 +108,10 @@ class TextParser {
           while (digits < 2 && at_ < text_.size() &&
                  absl::ascii_isxdigit(static_cast<unsigned char>(text_[at_]))) {
             const char h = text_[at_++];
-            value = value * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(h))
-                                      ? h - '0'
-                                      : absl::ascii_tolower(static_cast<unsigned char>(h)) - 'a' +
-                                            10);
+            value =
+                value * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(h))
+                                  ? h - '0'
+                                  : absl::ascii_tolower(static_cast<unsigned char>(h)) - 'a' + 10);
             ++digits;
           }
           if (digits == 0) return Error("bad \\x escape in a string");
@@ -121,8 +121,8 @@ class TextParser {
         default:
           if (e >= '0' && e <= '7') {
             int value = e - '0';
-            for (int digits = 1; digits < 3 && at_ < text_.size() && text_[at_] >= '0' &&
-                                 text_[at_] <= '7';
+            for (int digits = 1;
+                 digits < 3 && at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '7';
                  ++digits) {
               value = value * 8 + (text_[at_++] - '0');
             }
@@ -193,7 +193,8 @@ class TextParser {
             c = Peek();
             ++at_;
             if (c == ']') break;
-            if (c != ',') return Error(absl::StrCat("expected ',' or ']' in the list '", name, "'"));
+            if (c != ',')
+              return Error(absl::StrCat("expected ',' or ']' in the list '", name, "'"));
           }
         }
       } else {
@@ -239,8 +240,7 @@ class Message {
                                          " is not supported by tessera serve"));
       }
       if (!is(known)) {
-        return Error(field,
-                     absl::StrCat("unknown field '", field.name, "' in ", message_.name));
+        return Error(field, absl::StrCat("unknown field '", field.name, "' in ", message_.name));
       }
       if (++seen[field.name] > 1 && !is(repeated)) {
         return Error(field, absl::StrCat("'", field.name, "' is given twice in ", message_.name));
@@ -300,9 +300,8 @@ absl::StatusOr<VersionPolicy> ParsePolicy(const TextField& policy_field, absl::s
   }
   const TextField& choice_field = policy_field.fields[0];
   if (!choice_field.message) {
-    return policy.Error(choice_field, absl::StrCat("'", choice_field.name,
-                                                   "' must be a message: ", choice_field.name,
-                                                   " { ... }"));
+    return policy.Error(choice_field, absl::StrCat("'", choice_field.name, "' must be a message: ",
+                                                   choice_field.name, " { ... }"));
   }
   const Message choice(choice_field, file);
   VersionPolicy result;
@@ -345,8 +344,7 @@ absl::StatusOr<ModelConfig> ParseConfig(const TextField& config_field, int index
     return config.Error(*config.Find("name"), status.message());
   }
   if (base_path == nullptr || base_path->empty()) {
-    return config.Error(config_field,
-                        absl::StrCat(which, " ('", *name, "') has no base_path"));
+    return config.Error(config_field, absl::StrCat(which, " ('", *name, "') has no base_path"));
   }
   if (platform != nullptr && *platform != "tensorflow" && *platform != "tessera") {
     return config.Error(*config.Find("model_platform"),
@@ -403,14 +401,13 @@ absl::StatusOr<std::vector<ModelConfig>> ParseModelConfig(absl::string_view text
   return configs;
 }
 
-absl::StatusOr<std::vector<ModelConfig>> ReadModelConfigFile(const std::string& path,
-                                                             Env* env) {
+absl::StatusOr<std::vector<ModelConfig>> ReadModelConfigFile(const std::string& path, Env* env) {
   absl::StatusOr<std::string> text = ReadFileBounded(*env, path, kMaxFileBytes);
   if (!text.ok()) {
-    return absl::Status(text.status().code() == absl::StatusCode::kDataLoss
-                            ? absl::StatusCode::kInvalidArgument
-                            : absl::StatusCode::kNotFound,
-                        absl::StrCat("cannot read the model config file: ", text.status().message()));
+    return absl::Status(
+        text.status().code() == absl::StatusCode::kDataLoss ? absl::StatusCode::kInvalidArgument
+                                                            : absl::StatusCode::kNotFound,
+        absl::StrCat("cannot read the model config file: ", text.status().message()));
   }
   return ParseModelConfig(*text, path);
 }

@@ -81,8 +81,8 @@ absl::StatusOr<std::unique_ptr<ModelService>> ModelService::Create(
   ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
                    ServedVersion::Create(std::move(predictor), step));
   auto registry = std::make_shared<ModelRegistry>();
-  registry->Set({name, {{step, std::move(version)}},
-                 {{step, VersionState::kAvailable, absl::OkStatus()}}});
+  registry->Set(
+      {name, {{step, std::move(version)}}, {{step, VersionState::kAvailable, absl::OkStatus()}}});
   return std::make_unique<ModelService>(std::move(registry), limits);
 }
 
@@ -90,10 +90,9 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
                                absl::string_view body) const {
   const std::shared_ptr<const ModelRegistry::Models> models = registry_->Snapshot();
   if (!absl::StartsWith(path, kModelsPrefix)) {
-    return ErrorReply(absl::NotFoundError(absl::StrCat("no resource '", path,
-                                                       "'; this server answers under ",
-                                                       kModelsPrefix, " (models ",
-                                                       Names(*models), ")")));
+    return ErrorReply(
+        absl::NotFoundError(absl::StrCat("no resource '", path, "'; this server answers under ",
+                                         kModelsPrefix, " (models ", Names(*models), ")")));
   }
   absl::string_view rest = path.substr(kModelsPrefix.size());
   // A ":verb" suffix belongs to the last path segment.
@@ -106,24 +105,25 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
   std::vector<absl::string_view> segments = absl::StrSplit(rest, '/');
   auto found = models->find(std::string(segments[0]));
   if (found == models->end()) {
-    return ErrorReply(absl::NotFoundError(absl::StrCat("model '", segments[0],
-                                                       "' not found; this server serves ",
-                                                       Names(*models))));
+    return ErrorReply(absl::NotFoundError(
+        absl::StrCat("model '", segments[0], "' not found; this server serves ", Names(*models))));
   }
   const ServedModel& model = found->second;
   size_t next = 1;
   std::optional<int64_t> version;
   if (segments.size() >= 2 && segments[1] == "labels") {
-    return ErrorReply(absl::NotFoundError(absl::StrCat(
-        "model '", model.name, "': version labels are not supported; name a version with "
-        "/versions/N (", Versions(model), ")")));
+    return ErrorReply(
+        absl::NotFoundError(absl::StrCat("model '", model.name,
+                                         "': version labels are not supported; name a version with "
+                                         "/versions/N (",
+                                         Versions(model), ")")));
   }
   if (segments.size() >= 3 && segments[1] == "versions") {
     int64_t number = 0;
     if (!absl::SimpleAtoi(segments[2], &number)) {
-      return ErrorReply(absl::NotFoundError(absl::StrCat(
-          "model '", model.name, "' has no version '", segments[2], "'; it serves ",
-          Versions(model))));
+      return ErrorReply(
+          absl::NotFoundError(absl::StrCat("model '", model.name, "' has no version '", segments[2],
+                                           "'; it serves ", Versions(model))));
     }
     version = number;
     next = 3;
@@ -153,10 +153,10 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
   const bool post = resource != Resource::kStatus && resource != Resource::kMetadata;
   const absl::string_view allowed = post ? "POST" : "GET";
   if (method != allowed && !(allowed == "GET" && method == "HEAD")) {
-    return {405,
-            ErrorBody(absl::StrCat("method ", method, " is not allowed on ", path, "; use ",
-                                   allowed)),
-            std::string(allowed)};
+    return {
+        405,
+        ErrorBody(absl::StrCat("method ", method, " is not allowed on ", path, "; use ", allowed)),
+        std::string(allowed)};
   }
 
   if (resource == Resource::kStatus) {
@@ -164,27 +164,25 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
     for (const VersionStatus& status : model.statuses) {
       if (status.version == *version) return JsonReply(200, ModelStatusJson({status}));
     }
-    return ErrorReply(absl::NotFoundError(absl::StrCat("model '", model.name,
-                                                       "' has no version '", *version,
-                                                       "'; it serves ", Versions(model))));
+    return ErrorReply(absl::NotFoundError(absl::StrCat(
+        "model '", model.name, "' has no version '", *version, "'; it serves ", Versions(model))));
   }
   // The version that answers.
   const ServedVersion* served = nullptr;
   if (version.has_value()) {
     auto it = model.available.find(*version);
     if (it == model.available.end()) {
-      return ErrorReply(absl::NotFoundError(absl::StrCat("model '", model.name,
-                                                         "' has no version '", *version,
-                                                         "' available; it serves ",
-                                                         Versions(model))));
+      return ErrorReply(
+          absl::NotFoundError(absl::StrCat("model '", model.name, "' has no version '", *version,
+                                           "' available; it serves ", Versions(model))));
     }
     served = it->second.get();
   } else {
     served = model.Newest();
     if (served == nullptr) {
-      return ErrorReply(absl::NotFoundError(absl::StrCat(
-          "model '", model.name, "' has no version available yet (its status: GET ",
-          kModelsPrefix, model.name, ")")));
+      return ErrorReply(absl::NotFoundError(
+          absl::StrCat("model '", model.name, "' has no version available yet (its status: GET ",
+                       kModelsPrefix, model.name, ")")));
     }
   }
   absl::StatusOr<std::string> reply;

@@ -110,8 +110,7 @@ class RequestShape {
           absl::StrCat("the request must be a JSON object with \"instances\" or \"inputs\", got ",
                        JsonKindName(top_)));
     }
-    const bool bad_signature =
-        signature_kind_.has_value() && *signature_kind_ != JsonKind::kString;
+    const bool bad_signature = signature_kind_.has_value() && *signature_kind_ != JsonKind::kString;
     if (bad_signature && (bad_field_.empty() || bad_field_ > "signature_name")) {
       return absl::InvalidArgumentError(absl::StrCat("\"signature_name\" must be a string, got ",
                                                      JsonKindName(*signature_kind_)));
@@ -149,15 +148,17 @@ class RequestShape {
   absl::StatusOr<int64_t> CheckColumns(const InstanceFormat& format) const {
     const auto column_error = [](const std::string& input, JsonKind kind, int64_t count) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "\"inputs\": input '", input, "' must be a non-empty array of values, one per instance, "
-          "got ", kind == JsonKind::kArray && count == 0 ? "an empty array" : JsonKindName(kind)));
+          "\"inputs\": input '", input,
+          "' must be a non-empty array of values, one per instance, "
+          "got ",
+          kind == JsonKind::kArray && count == 0 ? "an empty array" : JsonKindName(kind)));
     };
     if (inputs_kind_ == JsonKind::kArray) {
       if (format.inputs.size() != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "\"inputs\" is an array, but signature '", format.signature, "' has ",
-            format.inputs.size(), " inputs (", InputList(format),
-            "): send an object mapping each input to its values"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("\"inputs\" is an array, but signature '", format.signature, "' has ",
+                         format.inputs.size(), " inputs (", InputList(format),
+                         "): send an object mapping each input to its values"));
       }
       if (inputs_count_ == 0) {
         return column_error(format.inputs[0].name, JsonKind::kArray, 0);
@@ -170,14 +171,14 @@ class RequestShape {
     }
     const ColumnShape* unknown = nullptr;
     for (const ColumnShape& column : columns_) {
-      if (InputIndex(format, column.name) < 0 && (unknown == nullptr || column.name < unknown->name))
+      if (InputIndex(format, column.name) < 0 &&
+          (unknown == nullptr || column.name < unknown->name))
         unknown = &column;
     }
     if (unknown != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("\"inputs\": unknown input '",
-                                                     ShownName(unknown->name),
-                                                     "'; the signature's inputs are ",
-                                                     InputList(format)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"inputs\": unknown input '", ShownName(unknown->name),
+                       "'; the signature's inputs are ", InputList(format)));
     }
     std::vector<const ColumnShape*> columns;
     for (const InstanceFormat::Input& input : format.inputs) {
@@ -195,10 +196,10 @@ class RequestShape {
     }
     for (const ColumnShape* column : columns) {
       if (column->count != columns[0]->count) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "\"inputs\": input '", column->name, "' has ", column->count, " values, input '",
-            columns[0]->name, "' has ", columns[0]->count,
-            "; every input needs one value per instance"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("\"inputs\": input '", column->name, "' has ", column->count,
+                         " values, input '", columns[0]->name, "' has ", columns[0]->count,
+                         "; every input needs one value per instance"));
       }
     }
     return columns[0]->count;
@@ -436,7 +437,8 @@ class ColumnReader {
   // Keeps the error of instance `index` (of input column_) when it is the first a reading row by
   // row would meet.
   void Keep(int64_t index, absl::Status status) {
-    if (status_.ok() || index < error_index_ || (index == error_index_ && column_ < error_column_)) {
+    if (status_.ok() || index < error_index_ ||
+        (index == error_index_ && column_ < error_column_)) {
       status_ = std::move(status);
       error_index_ = index;
       error_column_ = column_;
@@ -485,9 +487,9 @@ absl::StatusOr<PredictRequest> ReadPredictRequest(
   RETURN_IF_ERROR(shape.Check());
   auto format = formats.find(shape.signature());
   if (format == formats.end()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown signature '", ShownName(shape.signature()), "'; the model's signatures are ",
-        absl::StrJoin(Keys(formats), ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown signature '", ShownName(shape.signature()),
+                     "'; the model's signatures are ", absl::StrJoin(Keys(formats), ", ")));
   }
   PredictRequest request;
   request.format = &format->second;

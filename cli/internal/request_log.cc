@@ -97,8 +97,8 @@ void RequestLog::Record(absl::string_view method, absl::string_view target, int 
   lines_ += ' ';
   AppendEscaped(lines_, target);
   const int64_t micros = std::chrono::duration_cast<std::chrono::microseconds>(latency).count();
-  absl::StrAppend(&lines_, " ", status, " ", request_bytes, " ", response_bytes, " ",
-                  micros / 1000, ".");
+  absl::StrAppend(&lines_, " ", status, " ", request_bytes, " ", response_bytes, " ", micros / 1000,
+                  ".");
   AppendThreeDigits(lines_, micros % 1000);
   lines_ += '\n';
 }

@@ -56,8 +56,8 @@ class RequestLog {
   RequestLog& operator=(const RequestLog&) = delete;
 
   // One answered request; `method` and `target` empty when unknown.
-  void Record(absl::string_view method, absl::string_view target, int status,
-              size_t request_bytes, size_t response_bytes, std::chrono::nanoseconds latency);
+  void Record(absl::string_view method, absl::string_view target, int status, size_t request_bytes,
+              size_t response_bytes, std::chrono::nanoseconds latency);
   // Hands the lines recorded so far to the writer when it is time to (Note [Request log off the
   // loop]); with `now`, whatever the time.
   void Flush(bool now = false);
@@ -77,8 +77,8 @@ class RequestLog {
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::string pending_;   // guarded by mutex_
-  uint64_t dropped_ = 0;  // guarded by mutex_
+  std::string pending_;    // guarded by mutex_
+  uint64_t dropped_ = 0;   // guarded by mutex_
   bool stopping_ = false;  // guarded by mutex_
   std::thread writer_;
 };

@@ -27,8 +27,8 @@ namespace {
 
 absl::Status AtLeast(int64_t value, int64_t min, absl::string_view flag) {
   if (value >= min) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be at least ", min, ", got ",
-                                                 value));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " must be at least ", min, ", got ", value));
 }
 
 absl::Status CheckOptions(const ServeOptions& options) {
@@ -77,9 +77,9 @@ absl::StatusOr<std::vector<ModelConfig>> BasePathModels(const ServeOptions& opti
     }
     config.name = std::string(base.substr(base.rfind('/') + 1));
     if (!CheckModelName(config.name).ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--model_base_path '", options.model_base_path,
-          "' does not end in a directory name to name the model by: give --name"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--model_base_path '", options.model_base_path,
+                       "' does not end in a directory name to name the model by: give --name"));
     }
   }
   RETURN_IF_ERROR(Annotate(CheckModelName(config.name), "--name"));
@@ -134,8 +134,8 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
     const int64_t step = predictor->model().step;
     ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
                      ServedVersion::Create(std::move(predictor), step));
-    registry->Set({name, {{step, std::move(version)}},
-                   {{step, VersionState::kAvailable, absl::OkStatus()}}});
+    registry->Set(
+        {name, {{step, std::move(version)}}, {{step, VersionState::kAvailable, absl::OkStatus()}}});
   } else {
     ASSIGN_OR_RETURN(std::vector<ModelConfig> models, BasePathModels(options));
     watcher = std::make_unique<VersionWatcher>(std::move(models), *registry);
@@ -181,8 +181,8 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
                                ? absl::StrCat("[", options.host, "]")
                                : options.host;
   for (const auto& [name, model] : *registry->Snapshot()) {
-    out << "tessera serve: model '" << name << "' " << VersionsText(model) << " at http://"
-        << host << ":" << port << "/v1/models/" << name << std::endl;
+    out << "tessera serve: model '" << name << "' " << VersionsText(model) << " at http://" << host
+        << ":" << port << "/v1/models/" << name << std::endl;
   }
   const absl::Status status = server.Run();
   finished = true;

@@ -40,8 +40,8 @@ std::set<int64_t> Choose(const VersionPolicy& policy, const std::vector<int64_t>
   return chosen;
 }
 
-absl::StatusOr<std::shared_ptr<const ServedVersion>> Load(const std::string& dir,
-                                                          int64_t version, Env* env) {
+absl::StatusOr<std::shared_ptr<const ServedVersion>> Load(const std::string& dir, int64_t version,
+                                                          Env* env) {
   ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor, LoadPredictor(dir, env));
   return ServedVersion::Create(std::move(predictor), version);
 }
@@ -57,8 +57,7 @@ int64_t VersionOfDirectory(const std::string& name) {
   return absl::SimpleAtoi(name, &version) ? version : -1;
 }
 
-VersionWatcher::VersionWatcher(std::vector<ModelConfig> models, ModelRegistry& registry,
-                               Env* env)
+VersionWatcher::VersionWatcher(std::vector<ModelConfig> models, ModelRegistry& registry, Env* env)
     : registry_(registry), env_(env) {
   for (ModelConfig& config : models) {
     Watched watched;
@@ -82,12 +81,13 @@ absl::Status VersionWatcher::PollModel(Watched& model) {
   const absl::StatusOr<std::vector<std::string>> entries = env_->ListDirectory(config.base_path);
   if (!entries.ok()) {
     if (!model.list_failed) {
-      Log().warn("model '{}': cannot list its base path {}: {}; serving what it served", config.name,
-                 config.base_path, entries.status().message());
+      Log().warn("model '{}': cannot list its base path {}: {}; serving what it served",
+                 config.name, config.base_path, entries.status().message());
     }
     model.list_failed = true;
-    return absl::NotFoundError(absl::StrCat("model '", config.name, "': cannot list its base path '",
-                                            config.base_path, "': ", entries.status().message()));
+    return absl::NotFoundError(absl::StrCat("model '", config.name,
+                                            "': cannot list its base path '", config.base_path,
+                                            "': ", entries.status().message()));
   }
   model.list_failed = false;
 

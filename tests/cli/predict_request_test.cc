@@ -116,18 +116,18 @@ absl::StatusOr<Batch> ReadWithTree(absl::string_view body,
   }
   for (size_t c = 0; c < columns.size(); ++c) {
     if (!columns[c]->is_array() || columns[c]->empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "\"inputs\": input '", names[c], "' must be a non-empty array of values, one per "
-          "instance, got ",
-          columns[c]->is_array() ? "an empty array" : JsonTypeName(*columns[c])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"inputs\": input '", names[c],
+                       "' must be a non-empty array of values, one per "
+                       "instance, got ",
+                       columns[c]->is_array() ? "an empty array" : JsonTypeName(*columns[c])));
     }
   }
   for (size_t c = 0; c < columns.size(); ++c) {
     if (columns[c]->size() != columns[0]->size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("\"inputs\": input '", names[c], "' has ", columns[c]->size(),
-                       " values, input '", names[0], "' has ", columns[0]->size(),
-                       "; every input needs one value per instance"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"inputs\": input '", names[c], "' has ", columns[c]->size(), " values, input '",
+          names[0], "' has ", columns[0]->size(), "; every input needs one value per instance"));
     }
   }
   for (size_t i = 0; i < columns[0]->size(); ++i) {
@@ -416,8 +416,8 @@ TEST_CASE("a columnar request over the limit, or far larger than its signature, 
   for (size_t f = 0; f <= kMaxColumnarFields; ++f) absl::StrAppend(&fields, "\"f", f, "\": [1],");
   auto many = ReadPredictRequest(absl::StrCat(R"({"inputs": {)", fields, R"("user": [1]}})"),
                                  formats, PredictLimits{});
-  CHECK(many.status().message() == absl::StrCat("\"inputs\" has more than ",
-                                                kMaxColumnarFields, " fields"));
+  CHECK(many.status().message() ==
+        absl::StrCat("\"inputs\" has more than ", kMaxColumnarFields, " fields"));
 }
 
 }  // namespace

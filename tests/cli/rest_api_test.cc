@@ -2,7 +2,9 @@
 // several models and versions (ModelService over a ModelRegistry).
 #include <doctest/doctest.h>
 
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -47,11 +49,11 @@ std::string ErrorOf(const HttpReply& reply) { return Body(reply)["error"].get<st
 
 TEST_CASE("columnar predict answers each output's column under \"outputs\"") {
   const auto service = RecsysService();
-  const HttpReply rows = service->Handle(
-      "POST", "/v1/models/recsys:predict",
-      R"({"instances": [{"user": 0, "item": 3}, {"user": 4, "item": 1}]})");
-  const HttpReply columns = service->Handle(
-      "POST", "/v1/models/recsys:predict", R"({"inputs": {"user": [0, 4], "item": [3, 1]}})");
+  const HttpReply rows =
+      service->Handle("POST", "/v1/models/recsys:predict",
+                      R"({"instances": [{"user": 0, "item": 3}, {"user": 4, "item": 1}]})");
+  const HttpReply columns = service->Handle("POST", "/v1/models/recsys:predict",
+                                            R"({"inputs": {"user": [0, 4], "item": [3, 1]}})");
   REQUIRE(rows.status == 200);
   REQUIRE(columns.status == 200);
   const Json predictions = Body(rows)["predictions"];
@@ -116,9 +118,9 @@ TEST_CASE(":classify answers [label, score] pairs per example, :regress one numb
   }
 
   // The context's features are every example's.
-  const HttpReply regress = service->Handle(
-      "POST", "/v1/models/recsys/versions/42:regress",
-      R"({"context": {"user": 3}, "examples": [{"item": 0}, {"item": [2]}],
+  const HttpReply regress =
+      service->Handle("POST", "/v1/models/recsys/versions/42:regress",
+                      R"({"context": {"user": 3}, "examples": [{"item": 0}, {"item": [2]}],
           "signature_name": "regression"})");
   REQUIRE_MESSAGE(regress.status == 200, regress.body);
   const Json values = Body(regress)["results"];
@@ -155,24 +157,25 @@ TEST_CASE(":classify and :regress refuse what TF Serving refuses, saying why") {
       {":classify", R"({"examples": [{"user": 1}]})", 400, "example 0: missing input 'item'"},
       {":classify", R"({"examples": [{"user": 1, "item": 1, "age": 3}]})", 400,
        "example 0: unknown feature 'age'"},
-      {":classify", R"({"examples": [{"user": 1, "item": 1}], "signature_name": "serving_default"})",
-       400,
+      {":classify",
+       R"({"examples": [{"user": 1, "item": 1}], "signature_name": "serving_default"})", 400,
        "signature 'serving_default' is a predict signature; :classify needs a classify signature "
        "(this model's: classification)"},
       {":regress", R"({"examples": [{"user": 1, "item": 1}], "signature_name": "classification"})",
        400, "signature 'classification' is a classify signature; :regress needs a regress"},
       {":regress", R"({"examples": [{"user": 1, "item": 1}], "signature_name": "nope"})", 400,
        "unknown signature 'nope'"},
-      {":regress", R"({"examples": [{"user": 1, "item": 1}, {"user": 1, "item": 1},)"
-                   R"( {"user": 1, "item": 1}]})",
+      {":regress",
+       R"({"examples": [{"user": 1, "item": 1}, {"user": 1, "item": 1},)"
+       R"( {"user": 1, "item": 1}]})",
        413, "the request has 3 examples; this server takes at most 2 per request"},
   };
   const auto service = RecsysService(PredictLimits{2});
   for (const Case& c : cases) {
     CAPTURE(std::string(c.path));
     CAPTURE(std::string(c.body));
-    const HttpReply reply = service->Handle("POST", absl::StrCat("/v1/models/recsys", c.path),
-                                            c.body);
+    const HttpReply reply =
+        service->Handle("POST", absl::StrCat("/v1/models/recsys", c.path), c.body);
     CHECK(reply.status == c.status);
     CHECK_MESSAGE(ErrorOf(reply).find(c.message) != std::string::npos, ErrorOf(reply));
     CHECK(Body(reply).size() == 1);
@@ -181,13 +184,13 @@ TEST_CASE(":classify and :regress refuse what TF Serving refuses, saying why") {
   // A softmax model classifies but does not regress.
   auto mlp = ModelService::Create(*Predictor::Create(testing::OnesMlpModel()), "mlp");
   REQUIRE(mlp.ok());
-  const HttpReply classes = (*mlp)->Handle("POST", "/v1/models/mlp:classify",
-                                           R"({"examples": [{"pixels": [1, 2, 3]}]})");
+  const HttpReply classes =
+      (*mlp)->Handle("POST", "/v1/models/mlp:classify", R"({"examples": [{"pixels": [1, 2, 3]}]})");
   REQUIRE_MESSAGE(classes.status == 200, classes.body);
   CHECK(Body(classes)["results"][0].size() == 2);
   CHECK(Body(classes)["results"][0][1][1].get<float>() == doctest::Approx(0.5f));
-  const HttpReply regress = (*mlp)->Handle("POST", "/v1/models/mlp:regress",
-                                           R"({"examples": [{"pixels": [1, 2, 3]}]})");
+  const HttpReply regress =
+      (*mlp)->Handle("POST", "/v1/models/mlp:regress", R"({"examples": [{"pixels": [1, 2, 3]}]})");
   CHECK(regress.status == 400);
   CHECK(ErrorOf(regress) ==
         ":regress needs a regress signature; this model has none: only classifiers do (a sigmoid "
@@ -196,9 +199,8 @@ TEST_CASE(":classify and :regress refuse what TF Serving refuses, saying why") {
 
 TEST_CASE("metadata shows each signature's method and its string outputs") {
   const auto service = RecsysService();
-  const Json defs =
-      Body(service->Handle("GET", "/v1/models/recsys/metadata", ""))["metadata"]["signature_def"]
-                                                                    ["signature_def"];
+  const Json defs = Body(service->Handle("GET", "/v1/models/recsys/metadata",
+                                         ""))["metadata"]["signature_def"]["signature_def"];
   CHECK(defs["serving_default"]["method_name"] == "tensorflow/serving/predict");
   CHECK(defs["classification"]["method_name"] == "tensorflow/serving/classify");
   CHECK(defs["classification"]["outputs"]["classes"]["dtype"] == "DT_STRING");
@@ -233,14 +235,13 @@ TEST_CASE("several models and versions: the newest by default, /versions/N for a
   CHECK(newest.body == two.body);
   REQUIRE(one.status == 200);
   CHECK(one.body != two.body);
-  CHECK(Body(one)["predictions"][0]["probability"][0].get<float>() ==
-        Probabilities({{0, 0}})[0]);
+  CHECK(Body(one)["predictions"][0]["probability"][0].get<float>() == Probabilities({{0, 0}})[0]);
 
   const HttpReply three = service.Handle("POST", "/v1/models/a/versions/3:predict", body);
   CHECK(three.status == 404);
   CHECK(ErrorOf(three) == "model 'a' has no version '3' available; it serves versions 1, 2");
-  CHECK(Body(service.Handle("GET", "/v1/models/a/versions/1/metadata", ""))["model_spec"]
-            ["version"] == "1");
+  CHECK(Body(service.Handle("GET", "/v1/models/a/versions/1/metadata",
+                            ""))["model_spec"]["version"] == "1");
   CHECK(Body(service.Handle("GET", "/v1/models/a/metadata", ""))["model_spec"]["version"] == "2");
 
   CHECK(Body(service.Handle("GET", "/v1/models/a", "")) == Json::parse(R"({"model_version_status": [
@@ -257,12 +258,58 @@ TEST_CASE("several models and versions: the newest by default, /versions/N for a
         Json::parse(R"({"model_version_status": []})"));
   const HttpReply none = service.Handle("POST", "/v1/models/b:predict", body);
   CHECK(none.status == 404);
-  CHECK(ErrorOf(none) ==
-        "model 'b' has no version available yet (its status: GET /v1/models/b)");
+  CHECK(ErrorOf(none) == "model 'b' has no version available yet (its status: GET /v1/models/b)");
   CHECK(ErrorOf(service.Handle("GET", "/v1/models/c", "")) ==
         "model 'c' not found; this server serves 'a', 'b'");
   CHECK(ErrorOf(service.Handle("GET", "/v2", "")) ==
         "no resource '/v2'; this server answers under /v1/models/ (models 'a', 'b')");
+}
+
+TEST_CASE("mangled classify, regress and columnar bodies always get 200 or a 400 JSON error") {
+  const auto service = RecsysService();
+  const std::vector<std::pair<std::string, std::string>> valid = {
+      {"/v1/models/recsys:classify",
+       R"({"context": {"user": [1]}, "examples": [{"item": 2}, {"item": [0]}],)"
+       R"( "signature_name": "classification"})"},
+      {"/v1/models/recsys:regress",
+       R"({"examples": [{"user": 1, "item": 2}, {"user": 4, "item": 0}]})"},
+      {"/v1/models/recsys:predict",
+       R"({"inputs": {"user": [1, 4], "item": [2, 0]}, "signature_name": "classification"})"},
+  };
+  std::mt19937 random(3);
+  const std::string alphabet = "{}[]\":,0123456789-.eE truefalsnuser item context examples\\u";
+  int ok = 0;
+  for (int trial = 0; trial < 4500; ++trial) {
+    const auto& [path, original] = valid[trial % valid.size()];
+    std::string body = original;
+    const int edits = 1 + static_cast<int>(random() % 4);
+    for (int e = 0; e < edits && !body.empty(); ++e) {
+      const size_t at = random() % body.size();
+      const char c = alphabet[random() % alphabet.size()];
+      switch (random() % 3) {
+        case 0:
+          body[at] = c;
+          break;
+        case 1:
+          body.insert(body.begin() + at, c);
+          break;
+        default:
+          body.erase(at, 1);
+      }
+    }
+    CAPTURE(body);
+    const HttpReply reply = service->Handle("POST", path, body);
+    REQUIRE((reply.status == 200 || reply.status == 400));
+    auto json = ParseJson(reply.body);
+    REQUIRE(json.ok());
+    if (reply.status == 200) {
+      ++ok;
+      CHECK((json->contains("results") || json->contains("outputs")));
+    } else {
+      CHECK((*json)["error"].is_string());
+    }
+  }
+  CHECK(ok > 0);
 }
 
 }  // namespace

@@ -67,8 +67,8 @@ Json Get(httplib::Client& client, const std::string& path) {
 }
 
 float Probability(httplib::Client& client, const std::string& path) {
-  auto result = client.Post(path.c_str(), R"({"instances": [{"user": 0, "item": 0}]})",
-                            "application/json");
+  auto result =
+      client.Post(path.c_str(), R"({"instances": [{"user": 0, "item": 0}]})", "application/json");
   REQUIRE(result);
   REQUIRE_MESSAGE(result->status == 200, result->body);
   return (*ParseJson(result->body))["predictions"][0]["probability"][0].get<float>();
@@ -79,8 +79,8 @@ std::string States(httplib::Client& client, const std::string& model) {
   std::vector<std::string> states;
   const Json status = Get(client, "/v1/models/" + model);
   for (const Json& s : status["model_version_status"]) {
-    states.push_back(absl::StrCat(s["version"].get<std::string>(), ":",
-                                  s["state"].get<std::string>()));
+    states.push_back(
+        absl::StrCat(s["version"].get<std::string>(), ":", s["state"].get<std::string>()));
   }
   return absl::StrJoin(states, " ");
 }
@@ -94,7 +94,8 @@ bool WaitForStates(httplib::Client& client, const std::string& model, const std:
   return false;
 }
 
-TEST_CASE("serve a base path: new versions picked up, half-written ones ignored, removed unloaded") {
+TEST_CASE(
+    "serve a base path: new versions picked up, half-written ones ignored, removed unloaded") {
   TempDir dir;
   const std::string base = dir.MakeSub("recsys");
   Export(base, 1);
@@ -182,7 +183,8 @@ TEST_CASE("a JSON body is JSON whatever its Content-Type, a form's included, pas
   const int port = WaitForPort(child);
   REQUIRE(port > 0);
   std::string body = R"({"instances": [)";
-  for (int i = 0; i < 1000; ++i) absl::StrAppend(&body, i == 0 ? "" : ",", R"({"user": 1, "item": 2})");
+  for (int i = 0; i < 1000; ++i)
+    absl::StrAppend(&body, i == 0 ? "" : ",", R"({"user": 1, "item": 2})");
   body += "]}";
   REQUIRE(body.size() > 20'000);
   httplib::Client client("127.0.0.1", port);

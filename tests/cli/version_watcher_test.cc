@@ -52,8 +52,7 @@ std::vector<std::string> States(const ModelRegistry& registry, const std::string
 float Served(const ModelRegistry& registry, const std::string& name, int64_t version = -1) {
   const auto models = registry.Snapshot();
   const ServedModel& model = models->at(name);
-  const ServedVersion* served =
-      version < 0 ? model.Newest() : model.available.at(version).get();
+  const ServedVersion* served = version < 0 ? model.Newest() : model.available.at(version).get();
   REQUIRE(served != nullptr);
   auto reply = served->Predict(R"({"instances": [{"user": 0, "item": 0}]})", PredictLimits{});
   REQUIRE(reply.ok());
@@ -173,8 +172,7 @@ TEST_CASE("a version that cannot be loaded shows its error and leaves the one be
   fs::create_directories(base + "/2");
   std::ofstream(base + "/2/model.tsr", std::ios::binary) << whole.substr(0, whole.size() / 2);
   REQUIRE(watcher.Poll().ok());
-  CHECK(States(registry, "recsys") ==
-        std::vector<std::string>{"1:AVAILABLE", "2:END:DATA_LOSS"});
+  CHECK(States(registry, "recsys") == std::vector<std::string>{"1:AVAILABLE", "2:END:DATA_LOSS"});
   CHECK(Served(registry, "recsys") == Want(1));
   const auto failed = registry.Snapshot()->at("recsys").statuses[1].status;
   CHECK_MESSAGE(std::string(failed.message()).find(base + "/2") != std::string::npos,
@@ -234,8 +232,8 @@ TEST_CASE("a base path that cannot be listed is NotFound, and changes nothing se
                          registry);
   const absl::Status status = watcher.Poll();
   CHECK(status.code() == absl::StatusCode::kNotFound);
-  CHECK(std::string(status.message()).find("model 'x': cannot list its base path '" +
-                                           dir.Sub("none") + "'") == 0);
+  CHECK(std::string(status.message())
+            .find("model 'x': cannot list its base path '" + dir.Sub("none") + "'") == 0);
   CHECK(States(registry, "m") == std::vector<std::string>{"1:AVAILABLE"});  // polled all the same
 
   fs::rename(base, dir.Sub("moved"));

@@ -16,6 +16,18 @@
 #include "core/logging.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
+ABSL_FLAG(std::string, model_base_path, "",
+          "serve: a directory of numbered versions (1/, 2/, ... each an export), served as TF "
+          "Serving does: the newest, new versions picked up and removed ones unloaded");
+ABSL_FLAG(std::string, model_config_file, "",
+          "serve: TF Serving's model config file (text format: model_config_list { config { name: "
+          "\"a\" base_path: \"/models/a\" } ... }), serving several models");
+ABSL_FLAG(int32_t, file_system_poll_wait_seconds, 1,
+          "serve: how often base paths are polled for new and removed versions (0: once, at the "
+          "start)");
+ABSL_FLAG(std::string, request_log, "stderr",
+          "serve: a line per request (time, method, target, status, bytes in and out, latency in "
+          "ms) to stderr, to a file (appended), or off");
 ABSL_FLAG(std::string, input, "", "predict: the JSON lines file of instances ('-': stdin)");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "serve, ps: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: all)");
@@ -32,7 +44,9 @@ ABSL_FLAG(std::string, tls_ca, "", "ps: the cluster CA's certificate (PEM); peer
 ABSL_FLAG(uint64_t, max_message_bytes, tessera::kDefaultMaxMessageBytes,
           "ps: the largest message a peer may send (a whole shard read or assigned at once, a "
           "batch's rows or gradients for this node); a larger one closes its connection");
-ABSL_FLAG(std::string, name, "", "serve: the model's name in URLs (default: the model's own)");
+ABSL_FLAG(std::string, name, "",
+          "serve: the model's name in URLs (default: the export's own with --model, the base "
+          "path's last directory with --model_base_path)");
 ABSL_FLAG(bool, verify, false,
           "inspect: read an exported model's values and verify every checksum (serving verifies "
           "them as it reads them)");
@@ -62,17 +76,26 @@ commands:
       Predicts JSON lines of instances (FILE, or '-' for stdin), one object per line mapping
       each input to its value (an integer id, or an array of numbers), and writes one JSON line
       per instance mapping each output to its array of floats.
-  serve --model DIR [--port 8501] [--host 127.0.0.1] [--name NAME] [--threads N]
+  serve (--model DIR | --model_base_path DIR | --model_config_file FILE) [--port 8501]
+        [--host 127.0.0.1] [--name NAME] [--threads N] [--file_system_poll_wait_seconds 1]
+        [--request_log stderr|off|FILE]
         [--max_body_bytes 67108864] [--max_instances 10000] [--max_connections 1024]
         [--read_timeout_ms 30000] [--idle_timeout_ms 60000] [--write_timeout_ms 30000]
-      Serves the model with TensorFlow Serving's REST API until SIGINT or SIGTERM:
-        POST /v1/models/NAME:predict  {"instances": [...]}  -> {"predictions": [...]}
-        GET  /v1/models/NAME          the model's status
-        GET  /v1/models/NAME/metadata its signatures
-      --port 0 picks a free port; the URL served on is printed. What one client can cost is
-      bounded: a body over --max_body_bytes or more than --max_instances instances is answered
-      413, a request not in within --read_timeout_ms of its first byte 408; past
-      --max_connections the longest idle connection is closed (503 when none is idle).
+      Serves models with TensorFlow Serving's REST API until SIGINT or SIGTERM: one export
+      (--model), a base path of numbered versions (--model_base_path DIR holding 1/, 2/, ...:
+      the newest is served, new versions are picked up and removed ones unloaded as DIR is
+      polled), or the models of a TF Serving model config file.
+        POST /v1/models/NAME[/versions/N]:predict  {"instances": [...]} -> {"predictions": [...]}
+                                                   {"inputs": {...}}    -> {"outputs": {...}}
+        POST /v1/models/NAME[/versions/N]:classify {"examples": [...]}  -> {"results": [...]}
+        POST /v1/models/NAME[/versions/N]:regress  {"examples": [...]}  -> {"results": [...]}
+        GET  /v1/models/NAME[/versions/N]          the status of its versions
+        GET  /v1/models/NAME[/versions/N]/metadata its signatures
+      A line per request goes to --request_log. --port 0 picks a free port; the URL served on
+      is printed. What one client can cost is bounded: a body over --max_body_bytes or more
+      than --max_instances instances is answered 413, a request not in within
+      --read_timeout_ms of its first byte 408; past --max_connections the longest idle
+      connection is closed (503 when none is idle).
   ps --port P [--task K | --standby] [--host 127.0.0.1] [--threads N]
      [--tls_cert F --tls_key F --tls_ca F] [--max_message_bytes N]
       Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM; with
@@ -155,6 +178,10 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     if (absl::Status s = no_arguments(); !s.ok()) return s;
     tessera::cli::ServeOptions options;
     options.model_dir = absl::GetFlag(FLAGS_model);
+    options.model_base_path = absl::GetFlag(FLAGS_model_base_path);
+    options.model_config_file = absl::GetFlag(FLAGS_model_config_file);
+    options.file_system_poll_wait_seconds = absl::GetFlag(FLAGS_file_system_poll_wait_seconds);
+    options.request_log = absl::GetFlag(FLAGS_request_log);
     options.host = absl::GetFlag(FLAGS_host);
     options.port = absl::GetFlag(FLAGS_port);
     options.name = absl::GetFlag(FLAGS_name);
@@ -165,7 +192,6 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     options.read_timeout_ms = absl::GetFlag(FLAGS_read_timeout_ms);
     options.idle_timeout_ms = absl::GetFlag(FLAGS_idle_timeout_ms);
     options.write_timeout_ms = absl::GetFlag(FLAGS_write_timeout_ms);
-    if (absl::Status s = Require(options.model_dir, "model"); !s.ok()) return s;
     return tessera::cli::RunServe(options, std::cout);
   }
   if (command == "ps") {

@@ -63,6 +63,9 @@ class HttpRequestParser {
   const std::string& error() const { return error_; }
   // Bytes of body held so far.
   size_t body_bytes() const { return request_.body.size(); }
+  // The request line's method and target as sent, once it is read (empty before).
+  const std::string& method() const { return request_.method; }
+  const std::string& target() const { return request_.target; }
 
   // The complete request; the parser is then ready for the next one.
   HttpRequest Take();

@@ -180,6 +180,7 @@ class HttpServer::Loop {
     size_t budgeted = 0;  // body bytes of this connection counted in body_bytes_
     Clock::time_point deadline;
     Clock::time_point idle_since;
+    Clock::time_point started;  // the current request's first byte
     uint32_t events = 0;
   };
   struct Done {
@@ -188,6 +189,12 @@ class HttpServer::Loop {
     bool close = false;
     size_t budgeted = 0;
     bool failed = false;  // no answer could be made: close
+    // For the request log (set only with one).
+    int status = 0;
+    std::string method;
+    std::string target;
+    size_t request_bytes = 0;
+    Clock::time_point started;
   };
   struct Job {
     uint64_t id;
@@ -213,6 +220,8 @@ class HttpServer::Loop {
   void Close(Connection& c);
   void ReleaseBody(Connection& c);
   void SetEvents(Connection& c, uint32_t events);
+  void LogAnswer(absl::string_view method, absl::string_view target, int status,
+                 size_t request_bytes, size_t response_bytes, Clock::time_point started);
   void TakeDone();
   void Sweep(Clock::time_point now);
 
@@ -315,7 +324,9 @@ absl::Status HttpServer::Loop::Serve() {
       }
       next_sweep = now + kSweepInterval;
     }
+    if (options_.request_log != nullptr) options_.request_log->Flush();
   }
+  if (options_.request_log != nullptr) options_.request_log->Flush(/*now=*/true);
   return absl::OkStatus();
 }
 
@@ -391,6 +402,7 @@ void HttpServer::Loop::Refuse(int fd) {
         absl::StrCat("too many connections (the server's limit is ", options_.max_connections, ")");
     const Wire wire =
         ResponseWire(ErrorResponse(503, server_.error_body_(503, message)), false, true);
+    LogAnswer("", "", 503, 0, wire.body.size(), Clock::now());
     const std::string bytes = wire.head + wire.body;
     // Best effort: a fresh socket's send buffer takes this at once, or the client does without.
     [[maybe_unused]] ssize_t sent =
@@ -437,7 +449,8 @@ void HttpServer::Loop::ProcessInput(Connection& c, absl::string_view data) {
   body_bytes_ += received;
   if (c.phase == Phase::kIdle && c.parser.started()) {
     c.phase = Phase::kReading;
-    c.deadline = Clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
+    c.started = Clock::now();
+    c.deadline = c.started + std::chrono::milliseconds(options_.read_timeout_ms);
   }
   if (c.parser.failed()) {
     Reject(c, c.parser.error_status(), c.parser.error());
@@ -463,6 +476,13 @@ void HttpServer::Loop::Dispatch(Connection& c, absl::string_view rest) {
   // What may fail to allocate comes first, so that a failure leaves the connection as it was.
   c.pending.assign(rest.data(), rest.size());
   std::list<Done> answer(1);
+  if (options_.request_log != nullptr) {
+    Done& done = answer.front();
+    done.method = c.parser.method();
+    done.target = c.parser.target();
+    done.request_bytes = c.parser.body_bytes();
+    done.started = c.started;
+  }
   {
     std::lock_guard<std::mutex> lock(jobs_mutex_);
     jobs_.push_back(Job{c.id, c.parser.Take(), c.budgeted, std::move(answer)});
@@ -480,6 +500,8 @@ void HttpServer::Loop::Reject(Connection& c, int status, absl::string_view messa
   try {
     // Before the parser is reset: `message` may be its error.
     wire = ResponseWire(ErrorResponse(status, server_.error_body_(status, message)), false, true);
+    LogAnswer(c.parser.method(), c.parser.target(), status, c.parser.body_bytes(), wire.body.size(),
+              c.phase == Phase::kReading ? c.started : Clock::now());
   } catch (const std::bad_alloc&) {
     Close(c);
     return;
@@ -570,6 +592,14 @@ void HttpServer::Loop::SetEvents(Connection& c, uint32_t events) {
   c.events = events;
 }
 
+void HttpServer::Loop::LogAnswer(absl::string_view method, absl::string_view target, int status,
+                                 size_t request_bytes, size_t response_bytes,
+                                 Clock::time_point started) {
+  if (options_.request_log == nullptr) return;
+  options_.request_log->Record(method, target, status, request_bytes, response_bytes,
+                               Clock::now() - started);
+}
+
 void HttpServer::Loop::TakeDone() {
   std::list<Done> done;
   {
@@ -586,6 +616,7 @@ void HttpServer::Loop::TakeDone() {
     }
     // Writing may go on to the next pipelined request (Note [Out of memory]).
     try {
+      LogAnswer(d.method, d.target, d.status, d.request_bytes, d.wire.body.size(), d.started);
       StartWrite(*c, std::move(d.wire), d.close);
     } catch (const std::bad_alloc&) {
       if ((c = Find(d.id)) != nullptr) Reject(*c, 503, "out of memory reading this request");
@@ -653,6 +684,7 @@ void HttpServer::Loop::Answer(Job& job) {
   try {
     HttpResponse response = server_.handler_(job.request);
     job.request = HttpRequest();
+    done.status = response.status;
     done.wire = ResponseWire(std::move(response), head_only, done.close);
     return;
   } catch (const std::bad_alloc&) {
@@ -672,8 +704,9 @@ void HttpServer::Loop::Answer(Job& job) {
       } catch (...) {
       }
     }
-    done.wire = ResponseWire(ErrorResponse(status, server_.error_body_(status, message)),
-                             head_only, done.close);
+    done.status = status;
+    done.wire = ResponseWire(ErrorResponse(status, server_.error_body_(status, message)), head_only,
+                             done.close);
     Warn("http: {} {}: answered {}: {}", job.request.method, job.request.path, status, message);
   } catch (...) {
     done.failed = true;  // not even an error fits: the connection is closed

@@ -26,6 +26,8 @@
 //     and request bodies held at once over kBodyBudgetFactor * max_body_bytes (503);
 //   - the handler's exceptions are answered 500, and std::bad_alloc (anywhere in a request's
 //     life: reading it, handling it, writing the answer) 503, closing only that connection.
+// With options.request_log, every answer (the server's own errors included) is a line of it
+// (request_log.h), recorded by the loop thread.
 // Headers a handler does not know about (Range, ...) are ignored: a response is what the handler
 // returns.
 //
@@ -47,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cli/internal/http_request_parser.h"
+#include "cli/internal/request_log.h"
 
 namespace tessera::cli {
 
@@ -66,6 +69,7 @@ struct HttpServerOptions {
   int write_timeout_ms = 30'000;  // one whole response
   int threads = 0;                // handler threads; 0: one per core
   int listen_backlog = 1024;
+  RequestLog* request_log = nullptr;  // not owned; must outlive the server's Run
 };
 
 class HttpServer {

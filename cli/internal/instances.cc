@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/internal/classify_signatures.h"
 #include "core/status.h"
 
 namespace tessera::cli {
@@ -100,7 +101,7 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
     }
     const int64_t width = graph.value_widths[value->second];
     RETURN_IF_ERROR(Annotate(CheckTensor(out, DType::kFloat32, {-1, width}, "output"), context));
-    format.outputs.push_back({out.name, width});
+    format.outputs.push_back({out.name, width, InstanceFormat::Output::Kind::kModel, out.name});
   }
   return format;
 }
@@ -117,14 +118,13 @@ absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
     ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
     formats.emplace(kServingDefault, std::move(format));
   }
+  for (InstanceFormat& format : ClassifySignatures(model.spec, formats.at(kServingDefault))) {
+    formats.emplace(format.signature, std::move(format));  // a model's own name wins
+  }
   return formats;
 }
 
-BatchBuilder::BatchBuilder(const InstanceFormat& format)
-    : format_(format), ids_(format.inputs.size()), dense_(format.inputs.size()) {}
-
-absl::Status BatchBuilder::ParseIds(const InstanceFormat::Input& input, const Json& value,
-                                    int64_t& id) const {
+absl::Status ParseIdValue(const InstanceFormat::Input& input, const Json& value, int64_t& id) {
   if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
     if (u > static_cast<uint64_t>(input.id_limit - 1)) {
@@ -147,8 +147,8 @@ absl::Status BatchBuilder::ParseIds(const InstanceFormat::Input& input, const Js
       "input '", input.name, "' must be an integer id, got ", JsonTypeName(value), shown));
 }
 
-absl::Status BatchBuilder::ParseDense(const InstanceFormat::Input& input, const Json& value,
-                                      std::vector<float>& row) const {
+absl::Status ParseDenseValue(const InstanceFormat::Input& input, const Json& value,
+                             std::vector<float>& row) {
   if (!value.is_array() || static_cast<int64_t>(value.size()) != input.width) {
     const std::string got =
         value.is_array() ? absl::StrCat("an array of ", value.size()) : JsonTypeName(value);
@@ -167,6 +167,9 @@ absl::Status BatchBuilder::ParseDense(const InstanceFormat::Input& input, const 
   }
   return absl::OkStatus();
 }
+
+BatchBuilder::BatchBuilder(const InstanceFormat& format)
+    : format_(format), ids_(format.inputs.size()), dense_(format.inputs.size()) {}
 
 absl::Status BatchBuilder::Add(const Json& instance) {
   const size_t num_inputs = format_.inputs.size();
@@ -203,9 +206,9 @@ absl::Status BatchBuilder::Add(const Json& instance) {
   for (size_t i = 0; i < num_inputs; ++i) {
     const InstanceFormat::Input& input = format_.inputs[i];
     if (input.kind == InputKind::kIds) {
-      RETURN_IF_ERROR(ParseIds(input, *values[i], ids[i]));
+      RETURN_IF_ERROR(ParseIdValue(input, *values[i], ids[i]));
     } else {
-      RETURN_IF_ERROR(ParseDense(input, *values[i], rows[i]));
+      RETURN_IF_ERROR(ParseDenseValue(input, *values[i], rows[i]));
     }
   }
   for (size_t i = 0; i < num_inputs; ++i) {
@@ -249,37 +252,74 @@ Batch BatchBuilder::Take() {
   return batch;
 }
 
-absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs,
-                                    const InstanceFormat& format, int64_t batch_size,
-                                    bool bare_single_output) {
+absl::StatusOr<Predictions> Predictions::Of(const std::map<std::string, Tensor>& outputs,
+                                            const InstanceFormat& format, int64_t batch_size) {
   std::vector<const Tensor*> tensors;
   for (const InstanceFormat::Output& out : format.outputs) {
-    auto it = outputs.find(out.name);
-    if (it == outputs.end()) {
-      return absl::InternalError(absl::StrCat("the model gave no output '", out.name, "'"));
+    if (out.kind == InstanceFormat::Output::Kind::kClassLabels) {
+      tensors.push_back(nullptr);
+      continue;
     }
-    const Shape want{batch_size, out.width};
+    const std::string& source = out.source_name();
+    auto it = outputs.find(source);
+    if (it == outputs.end()) {
+      return absl::InternalError(absl::StrCat("the model gave no output '", source, "'"));
+    }
+    const int64_t width = out.kind == InstanceFormat::Output::Kind::kBinaryScores ? 1 : out.width;
+    const Shape want{batch_size, width};
     if (it->second.shape() != want) {
-      return absl::InternalError(absl::StrCat("output '", out.name, "' has shape ",
+      return absl::InternalError(absl::StrCat("output '", source, "' has shape ",
                                               it->second.shape().ToString(), ", expected ",
                                               want.ToString()));
     }
     tensors.push_back(&it->second);
   }
+  return Predictions(format, std::move(tensors), batch_size);
+}
+
+absl::StatusOr<Json> Predictions::Value(size_t o, int64_t b) const {
+  const InstanceFormat::Output& out = format_->outputs[o];
+  Json values = Json::array();
+  if (out.kind == InstanceFormat::Output::Kind::kClassLabels) {
+    for (int64_t c = 0; c < out.width; ++c) values.push_back(std::to_string(c));
+    return values;
+  }
+  const auto row = tensors_[o]->row(b);
+  for (float v : row) {
+    // JSON has no NaN or infinity (nlohmann would write null): never answer with one.
+    if (!std::isfinite(v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", out.name, "' of instance ", b, " is not finite (", v, ")"));
+    }
+  }
+  if (out.kind == InstanceFormat::Output::Kind::kBinaryScores) {
+    values.push_back(1.0f - row[0]);
+    values.push_back(row[0]);
+    return values;
+  }
+  for (float v : row) values.push_back(v);
+  return values;
+}
+
+absl::StatusOr<float> Predictions::Number(size_t o, int64_t b) const {
+  ASSIGN_OR_RETURN(const Json values, Value(o, b));
+  if (values.empty() || !values[0].is_number()) {
+    return absl::InternalError(
+        absl::StrCat("output '", format_->outputs[o].name, "' holds no number"));
+  }
+  return values[0].get<float>();
+}
+
+absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs,
+                                    const InstanceFormat& format, int64_t batch_size,
+                                    bool bare_single_output) {
+  ASSIGN_OR_RETURN(const Predictions predictions, Predictions::Of(outputs, format, batch_size));
   const bool bare = bare_single_output && format.outputs.size() == 1;
   Json rows = Json::array();
   for (int64_t b = 0; b < batch_size; ++b) {
     Json prediction = bare ? Json::array() : Json::object();
-    for (size_t o = 0; o < tensors.size(); ++o) {
-      Json values = Json::array();
-      for (float v : tensors[o]->row(b)) {
-        // JSON has no NaN or infinity (nlohmann would write null): never answer with one.
-        if (!std::isfinite(v)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "output '", format.outputs[o].name, "' of instance ", b, " is not finite (", v, ")"));
-        }
-        values.push_back(v);
-      }
+    for (size_t o = 0; o < format.outputs.size(); ++o) {
+      ASSIGN_OR_RETURN(Json values, predictions.Value(o, b));
       if (bare) {
         prediction = std::move(values);
       } else {

@@ -5,8 +5,13 @@
 //                                            an integer for an ids input, an array of `width`
 //              {"pixels": [0.1, 0.0, ...]}   numbers for a dense input; with exactly one input
 //              [0.1, 0.0, ...]               the bare value is accepted too.
-//   prediction {"logits": [0.3], "probability": [0.57]}   output name -> its row of floats, or
-//              [0.57]                        the bare row when the signature has one output.
+//   prediction {"logits": [0.3], "probability": [0.57]}   output name -> its row of floats (or
+//              [0.57]                        strings), or the bare row when the signature has one
+//              {"classes": ["0", "1"], "scores": [0.43, 0.57]}                       output.
+//
+// A value of a row (or of a column, predict_request.h) is read by ParseIdValue / ParseDenseValue;
+// Predictions gives each output's row of one instance, computed outputs included
+// (classify_signatures.h).
 //
 // Example:
 //   ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
@@ -21,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +42,9 @@ namespace tessera::cli {
 // One signature resolved against its model: what an instance must hold and what a prediction
 // holds.
 struct InstanceFormat {
+  // What a signature is for, as TF's method_name says (metadata.h): :predict takes any
+  // signature, :classify and :regress only theirs.
+  enum class Method { kPredict, kClassify, kRegress };
   struct Input {
     std::string name;
     InputKind kind = InputKind::kDense;
@@ -44,10 +53,20 @@ struct InstanceFormat {
     int64_t id_limit = 0;
   };
   struct Output {
+    // What an output's values are: the row of a model output (floats); the scores [1 - p, p] of
+    // a binary model's probability output p (floats, width 2); the class labels "0", "1", ...
+    // (strings, `width` of them).
+    enum class Kind { kModel, kBinaryScores, kClassLabels };
     std::string name;
     int64_t width = 1;
+    Kind kind = Kind::kModel;
+    std::string source;  // the model output read (kModel, kBinaryScores); empty: `name`
+
+    const std::string& source_name() const { return source.empty() ? name : source; }
+    bool is_string() const { return kind == Kind::kClassLabels; }
   };
-  std::string signature;        // the signature's name
+  std::string signature;  // the signature's name
+  Method method = Method::kPredict;
   std::vector<Input> inputs;    // in the signature's order
   std::vector<Output> outputs;  // in the signature's order
 };
@@ -60,9 +79,18 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
 
 // The formats of every signature of `model` (a valid one, e.g. a Predictor's) by name, with
 // "serving_default" derived from the spec (ServingSignature) when the model has no signature of
-// that name, so every model can be served. MakeInstanceFormat's errors.
+// that name, so every model can be served, and the classification and regression signatures of
+// a classifier (ClassifySignatures) under names the model does not use. MakeInstanceFormat's
+// errors.
 absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
     const ModelDescription& model);
+
+// One value of an ids input: an integer in [0, id_limit). InvalidArgument naming the input.
+absl::Status ParseIdValue(const InstanceFormat::Input& input, const Json& value, int64_t& id);
+// One value of a dense input: an array of `width` numbers, into `row` (replaced).
+// InvalidArgument naming the input (and the element).
+absl::Status ParseDenseValue(const InstanceFormat::Input& input, const Json& value,
+                             std::vector<float>& row);
 
 // Collects instances into a Batch (no labels).
 class BatchBuilder {
@@ -81,21 +109,41 @@ class BatchBuilder {
   Batch Take();
 
  private:
-  absl::Status ParseIds(const InstanceFormat::Input& input, const Json& value, int64_t& id) const;
-  absl::Status ParseDense(const InstanceFormat::Input& input, const Json& value,
-                          std::vector<float>& row) const;
-
   const InstanceFormat& format_;
   int64_t size_ = 0;
   std::vector<Ids> ids_;                   // per input (ids inputs only)
   std::vector<std::vector<float>> dense_;  // per input (dense inputs only), row-major
 };
 
+// The outputs of `format` for a batch, from a Predictor's outputs.
+class Predictions {
+ public:
+  // `outputs` (each [batch_size, width]) must outlive the result. Internal when an output of
+  // `format` is missing or mis-shaped.
+  static absl::StatusOr<Predictions> Of(const std::map<std::string, Tensor>& outputs,
+                                        const InstanceFormat& format, int64_t batch_size);
+
+  int64_t size() const { return size_; }
+  // Output `o` (of format.outputs) of instance `b`: an array of `width` numbers or strings.
+  // InvalidArgument naming the output and the instance when a value is NaN or infinite (JSON
+  // has neither).
+  absl::StatusOr<Json> Value(size_t o, int64_t b) const;
+  // Its first number (a regression's value), with the same check.
+  absl::StatusOr<float> Number(size_t o, int64_t b) const;
+
+ private:
+  Predictions(const InstanceFormat& format, std::vector<const Tensor*> tensors, int64_t size)
+      : format_(&format), tensors_(std::move(tensors)), size_(size) {}
+
+  const InstanceFormat* format_;
+  std::vector<const Tensor*> tensors_;  // per output; null for class labels
+  int64_t size_;
+};
+
 // The predictions of `outputs` (a Predictor's, each [batch_size, width]) as a JSON array of
-// batch_size rows: each an object mapping every output of `format` to its row of floats or, with
+// batch_size rows: each an object mapping every output of `format` to its row of values or, with
 // `bare_single_output` and exactly one output, that row alone (TF Serving's format).
-// Internal when an output is missing or mis-shaped; InvalidArgument naming the output and the
-// instance when a value is NaN or infinite (JSON has neither).
+// Predictions' errors.
 absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs,
                                     const InstanceFormat& format, int64_t batch_size,
                                     bool bare_single_output);

@@ -8,9 +8,9 @@
 
 namespace tessera::cli {
 
-absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir, Env* env) {
   const std::string context = absl::StrCat("model '", dir, "'");
-  absl::StatusOr<OpenedModel> model = OpenExportedModel(dir);
+  absl::StatusOr<OpenedModel> model = OpenExportedModel(dir, env);
   RETURN_IF_ERROR(Annotate(model.status(), context));
   absl::StatusOr<std::unique_ptr<Predictor>> predictor =
       Predictor::Create(std::move(model->description), std::move(model->variables));

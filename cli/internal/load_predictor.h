@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/env.h"
 #include "core/exported_model.h"
 
 namespace tessera::cli {
@@ -15,6 +16,7 @@ namespace tessera::cli {
 // dense variables verified) and builds its Predictor. OpenExportedModel's errors (NotFound
 // without a model, DataLoss / InvalidArgument for bad content) and Predictor::Create's, each
 // prefixed with the directory.
-absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir);
+absl::StatusOr<std::unique_ptr<Predictor>> LoadPredictor(const std::string& dir,
+                                                         Env* env = Env::Default());
 
 }  // namespace tessera::cli

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace tessera::cli {
 namespace {
 
@@ -13,6 +15,18 @@ Json TensorInfo(const std::string& name, const char* dtype, const std::vector<in
           {"tensor_shape", {{"dim", std::move(dims)}, {"unknown_rank", false}}}};
 }
 
+const char* MethodName(InstanceFormat::Method method) {
+  switch (method) {
+    case InstanceFormat::Method::kClassify:
+      return "tensorflow/serving/classify";
+    case InstanceFormat::Method::kRegress:
+      return "tensorflow/serving/regress";
+    case InstanceFormat::Method::kPredict:
+      break;
+  }
+  return "tensorflow/serving/predict";
+}
+
 Json SignatureDef(const InstanceFormat& format) {
   Json inputs = Json::object();
   for (const InstanceFormat::Input& in : format.inputs) {
@@ -21,20 +35,26 @@ Json SignatureDef(const InstanceFormat& format) {
   }
   Json outputs = Json::object();
   for (const InstanceFormat::Output& out : format.outputs) {
-    outputs[out.name] = TensorInfo(out.name, "DT_FLOAT", {-1, out.width});
+    outputs[out.name] =
+        TensorInfo(out.name, out.is_string() ? "DT_STRING" : "DT_FLOAT", {-1, out.width});
   }
   return {{"inputs", std::move(inputs)},
           {"outputs", std::move(outputs)},
-          {"method_name", "tensorflow/serving/predict"}};
+          {"method_name", MethodName(format.method)}};
 }
 
 }  // namespace
 
-Json ModelStatusJson(int64_t version) {
-  Json status = {{"version", std::to_string(version)},
-                 {"state", "AVAILABLE"},
-                 {"status", {{"error_code", "OK"}, {"error_message", ""}}}};
-  return {{"model_version_status", Json::array({std::move(status)})}};
+Json ModelStatusJson(const std::vector<VersionStatus>& versions) {
+  Json list = Json::array();
+  for (const VersionStatus& v : versions) {
+    list.push_back({{"version", std::to_string(v.version)},
+                    {"state", v.state == VersionState::kAvailable ? "AVAILABLE" : "END"},
+                    {"status",
+                     {{"error_code", absl::StatusCodeToString(v.status.code())},
+                      {"error_message", std::string(v.status.message())}}}});
+  }
+  return {{"model_version_status", std::move(list)}};
 }
 
 Json ModelMetadataJson(const std::string& name, int64_t version,

@@ -1,20 +1,27 @@
 #include "cli/internal/model_service.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/internal/json.h"
 #include "cli/internal/metadata.h"
+#include "cli/internal/model_config.h"
 #include "core/status.h"
 
 namespace tessera::cli {
 namespace {
 
 constexpr absl::string_view kModelsPrefix = "/v1/models/";
+constexpr absl::string_view kResources =
+    "this server answers :predict, :classify, :regress, /metadata and the status";
 
-enum class Resource { kStatus, kMetadata, kPredict };
+enum class Resource { kStatus, kMetadata, kPredict, kClassify, kRegress };
 
 HttpReply JsonReply(int status, const Json& body) { return {status, DumpJson(body), ""}; }
 
@@ -22,16 +29,39 @@ HttpReply ErrorReply(const absl::Status& status) {
   return {HttpStatusOf(status), ErrorBody(status.message()), ""};
 }
 
+// "'a', 'b'": the models' names, for an error.
+std::string Names(const ModelRegistry::Models& models) {
+  if (models.empty()) return "no model";
+  std::vector<std::string> names;
+  for (const auto& [name, model] : models) names.push_back(name);
+  return absl::StrCat("'", absl::StrJoin(names, "', '"), "'");
+}
+
+// "version 42", "versions 1, 2", "no version yet".
+std::string Versions(const ServedModel& model) {
+  if (model.available.empty()) return "no version yet";
+  std::vector<int64_t> versions;
+  for (const auto& [version, served] : model.available) versions.push_back(version);
+  return absl::StrCat(versions.size() == 1 ? "version " : "versions ",
+                      absl::StrJoin(versions, ", "));
+}
+
 }  // namespace
 
 int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
       return 400;
     case absl::StatusCode::kNotFound:
       return 404;
     case absl::StatusCode::kResourceExhausted:
       return 413;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
     default:
       return 500;
   }
@@ -41,22 +71,28 @@ std::string ErrorBody(absl::string_view message) {
   return DumpJson(Json{{"error", std::string(message)}});
 }
 
+ModelService::ModelService(std::shared_ptr<const ModelRegistry> registry, PredictLimits limits)
+    : registry_(std::move(registry)), limits_(limits) {}
+
 absl::StatusOr<std::unique_ptr<ModelService>> ModelService::Create(
     std::unique_ptr<Predictor> predictor, std::string name, PredictLimits limits) {
-  if (name.empty() || name.find_first_of("/:") != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model name '", name, "' must be non-empty and hold no '/' or ':'"));
-  }
-  ASSIGN_OR_RETURN(auto formats, ModelInstanceFormats(predictor->model()));
-  return std::unique_ptr<ModelService>(
-      new ModelService(std::move(predictor), std::move(name), std::move(formats), limits));
+  RETURN_IF_ERROR(CheckModelName(name));
+  const int64_t step = predictor->model().step;
+  ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
+                   ServedVersion::Create(std::move(predictor), step));
+  auto registry = std::make_shared<ModelRegistry>();
+  registry->Set(
+      {name, {{step, std::move(version)}}, {{step, VersionState::kAvailable, absl::OkStatus()}}});
+  return std::make_unique<ModelService>(std::move(registry), limits);
 }
 
 HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
                                absl::string_view body) const {
+  const std::shared_ptr<const ModelRegistry::Models> models = registry_->Snapshot();
   if (!absl::StartsWith(path, kModelsPrefix)) {
-    return ErrorReply(absl::NotFoundError(absl::StrCat(
-        "no resource '", path, "'; this server answers under ", kModelsPrefix, name_)));
+    return ErrorReply(
+        absl::NotFoundError(absl::StrCat("no resource '", path, "'; this server answers under ",
+                                         kModelsPrefix, " (models ", Names(*models), ")")));
   }
   absl::string_view rest = path.substr(kModelsPrefix.size());
   // A ":verb" suffix belongs to the last path segment.
@@ -67,77 +103,106 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
     rest = rest.substr(0, colon);
   }
   std::vector<absl::string_view> segments = absl::StrSplit(rest, '/');
-  if (segments[0] != name_) {
+  auto found = models->find(std::string(segments[0]));
+  if (found == models->end()) {
     return ErrorReply(absl::NotFoundError(
-        absl::StrCat("model '", segments[0], "' not found; this server serves '", name_, "'")));
+        absl::StrCat("model '", segments[0], "' not found; this server serves ", Names(*models))));
   }
+  const ServedModel& model = found->second;
   size_t next = 1;
+  std::optional<int64_t> version;
+  if (segments.size() >= 2 && segments[1] == "labels") {
+    return ErrorReply(
+        absl::NotFoundError(absl::StrCat("model '", model.name,
+                                         "': version labels are not supported; name a version with "
+                                         "/versions/N (",
+                                         Versions(model), ")")));
+  }
   if (segments.size() >= 3 && segments[1] == "versions") {
-    if (segments[2] != std::to_string(version())) {
+    int64_t number = 0;
+    if (!absl::SimpleAtoi(segments[2], &number)) {
       return ErrorReply(
-          absl::NotFoundError(absl::StrCat("model '", name_, "' has no version '", segments[2],
-                                           "'; it serves version ", version())));
+          absl::NotFoundError(absl::StrCat("model '", model.name, "' has no version '", segments[2],
+                                           "'; it serves ", Versions(model))));
     }
+    version = number;
     next = 3;
   }
   const size_t left = segments.size() - next;
   Resource resource;
   if (!verb.empty()) {
-    if (left != 0 || verb != "predict") {
-      return ErrorReply(absl::NotFoundError(absl::StrCat(
-          "no resource '", path, "'; this server answers :predict, /metadata and the status")));
+    if (left != 0 || (verb != "predict" && verb != "classify" && verb != "regress")) {
+      return ErrorReply(
+          absl::NotFoundError(absl::StrCat("no resource '", path, "'; ", kResources)));
     }
-    resource = Resource::kPredict;
+    if (verb == "predict") {
+      resource = Resource::kPredict;
+    } else if (verb == "classify") {
+      resource = Resource::kClassify;
+    } else {
+      resource = Resource::kRegress;
+    }
   } else if (left == 0) {
     resource = Resource::kStatus;
   } else if (left == 1 && segments[next] == "metadata") {
     resource = Resource::kMetadata;
   } else {
-    return ErrorReply(absl::NotFoundError(absl::StrCat(
-        "no resource '", path, "'; this server answers :predict, /metadata and the status")));
+    return ErrorReply(absl::NotFoundError(absl::StrCat("no resource '", path, "'; ", kResources)));
   }
 
-  const absl::string_view allowed = resource == Resource::kPredict ? "POST" : "GET";
+  const bool post = resource != Resource::kStatus && resource != Resource::kMetadata;
+  const absl::string_view allowed = post ? "POST" : "GET";
   if (method != allowed && !(allowed == "GET" && method == "HEAD")) {
-    HttpReply reply{
+    return {
         405,
         ErrorBody(absl::StrCat("method ", method, " is not allowed on ", path, "; use ", allowed)),
         std::string(allowed)};
-    return reply;
   }
-  switch (resource) {
-    case Resource::kStatus:
-      return JsonReply(200, ModelStatusJson(version()));
-    case Resource::kMetadata:
-      return JsonReply(200, ModelMetadataJson(name_, version(), formats_));
-    case Resource::kPredict:
-      break;
-  }
-  absl::StatusOr<std::string> predictions = Predict(body);
-  if (!predictions.ok()) return ErrorReply(predictions.status());
-  return {200, *std::move(predictions), ""};
-}
 
-absl::StatusOr<std::string> ModelService::Predict(absl::string_view body) const {
-  ASSIGN_OR_RETURN(PredictRequest request, ReadPredictRequest(body, formats_, limits_));
-  const InstanceFormat& format = *request.format;
-  // {"predictions": [...]}, written a batch at a time (Note [Bounded predict requests]).
-  std::string reply = "{\"predictions\":[";
-  bool first = true;
-  for (Batch& batch : request.batches) {
-    const int64_t size = batch.size;
-    ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
-    batch = Batch();
-    ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format, size,
-                                               /*bare_single_output=*/true));
-    for (const Json& row : rows) {
-      if (!first) reply += ',';
-      reply += DumpJson(row);
-      first = false;
+  if (resource == Resource::kStatus) {
+    if (!version.has_value()) return JsonReply(200, ModelStatusJson(model.statuses));
+    for (const VersionStatus& status : model.statuses) {
+      if (status.version == *version) return JsonReply(200, ModelStatusJson({status}));
+    }
+    return ErrorReply(absl::NotFoundError(absl::StrCat(
+        "model '", model.name, "' has no version '", *version, "'; it serves ", Versions(model))));
+  }
+  // The version that answers.
+  const ServedVersion* served = nullptr;
+  if (version.has_value()) {
+    auto it = model.available.find(*version);
+    if (it == model.available.end()) {
+      return ErrorReply(
+          absl::NotFoundError(absl::StrCat("model '", model.name, "' has no version '", *version,
+                                           "' available; it serves ", Versions(model))));
+    }
+    served = it->second.get();
+  } else {
+    served = model.Newest();
+    if (served == nullptr) {
+      return ErrorReply(absl::NotFoundError(
+          absl::StrCat("model '", model.name, "' has no version available yet (its status: GET ",
+                       kModelsPrefix, model.name, ")")));
     }
   }
-  reply += "]}";
-  return reply;
+  absl::StatusOr<std::string> reply;
+  switch (resource) {
+    case Resource::kMetadata:
+      return JsonReply(200, ModelMetadataJson(model.name, served->version(), served->formats()));
+    case Resource::kPredict:
+      reply = served->Predict(body, limits_);
+      break;
+    case Resource::kClassify:
+      reply = served->Classify(body, limits_);
+      break;
+    case Resource::kRegress:
+      reply = served->Regress(body, limits_);
+      break;
+    case Resource::kStatus:
+      break;
+  }
+  if (!reply.ok()) return ErrorReply(reply.status());
+  return {200, *std::move(reply), ""};
 }
 
 }  // namespace tessera::cli

@@ -1,31 +1,34 @@
-// ModelService: TensorFlow Serving's REST API for one exported model, as a function from a
-// request (method, path, body) to a reply, apart from any HTTP transport (cli/internal/
-// model_server.h puts it on a socket).
+// ModelService: TensorFlow Serving's REST API for the models of a ModelRegistry
+// (model_registry.h), as a function from a request (method, path, body) to a reply, apart from
+// any HTTP transport (cli/internal/model_server.h puts it on a socket).
 //
-//   POST /v1/models/NAME[/versions/V]:predict   {"instances": [...], "signature_name": "..."}
-//                                               -> {"predictions": [...]} (instances.h's format)
-//   GET  /v1/models/NAME[/versions/V]           -> the model's status (metadata.h)
-//   GET  /v1/models/NAME[/versions/V]/metadata  -> its signatures (metadata.h)
+//   POST /v1/models/NAME[/versions/V]:predict   {"instances": [...]} -> {"predictions": [...]}
+//                                               {"inputs": {...}}    -> {"outputs": {...}}
+//   POST /v1/models/NAME[/versions/V]:classify  {"examples": [...]}  -> {"results": [...]}
+//   POST /v1/models/NAME[/versions/V]:regress   {"examples": [...]}  -> {"results": [...]}
+//   GET  /v1/models/NAME[/versions/V]           -> the status of its versions (metadata.h)
+//   GET  /v1/models/NAME[/versions/V]/metadata  -> a version's signatures (metadata.h)
 //
-// V is the model's one version, its training step. Errors are JSON {"error": "..."}: 400 for a
-// malformed body, a missing or empty "instances", an unknown signature, or a bad instance (naming
-// the instance and the input); 404 for another model name, version or path; 405 for a wrong
-// method (with the methods allowed); 413 for more instances than PredictLimits allow. A request
-// body is read without a JSON tree of the whole (Note [Bounded predict requests]).
+// (served_version.h shows the bodies.) Without /versions/V a request goes to the newest available
+// version. Errors are JSON {"error": "..."} with TF Serving's status codes (HttpStatusOf): 400 for
+// a malformed body, a missing or empty "instances" / "inputs" / "examples", an unknown signature
+// or one of another method, or a bad instance (naming the instance and the input); 404 for
+// another model name, a version not available, or another path; 405 for a wrong method (with
+// the methods allowed); 413 for more instances than PredictLimits allow. A request body is read
+// as JSON whatever its Content-Type, and without a JSON tree of the whole (Note [Bounded predict
+// requests]).
 //
-// Thread-safety: immutable after Create; Handle may be called from any number of threads.
+// Thread-safety: Handle may be called from any number of threads, while the registry changes.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "cli/internal/instances.h"
-#include "cli/internal/json.h"
+#include "cli/internal/model_registry.h"
 #include "cli/internal/predict_request.h"
 #include "core/exported_model.h"
 
@@ -39,39 +42,27 @@ struct HttpReply {
 
 class ModelService {
  public:
-  // Serves `predictor`'s model as `name` (a non-empty name without '/' or ':'; InvalidArgument
-  // otherwise) with the signatures of ModelInstanceFormats (and its errors), taking requests within
-  // `limits`.
+  // Serves the models `registry` holds at the time of each request.
+  explicit ModelService(std::shared_ptr<const ModelRegistry> registry, PredictLimits limits = {});
+
+  // Serves one export, `predictor`'s model, as `name` (CheckModelName's errors), its one version
+  // numbered by its training step — what `tessera serve --model DIR` serves. ModelInstanceFormats'
+  // errors.
   static absl::StatusOr<std::unique_ptr<ModelService>> Create(std::unique_ptr<Predictor> predictor,
                                                               std::string name,
                                                               PredictLimits limits = {});
 
-  const std::string& name() const { return name_; }
-  int64_t version() const { return predictor_->model().step; }
-
   // The reply to one request. `path` is URL-decoded, without the query string.
   HttpReply Handle(absl::string_view method, absl::string_view path, absl::string_view body) const;
 
-  // The body of a predict reply ({"predictions": [...]}) for the body of a predict request.
-  // ReadPredictRequest's errors; the Predictor's own pass through.
-  absl::StatusOr<std::string> Predict(absl::string_view body) const;
-
  private:
-  ModelService(std::unique_ptr<Predictor> predictor, std::string name,
-               std::map<std::string, InstanceFormat> formats, PredictLimits limits)
-      : predictor_(std::move(predictor)),
-        name_(std::move(name)),
-        formats_(std::move(formats)),
-        limits_(limits) {}
-
-  std::unique_ptr<Predictor> predictor_;
-  std::string name_;
-  std::map<std::string, InstanceFormat> formats_;  // by signature name
+  std::shared_ptr<const ModelRegistry> registry_;
   PredictLimits limits_;
 };
 
-// The HTTP status of an error: InvalidArgument 400, NotFound 404, ResourceExhausted (a request
-// over a limit) 413, others 500.
+// TF Serving's HTTP status of an error: InvalidArgument, FailedPrecondition and OutOfRange 400,
+// NotFound 404, ResourceExhausted (a request over a limit here) 413, Unimplemented 501,
+// Unavailable 503, others 500.
 int HttpStatusOf(const absl::Status& status);
 
 // {"error": message}.

@@ -115,7 +115,7 @@ TEST_CASE("a signature may serve a subset of the outputs, and serving_default is
   model.signatures = {scores};
   auto formats = ModelInstanceFormats(model);
   REQUIRE(formats.ok());
-  REQUIRE(formats->size() == 2);
+  REQUIRE(formats->size() == 4);  // and classification, regression (classify_signatures.h)
   CHECK(formats->at("scores").outputs.size() == 1);
   CHECK(formats->at("serving_default").outputs.size() == 2);  // derived from the spec
 }
@@ -220,9 +220,13 @@ TEST_CASE("malformed JSON is InvalidArgument with its position, never an excepti
   CHECK(Contains(ParseJson("{\n  \"a\": x}").status(), "line 2"));
 }
 
+InstanceFormat::Output Out(const std::string& name, int64_t width) {
+  return {name, width, InstanceFormat::Output::Kind::kModel, name};
+}
+
 TEST_CASE("predictions become rows: objects, or the bare row for a single output") {
   InstanceFormat format;
-  format.outputs = {{"a", 2}, {"b", 1}};
+  format.outputs = {Out("a", 2), Out("b", 1)};
   std::map<std::string, Tensor> outputs;
   outputs["a"] = *Tensor::FromVector(Shape{2, 2}, {0.1f, 0.2f, 0.3f, 0.4f});
   outputs["b"] = *Tensor::FromVector(Shape{2, 1}, {-1, 2.5f});
@@ -232,7 +236,7 @@ TEST_CASE("predictions become rows: objects, or the bare row for a single output
   REQUIRE(rows.ok());
   CHECK(DumpJson(*rows) == R"([{"a":[0.1,0.2],"b":[-1.0]},{"a":[0.3,0.4],"b":[2.5]}])");
 
-  format.outputs = {{"b", 1}};
+  format.outputs = {Out("b", 1)};
   rows = PredictionRows(outputs, format, 2, /*bare_single_output=*/true);
   REQUIRE(rows.ok());
   CHECK(DumpJson(*rows) == R"([[-1.0],[2.5]])");
@@ -240,17 +244,36 @@ TEST_CASE("predictions become rows: objects, or the bare row for a single output
   REQUIRE(rows.ok());
   CHECK(DumpJson(*rows) == R"([{"b":[-1.0]},{"b":[2.5]}])");
 
-  format.outputs = {{"missing", 1}};
+  format.outputs = {Out("missing", 1)};
   CHECK(PredictionRows(outputs, format, 2, true).status().code() == absl::StatusCode::kInternal);
-  format.outputs = {{"a", 3}};
+  format.outputs = {Out("a", 3)};
   CHECK(PredictionRows(outputs, format, 2, true).status().code() == absl::StatusCode::kInternal);
 
   // JSON has no NaN or infinity: such an output is an error naming it, never a null.
-  format.outputs = {{"b", 1}};
+  format.outputs = {Out("b", 1)};
   outputs["b"].data()[1] = std::numeric_limits<float>::infinity();
   const absl::Status infinite = PredictionRows(outputs, format, 2, false).status();
   CHECK(infinite.code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(infinite.message()) == "output 'b' of instance 1 is not finite (inf)");
+}
+
+TEST_CASE("computed outputs: a binary model's scores [1 - p, p] and class labels as strings") {
+  InstanceFormat format;
+  format.outputs = {{"classes", 2, InstanceFormat::Output::Kind::kClassLabels, ""},
+                    {"scores", 2, InstanceFormat::Output::Kind::kBinaryScores, "p"},
+                    {"outputs", 1, InstanceFormat::Output::Kind::kModel, "p"}};
+  std::map<std::string, Tensor> outputs;
+  outputs["p"] = *Tensor::FromVector(Shape{2, 1}, {0.25f, 1.0f});
+  auto rows = PredictionRows(outputs, format, 2, /*bare_single_output=*/true);
+  REQUIRE(rows.ok());
+  CHECK(DumpJson(*rows) == R"([{"classes":["0","1"],"outputs":[0.25],"scores":[0.75,0.25]},)"
+                           R"({"classes":["0","1"],"outputs":[1.0],"scores":[0.0,1.0]}])");
+  auto predictions = Predictions::Of(outputs, format, 2);
+  REQUIRE(predictions.ok());
+  CHECK(*predictions->Number(2, 0) == 0.25f);
+  CHECK(predictions->Number(0, 0).status().code() == absl::StatusCode::kInternal);  // strings
+  outputs["p"] = *Tensor::FromVector(Shape{2, 2}, {0.25f, 1.0f, 0, 0});
+  CHECK(Predictions::Of(outputs, format, 2).status().code() == absl::StatusCode::kInternal);
 }
 
 TEST_CASE("floats print in their shortest round-trip form") {

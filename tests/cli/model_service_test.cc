@@ -108,14 +108,20 @@ TEST_CASE("bad requests get a 4xx JSON error saying what is wrong") {
   const std::vector<Case> cases = {
       {"POST", kPredict, "{\"instances\": [", 400, "malformed JSON"},
       {"POST", kPredict, "", 400, "malformed JSON"},
-      {"POST", kPredict, "[]", 400, "must be a JSON object with \"instances\", got an array"},
+      {"POST", kPredict, "[]", 400,
+       "must be a JSON object with \"instances\" or \"inputs\", got an array"},
       {"POST", kPredict, "{}", 400, "no \"instances\""},
       {"POST", kPredict, R"({"instances": []})", 400, "non-empty array, got an empty array"},
       {"POST", kPredict, R"({"instances": {"user": 1}})", 400, "non-empty array, got an object"},
-      {"POST", kPredict, R"({"inputs": {"user": [1]}})", 400, "columnar \"inputs\""},
+      {"POST", kPredict, R"({"inputs": {"user": [1]}})", 400, "\"inputs\" has no input 'item'"},
+      {"POST", kPredict, R"({"inputs": {"user": [1], "item": [1, 2]}})", 400,
+       "\"inputs\": input 'item' has 2 values, input 'user' has 1"},
+      {"POST", kPredict, R"({"inputs": {"user": [1], "item": [1]}, "instances": [1]})", 400,
+       "either \"instances\" (rows) or \"inputs\" (columns), not both"},
       {"POST", kPredict, R"({"instance": []})", 400, "unknown field \"instance\""},
       {"POST", kPredict, R"({"instances": [{"user": 1, "item": 1}], "signature_name": "x"})", 400,
-       "unknown signature 'x'; the model's signatures are serving_default"},
+       "unknown signature 'x'; the model's signatures are classification, regression, "
+       "serving_default"},
       {"POST", kPredict, R"({"instances": [{"user": 1, "item": 1}], "signature_name": 3})", 400,
        "\"signature_name\" must be a string"},
       {"POST", kPredict, R"({"instances": [{"user": 1, "item": 1}, {"user": 1}]})", 400,
@@ -132,8 +138,15 @@ TEST_CASE("bad requests get a 4xx JSON error saying what is wrong") {
       {"GET", "/v1/models/other", "", 404, "model 'other' not found"},
       {"GET", "/v1/models/recsys/versions/7", "", 404, "no version '7'; it serves version 42"},
       {"POST", "/v1/models/recsys/versions/7:predict", "{}", 404, "no version '7'"},
-      {"POST", "/v1/models/recsys:classify", "{}", 404, "answers :predict"},
-      {"GET", "/v1/models/recsys/labels/x", "", 404, "no resource"},
+      {"POST", "/v1/models/recsys:explain", "{}", 404, "answers :predict, :classify, :regress"},
+      {"POST", "/v1/models/recsys/versions/42:predict/x", "{}", 404, "no version '42:predict'"},
+      {"POST", "/v1/models/recsys/versions/42/x:predict", "{}", 404, "no resource"},
+      {"GET", "/v1/models/recsys/labels/stable", "", 404, "version labels are not supported"},
+      {"GET", "/v1/models/recsys/versions/x", "", 404, "no version 'x'; it serves version 42"},
+      {"POST", "/v1/models/recsys:classify", "{}", 400, "the request has no \"examples\""},
+      {"POST", "/v1/models/recsys:regress", R"({"examples": []})", 400,
+       "\"examples\" must be a non-empty array, got an empty array"},
+      {"GET", "/v1/models/recsys:classify", "", 405, "use POST"},
       {"GET", "/v2/models/recsys", "", 404, "no resource '/v2/models/recsys'"},
       {"GET", "/v1/models/", "", 404, "model '' not found"},
       {"GET", kPredict, "", 405,
@@ -154,7 +167,8 @@ TEST_CASE("bad requests get a 4xx JSON error saying what is wrong") {
     const std::string error = body["error"].get<std::string>();
     CHECK_MESSAGE(error.find(c.message) != std::string::npos, error);
     CHECK(reply.allow ==
-          (c.status == 405 ? (std::string(c.path) == kPredict ? "POST" : "GET") : ""));
+          (c.status == 405 ? (std::string(c.path).find(':') != std::string::npos ? "POST" : "GET")
+                           : ""));
   }
 }
 

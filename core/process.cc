@@ -1,6 +1,9 @@
 #include "core/process.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <cstdint>
 
 #include <fstream>
 #include <sstream>
@@ -45,6 +48,19 @@ std::optional<int64_t> PeakResidentBytes() {
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+void PopulateForWrite(float* data, int64_t count) {
+#ifdef MADV_POPULATE_WRITE
+  constexpr uintptr_t kPage = 4096;
+  if (data == nullptr || count <= 0) return;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kPage - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data + count);
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#else
+  (void)data;
+  (void)count;
+#endif
 }
 
 }  // namespace tessera

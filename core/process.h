@@ -18,4 +18,10 @@ std::optional<double> SecondsSinceProcessStart();
 // The peak resident set size (VmHWM) in bytes; nullopt when /proc cannot say.
 std::optional<int64_t> PeakResidentBytes();
 
+// Backs the pages of `count` floats at `data` now, in one call, as if each were written (Linux's
+// MADV_POPULATE_WRITE): for a block about to be written whole by a read(2), faulting its pages in
+// one by one inside the kernel's copy costs more. Advice only: where it is not supported nothing
+// happens, and the pages are faulted in as they are written.
+void PopulateForWrite(float* data, int64_t count);
+
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/process.h"
 #include "core/status.h"
 #include "schema/checkpoint.capnp.h"
 #include "schema/internal/crc32c.h"
@@ -395,6 +396,9 @@ absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
   }
   ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, metas));
   TensorSlice block = EmptyBlock(variable, offset, rows, step);
+  // Written whole next: back its pages in one call rather than one fault per page in the copy.
+  PopulateForWrite(block.value.data(), block.value.size());
+  for (Tensor& slot : block.slots) PopulateForWrite(slot.data(), slot.size());
   const uint64_t row_bytes = static_cast<uint64_t>(block.value.shape().row_size()) * sizeof(float);
   std::vector<char> bounce;
   for (size_t i = 0; i < reads.size(); ++i) {

@@ -11,6 +11,7 @@
 #include "cli/internal/load_predictor.h"
 #include "cli/internal/model_server.h"
 #include "cli/internal/model_service.h"
+#include "cluster/port_check.h"
 #include "core/status.h"
 
 namespace tessera::cli {
@@ -60,7 +61,14 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
   http.write_timeout_ms = options.write_timeout_ms;
   http.threads = options.threads;
   ModelServer server(*service, http);
-  ASSIGN_OR_RETURN(const int port, server.Bind(options.host, options.port));
+  absl::StatusOr<int> port = server.Bind(options.host, options.port);
+  if (!port.ok()) {
+    // Which port, who has it and how to pick another (cluster/port_check.h).
+    const std::string how = "give tessera serve another --port (or --host)";
+    RETURN_IF_ERROR(CheckCanListen("tessera serve", options.host,
+                                   static_cast<uint16_t>(options.port), how));
+    return absl::UnavailableError(absl::StrCat(port.status().message(), "; ", how));
+  }
 
   // Note [Shutdown on a signal]: SIGINT and SIGTERM are blocked here, before the server starts its
   // threads (they inherit the mask), and taken synchronously by one waiter thread, which may
@@ -89,7 +97,7 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
                                ? absl::StrCat("[", options.host, "]")
                                : options.host;
   out << "tessera serve: model '" << service->name() << "' version " << service->version()
-      << " at http://" << host << ":" << port << "/v1/models/" << service->name() << std::endl;
+      << " at http://" << host << ":" << *port << "/v1/models/" << service->name() << std::endl;
   const absl::Status status = server.Run();
   finished = true;
   waiter.join();

@@ -21,7 +21,7 @@ namespace tessera::cli {
 struct ServeOptions {
   std::string model_dir;
   std::string host = "127.0.0.1";  // loopback only unless asked otherwise
-  int port = 8501;                 // 0: a free port (printed)
+  int port = 8501;                 // TF Serving's REST port; 0: a free port (printed)
   std::string name;                // the model's name in URLs; empty: the spec's name
   int threads = 0;                 // request handler threads; 0: one per core
   // The limits, as HttpServerOptions and PredictLimits have them (flags of the same names).
@@ -33,8 +33,9 @@ struct ServeOptions {
   int write_timeout_ms = 30'000;
 };
 
-// Loads the model (LoadPredictor's errors), binds (Unavailable when it cannot), writes the URL it
-// serves on to `out`, and serves until SIGINT or SIGTERM; OK after a clean shutdown.
+// Loads the model (LoadPredictor's errors), binds (Unavailable when it cannot, naming the port, who
+// has it and --port: cluster/port_check.h), writes the URL it serves on to `out`, and serves
+// until SIGINT or SIGTERM; OK after a clean shutdown.
 // InvalidArgument for a bad name, port or limit (naming its flag).
 absl::Status RunServe(const ServeOptions& options, std::ostream& out);
 

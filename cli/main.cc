@@ -1,19 +1,28 @@
-// The `tessera` binary: parses the command line and runs a command of cli/internal/.
+// The `tessera` binary: parses the command line and runs a command of cli/internal/, following the
+// conventions of coordinator/command_line.h (--help, --flagfile, exit status 0 / 2 / 1).
+//
+//   $ tessera help                          # the commands, and every flag
+//   $ tessera serve --help                  # one command's usage and flags
+//   $ tessera serve --model /tmp/model      # serves until SIGINT or SIGTERM
+#include <algorithm>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "cli/internal/inspect_command.h"
 #include "cli/internal/predict_command.h"
 #include "cli/internal/ps_command.h"
 #include "cli/internal/serve_command.h"
+#include "cluster/cluster_spec.h"
+#include "coordinator/command_line.h"
 #include "core/logging.h"
+#include "core/status.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
 ABSL_FLAG(std::string, model_base_path, "",
@@ -31,8 +40,16 @@ ABSL_FLAG(std::string, request_log, "stderr",
 ABSL_FLAG(std::string, input, "", "predict: the JSON lines file of instances ('-': stdin)");
 ABSL_FLAG(std::string, host, "127.0.0.1",
           "serve, ps: the address to listen on (127.0.0.1: this machine only; 0.0.0.0: all)");
-ABSL_FLAG(int, port, 8501, "serve, ps: the port to listen on (0: any free port, printed)");
-ABSL_FLAG(int32_t, task, 0, "ps: this node's index in the cluster spec's \"ps\" list");
+ABSL_FLAG(std::optional<int>, port, std::nullopt,
+          "serve, ps: the port to listen on (0: any free port, printed); default: serve 8501 "
+          "(TF Serving's REST port), ps its address in --cluster_spec or TF_CONFIG, else 7733");
+ABSL_FLAG(std::string, cluster_spec, "",
+          "ps: the cluster spec file of the training programs: this PS listens on the port of its "
+          "address there, and takes the file's \"task\" if it has one; without it, the TF_CONFIG "
+          "environment variable is read");
+ABSL_FLAG(std::optional<int32_t>, task, std::nullopt,
+          "ps: this node's index in the cluster's \"ps\" list; default: the task of "
+          "--cluster_spec or TF_CONFIG, else 0");
 ABSL_FLAG(bool, standby, false,
           "ps: start as a standby that a coordinator adopts in place of a lost PS (no --task)");
 ABSL_FLAG(int32_t, threads, 0,
@@ -69,69 +86,127 @@ ABSL_FLAG(std::string, log_level, "",
 
 namespace {
 
-constexpr char kUsage[] = R"(usage: tessera <command> [flags]
+// One command: its synopsis, what it does, and the flags it reads.
+struct Command {
+  const char* name;
+  const char* synopsis;
+  const char* about;
+  std::vector<std::string> flags;
+};
 
-commands:
-  predict --model DIR --input FILE
-      Predicts JSON lines of instances (FILE, or '-' for stdin), one object per line mapping
-      each input to its value (an integer id, or an array of numbers), and writes one JSON line
-      per instance mapping each output to its array of floats.
-  serve (--model DIR | --model_base_path DIR | --model_config_file FILE) [--port 8501]
-        [--host 127.0.0.1] [--name NAME] [--threads N] [--file_system_poll_wait_seconds 1]
-        [--request_log stderr|off|FILE]
-        [--max_body_bytes 67108864] [--max_instances 10000] [--max_connections 1024]
-        [--read_timeout_ms 30000] [--idle_timeout_ms 60000] [--write_timeout_ms 30000]
-      Serves models with TensorFlow Serving's REST API until SIGINT or SIGTERM: one export
-      (--model), a base path of numbered versions (--model_base_path DIR holding 1/, 2/, ...:
-      the newest is served, new versions are picked up and removed ones unloaded as DIR is
-      polled), or the models of a TF Serving model config file.
-        POST /v1/models/NAME[/versions/N]:predict  {"instances": [...]} -> {"predictions": [...]}
-                                                   {"inputs": {...}}    -> {"outputs": {...}}
-        POST /v1/models/NAME[/versions/N]:classify {"examples": [...]}  -> {"results": [...]}
-        POST /v1/models/NAME[/versions/N]:regress  {"examples": [...]}  -> {"results": [...]}
-        GET  /v1/models/NAME[/versions/N]          the status of its versions
-        GET  /v1/models/NAME[/versions/N]/metadata its signatures
-      A line per request goes to --request_log. --port 0 picks a free port; the URL served on
-      is printed. What one client can cost is bounded: a body over --max_body_bytes or more
-      than --max_instances instances is answered 413, a request not in within
-      --read_timeout_ms of its first byte 408; past --max_connections the longest idle
-      connection is closed (503 when none is idle).
-  ps --port P [--task K | --standby] [--host 127.0.0.1] [--threads N]
-     [--tls_cert F --tls_key F --tls_ca F] [--max_message_bytes N]
-      Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM; with
-      --standby, a PS that holds nothing until the coordinator adopts it in place of a lost one
-      (list it under "ps_standby" in the cluster spec). Without TLS
-      it listens on loopback unless --host says otherwise (and then anyone who can reach the
-      port can read and change the model: use TLS beyond a trusted network). A peer's message
-      over --max_message_bytes (1 GiB), or over 64 KiB before its version handshake, closes
-      its connection.
-  inspect PATH [--verify]
-      Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
-      model (its file format, signatures, layers and variables); --verify also reads an exported
-      model's values and checks every checksum (serve and predict check them as they read them).
-  help
-      Prints this message.
+const std::vector<Command>& Commands() {
+  static const auto* commands = new std::vector<Command>{
+      {"predict",
+       "tessera predict --model DIR --input FILE",
+       R"(Predicts JSON lines of instances (FILE, or '-' for stdin) with the model's serving_default
+signature and writes one JSON line per instance to stdout. An instance is one object mapping
+each of the model's inputs to its value: an integer id for an ids input, an array of numbers (the
+input's width) for a dense one; with exactly one input the bare value is accepted too. `tessera
+inspect DIR` lists the inputs. A prediction maps each output to its row of floats:
+  input   {"user": 7, "item": 3}
+  output  {"logits":[0.31],"probability":[0.577]}
+Blank lines are skipped. Every line is checked before anything is written: a bad one ends the
+run with exit status 2, naming its line number, and no prediction is written.
+)",
+       {"model", "input", "log_level"}},
+      {"serve",
+       "tessera serve (--model DIR | --model_base_path DIR | --model_config_file FILE) [flags]",
+       R"(Serves models with TensorFlow Serving's REST API until SIGINT or SIGTERM: one export
+(--model), a base path of numbered versions (--model_base_path DIR holding 1/, 2/, ...: the
+newest is served, new versions are picked up and removed ones unloaded as DIR is polled every
+--file_system_poll_wait_seconds), or the models of a TF Serving model config file.
+  POST /v1/models/NAME[/versions/N]:predict  {"instances": [...]} -> {"predictions": [...]}
+                                             {"inputs": {...}}    -> {"outputs": {...}}
+  POST /v1/models/NAME[/versions/N]:classify {"examples": [...]}  -> {"results": [...]}
+  POST /v1/models/NAME[/versions/N]:regress  {"examples": [...]}  -> {"results": [...]}
+  GET  /v1/models/NAME[/versions/N]          the status of its versions
+  GET  /v1/models/NAME[/versions/N]/metadata its signatures
+A line per request goes to --request_log. --port 0 picks a free port; the URL served on is
+printed. What one client can cost is bounded: a body over --max_body_bytes or more than
+--max_instances instances is answered 413, a request not in within --read_timeout_ms of its
+first byte 408; past --max_connections the longest idle connection is closed (503 when none is
+idle).
+)",
+       {"model", "model_base_path", "model_config_file", "file_system_poll_wait_seconds",
+        "request_log", "port", "host", "name", "threads", "max_body_bytes", "max_instances",
+        "max_connections", "read_timeout_ms", "idle_timeout_ms", "write_timeout_ms", "log_level"}},
+      {"ps",
+       "tessera ps [--task K | --standby] [flags]",
+       R"(Runs parameter-server task K of a networked cluster until SIGINT or SIGTERM; with
+--standby, a PS that holds nothing until the coordinator adopts it in place of a lost one (list
+it under "ps_standby" in the cluster). Its task and port come from --task / --standby and --port,
+else from its task in --cluster_spec or the TF_CONFIG environment variable ({"type": "ps",
+"index": K}: it listens on the port of the cluster's "ps"[K]), else task 0 on port 7733.
+Without TLS it listens on loopback unless --host says otherwise (and then anyone who can reach
+the port can read and change the model: use TLS beyond a trusted network). A peer's message
+over --max_message_bytes (1 GiB), or over 64 KiB before its version handshake, closes its
+connection.
+)",
+       {"task", "standby", "port", "cluster_spec", "host", "threads", "tls_cert", "tls_key",
+        "tls_ca", "max_message_bytes", "log_level"}},
+      {"inspect",
+       "tessera inspect PATH [--verify]",
+       R"(Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
+model (its file format, signatures, inputs, layers and variables); --verify also reads an
+exported model's values and checks every checksum (serve and predict check them as they read
+them).
+)",
+       {"verify", "log_level"}},
+  };
+  return *commands;
+}
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& command : Commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+// `tessera help` and `tessera --help`: every command, and every flag under its first command.
+tessera::ProgramHelp GlobalHelp() {
+  tessera::ProgramHelp help;
+  help.name = "tessera";
+  help.usage = "tessera <command> [flags]";
+  help.about = "commands:\n";
+  std::map<std::string, int> uses;  // how many commands read each flag
+  for (const Command& command : Commands()) {
+    absl::StrAppend(&help.about, "  ", command.synopsis, "\n");
+    for (const std::string& flag : command.flags) ++uses[flag];
+  }
+  tessera::FlagGroup shared;
+  shared.title = "Flags of several commands";
+  for (const Command& command : Commands()) {
+    for (const std::string& flag : command.flags) {
+      if (uses[flag] > 1 &&
+          std::find(shared.flags.begin(), shared.flags.end(), flag) == shared.flags.end()) {
+        shared.flags.push_back(flag);
+      }
+    }
+  }
+  help.groups.push_back(shared);
+  for (const Command& command : Commands()) {
+    help.groups.push_back({absl::StrCat("Flags of ", command.name), command.flags});
+  }
+  absl::StrAppend(&help.about, R"(  tessera help [COMMAND]
+
+'tessera COMMAND --help' (or 'tessera help COMMAND') describes one command and its flags.
 
 Diagnostics go to stderr with a timestamp, a level and the process's role ("ps 1"); --log_level
 (or TESSERA_LOG_LEVEL) drops those below debug, info (the default), warning or error.
+)");
+  help.list_ungrouped = false;
+  return help;
+}
 
-Exit status: 0 on success, 2 for a bad command line, input, model or checkpoint, 1 otherwise.
-)";
-
-// 2 for what the user gave us (arguments, files, instances), 1 for everything else.
-int ExitCode(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return 0;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-      return 2;
-    default:
-      return 1;
-  }
+tessera::ProgramHelp CommandHelp(const Command& command) {
+  tessera::ProgramHelp help;
+  help.name = absl::StrCat("tessera ", command.name);
+  help.usage = command.synopsis;
+  help.about = command.about;
+  help.groups.push_back({"Flags", command.flags});
+  help.list_ungrouped = false;
+  return help;
 }
 
 absl::Status Require(const std::string& value, const char* flag) {
@@ -156,6 +231,23 @@ std::vector<char*> JoinStdinInput(int argc, char** argv) {
   return args;
 }
 
+absl::Status RunPsCommand() {
+  tessera::cli::PsOptions options;
+  ASSIGN_OR_RETURN(const tessera::ClusterConfig config,
+                   tessera::ResolveClusterConfig(
+                       {absl::GetFlag(FLAGS_cluster_spec), tessera::TfConfigFromEnvironment()}));
+  RETURN_IF_ERROR(tessera::cli::ResolvePsIdentity(
+      {absl::GetFlag(FLAGS_port), absl::GetFlag(FLAGS_task), absl::GetFlag(FLAGS_standby)}, config,
+      options));
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.network.bind = absl::GetFlag(FLAGS_host);
+  options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.network.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  return tessera::cli::RunPs(options, std::cout);
+}
+
 absl::Status Run(const std::string& command, const std::vector<std::string>& args) {
   if (const std::string level = absl::GetFlag(FLAGS_log_level); !level.empty()) {
     absl::StatusOr<tessera::LogLevel> parsed = tessera::ParseLogLevel(level);
@@ -167,15 +259,15 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     return absl::InvalidArgumentError("unexpected argument '" + args[0] + "'");
   };
   if (command == "predict") {
-    if (absl::Status s = no_arguments(); !s.ok()) return s;
+    RETURN_IF_ERROR(no_arguments());
     const std::string model = absl::GetFlag(FLAGS_model);
     const std::string input = absl::GetFlag(FLAGS_input);
-    if (absl::Status s = Require(model, "model"); !s.ok()) return s;
-    if (absl::Status s = Require(input, "input"); !s.ok()) return s;
+    RETURN_IF_ERROR(Require(model, "model"));
+    RETURN_IF_ERROR(Require(input, "input"));
     return tessera::cli::RunPredict(model, input, std::cout);
   }
   if (command == "serve") {
-    if (absl::Status s = no_arguments(); !s.ok()) return s;
+    RETURN_IF_ERROR(no_arguments());
     tessera::cli::ServeOptions options;
     options.model_dir = absl::GetFlag(FLAGS_model);
     options.model_base_path = absl::GetFlag(FLAGS_model_base_path);
@@ -183,7 +275,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     options.file_system_poll_wait_seconds = absl::GetFlag(FLAGS_file_system_poll_wait_seconds);
     options.request_log = absl::GetFlag(FLAGS_request_log);
     options.host = absl::GetFlag(FLAGS_host);
-    options.port = absl::GetFlag(FLAGS_port);
+    options.port = absl::GetFlag(FLAGS_port).value_or(options.port);
     options.name = absl::GetFlag(FLAGS_name);
     options.threads = absl::GetFlag(FLAGS_threads);
     options.max_body_bytes = absl::GetFlag(FLAGS_max_body_bytes);
@@ -195,18 +287,8 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     return tessera::cli::RunServe(options, std::cout);
   }
   if (command == "ps") {
-    if (absl::Status s = no_arguments(); !s.ok()) return s;
-    tessera::cli::PsOptions options;
-    options.port = absl::GetFlag(FLAGS_port);
-    options.task = absl::GetFlag(FLAGS_task);
-    options.standby = absl::GetFlag(FLAGS_standby);
-    options.threads = absl::GetFlag(FLAGS_threads);
-    options.network.bind = absl::GetFlag(FLAGS_host);
-    options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
-    options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
-    options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
-    options.network.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-    return tessera::cli::RunPs(options, std::cout);
+    RETURN_IF_ERROR(no_arguments());
+    return RunPsCommand();
   }
   if (command == "inspect") {
     if (args.size() != 1) return absl::InvalidArgumentError("inspect needs exactly one PATH");
@@ -218,31 +300,38 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  // --help lists the flags of this file (absl's default looks for a file named after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "cli/main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> args = JoinStdinInput(argc, argv);
-  const std::vector<char*> positional =
-      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
-  if (positional.size() < 2) {
-    std::cerr << kUsage;
-    return 2;
-  }
-  const std::string command = positional[1];
-  if (command == "help") {
-    std::cout << kUsage;
+  const tessera::CommandLine line =
+      tessera::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  const std::vector<std::string>& positional = line.arguments;
+  // `tessera help [COMMAND]`, `tessera [COMMAND] --help`.
+  const bool help_command = !positional.empty() && positional[0] == "help";
+  if (line.help || help_command) {
+    const size_t at = help_command ? 1 : 0;
+    if (positional.size() <= at) {
+      std::cout << tessera::FormatHelp(GlobalHelp());
+      return 0;
+    }
+    const Command* command = FindCommand(positional[at]);
+    if (command == nullptr) {
+      std::cerr << "tessera: unknown command '" << positional[at] << "'; see 'tessera help'\n";
+      return 2;
+    }
+    std::cout << tessera::FormatHelp(CommandHelp(*command));
     return 0;
   }
-  const std::vector<std::string> arguments(positional.begin() + 2, positional.end());
+  if (positional.empty()) {
+    std::cerr << tessera::FormatHelp(GlobalHelp());
+    return 2;
+  }
+  const std::string& command = positional[0];
+  const std::vector<std::string> arguments(positional.begin() + 1, positional.end());
   const absl::Status status = Run(command, arguments);
   if (!status.ok()) {
     std::cerr << "tessera " << command << ": " << status.message() << "\n";
-    if (absl::StartsWith(status.message(), "needs --")) std::cerr << "see 'tessera help'\n";
+    if (absl::StartsWith(status.message(), "needs --")) {
+      std::cerr << "see 'tessera " << command << " --help'\n";
+    }
   }
-  return ExitCode(status);
+  return tessera::ExitCode(status);
 }

@@ -10,18 +10,17 @@
 #include <future>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <thread>
 
-#include <nlohmann/json.hpp>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "actors/node_gate.h"
+#include "cluster/port_check.h"
 #include "cluster/transport.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -32,30 +31,6 @@ constexpr absl::Duration kBindPatience = absl::Seconds(10);
 
 caf::timespan ToTimespan(absl::Duration d) {
   return caf::timespan{absl::ToInt64Nanoseconds(d)};
-}
-
-absl::StatusOr<std::vector<NodeAddress>> AddressList(const nlohmann::json& cluster,
-                                                     const char* key) {
-  auto it = cluster.find(key);
-  if (it == cluster.end()) return std::vector<NodeAddress>{};
-  if (!it->is_array()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cluster spec: \"", key, "\" must be a list of \"host:port\" strings"));
-  }
-  std::vector<NodeAddress> out;
-  for (const nlohmann::json& entry : *it) {
-    if (!entry.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cluster spec: \"", key, "\" holds ", entry.dump(), ", not a string"));
-    }
-    absl::StatusOr<NodeAddress> address = ParseNodeAddress(entry.get<std::string>());
-    if (!address.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cluster spec: \"", key, "\": ", address.status().message()));
-    }
-    out.push_back(*std::move(address));
-  }
-  return out;
 }
 
 bool Readable(const std::string& path) { return std::ifstream(path).good(); }
@@ -169,69 +144,6 @@ HelloResult Hello(caf::actor_system& system, const Transport& transport, const c
 
 }  // namespace
 
-std::string NodeAddress::ToString() const { return absl::StrCat(host, ":", port); }
-
-absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text) {
-  const size_t colon = text.rfind(':');
-  int port = 0;
-  if (colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(text.substr(colon + 1), &port) || port < 1 || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("\"", text, "\" is not a \"host:port\" address with a port in 1..65535"));
-  }
-  return NodeAddress{std::string(text.substr(0, colon)), static_cast<uint16_t>(port)};
-}
-
-absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json) {
-  nlohmann::json doc;
-  try {  // the parser's exception carries the error and its position; it never escapes
-    doc = nlohmann::json::parse(json.begin(), json.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    // e.what(): "[json.exception.parse_error.101] parse error at line 1, column 28: ..."
-    absl::string_view what = e.what();
-    if (const size_t start = what.find("parse error"); start != absl::string_view::npos) {
-      what.remove_prefix(start);
-    }
-    return absl::InvalidArgumentError(absl::StrCat("cluster spec: not valid JSON: ", what));
-  }
-  if (!doc.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cluster spec: not a JSON object but ", doc.is_array() ? "an " : "a ",
-                     doc.type_name()));
-  }
-  auto cluster = doc.find("cluster");
-  if (cluster == doc.end() || !cluster->is_object()) {
-    return absl::InvalidArgumentError("cluster spec: no \"cluster\" object");
-  }
-  ClusterSpec spec;
-  ASSIGN_OR_RETURN(spec.ps, AddressList(*cluster, "ps"));
-  ASSIGN_OR_RETURN(spec.workers, AddressList(*cluster, "worker"));
-  ASSIGN_OR_RETURN(spec.ps_standby, AddressList(*cluster, "ps_standby"));
-  ASSIGN_OR_RETURN(std::vector<NodeAddress> coordinator, AddressList(*cluster, "coordinator"));
-  ASSIGN_OR_RETURN(std::vector<NodeAddress> chief, AddressList(*cluster, "chief"));
-  coordinator.insert(coordinator.end(), chief.begin(), chief.end());
-  if (spec.ps.empty()) return absl::InvalidArgumentError("cluster spec: no \"ps\" address");
-  if (spec.workers.empty()) {
-    return absl::InvalidArgumentError("cluster spec: no \"worker\" address");
-  }
-  if (coordinator.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cluster spec: needs exactly one \"coordinator\" address, has ", coordinator.size()));
-  }
-  spec.coordinator = coordinator[0];
-  return spec;
-}
-
-absl::StatusOr<ClusterSpec> ReadClusterSpec(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the cluster spec ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(text.str());
-  if (!spec.ok()) return Annotate(spec.status(), path);
-  return spec;
-}
-
 absl::Status ValidateNetworkOptions(const NetworkOptions& options) {
   const int given = !options.tls_cert.empty() + !options.tls_key.empty() +
                     !options.tls_ca.empty();
@@ -297,24 +209,42 @@ absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOption
 
 absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::string& node,
                                      caf::actor service, uint16_t port,
-                                     const NetworkOptions& options, int32_t version) {
+                                     const NetworkOptions& options,
+                                     absl::string_view how_to_change_port, int32_t version) {
   Transport transport = Transport::Of(system, options);
   caf::actor gate = SpawnNodeGate(system, node, std::move(service), version,
                                   [transport](const caf::node_id& peer) { transport.Admit(peer); });
-  // A node started again at its address (a restarted PS or coordinator) can find its port still
-  // held a moment by the socket of the process it replaces, or by a connection that took it as
-  // its local port meanwhile: a busy fixed port is retried for kBindPatience.
+  const std::string how = how_to_change_port.empty()
+                              ? std::string("choose another port")
+                              : std::string(how_to_change_port);
+  // Note [A busy port]: a port another process listens on is an error at once, naming the port,
+  // this node and how to choose another (cluster/port_check.h): no wait can free it. A node
+  // started again at its address (a restarted PS or coordinator) can instead find its port held
+  // a moment by the connections of the process it replaces, or by a connection that took it as
+  // its local port meanwhile (a peer reconnecting to this very address): that frees itself, so
+  // such a port is retried for kBindPatience, saying so once.
   const absl::Time deadline = absl::Now() + kBindPatience;
   caf::expected<uint16_t> bound = caf::sec::cannot_open_port;
-  for (;;) {
+  absl::Status listenable;
+  for (bool said = false;; said = true) {
     bound = transport.Publish(gate, port, options.bind);
-    if (bound || port == 0 || absl::Now() >= deadline) break;
+    if (bound || port == 0) break;
+    listenable = CheckCanListen(node, options.bind, port, how);
+    if (!listenable.ok() || absl::Now() >= deadline) break;
+    if (!said) {
+      Log().info("{}: port {} is held by connections, not a listener; waiting up to {} for them "
+                 "to close",
+                 node, port, absl::FormatDuration(kBindPatience));
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   if (!bound) {
     caf::anon_send_exit(gate, caf::exit_reason::user_shutdown);
-    return absl::UnavailableError(absl::StrCat(node, ": cannot listen on ", options.bind, ":",
-                                               port, ": ", system.render(bound.error())));
+    if (!listenable.ok()) return listenable;
+    return absl::UnavailableError(absl::StrCat(
+        node, " cannot listen on ", options.bind, ":", port, ": ", system.render(bound.error()),
+        port == 0 ? "" : absl::StrCat(" (the port stayed in use for ",
+                                      absl::FormatDuration(kBindPatience), "); ", how)));
   }
   return *bound;
 }

@@ -1,16 +1,7 @@
-// Networked mode's plumbing (docs/design.md §2): who is where (the cluster spec), how a node's actor
-// system is configured for the network (middleman, heartbeats, mutual TLS), and how a node is
-// published and reached — always through its NodeGate (actors/node_gate.h), so the protocol
-// version is checked before anything else is exchanged.
-//
-// A cluster spec is a JSON file in the spirit of TF_CONFIG:
-//   {"cluster": {"ps": ["10.0.0.1:7001", "10.0.0.2:7001"],
-//                "worker": ["10.0.0.3:7101", "10.0.0.4:7101"],
-//                "coordinator": ["10.0.0.5:7000"]}}
-// ("chief" is accepted for "coordinator"). Worker addresses name the worker tasks (their count
-// is the number of worker slots); only the PS and coordinator addresses are listened on. An
-// optional "ps_standby" list names `tessera ps --standby` processes: a lost PS is replaced by
-// the first one not used yet (Cluster::ReplacePs).
+// Networked mode's plumbing (docs/design.md §2): how a node's actor system is configured for the
+// network (middleman, heartbeats, mutual TLS), and how a node is published and reached — always
+// through its NodeGate (actors/node_gate.h), so the protocol version is checked before anything
+// else is exchanged. Who is where (the cluster spec, TF_CONFIG) is cluster/cluster_spec.h.
 //
 // Security: without TLS, connections are plain TCP and unauthenticated; a node listens on
 // 127.0.0.1 unless NetworkOptions::bind says otherwise. With --tls_cert/--tls_key/--tls_ca every
@@ -33,30 +24,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "actors/messages.h"
+#include "cluster/cluster_spec.h"
 
 namespace tessera {
-
-struct NodeAddress {
-  std::string host;
-  uint16_t port = 0;
-  std::string ToString() const;
-};
-
-// "host:port" (port 1..65535). InvalidArgument otherwise.
-absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text);
-
-struct ClusterSpec {
-  std::vector<NodeAddress> ps;          // PS task k listens at ps[k]
-  std::vector<NodeAddress> workers;     // one per worker task
-  NodeAddress coordinator;              // where workers find the coordinator
-  std::vector<NodeAddress> ps_standby;  // `tessera ps --standby` nodes that can replace a lost PS
-};
-
-// InvalidArgument naming the field for malformed JSON, a missing or empty "ps" / "worker" /
-// "coordinator" list, more than one coordinator, or a bad address.
-absl::StatusOr<ClusterSpec> ParseClusterSpec(absl::string_view json);
-// ParseClusterSpec of the file's contents; NotFound when it cannot be read.
-absl::StatusOr<ClusterSpec> ReadClusterSpec(const std::string& path);
 
 // --max_message_bytes's default (1 GiB) and bounds: BASP's length field has 32 bits, and a
 // node must take at least a 1 MiB message.
@@ -102,11 +72,15 @@ absl::Status ValidateNetworkOptions(const NetworkOptions& options);
 absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options);
 
 // Spawns a NodeGate named `node` for `service` and publishes it on options.bind:`port` (0: any
-// free port) through the node's Transport; a peer the gate lets in is admitted. Returns the port. Unavailable when the port cannot be bound; a busy fixed port is
-// retried for 10 s first (a node started again at its address races the socket it replaces).
+// free port) through the node's Transport; a peer the gate lets in is admitted. Returns the
+// port. Unavailable when the port cannot be bound, naming `node`, the address and
+// `how_to_change_port` ("start tessera ps with another --port"): at once when another process
+// listens on it or the address cannot be bound at all; a port held only by connections is
+// retried for 10 s first (Note [A busy port]).
 absl::StatusOr<uint16_t> PublishNode(caf::actor_system& system, const std::string& node,
                                      caf::actor service, uint16_t port,
                                      const NetworkOptions& options,
+                                     absl::string_view how_to_change_port = "",
                                      int32_t version = kProtocolVersion);
 
 // Connects to the node at `address` through the node's Transport (retrying while nobody listens,

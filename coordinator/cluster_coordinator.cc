@@ -94,7 +94,8 @@ absl::Status ClusterCoordinator::StartNetworked() {
   caf::anon_send(actor_, directory_atom::value, Directory());
   ASSIGN_OR_RETURN(port_, PublishNode(system_, "the coordinator",
                                       caf::actor_cast<caf::actor>(actor_),
-                                      cluster.spec()->coordinator.port, cluster.network()));
+                                      cluster.spec()->coordinator.port, cluster.network(),
+                                      CoordinatorPortAdvice(*cluster.spec())));
   recovery_thread_ = std::thread([this] { RecoveryLoop(); });
   return absl::OkStatus();
 }

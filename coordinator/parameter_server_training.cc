@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cluster/cluster.h"
+#include "cluster/port_check.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/cluster_coordinator.h"
 #include "coordinator/evaluation.h"
@@ -32,6 +33,11 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(
   if (!options.cluster.has_value()) {
     return Cluster::StartInProcess({options.ps, options.workers, 0});
   }
+  // The coordinator listens only once its variables exist; a port another process has is an
+  // error now rather than after the PS nodes were reached and the variables created.
+  RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,
+                                 options.cluster->coordinator.port,
+                                 CoordinatorPortAdvice(*options.cluster)));
   std::printf("%s: connecting to %d PS (protocol version %d, %s)\n", label.c_str(), options.ps,
               kProtocolVersion, options.network.tls() ? "mutual TLS" : "plain TCP");
   return Cluster::Connect(*options.cluster, options.network, options.threads);
@@ -118,7 +124,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& clus
               static_cast<long long>(stats.completed), static_cast<long long>(stats.retried),
               static_cast<long long>(stats.cancelled), static_cast<long long>(pool.worker_failures),
               static_cast<long long>(pool.worker_restarts));
-  summary["mode"] = cluster.networked() ? "net" : "sim";
+  summary["mode"] = cluster.networked() ? "net" : "sim";  // as --mode names them
   summary["ps"] = options.ps;
   summary["workers"] = options.workers;
   summary["closures_per_worker"] = options.closures_per_worker;

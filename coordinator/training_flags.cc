@@ -1,14 +1,23 @@
 #include "coordinator/training_flags.h"
 
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "cluster/cluster_spec.h"
 #include "cluster/network.h"
+#include "cluster/port_check.h"
+#include "core/logging.h"
 #include "core/status.h"
 
-ABSL_FLAG(std::string, mode, "sim", "sim (parameter servers in one process) or local (baseline)");
+ABSL_FLAG(std::optional<std::string>, mode, std::nullopt,
+          "sim (parameter servers and workers in this process), local (the single-thread "
+          "baseline) or net (a networked cluster, from --cluster_spec or TF_CONFIG); default: net "
+          "when --cluster_spec or TF_CONFIG gives a cluster, else sim");
 ABSL_FLAG(int32_t, ps, 2, "parameter-server tasks");
 ABSL_FLAG(int32_t, workers, 2, "worker tasks");
 ABSL_FLAG(int32_t, closures_per_worker, 1,
@@ -30,11 +39,15 @@ ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down")
 ABSL_FLAG(uint64_t, seed, 1, "model and shuffling seed");
 ABSL_FLAG(std::string, summary, "", "write a JSON summary of the run here");
 ABSL_FLAG(std::string, cluster_spec, "",
-          "networked mode: a JSON cluster spec listing the ps, worker and coordinator addresses "
-          "(--ps and --workers are then taken from it)");
-ABSL_FLAG(std::string, role, "coordinator",
-          "networked mode: coordinator (schedules, checkpoints, evaluates) or worker");
-ABSL_FLAG(int32_t, task, 0, "networked mode, --role=worker: this worker's index in the spec");
+          "networked mode: a JSON file in TF_CONFIG's shape listing the ps, worker and chief "
+          "(coordinator) addresses, and optionally this process's \"task\" (--ps and --workers "
+          "are then taken from it); without it, the TF_CONFIG environment variable is read");
+ABSL_FLAG(std::optional<std::string>, role, std::nullopt,
+          "networked mode: coordinator (or chief: schedules, checkpoints, evaluates) or worker; "
+          "default: the task's type in --cluster_spec or TF_CONFIG, else coordinator");
+ABSL_FLAG(std::optional<int32_t>, task, std::nullopt,
+          "networked mode, a worker: its index in the cluster's \"worker\" list; default: the "
+          "task's index in --cluster_spec or TF_CONFIG, else 0");
 ABSL_FLAG(int32_t, min_workers, 1, "networked coordinator: workers to wait for before training");
 ABSL_FLAG(int64_t, worker_wait_s, 300, "networked coordinator: how long to wait for them");
 ABSL_FLAG(int64_t, connect_timeout_s, 30, "networked mode: how long to retry reaching a node");
@@ -54,10 +67,8 @@ ABSL_FLAG(uint64_t, max_message_bytes, tessera::kDefaultMaxMessageBytes,
 namespace tessera {
 namespace {
 
-// The networked flags, read once --cluster_spec names a spec.
-absl::Status ReadNetworkedFlags(const std::string& spec_path,
-                                ParameterServerTrainingOptions& options) {
-  ASSIGN_OR_RETURN(options.cluster, ReadClusterSpec(spec_path));
+// The networked flags, read once options.cluster is set.
+absl::Status ReadNetworkedFlags(ParameterServerTrainingOptions& options) {
   options.ps = static_cast<int32_t>(options.cluster->ps.size());
   options.workers = static_cast<int32_t>(options.cluster->workers.size());
   options.min_workers = absl::GetFlag(FLAGS_min_workers);
@@ -73,23 +84,82 @@ absl::Status ReadNetworkedFlags(const std::string& spec_path,
   RETURN_IF_ERROR(ValidateNetworkOptions(options.network));
   if (options.min_workers < 1 || options.min_workers > options.workers) {
     return absl::InvalidArgumentError(absl::StrCat("--min_workers must be in 1..",
-                                                   options.workers, " (the spec's workers)"));
+                                                   options.workers, " (the workers of ",
+                                                   options.cluster->source, ")"));
   }
   return absl::OkStatus();
 }
 
+// The mode --mode names, if any.
+absl::StatusOr<std::optional<TrainingMode>> ModeFlag() {
+  const std::optional<std::string> mode = absl::GetFlag(FLAGS_mode);
+  if (!mode.has_value()) return std::nullopt;
+  if (*mode == "sim") return TrainingMode::kSimulation;
+  if (*mode == "local") return TrainingMode::kLocal;
+  if (*mode == "net") return TrainingMode::kNetworked;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--mode must be sim, local or net, not ", *mode));
+}
+
+// This process's role and worker task in `config`'s cluster: --role and --task override the
+// config's task (Note [TF_CONFIG's task types], cluster/cluster_spec.h).
+absl::Status ReadRole(const ClusterConfig& config, TrainingFlags& flags) {
+  const std::optional<std::string> role = absl::GetFlag(FLAGS_role);
+  const std::optional<int32_t> task = absl::GetFlag(FLAGS_task);
+  const std::optional<ClusterTask>& given = config.task;
+  if (role.has_value()) {
+    if (*role == "coordinator" || *role == "chief") {
+      flags.role = TrainingRole::kCoordinator;
+    } else if (*role == "worker") {
+      flags.role = TrainingRole::kWorker;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--role must be coordinator (or chief) or worker, not ", *role,
+          *role == "ps" ? " (a parameter server is `tessera ps`)" : ""));
+    }
+  } else if (given.has_value()) {
+    if (given->type == TaskType::kPs || given->type == TaskType::kPsStandby) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(config.task_source, ": task ", given->ToString(),
+                       " is a parameter server: start `tessera ps` for it, not a training "
+                       "program (or override the task with --role)"));
+    }
+    flags.role = given->type == TaskType::kWorker ? TrainingRole::kWorker
+                                                  : TrainingRole::kCoordinator;
+  }
+  if (flags.role != TrainingRole::kWorker) return absl::OkStatus();
+  std::string source = "--task";
+  if (task.has_value()) {
+    flags.task = *task;
+  } else if (given.has_value() && given->type == TaskType::kWorker) {
+    flags.task = given->index;
+    source = config.task_source;
+  }
+  if (flags.task < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--task must be >= 0, not ", flags.task));
+  }
+  return CheckTaskInCluster({TaskType::kWorker, flags.task}, *config.cluster, source);
+}
+
 }  // namespace
+
+std::vector<FlagGroup> TrainingFlagGroups() {
+  return {
+      {"Training (the simulation by default)",
+       {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary"}},
+      {"Checkpoints and export",
+       {"checkpoint_dir", "checkpoint_every", "resume", "overwrite_checkpoints", "export_dir"}},
+      {"Networked cluster (--cluster_spec or the TF_CONFIG environment variable)",
+       {"cluster_spec", "role", "task", "min_workers", "worker_wait_s", "connect_timeout_s",
+        "threads", "bind", "tls_cert", "tls_key", "tls_ca", "max_message_bytes"}},
+      {"Fault injection", {"inject_worker_failures", "restart_delay_ms"}},
+  };
+}
 
 absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   TrainingFlags flags;
-  const std::string mode = absl::GetFlag(FLAGS_mode);
-  if (mode == "sim") {
-    flags.mode = TrainingMode::kSimulation;
-  } else if (mode == "local") {
-    flags.mode = TrainingMode::kLocal;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--mode must be sim or local, not ", mode));
-  }
+  ASSIGN_OR_RETURN(const std::optional<TrainingMode> mode, ModeFlag());
+  flags.mode = mode.value_or(TrainingMode::kSimulation);
   ParameterServerTrainingOptions& options = flags.parameter_servers;
   options.ps = absl::GetFlag(FLAGS_ps);
   options.workers = absl::GetFlag(FLAGS_workers);
@@ -135,24 +205,42 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   if (options.overwrite_checkpoints && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--overwrite_checkpoints needs --checkpoint_dir");
   }
-  const std::string role = absl::GetFlag(FLAGS_role);
-  flags.task = absl::GetFlag(FLAGS_task);
   const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
-  if (spec_path.empty()) return flags;
-  if (flags.mode == TrainingMode::kLocal) {
-    return absl::InvalidArgumentError(
-        "--cluster_spec runs on parameter servers: drop --mode=local");
+  const bool role_given =
+      absl::GetFlag(FLAGS_role).has_value() || absl::GetFlag(FLAGS_task).has_value();
+  // --mode=sim or local runs here whatever the environment says: flags override TF_CONFIG.
+  if (mode.has_value() && *mode != TrainingMode::kNetworked) {
+    const char* name = *mode == TrainingMode::kLocal ? "local" : "sim";
+    if (!spec_path.empty() || role_given) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec_path.empty() ? "--role and --task are" : "--cluster_spec is",
+          " for a networked cluster: drop --mode=", name, " (or pass --mode=net)"));
+    }
+    if (TfConfigFromEnvironment().has_value()) {
+      Log().info("TF_CONFIG is ignored: --mode={} runs in this process", name);
+    }
+    return flags;
   }
-  if (role == "coordinator") {
-    flags.role = TrainingRole::kCoordinator;
-  } else if (role == "worker") {
-    flags.role = TrainingRole::kWorker;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--role must be coordinator or worker, not ", role));
+  ASSIGN_OR_RETURN(const ClusterConfig config,
+                   ResolveClusterConfig({spec_path, TfConfigFromEnvironment()}));
+  if (!config.cluster.has_value()) {
+    if (mode.has_value() || role_given) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          mode.has_value() ? "--mode=net needs" : "--role and --task need",
+          " a cluster: --cluster_spec=FILE or the TF_CONFIG environment variable"));
+    }
+    return flags;
   }
   flags.mode = TrainingMode::kNetworked;
-  RETURN_IF_ERROR(ReadNetworkedFlags(spec_path, options));
+  options.cluster = *config.cluster;
+  RETURN_IF_ERROR(ReadRole(config, flags));
+  RETURN_IF_ERROR(ReadNetworkedFlags(options));
+  if (flags.role == TrainingRole::kCoordinator) {
+    // Before the program builds its data: a port another process has is reported at once.
+    RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,
+                                   options.cluster->coordinator.port,
+                                   CoordinatorPortAdvice(*options.cluster)));
+  }
   return flags;
 }
 

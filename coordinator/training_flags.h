@@ -1,5 +1,5 @@
 // The command-line flags every training program shares, and what they say:
-//   --mode=sim|local, --ps, --workers, --closures_per_worker, --checkpoint_dir,
+//   --mode=sim|local|net, --ps, --workers, --closures_per_worker, --checkpoint_dir,
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
 //   --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
 //   --cluster_spec, --role, --task, --min_workers,
@@ -8,17 +8,24 @@
 // A program adds its own model, data and schedule flags (--steps, --batch_size, --partitioner,
 // ... whose defaults differ from program to program).
 //
+// A networked cluster comes from --cluster_spec or, without it, the TF_CONFIG environment
+// variable; this process's role and worker task from --role and --task, else the task of the
+// spec file or TF_CONFIG, else the coordinator (cluster/cluster_spec.h: TF's "chief" is the
+// coordinator). --mode=sim or --mode=local runs in this process whatever TF_CONFIG says.
+//
 // The flags are defined in training_flags.cc, which a program links only by calling
-// ReadTrainingFlags: keep everything else out of that file, so that programs that do not train
-// (the `tessera` binary) are free to define flags of the same names.
+// ReadTrainingFlags or TrainingFlagGroups: keep everything else out of that file, so that
+// programs that do not train (the `tessera` binary) are free to define flags of the same names.
 //
 // Thread-safety: call ReadTrainingFlags after absl::ParseCommandLine, from the main thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "coordinator/command_line.h"
 #include "coordinator/parameter_server_training.h"
 
 namespace tessera {
@@ -26,18 +33,18 @@ namespace tessera {
 enum class TrainingMode {
   kSimulation,  // --mode=sim: parameter servers and workers in this process (the default)
   kLocal,       // --mode=local: the single-thread baseline (TrainLocally)
-  kNetworked,   // --cluster_spec: a networked cluster
+  kNetworked,   // --mode=net (the default with --cluster_spec or TF_CONFIG): a networked cluster
 };
 
 enum class TrainingRole {
-  kCoordinator,  // --role=coordinator: schedules, checkpoints, evaluates (the default)
-  kWorker,       // --role=worker: serves train steps (networked mode only)
+  kCoordinator,  // --role=coordinator (or a "chief" task): schedules, checkpoints (the default)
+  kWorker,       // --role=worker (or a "worker" task): serves train steps (networked mode only)
 };
 
 struct TrainingFlags {
   TrainingMode mode = TrainingMode::kSimulation;
   TrainingRole role = TrainingRole::kCoordinator;
-  int32_t task = 0;  // the worker's task (--role=worker)
+  int32_t task = 0;  // the worker's task (a worker's --task, or its task's index)
   // Everything but the partitioner, which the program sets.
   ParameterServerTrainingOptions parameter_servers;
   uint64_t seed = 1;    // --seed: the model's and the data shuffling's
@@ -45,12 +52,19 @@ struct TrainingFlags {
   int64_t eval_every = 0;  // --eval_every: steps between validations (0: only at the end)
 };
 
-// Reads the shared flags. InvalidArgument for a mode other than sim or local; checkpoint or
-// export flags, or --cluster_spec, with --mode=local (they work on parameter servers);
-// --overwrite_checkpoints with --resume or without --checkpoint_dir; a role
-// other than coordinator or worker; --threads < 0; --min_workers outside 1..the spec's workers;
-// incomplete or unreadable TLS flags (ValidateNetworkOptions). NotFound or InvalidArgument for a
-// cluster spec that cannot be read or parsed (ReadClusterSpec).
+// Reads the shared flags (and TF_CONFIG). InvalidArgument for a mode other than sim, local or
+// net; checkpoint or export flags with --mode=local (they work on parameter servers);
+// --cluster_spec, --role or --task with --mode=sim or local; --mode=net, --role or --task without
+// a cluster; --overwrite_checkpoints with --resume or without --checkpoint_dir; a role other than
+// coordinator (chief) or worker, or a task of TF_CONFIG or the spec that is a parameter server;
+// a worker task not in the cluster; --threads < 0; --min_workers outside 1..the cluster's
+// workers; incomplete or unreadable TLS flags (ValidateNetworkOptions). Unavailable for a
+// networked coordinator whose port another process listens on (CheckCanListen). NotFound or
+// InvalidArgument, naming the file or TF_CONFIG, for a cluster that cannot be read or parsed
+// (ResolveClusterConfig).
 absl::StatusOr<TrainingFlags> ReadTrainingFlags();
+
+// The shared flags in groups, for a program's --help (coordinator/command_line.h).
+std::vector<FlagGroup> TrainingFlagGroups();
 
 }  // namespace tessera

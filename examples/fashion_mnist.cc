@@ -14,8 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "coordinator/command_line.h"
 #include "coordinator/training_job.h"
 #include "core/local_trainer.h"
 #include "core/partitioner.h"
@@ -79,11 +78,17 @@ absl::Status Run() {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Trains an MLP on Fashion-MNIST on parameter servers.");
-  absl::ParseCommandLine(argc, argv);
-  if (absl::Status status = tessera::Run(); !status.ok()) {
-    std::fprintf(stderr, "fashion_mnist: %s\n", status.ToString().c_str());
-    return 1;
+  tessera::ProgramHelp help;
+  help.name = "fashion_mnist";
+  help.usage = "fashion_mnist [flags]";
+  help.about =
+      "Trains an MLP 784-256-128-10 on Fashion-MNIST (Debian's dataset-fashion-mnist), "
+      "asynchronously on parameter servers: in this process by default (--mode=sim), as the "
+      "single-thread baseline (--mode=local), or as the coordinator or a worker of a networked "
+      "cluster (--cluster_spec or TF_CONFIG; README, \"Deploy on several machines\").\n";
+  help.groups.push_back({"Model, data and schedule", {}, __FILE__});  // the flags above
+  for (const tessera::FlagGroup& group : tessera::TrainingFlagGroups()) {
+    help.groups.push_back(group);
   }
-  return 0;
+  return tessera::RunProgram(argc, argv, help, tessera::Run);
 }

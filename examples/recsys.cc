@@ -8,6 +8,8 @@
 //   recsys --partitioner=max_size:262144 --summary=run.json
 //   recsys --cluster_spec=cluster.json --checkpoint_dir=/shared/ckpt   # networked coordinator
 //   recsys --cluster_spec=cluster.json --role=worker --task=0           # a worker process
+//   TF_CONFIG='{"cluster": {...}, "task": {"type": "worker", "index": 0}}' recsys  # the same
+//   recsys --help                            # every flag, in groups
 //
 // Data: synthetic clicks from a planted model; the test AUC is reported next to the Bayes-optimal
 // AUC of the planted logits (about 0.77, out of reach: cold ids are rare).
@@ -21,8 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "coordinator/command_line.h"
 #include "coordinator/training_job.h"
 #include "core/local_trainer.h"
 #include "core/partitioner.h"
@@ -108,11 +109,18 @@ absl::Status Run() {
 }  // namespace tessera
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Trains the recsys reference model on parameter servers.");
-  absl::ParseCommandLine(argc, argv);
-  if (absl::Status status = tessera::Run(); !status.ok()) {
-    std::fprintf(stderr, "recsys: %s\n", status.ToString().c_str());
-    return 1;
+  tessera::ProgramHelp help;
+  help.name = "recsys";
+  help.usage = "recsys [flags]";
+  help.about =
+      "Trains the recsys reference model (user and item embeddings -> Dense(hidden, relu) -> "
+      "Dense(1), Adagrad) on synthetic clicks from a planted model, asynchronously on parameter "
+      "servers: in this process by default (--mode=sim), as the single-thread baseline "
+      "(--mode=local), or as the coordinator or a worker of a networked cluster (--cluster_spec "
+      "or TF_CONFIG; README, \"Deploy on several machines\").\n";
+  help.groups.push_back({"Model, data and schedule", {}, __FILE__});  // the flags above
+  for (const tessera::FlagGroup& group : tessera::TrainingFlagGroups()) {
+    help.groups.push_back(group);
   }
-  return 0;
+  return tessera::RunProgram(argc, argv, help, tessera::Run);
 }

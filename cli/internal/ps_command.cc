@@ -9,8 +9,69 @@
 #include "actors/ps_node_actor.h"
 #include "cluster/cluster.h"
 #include "core/logging.h"
+#include "core/status.h"
 
 namespace tessera::cli {
+
+absl::Status ResolvePsIdentity(const PsFlags& flags, const ClusterConfig& config,
+                               PsOptions& options) {
+  if (flags.standby && flags.task.has_value()) {
+    return absl::InvalidArgumentError(
+        "a --standby PS has no --task: the coordinator that adopts it gives it the lost one's");
+  }
+  // The task: the flags', else the config's, else PS task 0. Only a task of the config has an
+  // address in its cluster (a --task's is looked up there too).
+  ClusterTask task{TaskType::kPs, 0};
+  std::string source = "--task";
+  bool has_address = config.cluster.has_value();
+  if (flags.standby) {
+    has_address = has_address && config.task.has_value() &&
+                  config.task->type == TaskType::kPsStandby;
+    if (has_address) {
+      task = *config.task;
+      source = config.task_source;
+    } else {
+      task.type = TaskType::kPsStandby;
+    }
+  } else if (flags.task.has_value()) {
+    task.index = *flags.task;
+  } else if (config.task.has_value()) {
+    task = *config.task;
+    source = config.task_source;
+    if (task.type == TaskType::kCoordinator || task.type == TaskType::kWorker) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": task ", task.ToString(), " is ",
+          task.type == TaskType::kWorker ? "a worker" : "the coordinator",
+          ": run the training program for it (as the coordinator by default, as a worker with "
+          "--role=worker), not tessera ps"));
+    }
+  }
+  if (task.index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--task=", task.index, " is negative"));
+  }
+  options.standby = task.type == TaskType::kPsStandby;
+  options.task = options.standby ? 0 : task.index;
+  // The port: --port, else the task's address in the cluster, else the default.
+  if (flags.port.has_value()) {
+    options.port = *flags.port;
+    options.how_to_change_port = "start tessera ps with another --port";
+  } else if (has_address) {
+    RETURN_IF_ERROR(CheckTaskInCluster(task, *config.cluster, source));
+    const char* list = options.standby ? "ps_standby" : "ps";
+    const NodeAddress& address =
+        (options.standby ? config.cluster->ps_standby : config.cluster->ps)[task.index];
+    options.port = address.port;
+    options.how_to_change_port =
+        absl::StrCat("change its address (\"", list, "\"[", task.index, "], ",
+                     address.ToString(), ") in ", config.cluster->source,
+                     ", or start tessera ps with --port");
+  } else {
+    options.port = kDefaultPsPort;
+    options.how_to_change_port = absl::StrCat(
+        "start tessera ps with --port (the default port, ", kDefaultPsPort, ", is taken)");
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RunPs(const PsOptions& options, std::ostream& out) {
   if (options.port < 0 || options.port > 65535) {
@@ -47,7 +108,8 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
       ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task);
       absl::StatusOr<uint16_t> port =
           PublishNode(system, name, caf::actor_cast<caf::actor>(node),
-                      static_cast<uint16_t>(options.port), options.network);
+                      static_cast<uint16_t>(options.port), options.network,
+                      options.how_to_change_port);
       if (port.ok()) {
         out << "tessera ps: " << name << " listening on " << options.network.bind << ":" << *port
             << " (protocol version " << kProtocolVersion << ", "

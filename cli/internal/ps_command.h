@@ -1,30 +1,61 @@
 // `tessera ps`: a parameter-server node of a networked cluster. It needs no user code: the
-// coordinator creates the variable shards on it, and workers talk to them directly.
+// coordinator creates the variable shards on it, and workers talk to them directly. Which PS it
+// is and its port come from its flags, else from its task in a --cluster_spec file or TF_CONFIG
+// (cluster/cluster_spec.h); without either, task 0 on port 7733 (kDefaultPsPort).
 //
 //   $ tessera ps --port 7001 --task 0
 //   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 2, plain TCP)
 //   $ tessera ps --port 7009 --standby
 //   tessera ps: standby listening on 127.0.0.1:7009 (protocol version 2, plain TCP)
+//   $ TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 1}}' tessera ps
+//   tessera ps: ps 1 listening on 127.0.0.1:<the port of the cluster's "ps"[1]> (...)
 //
 // Thread-safety: RunPs blocks SIGINT and SIGTERM in the calling thread (and so in every thread
 // it starts) and waits for one of them; call it from the main thread before other threads.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
+#include <string>
 
 #include "absl/status/status.h"
+#include "cluster/cluster_spec.h"
 #include "cluster/network.h"
 
 namespace tessera::cli {
 
+// Note [The default PS port]: 7733 is in no /etc/services entry, IANA assignment or well-known
+// server's default that we know of (TF Serving's 8500/8501, TF's 2222 and TensorBoard's 6006,
+// Spark, Jupyter, Prometheus, Redis, ...), and below Linux's ephemeral range (32768-60999), so an
+// outgoing connection never holds it.
+inline constexpr int kDefaultPsPort = 7733;
+
 struct PsOptions {
-  int port = 0;           // 0: a free port (printed)
-  int32_t task = 0;       // this node's index in the cluster spec's "ps" list
-  bool standby = false;   // a standby (Cluster::ReplacePs) instead of task `task`
-  int32_t threads = 0;    // scheduler threads; 0: one per core
-  NetworkOptions network;  // bind address and TLS
+  int port = kDefaultPsPort;  // 0: a free port (printed)
+  int32_t task = 0;           // this node's index in the cluster's "ps" list
+  bool standby = false;       // a standby (Cluster::ReplacePs) instead of task `task`
+  int32_t threads = 0;        // scheduler threads; 0: one per core
+  NetworkOptions network;     // bind address and TLS
+  // How the user picks another port, for the error when this one is taken.
+  std::string how_to_change_port = "start tessera ps with another --port";
 };
+
+// What `tessera ps`'s command line says of its identity; an unset field is taken from the
+// cluster config.
+struct PsFlags {
+  std::optional<int> port;      // --port
+  std::optional<int32_t> task;  // --task
+  bool standby = false;         // --standby
+};
+
+// Sets options.task, standby, port and how_to_change_port: --standby or --task override the
+// config's task (a "ps" or "ps_standby" task, cluster/cluster_spec.h); the port is --port, else
+// the port of this node's address in the config's cluster, else kDefaultPsPort. InvalidArgument
+// naming the task's source when the config's task is not a PS (and what runs it), for a
+// --standby with a --task, and for a task that is not in the cluster.
+absl::Status ResolvePsIdentity(const PsFlags& flags, const ClusterConfig& config,
+                               PsOptions& options);
 
 // Listens (Unavailable when the port cannot be bound; InvalidArgument for a bad port, task or
 // TLS files, or a task given to a standby), writes where to `out`, and serves until SIGINT or

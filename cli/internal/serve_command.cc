@@ -20,6 +20,7 @@
 #include "cli/internal/model_service.h"
 #include "cli/internal/request_log.h"
 #include "cli/internal/version_watcher.h"
+#include "cluster/port_check.h"
 #include "core/status.h"
 
 namespace tessera::cli {
@@ -158,7 +159,14 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
   http.threads = options.threads;
   http.request_log = request_log.get();
   ModelServer server(service, http);
-  ASSIGN_OR_RETURN(const int port, server.Bind(options.host, options.port));
+  absl::StatusOr<int> port = server.Bind(options.host, options.port);
+  if (!port.ok()) {
+    // Which port, who has it and how to pick another (cluster/port_check.h).
+    const std::string how = "give tessera serve another --port (or --host)";
+    RETURN_IF_ERROR(
+        CheckCanListen("tessera serve", options.host, static_cast<uint16_t>(options.port), how));
+    return absl::UnavailableError(absl::StrCat(port.status().message(), "; ", how));
+  }
 
   std::atomic<bool> finished{false};
   std::atomic<int> received{0};
@@ -182,7 +190,7 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
                                : options.host;
   for (const auto& [name, model] : *registry->Snapshot()) {
     out << "tessera serve: model '" << name << "' " << VersionsText(model) << " at http://" << host
-        << ":" << port << "/v1/models/" << name << std::endl;
+        << ":" << *port << "/v1/models/" << name << std::endl;
   }
   const absl::Status status = server.Run();
   finished = true;

@@ -32,7 +32,7 @@ struct ServeOptions {
   std::string model_base_path;
   std::string model_config_file;
   std::string host = "127.0.0.1";  // loopback only unless asked otherwise
-  int port = 8501;                 // 0: a free port (printed)
+  int port = 8501;                 // TF Serving's REST port; 0: a free port (printed)
   // The model's name in URLs (--model, --model_base_path); empty: the export's own name
   // (--model), the base path's last directory (--model_base_path).
   std::string name;
@@ -51,8 +51,9 @@ struct ServeOptions {
 };
 
 // Loads the models (LoadPredictor's errors for --model; NotFound for a base path that cannot be
-// listed; ReadModelConfigFile's errors), binds (Unavailable when it cannot), writes the URL of
-// each model to `out`, and serves until SIGINT or SIGTERM; OK after a clean shutdown.
+// listed; ReadModelConfigFile's errors), binds (Unavailable when it cannot, naming the port, who
+// has it and --port: cluster/port_check.h), writes the URL of each model to `out`, and serves
+// until SIGINT or SIGTERM; OK after a clean shutdown.
 // InvalidArgument for a bad name, port, limit or combination of flags (naming the flag).
 absl::Status RunServe(const ServeOptions& options, std::ostream& out);
 

@@ -1,18 +1,24 @@
 // End-to-end tests of the built `tessera` binary, run as a child process: the command line, exit
 // codes, stdout / stderr, and serve's shutdown on SIGINT / SIGTERM.
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli/internal/json.h"
@@ -95,7 +101,11 @@ TEST_CASE("tessera serve refuses a missing model and a busy port") {
   const Finished busy =
       RunTessera(other, {"serve", "--model", model_dir, "--port", std::to_string(port)});
   CHECK(busy.code == 1);
-  CHECK(Has(busy.err, "cannot listen on 127.0.0.1:" + std::to_string(port)));
+  CHECK_MESSAGE(Has(busy.err, "tessera serve: tessera serve cannot listen on 127.0.0.1:" +
+                                  std::to_string(port) + ": another process listens on port " +
+                                  std::to_string(port)),
+                busy.err);
+  CHECK_MESSAGE(Has(busy.err, "give tessera serve another --port (or --host)"), busy.err);
   first.Signal(SIGTERM);
   CHECK(first.Wait() == 0);
 }
@@ -239,6 +249,190 @@ TEST_CASE("tessera inspect, help and bad command lines") {
   const Finished standby_task = RunTessera(dir, {"ps", "--standby", "--task=2", "--port=0"});
   CHECK(standby_task.code == 2);
   CHECK(Has(standby_task.err, "a --standby PS has no --task"));
+}
+
+// A TCP listener on 127.0.0.1 (another process's server, as far as tessera can tell).
+class Listener {
+ public:
+  Listener() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(addr);
+    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(listen(fd_, 4) == 0);
+    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~Listener() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// Sets an environment variable for the scope (children inherit it), then unsets it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    REQUIRE(std::getenv(name) == nullptr);
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+TEST_CASE("tessera ps fails at once on a port another process listens on, naming it and --port") {
+  TempDir dir;
+  Listener other;
+  const std::string port = std::to_string(other.port());
+  const auto start = std::chrono::steady_clock::now();
+  const Finished busy = RunTessera(dir, {"ps", "--port", port, "--threads", "1"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(busy.code == 1);
+  CHECK_MESSAGE(Has(busy.err, "tessera ps: ps 0 cannot listen on 127.0.0.1:" + port +
+                                  ": another process listens on port " + port +
+                                  " (`ss -ltnp 'sport = :" + port +
+                                  "'` names it); start tessera "
+                                  "ps with another --port"),
+                busy.err);
+  CHECK(took < std::chrono::seconds(3));  // not ten seconds of silence
+
+  // A port from TF_CONFIG names its address there.
+  ScopedEnv tf_config("TF_CONFIG", R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["h:2"],
+      "ps": ["h:3", "127.0.0.1:)" + port +
+                                       R"("]}, "task": {"type": "ps", "index": 1}})");
+  const Finished from_tf_config = RunTessera(dir, {"ps", "--threads", "1"});
+  CHECK(from_tf_config.code == 1);
+  CHECK_MESSAGE(Has(from_tf_config.err, "ps 1 cannot listen on 127.0.0.1:" + port),
+                from_tf_config.err);
+  CHECK_MESSAGE(Has(from_tf_config.err, "change its address (\"ps\"[1], 127.0.0.1:" + port +
+                                            ") in TF_CONFIG, or start tessera ps with --port"),
+                from_tf_config.err);
+}
+
+TEST_CASE("tessera ps listens on port 7733 without --port") {
+  TempDir dir;
+  Child ps(dir, {"ps", "--threads", "1"}, "/dev/null");
+  for (int i = 0; i < 500 && ps.Alive() && !Has(ps.out(), "listening on"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Another process may hold 7733 on a shared machine: then the error names it as the default.
+  const bool listening = Has(ps.out(), "tessera ps: ps 0 listening on 127.0.0.1:7733 ");
+  const bool taken = Has(ps.err(), "ps 0 cannot listen on 127.0.0.1:7733: another process") &&
+                     Has(ps.err(), "with --port (the default port, 7733, is taken)");
+  CHECK_MESSAGE((listening || taken), std::string(ps.out() + ps.err()));
+  ps.Signal(SIGTERM);
+  CHECK(ps.Wait() == (listening ? 0 : 1));
+}
+
+TEST_CASE("tessera ps takes its task and port from TF_CONFIG, and exits 2 on a bad one") {
+  TempDir dir;
+  int port = 0;
+  {
+    Listener probe;  // a port free a moment ago
+    port = probe.port();
+  }
+  {
+    ScopedEnv tf_config("TF_CONFIG",
+                        R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["h:2"],
+                            "ps": ["h:3", "127.0.0.1:)" +
+                            std::to_string(port) + R"("]}, "task": {"type": "ps", "index": 1}})");
+    Child ps(dir, {"ps", "--threads", "1"}, "/dev/null");
+    for (int i = 0; i < 500 && ps.Alive() && !Has(ps.out(), "listening on"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK_MESSAGE(Has(ps.out(), "ps 1 listening on 127.0.0.1:" + std::to_string(port) + " "),
+                  std::string(ps.out() + ps.err()));
+    ps.Signal(SIGTERM);
+    CHECK(ps.Wait() == 0);
+  }
+  struct Case {
+    const char* tf_config;
+    const char* error;
+  };
+  for (const Case& c :
+       {Case{R"({"cluster": )", "tessera ps: TF_CONFIG: not valid JSON"},
+        Case{R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]},
+                 "task": {"type": "worker", "index": 0}})",
+             "tessera ps: TF_CONFIG: task {\"type\": \"worker\", \"index\": 0} is a worker"},
+        Case{R"({"cluster": {"chief": ["h:1"], "worker": ["h:2"], "ps": ["h:3"]},
+                 "task": {"type": "ps", "index": 4}})",
+             "TF_CONFIG has 1 \"ps\" address"},
+        Case{R"({"task": {"type": "boss"}})", "TF_CONFIG: unknown task type \"boss\""}}) {
+    CAPTURE(c.tf_config);
+    ScopedEnv tf_config("TF_CONFIG", c.tf_config);
+    const Finished refused = RunTessera(dir, {"ps"});
+    CHECK(refused.code == 2);
+    CHECK_MESSAGE(Has(refused.err, c.error), refused.err);
+  }
+}
+
+TEST_CASE("tessera <command> --help prints that command's usage and flags and exits 0") {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"predict", {"--model", "--input", "--log_level"}},
+      {"serve",
+       {"--model", "--model_base_path", "--model_config_file", "--file_system_poll_wait_seconds",
+        "--request_log", "--port", "--host", "--name", "--threads", "--max_body_bytes",
+        "--max_instances", "--max_connections", "--read_timeout_ms", "--idle_timeout_ms",
+        "--write_timeout_ms"}},
+      {"ps",
+       {"--task", "--standby", "--port", "--cluster_spec", "--host", "--threads", "--tls_cert",
+        "--tls_key", "--tls_ca", "--max_message_bytes"}},
+      {"inspect", {"--verify"}},
+  };
+  for (const auto& [command, flags] : commands) {
+    CAPTURE(command);
+    const Finished help = RunTessera(dir, {command, "--help"});
+    CHECK(help.code == 0);
+    CHECK(help.err.empty());
+    CHECK(Has(help.out, "usage: tessera " + command));
+    for (const std::string& flag : flags) CHECK_MESSAGE(Has(help.out, "\n  " + flag), flag);
+    CHECK(Has(help.out, "--flagfile=FILE"));
+    CHECK_FALSE(Has(help.out, "usage: tessera <command>"));
+    // `tessera help COMMAND` says the same; --help anywhere on the line does too.
+    CHECK(RunTessera(dir, {"help", command}).out == help.out);
+    CHECK(RunTessera(dir, {command, "--model=x", "--helpfull"}).out == help.out);
+  }
+  // Another command's flags are not listed as the command's.
+  CHECK_FALSE(Has(RunTessera(dir, {"inspect", "--help"}).out, "--max_instances"));
+  const Finished global = RunTessera(dir, {"--help"});
+  CHECK(global.code == 0);
+  CHECK(Has(global.out, "usage: tessera <command>"));
+  for (const char* synopsis :
+       {"tessera predict --model DIR --input FILE", "tessera ps [--task K",
+        "tessera serve (--model DIR | --model_base_path DIR", "tessera inspect PATH"}) {
+    CHECK_MESSAGE(Has(global.out, synopsis), synopsis);
+  }
+  const Finished unknown = RunTessera(dir, {"train", "--help"});
+  CHECK(unknown.code == 2);
+  CHECK(Has(unknown.err, "unknown command 'train'"));
+}
+
+TEST_CASE("a bad flag is bad usage: exit status 2 with Abseil's message") {
+  TempDir dir;
+  struct Case {
+    std::vector<std::string> args;
+    const char* error;
+  };
+  const Case cases[] = {
+      {{"serve", "--bogus"}, "Unknown command line flag 'bogus'"},
+      {{"ps", "--port=seven"}, "Illegal value 'seven' specified for flag 'port'"},
+      {{"ps", "--flagfile=" + dir.Sub("none")}, "Can't open flagfile"},
+      {{"ps", "--port=70000"}, "--port=70000 is not a port"},
+      {{"predict", "--model", "m", "extra"}, "unexpected argument 'extra'"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.error);
+    const Finished refused = RunTessera(dir, c.args);
+    CHECK(refused.code == 2);
+    CHECK_MESSAGE(Has(refused.err, c.error), refused.err);
+  }
 }
 
 }  // namespace

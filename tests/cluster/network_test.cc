@@ -1,4 +1,4 @@
-// The network layer (cluster/network.h): the cluster spec and the network options, then real
+// The network layer (cluster/network.h): the network options, then real
 // connections over loopback between actor systems in this process — the version handshake,
 // requests and multi-MiB tensors crossing the wire, an unreachable node, what a stranger or a
 // peer can make a node allocate or hold (cluster/transport.h) — and mutual TLS with
@@ -14,10 +14,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,148 +39,11 @@ namespace {
 using testing::Ask;
 using testing::AskOp;
 using testing::NetworkNode;
-using testing::ScratchDir;
 using testing::TestCertificates;
 using testing::UnusedPort;
 
 bool Contains(absl::string_view text, absl::string_view part) {
   return text.find(part) != absl::string_view::npos;
-}
-
-// -- The cluster spec ---------------------------------------------------------------------------
-
-TEST_CASE("network: a cluster spec lists its ps, worker and coordinator addresses in order") {
-  absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(R"({"cluster": {
-      "ps": ["10.0.0.1:7001", "10.0.0.2:7002"],
-      "worker": ["10.0.0.3:7101", "w4:7102", "w5:7103"],
-      "coordinator": ["10.0.0.5:7000"]}})");
-  REQUIRE_MESSAGE(spec.ok(), spec.status().ToString());
-  REQUIRE(spec->ps.size() == 2);
-  CHECK(spec->ps[0].ToString() == "10.0.0.1:7001");
-  CHECK(spec->ps[1].ToString() == "10.0.0.2:7002");
-  REQUIRE(spec->workers.size() == 3);
-  CHECK(spec->workers[1].host == "w4");
-  CHECK(spec->workers[2].port == 7103);
-  CHECK(spec->coordinator.ToString() == "10.0.0.5:7000");
-  CHECK(spec->ps_standby.empty());
-
-  // Standby PS processes, optional.
-  spec = ParseClusterSpec(R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"],
-      "coordinator": ["c:3"], "ps_standby": ["s1:7009", "s2:7009"]}})");
-  REQUIRE_MESSAGE(spec.ok(), spec.status().ToString());
-  REQUIRE(spec->ps_standby.size() == 2);
-  CHECK(spec->ps_standby[1].ToString() == "s2:7009");
-
-  // TF_CONFIG's "chief" names the coordinator too.
-  spec = ParseClusterSpec(
-      R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "chief": ["c:3"]}, "task": {}})");
-  REQUIRE_MESSAGE(spec.ok(), spec.status().ToString());
-  CHECK(spec->coordinator.ToString() == "c:3");
-}
-
-TEST_CASE("network: a malformed cluster spec is InvalidArgument saying what is wrong") {
-  struct Case {
-    const char* json;
-    const char* error_contains;
-  };
-  const Case cases[] = {
-      {"", "not valid JSON: parse error at line 1, column 1"},
-      {R"({"cluster": {"ps": ["a:1"],)", "not valid JSON: parse error at line 1, column 28"},
-      {"{\n  \"cluster\": {\n    \"ps\": [\"a:1\"]\n    \"worker\": []}}",
-       "parse error at line 4, column 12"},  // a missing comma: the line after it
-      {R"(["a:1"])", "not a JSON object but an array"},
-      {R"("a:1")", "not a JSON object but a string"},
-      {R"({"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"]})", "no \"cluster\""},
-      {R"({"cluster": ["a:1"]})", "no \"cluster\""},
-      {R"({"cluster": {"worker": ["b:2"], "coordinator": ["c:3"]}})", "no \"ps\""},
-      {R"({"cluster": {"ps": [], "worker": ["b:2"], "coordinator": ["c:3"]}})", "no \"ps\""},
-      {R"({"cluster": {"ps": ["a:1"], "coordinator": ["c:3"]}})", "no \"worker\""},
-      {R"({"cluster": {"ps": ["a:1"], "worker": [], "coordinator": ["c:3"]}})", "no \"worker\""},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"]}})", "exactly one \"coordinator\""},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": []}})", "has 0"},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3", "d:4"]}})",
-       "has 2"},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"],
-                       "chief": ["d:4"]}})",
-       "has 2"},
-      {R"({"cluster": {"ps": "a:1", "worker": ["b:2"], "coordinator": ["c:3"]}})",
-       "\"ps\" must be a list"},
-      {R"({"cluster": {"ps": ["host"], "worker": ["b:2"], "coordinator": ["c:3"]}})",
-       "\"ps\": \"host\" is not a \"host:port\""},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["host:0"], "coordinator": ["c:3"]}})",
-       "\"worker\": \"host:0\""},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["host:70000"]}})",
-       "\"coordinator\": \"host:70000\""},
-      {R"({"cluster": {"ps": [":80"], "worker": ["b:2"], "coordinator": ["c:3"]}})",
-       "\":80\" is not"},
-      {R"({"cluster": {"ps": ["a:1", 7001], "worker": ["b:2"], "coordinator": ["c:3"]}})",
-       "\"ps\" holds 7001, not a string"},
-      {R"({"cluster": {"ps": ["a:1"], "worker": [null], "coordinator": ["c:3"]}})",
-       "\"worker\" holds null, not a string"},
-      {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"],
-                       "ps_standby": ["s:0"]}})",
-       "\"ps_standby\": \"s:0\""},
-  };
-  for (const Case& c : cases) {
-    CAPTURE(c.json);
-    const absl::StatusOr<ClusterSpec> spec = ParseClusterSpec(c.json);
-    REQUIRE_FALSE(spec.ok());
-    CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_MESSAGE(Contains(spec.status().message(), "cluster spec"), spec.status());
-    CHECK_MESSAGE(Contains(spec.status().message(), c.error_contains), spec.status());
-  }
-}
-
-TEST_CASE("network: ReadClusterSpec reads a file, and a missing file is NotFound naming it") {
-  ScratchDir dir("tessera-spec");
-  const std::string path = dir.File("cluster.json");
-  {
-    std::ofstream out(path);
-    out << R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"]}})";
-  }
-  absl::StatusOr<ClusterSpec> spec = ReadClusterSpec(path);
-  REQUIRE_MESSAGE(spec.ok(), spec.status().ToString());
-  CHECK(spec->ps[0].ToString() == "a:1");
-
-  const std::string missing = dir.File("missing.json");
-  spec = ReadClusterSpec(missing);
-  CHECK(spec.status().code() == absl::StatusCode::kNotFound);
-  CHECK_MESSAGE(Contains(spec.status().message(), missing), spec.status());
-
-  // A bad file's error names the file.
-  {
-    std::ofstream out(path);
-    out << R"({"cluster": {"ps": ["a:1"]}})";
-  }
-  spec = ReadClusterSpec(path);
-  CHECK(spec.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK_MESSAGE(Contains(spec.status().message(), path), spec.status());
-}
-
-TEST_CASE("network: ParseNodeAddress takes host:port with a port in 1..65535") {
-  struct Good {
-    const char* text;
-    const char* host;
-    uint16_t port;
-  };
-  for (const Good& g : {Good{"10.0.0.1:7001", "10.0.0.1", 7001}, Good{"localhost:1", "localhost", 1},
-                        Good{"ps-0.example.com:65535", "ps-0.example.com", 65535}}) {
-    CAPTURE(g.text);
-    absl::StatusOr<NodeAddress> address = ParseNodeAddress(g.text);
-    REQUIRE_MESSAGE(address.ok(), address.status().ToString());
-    CHECK(address->host == g.host);
-    CHECK(address->port == g.port);
-    CHECK(address->ToString() == g.text);
-  }
-  for (const char* bad : {"", "host", "host:", "host:0", "host:70000", "host:65536", ":80",
-                          "host:-1", "host:8x", "host:http"}) {
-    CAPTURE(bad);
-    const absl::StatusOr<NodeAddress> address = ParseNodeAddress(bad);
-    REQUIRE_FALSE(address.ok());
-    CHECK(address.status().code() == absl::StatusCode::kInvalidArgument);
-    CHECK_MESSAGE(Contains(address.status().message(), absl::StrCat("\"", bad, "\"")),
-                  address.status());
-  }
 }
 
 // -- Network options ----------------------------------------------------------------------------
@@ -394,6 +257,65 @@ TEST_CASE("network: a port nobody listens on is Unavailable naming the address a
                 service.status());
   CHECK(took >= absl::Milliseconds(300));  // it kept trying until the timeout
   CHECK(took < absl::Seconds(3));
+}
+
+TEST_CASE("network: a port another node listens on fails at once, naming it and the way out") {
+  NetworkNode first{NetworkOptions{}};
+  const uint16_t port = first.PublishPsNode(0);
+  NetworkNode second{NetworkOptions{}};
+  const ps_node_actor node = SpawnPsNode(second.system(), 1);
+  const absl::Time start = absl::Now();
+  const absl::StatusOr<uint16_t> published =
+      PublishNode(second.system(), "ps 1", caf::actor_cast<caf::actor>(node), port,
+                  second.options(), "start tessera ps with another --port");
+  const absl::Duration took = absl::Now() - start;
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+  REQUIRE_FALSE(published.ok());
+  CHECK(published.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(published.status().message() ==
+        absl::StrCat("ps 1 cannot listen on 127.0.0.1:", port, ": another process listens on "
+                     "port ", port, " (`ss -ltnp 'sport = :", port, "'` names it); start tessera "
+                     "ps with another --port"));
+  CHECK(took < absl::Seconds(1));  // not the 10 s a port held by connections is given
+}
+
+TEST_CASE("network: a port held only by a connection is waited for, then listened on") {
+  // A connected socket whose local port is the one the node wants (as a peer reconnecting to a
+  // restarted node's address can take it), closed 600 ms later.
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  REQUIRE(holder >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+  const sockaddr_in server = addr;
+  addr.sin_port = 0;
+  REQUIRE(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(getsockname(holder, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+  const uint16_t port = ntohs(addr.sin_port);
+  REQUIRE(connect(holder, reinterpret_cast<const sockaddr*>(&server), sizeof(server)) == 0);
+  // Closed with a reset: no TIME_WAIT (which a socket without SO_REUSEADDR leaves in the way).
+  const linger reset{1, 0};
+  REQUIRE(setsockopt(holder, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) == 0);
+  std::thread release([holder, listener] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    close(holder);
+    close(listener);
+  });
+  NetworkNode node{NetworkOptions{}};
+  const absl::Time start = absl::Now();
+  const uint16_t published = node.PublishPsNode(0, kProtocolVersion, port);
+  const absl::Duration took = absl::Now() - start;
+  release.join();
+  CHECK(published == port);
+  CHECK(took >= absl::Milliseconds(500));  // it waited for the connection to close
+  NetworkNode client{NetworkOptions{}};
+  CHECK(client.Connect(port).ok());
 }
 
 // -- Mutual TLS ---------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ class NetworkNode {
     ps_nodes_.push_back(SpawnPsNode(*system_, task));
     absl::StatusOr<uint16_t> port =
         PublishNode(*system_, absl::StrCat("ps ", task), caf::actor_cast<caf::actor>(ps_nodes_.back()),
-                    port_wanted, options_, version);
+                    port_wanted, options_, /*how_to_change_port=*/"", version);
     REQUIRE_MESSAGE(port.ok(), port.status().ToString());
     return *port;
   }

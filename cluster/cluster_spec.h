@@ -1,0 +1,113 @@
+// Who is where in a networked cluster, and which of them this process is. Both come from one
+// JSON shape, read from a cluster spec file (--cluster_spec) or from TensorFlow's TF_CONFIG
+// environment variable:
+//   {"cluster": {"chief": ["10.0.0.5:7000"],
+//                "ps": ["10.0.0.1:7001", "10.0.0.2:7001"],
+//                "worker": ["10.0.0.3:7101", "10.0.0.4:7101"],
+//                "ps_standby": ["10.0.0.6:7001"]},
+//    "task": {"type": "worker", "index": 1}}
+// Worker addresses name the worker tasks (their count is the number of worker slots); only the
+// PS and coordinator addresses are listened on. The optional "ps_standby" list names
+// `tessera ps --standby` processes: a lost PS is replaced by the first one not used yet.
+//
+// Note [TF_CONFIG's task types]
+// TF's ParameterServerStrategy calls its coordinator "chief" (TFConfigClusterResolver's task
+// types are "chief", "worker", "ps" and "evaluator"), so TF_CONFIG manifests map onto Tessera's
+// processes as:
+//   "chief" or "coordinator"  the coordinator: the training program in its default role (index 0)
+//   "worker"                  worker task K: the training program, as --role=worker --task=K
+//   "ps"                      PS task K: `tessera ps --task K`
+//   "ps_standby"              (Tessera's own) standby K: `tessera ps --standby`
+//   "evaluator"               no process: Tessera's workers evaluate (--eval_every); its
+//                             addresses are ignored and a process whose task it is is refused
+// "index" defaults to 0, as in TF; other top-level keys (TF's "rpc_layer", "environment") are
+// ignored.
+//
+// Where a process finds its cluster and task, most specific first (ResolveClusterConfig): its
+// flags (each binary's own: --role, --task, --port, --standby), then the --cluster_spec file,
+// then TF_CONFIG. A task's address says where the task is; which interface a node listens on
+// is still --host / --bind (loopback by default).
+//
+// Thread-safety: pure functions, except TfConfigFromEnvironment, which reads the environment.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tessera {
+
+struct NodeAddress {
+  std::string host;
+  uint16_t port = 0;
+  std::string ToString() const;
+};
+
+// "host:port" (port 1..65535). InvalidArgument otherwise.
+absl::StatusOr<NodeAddress> ParseNodeAddress(absl::string_view text);
+
+struct ClusterSpec {
+  std::vector<NodeAddress> ps;          // PS task k listens at ps[k]
+  std::vector<NodeAddress> workers;     // one per worker task
+  NodeAddress coordinator;              // where workers find the coordinator
+  std::vector<NodeAddress> ps_standby;  // `tessera ps --standby` nodes that can replace a lost PS
+  // Where it was read, for messages: "the cluster spec /etc/cluster.json" or "TF_CONFIG".
+  std::string source = "the cluster spec";
+};
+
+// Which process of a cluster one is (Note [TF_CONFIG's task types]).
+enum class TaskType { kCoordinator, kWorker, kPs, kPsStandby };
+
+struct ClusterTask {
+  TaskType type = TaskType::kCoordinator;
+  int32_t index = 0;
+  // As TF_CONFIG writes it: {"type": "worker", "index": 1} ("chief" for the coordinator).
+  std::string ToString() const;
+};
+
+// A cluster spec document: its cluster, its task, and where it was read.
+struct ClusterConfig {
+  std::optional<ClusterSpec> cluster;  // none: a document without "cluster" (TF_CONFIG may hold
+                                       // only a task), or no document at all
+  std::optional<ClusterTask> task;     // the document's "task"
+  std::string task_source;             // where `task` was read ("TF_CONFIG", a spec's path)
+};
+
+// Parses a document of the shape above. `source` ("TF_CONFIG", "the cluster spec F") starts
+// every error. Without `require_cluster`, a document without "cluster", or with an empty one, has
+// none. InvalidArgument for malformed JSON; a "cluster" that is not an object, or (with
+// `require_cluster`) none; a missing or empty "ps" or "worker" list; not exactly one
+// "coordinator" or "chief" address; a bad address; a "task" without a known "type" (an
+// "evaluator" task is refused, naming why) or with an "index" that is not an integer >= 0; a
+// task whose index is past its list in the cluster.
+absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view json, absl::string_view source,
+                                                 bool require_cluster = true);
+
+// $TF_CONFIG; nullopt when it is unset or blank.
+std::optional<std::string> TfConfigFromEnvironment();
+
+// Where a process may find its cluster and task.
+struct ClusterSources {
+  std::string spec_path;                 // --cluster_spec ("": none)
+  std::optional<std::string> tf_config;  // TF_CONFIG's value (TfConfigFromEnvironment)
+};
+
+// The cluster of the spec file when there is one, else TF_CONFIG's (none without either); the
+// task of the spec file when it has one, else TF_CONFIG's. Errors as ParseClusterConfig, naming
+// "the cluster spec <path>" or TF_CONFIG; NotFound when the file cannot be read; InvalidArgument
+// for a task without any cluster, or one past its list in the cluster it is resolved against.
+absl::StatusOr<ClusterConfig> ResolveClusterConfig(const ClusterSources& sources);
+
+// How the user gives the coordinator another port, for the error when its own is taken: "change
+// the coordinator's ("chief") address 127.0.0.1:7000 in TF_CONFIG".
+std::string CoordinatorPortAdvice(const ClusterSpec& cluster);
+
+// OK when `task` exists in `cluster`; InvalidArgument naming it, `source` and the list's length.
+absl::Status CheckTaskInCluster(const ClusterTask& task, const ClusterSpec& cluster,
+                                absl::string_view source);
+
+}  // namespace tessera

@@ -18,6 +18,7 @@
 #include "core/exported_model.h"
 #include "core/logging.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
 
@@ -270,6 +271,13 @@ absl::Status LoadShards(const ParameterServerStrategy& strategy,
   if (manifest.run_id.empty()) {
     Log().warn("{} has no run id (written before run ids): its slice files cannot be checked to "
                "belong to it", dir);
+  }
+  if (manifest.writer_version != Version()) {
+    Log().info("{} was written by {}; this is tessera {}", dir,
+               manifest.writer_version.empty()
+                   ? "an unknown version (before versions were recorded)"
+                   : "tessera " + manifest.writer_version,
+               Version());
   }
   return AskEveryShard<LoadOp>(
              strategy.system(), variables,

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/version.h"
 
 // Note [Usage errors exit 2]
 // Abseil's parser reports a bad flag (unknown, a value that does not parse, an unreadable
@@ -166,6 +167,7 @@ std::string FormatHelp(const ProgramHelp& help) {
              "read flags from FILE, one --name=value a line (a configuration file; flags given "
              "after it override its lines)");
   AppendFlag(out, "help", "", "print this help and exit");
+  AppendFlag(out, "version", "", "print the version and how it was built, and exit");
   absl::StrAppend(&out, "\nExit status: 0 on success, 2 for bad usage or input (a flag, argument, "
                         "file, model or\nconfiguration), 1 for a failure while running.\n");
   return out;
@@ -174,6 +176,11 @@ std::string FormatHelp(const ProgramHelp& help) {
 CommandLine ParseCommandLine(int argc, char** argv) {
   static const bool registered = std::atexit(ExitTwoOnUsageError) == 0;
   (void)registered;
+  // --version (Abseil's flag, handled by its parser, which then exits 0) prints this build's
+  // version line (core/version.h) instead of Abseil's program name and NDEBUG note.
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] { return VersionLine() + "\n"; };
+  absl::SetFlagsUsageConfig(usage);
   CommandLine line;
   std::vector<char*> args;
   bool flags_over = false;  // after "--", every argument is positional

@@ -5,7 +5,9 @@
 //   - one exit status: 0 success, 2 bad usage or input (a flag, argument, file, model or
 //     configuration the user gave), 1 a failure while running (ExitCode);
 //   - flags can come from a file: `--flagfile=FILE` reads one `--name=value` a line (Abseil's),
-//     the command line's flags after it overriding its lines.
+//     the command line's flags after it overriding its lines;
+//   - `--version` prints the version line (core/version.h: "tessera 0.1.0 (Release build)") and
+//     exits 0.
 //
 // Example (examples/recsys.cc):
 //   int main(int argc, char** argv) {
@@ -63,9 +65,9 @@ struct CommandLine {
 };
 
 // Parses argv, setting every flag (Abseil's parser: --flagfile, --name=value, --name value,
-// --noname). A usage error — an unknown flag, a value that does not parse, a flagfile that
-// cannot be read — exits the process with status 2 after Abseil's message (Note [Usage errors
-// exit 2]).
+// --noname); --version prints the version line and exits 0. A usage error — an unknown flag, a
+// value that does not parse, a flagfile that cannot be read — exits the process with status 2
+// after Abseil's message (Note [Usage errors exit 2]).
 CommandLine ParseCommandLine(int argc, char** argv);
 
 // The exit status of a program that ended with `status`: 0 when OK; 2 for bad usage or input

@@ -127,6 +127,9 @@ struct CheckpointManifest {
   int64_t global_step = 0;  // training steps when it was saved
   std::vector<CheckpointVariable> variables;
   RunId run_id;  // the run that saved it (empty: written before run ids)
+  // Read from a file: the Tessera version that wrote it (core/version.h); empty for a manifest
+  // written before versions were recorded. WriteManifest records its own Version(), not this.
+  std::string writer_version;
 };
 
 // InvalidArgument naming the variable unless: names are unique and non-empty; every variable's

@@ -62,6 +62,9 @@ struct ModelDescription {
   ModelSpec spec;
   std::vector<Signature> signatures;
   int64_t step = 0;  // training steps when exported
+  // Read from a file: the Tessera version that wrote it (core/version.h); empty for a file
+  // written before versions were recorded. A writer records its own Version(), not this.
+  std::string writer_version;
 };
 
 struct ExportedModel : ModelDescription {

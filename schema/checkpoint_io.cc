@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/process.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "schema/checkpoint.capnp.h"
 #include "schema/internal/crc32c.h"
 #include "schema/internal/envelope.h"
@@ -308,6 +309,7 @@ void BuildManifest(const CheckpointManifest& manifest, wire::Manifest::Builder o
   out.setFormatVersion(kManifestFormatVersion);
   out.setGlobalStep(manifest.global_step);
   if (!manifest.run_id.empty()) EncodeRunId(manifest.run_id, out.initRunId());
+  out.setWriterVersion(TextOf(std::string(Version())));
   auto variables = out.initVariables(manifest.variables.size());
   for (size_t i = 0; i < manifest.variables.size(); ++i) {
     const CheckpointVariable& v = manifest.variables[i];
@@ -369,6 +371,9 @@ absl::StatusOr<CheckpointManifest> ParseManifest(wire::Manifest::Reader in) {
   CheckpointManifest manifest;
   manifest.global_step = in.getGlobalStep();
   manifest.run_id = DecodeRunId(in.hasRunId(), in.getRunId());
+  ASSIGN_OR_RETURN(manifest.writer_version,
+                   schema_internal::DecodeWriterVersion(in.hasWriterVersion(),
+                                                        in.getWriterVersion(), "manifest"));
   for (wire::Manifest::Variable::Reader variable : in.getVariables()) {
     ASSIGN_OR_RETURN(CheckpointVariable v, ParseVariable(variable));
     v.checkpoint = {manifest.run_id, manifest.global_step};

@@ -23,6 +23,9 @@ struct ExportedModel {
   # the data after the message.
   pieceBytes @5 :UInt32;
   checksumsOffset @6 :UInt64;
+  # The Tessera version that wrote it (core/version.h, "0.1.0"); absent in files written before
+  # versions were recorded.
+  writerVersion @7 :Text;
 }
 
 struct Variable {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "schema/internal/envelope.h"
 #include "schema/internal/field_codec.h"
 #include "schema/internal/file_io.h"
@@ -227,6 +228,7 @@ void BuildDescription(const ModelDescription& model, wire::ExportedModel::Builde
     BuildTensorSignatures(signature.outputs, signatures[i].initOutputs(signature.outputs.size()));
   }
   out.setStep(model.step);
+  out.setWriterVersion(TextOf(std::string(Version())));
 }
 
 void BuildModel(const ModelDescription& model, const ModelLayout& layout,
@@ -257,6 +259,9 @@ absl::StatusOr<ModelDescription> ParseDescription(wire::ExportedModel::Reader in
     model.signatures.push_back(std::move(parsed));
   }
   model.step = in.getStep();
+  ASSIGN_OR_RETURN(model.writer_version,
+                   schema_internal::DecodeWriterVersion(in.hasWriterVersion(),
+                                                        in.getWriterVersion(), "exported model"));
   return model;
 }
 

@@ -26,6 +26,12 @@ std::string Attrs(const Map& attrs) {
                       "}");
 }
 
+// "tessera 0.1.0"; for a file written before versions were recorded, which says so.
+std::string WrittenBy(const std::string& writer_version) {
+  if (writer_version.empty()) return "an unknown version (written before versions were recorded)";
+  return absl::StrCat("tessera ", writer_version);
+}
+
 std::string Names(const std::vector<std::string>& names) {
   return names.empty() ? "none" : absl::StrJoin(names, ", ");
 }
@@ -46,6 +52,7 @@ void DescribeCheckpoint(const CheckpointManifest& manifest, std::ostream& out) {
   out << "run: "
       << (manifest.run_id.empty() ? "none (written before run ids)" : manifest.run_id.ToString())
       << "\n";
+  out << "written by: " << WrittenBy(manifest.writer_version) << "\n";
   out << "variables: " << manifest.variables.size() << "\n";
   for (const CheckpointVariable& v : manifest.variables) {
     out << "  " << v.name << "  " << v.shape.ToString() << "  " << DTypeName(v.dtype) << "  step "
@@ -67,6 +74,7 @@ void DescribeExportedModel(const OpenedModel& opened, std::ostream& out) {
   const std::map<std::string, ConstTensorView>& variables = opened.variables->views();
   const ModelSpec& spec = model.spec;
   out << "format: " << opened.format_version << "\n";
+  out << "written by: " << WrittenBy(model.writer_version) << "\n";
   out << "name: " << spec.name << "\n";
   out << "step: " << model.step << "\n";
   out << "signatures: " << model.signatures.size() << "\n";

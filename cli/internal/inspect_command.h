@@ -29,12 +29,14 @@
 
 namespace tessera::cli {
 
-// A checkpoint's global step and, per variable, its shape, dtype, optimizer, slot names, step
-// and slice files with their row ranges (its shards when it was saved).
+// A checkpoint's global step, its run, the version that wrote it and, per variable, its shape,
+// dtype, optimizer, slot names, step and slice files with their row ranges (its shards when it
+// was saved).
 void DescribeCheckpoint(const CheckpointManifest& manifest, std::ostream& out);
 
-// An exported model's file format, name and step, signatures (inputs, outputs), layers, outputs,
-// loss and variables with their shapes (nothing of their values is read).
+// An exported model's file format, the version that wrote it, its name and step, signatures
+// (inputs, outputs), layers, outputs, loss and variables with their shapes (nothing of their
+// values is read).
 void DescribeExportedModel(const OpenedModel& model, std::ostream& out);
 
 // The command: describes what PATH holds — a checkpoint directory (a manifest), an export

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
+#include "core/version.h"
 #include "schema/internal/envelope.h"
 
 // Float data is stored as raw bytes: little-endian float32, the host's layout.
@@ -40,6 +41,18 @@ std::vector<std::string> DecodeTexts(capnp::List<capnp::Text>::Reader texts) {
 
 void EncodeTexts(const std::vector<std::string>& texts, capnp::List<capnp::Text>::Builder out) {
   for (size_t i = 0; i < texts.size(); ++i) out.set(i, TextOf(texts[i]));
+}
+
+absl::StatusOr<std::string> DecodeWriterVersion(bool present, capnp::Text::Reader version,
+                                                absl::string_view what) {
+  if (!present) return std::string();
+  // Checked on the reader's bytes before copying: a forged field may be large.
+  const absl::string_view text(version.cStr(), version.size());
+  if (!IsVersionString(text)) {
+    return absl::DataLossError(absl::StrCat(
+        what, ": the version that wrote it is not a version string (", text.size(), " bytes)"));
+  }
+  return std::string(text);
 }
 
 absl::StatusOr<Shape> DecodeShape(capnp::List<int64_t>::Reader dims, absl::string_view what) {

@@ -2,12 +2,14 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/version.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
 #include "tests/cli/cli_test_util.h"
@@ -55,6 +57,7 @@ TEST_CASE("inspecting a checkpoint lists every variable with its optimizer, slot
   CHECK(Has(text, "checkpoint " + dir.path()));
   CHECK(Has(text, "global step: 1200"));
   CHECK(Has(text, "run: 0123456789abcdeffedcba9876543210\n"));
+  CHECK(Has(text, "written by: tessera " + std::string(Version()) + "\n"));
   CHECK(Has(text, "variables: 2"));
   CHECK(Has(text, "user_embedding  [13, 4]  float32  step 1199"));
   CHECK(Has(text, "optimizer: adagrad {learning_rate: 0.05}"));
@@ -76,6 +79,8 @@ TEST_CASE("inspecting a checkpoint lists every variable with its optimizer, slot
   std::ostringstream old_out;
   DescribeCheckpoint(old, old_out);
   CHECK(Has(old_out.str(), "run: none (written before run ids)\n"));
+  CHECK(Has(old_out.str(),
+            "written by: an unknown version (written before versions were recorded)\n"));
 }
 
 TEST_CASE("inspecting an exported model lists its signatures, layers and variables") {
@@ -87,6 +92,7 @@ TEST_CASE("inspecting an exported model lists its signatures, layers and variabl
   const std::string text = out.str();
   CAPTURE(text);
   CHECK(Has(text, "exported model " + dir.path()));
+  CHECK(Has(text, "written by: tessera " + std::string(Version()) + "\n"));
   CHECK(Has(text, "name: recsys"));
   CHECK(Has(text, "step: 42"));
   CHECK(Has(text, "signatures: 1"));
@@ -102,6 +108,20 @@ TEST_CASE("inspecting an exported model lists its signatures, layers and variabl
   CHECK(Has(text, "user_embedding  [5, 3]  partitioned"));
   CHECK(Has(text, "hidden/kernel  [6, 4]\n"));
   CHECK_FALSE(Has(text, "global step"));
+}
+
+TEST_CASE("files written before versions were recorded are described as such") {
+  const char* source = std::getenv("TESSERA_SOURCE_DIR");
+  REQUIRE(source != nullptr);
+  const std::string testdata = std::string(source) + "/tests/schema/testdata/before_versions/";
+  for (const char* what : {"checkpoint", "export"}) {
+    CAPTURE(what);
+    std::ostringstream out;
+    const absl::Status status = RunInspect(testdata + what, out);
+    REQUIRE_MESSAGE(status.ok(), status.message());
+    CHECK(Has(out.str(),
+              "written by: an unknown version (written before versions were recorded)\n"));
+  }
 }
 
 TEST_CASE("a directory with both a checkpoint and a model describes both") {

@@ -4,6 +4,7 @@
 
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "core/exported_model.h"
 #include "core/logging.h"
 #include "core/partitioner.h"
+#include "core/version.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
 #include "tests/coordinator/coordinator_test_util.h"
@@ -216,6 +218,44 @@ TEST_CASE("a checkpoint saved before run ids restores, with a warning") {
   CHECK(testing::SameTensor(*restored->Read(), *emb->Read()));
   CHECK(log.text().find(dir + " has no run id") != std::string::npos);
   fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint written before versions were recorded restores into another layout") {
+  // tests/schema/testdata/before_versions/: a 5-step recsys checkpoint (2 shards per embedding)
+  // and the export of the same model, both written by the build before versions were recorded
+  // (tests/schema/writer_version_test.cc says how).
+  const char* source = std::getenv("TESSERA_SOURCE_DIR");
+  REQUIRE(source != nullptr);
+  const std::string testdata = std::string(source) + "/tests/schema/testdata/before_versions/";
+  RecsysModelOptions tiny;
+  tiny.num_users = 20;
+  tiny.num_items = 10;
+  tiny.embedding_dim = 4;
+  tiny.hidden_units = 4;
+  absl::StatusOr<ModelSpec> spec = RecsysModelSpec(tiny);
+  REQUIRE(spec.ok());
+  absl::StatusOr<Model> model = Model::Create(*spec);
+  REQUIRE(model.ok());
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(3));
+  REQUIRE(strategy
+              .CreateModelVariables(std::make_shared<const Model>(*model),
+                                    {"adagrad", {{"learning_rate", 0.1},
+                                                 {"initial_accumulator_value", 0.0}}})
+              .ok());
+  CapturedLog log;
+  absl::StatusOr<int64_t> step = RestoreCheckpoint(strategy, testdata + "checkpoint");
+  REQUIRE_MESSAGE(step.ok(), step.status().ToString());
+  CHECK(*step == 5);
+  absl::StatusOr<ExportedModel> exported = ReadExportedModel(testdata + "export");
+  REQUIRE(exported.ok());
+  for (const auto& [name, value] : exported->variables) {
+    CAPTURE(name);
+    CHECK_TENSOR(*strategy.variables().at(name).Read(), value);
+  }
+  CHECK(log.text().find("checkpoint was written by an unknown version (before versions were "
+                        "recorded); this is tessera " +
+                        std::string(Version())) != std::string::npos);
 }
 
 TEST_CASE("a complete checkpoint is never overwritten in place") {

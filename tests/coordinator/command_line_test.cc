@@ -86,6 +86,7 @@ TEST_CASE("--help lists every flag of the program once, in its group, with its d
   // The flags every program takes, and the exit status.
   CHECK(absl::StrContains(text, "\n  --flagfile=FILE "));
   CHECK(absl::StrContains(text, "\n  --help "));
+  CHECK(absl::StrContains(text, "\n  --version "));
   CHECK(absl::StrContains(text, "Exit status: 0 on success, 2 for bad usage or input"));
 }
 

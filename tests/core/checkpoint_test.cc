@@ -77,7 +77,7 @@ TEST_CASE("PlanSliceReads restores every N-shard save into every M-shard layout"
   for (int64_t total : {0, 1, 2, 5, 13}) {
     for (int64_t saved = 1; saved <= 5; ++saved) {
       const CheckpointVariable v = SavedVariable("emb", Shape{total, 3}, saved);
-      REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}}).ok());
+      REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}, {}}).ok());
       for (int64_t target = 1; target <= 5; ++target) {
         CAPTURE(total);
         CAPTURE(saved);
@@ -109,7 +109,7 @@ TEST_CASE("PlanSliceReads reads a scalar from its one slice") {
   CheckpointVariable v;
   v.name = "global_step";
   v.slices = {{"step.slice", 0, 1}};
-  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}}).ok());
+  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}, {}}).ok());
   const std::vector<SliceRead> reads = Must(PlanSliceReads(v, 0, 1));
   REQUIRE(reads.size() == 1);
   CHECK(reads[0].slice == 0);
@@ -228,7 +228,7 @@ TEST_CASE("AssembleSlice restores a scalar and an empty block") {
   const std::vector<TensorSlice> files = SaveSlices("lr", scalar, 1, true);
   CheckpointVariable v = SavedVariable("lr", Shape(), 1, {"m", "v"});
   v.optimizer = OptimizerSpec{"adam", {}};  // whose slots these are
-  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}}).ok());
+  REQUIRE(ValidateManifest(CheckpointManifest{0, {v}, {}, {}}).ok());
   const std::vector<SliceRead> reads = Must(PlanSliceReads(v, 0, 1));
   const TensorSlice block = Must(AssembleSlice(v, 0, 1, reads, {&files[0]}));
   CHECK(block.value.shape() == Shape());

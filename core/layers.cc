@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "core/internal/kernels.h"
 
 namespace tessera {
 
@@ -31,15 +32,36 @@ absl::string_view ActivationName(Activation activation) {
   return "invalid";
 }
 
+namespace {
+
+// Calls f(row of a, row of b, row of c, columns) on every row of three matrices of one shape
+// (rows are contiguous: inner stride 1), or once on all of them when none has gaps between rows.
+template <typename F>
+void ForEachRow(const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                int64_t rows, int64_t cols, F f) {
+  if (lda == cols && ldb == cols && ldc == cols) {
+    f(a, b, c, rows * cols);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) f(a + r * lda, b + r * ldb, c + r * ldc, cols);
+}
+
+}  // namespace
+
 void ActivationForward(Activation activation, ConstMatrixRef x, MatrixRef y) {
   assert(x.rows() == y.rows() && x.cols() == y.cols());
   switch (activation) {
     case Activation::kLinear:
       if (x.data() != y.data()) y = x;
       return;
-    case Activation::kRelu:
-      y = x.cwiseMax(0.0f);
+    case Activation::kRelu: {
+      const auto relu = kernels::ChosenKernels().relu;
+      ForEachRow(x.data(), x.outerStride(), x.data(), x.outerStride(), y.data(), y.outerStride(),
+                 x.rows(), x.cols(), [relu](const float* in, const float*, float* out, int64_t n) {
+                   relu(in, out, n);
+                 });
       return;
+    }
     case Activation::kSigmoid:
       // exp(-x) overflows to +inf for x < -88, and 1 / (1 + inf) is exactly 0: no NaN.
       y = (1.0f + (-x.array()).exp()).inverse().matrix();
@@ -57,9 +79,12 @@ void ActivationBackward(Activation activation, ConstMatrixRef y, ConstMatrixRef 
     case Activation::kLinear:
       if (dx.data() != dy.data()) dx = dy;
       return;
-    case Activation::kRelu:
-      dx = (y.array() > 0.0f).select(dy.array(), 0.0f).matrix();
+    case Activation::kRelu: {
+      const auto backward = kernels::ChosenKernels().relu_backward;
+      ForEachRow(y.data(), y.outerStride(), dy.data(), dy.outerStride(), dx.data(),
+                 dx.outerStride(), y.rows(), y.cols(), backward);
       return;
+    }
     case Activation::kSigmoid:
       dx = (dy.array() * y.array() * (1.0f - y.array())).matrix();
       return;
@@ -90,7 +115,8 @@ void SoftmaxBackward(ConstMatrixRef y, ConstMatrixRef dy, MatrixRef dx) {
 void DenseForward(ConstMatrixRef x, ConstMatrixRef w, absl::Span<const float> b,
                   Activation activation, MatrixRef y) {
   assert(x.cols() == w.rows() && y.rows() == x.rows() && y.cols() == w.cols());
-  y.noalias() = x * w;
+  kernels::ChosenKernels().mat_mul(x.rows(), x.cols(), w.cols(), x.data(), x.outerStride(),
+                                   w.data(), w.outerStride(), y.data(), y.outerStride());
   if (!b.empty()) {
     assert(static_cast<Eigen::Index>(b.size()) == w.cols());
     y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(b.data(), w.cols());
@@ -102,9 +128,11 @@ void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMa
                    Activation activation, MatrixRef dz, MatrixRef* dw, absl::Span<float> db,
                    MatrixRef* dx) {
   ActivationBackward(activation, y, dy, dz);
+  const kernels::Kernels& products = kernels::ChosenKernels();
   if (dw != nullptr) {
     assert(dw->rows() == w.rows() && dw->cols() == w.cols());
-    dw->noalias() += x.transpose() * dz;
+    products.add_mat_mul_at_b(x.rows(), x.cols(), dz.cols(), x.data(), x.outerStride(), dz.data(),
+                              dz.outerStride(), dw->data(), dw->outerStride());
   }
   if (!db.empty()) {
     assert(static_cast<Eigen::Index>(db.size()) == w.cols());
@@ -112,7 +140,8 @@ void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMa
   }
   if (dx != nullptr) {
     assert(dx->rows() == x.rows() && dx->cols() == x.cols());
-    dx->noalias() += dz * w.transpose();
+    products.add_mat_mul_a_bt(dz.rows(), w.rows(), dz.cols(), dz.data(), dz.outerStride(), w.data(),
+                              w.outerStride(), dx->data(), dx->outerStride());
   }
 }
 

@@ -8,6 +8,9 @@
 // gradient outputs, so a value consumed twice (a shared parameter, a node feeding two nodes)
 // sums its gradients, as the chain rule wants.
 //
+// The dense layers' matrix products and ReLU run in the kernels of the widest instruction set the
+// CPU has (core/internal/kernels.h); the rest is Eigen compiled with the library's flags.
+//
 // Notation: B = batch size, `x` an op's input, `y` its output, `dy` = dLoss/dy.
 //
 // Thread-safety: pure functions.

@@ -7,11 +7,14 @@
 // AdagradOptimizer). Both initial_accumulator_value and epsilon 0 is rejected: a coordinate whose
 // gradient is still 0 would compute 0 / 0.
 //
-// A sparse apply updates only the given rows (TF's SparseApplyAdagrad).
+// A sparse apply updates only the given rows (TF's SparseApplyAdagrad). The update runs in
+// core/internal/kernels.h's adagrad, compiled for the widest instruction set the CPU has.
+#include <array>
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/internal/kernels.h"
 #include "core/internal/optimizer_rules.h"
 #include "core/status.h"
 
@@ -39,10 +42,10 @@ class Adagrad final : public ElementwiseOptimizer {
               ConstTensorView grad) const override {
     const float lr = learning_rate_;
     const float eps = epsilon_;
-    ForEachSpan<1>(value, slots, rows, grad, [=](auto var, auto g, auto accum) {
-      accum += g.square();
-      var -= g * lr / (accum.sqrt() + eps);
-    });
+    const auto adagrad = kernels::ChosenKernels().adagrad;
+    ForEachRawSpan<1>(value, slots, rows, grad,
+                      [=](float* var, const float* g, const std::array<float*, 1>& accum,
+                          int64_t n) { adagrad(var, accum[0], g, n, lr, eps); });
   }
 
   float learning_rate_;

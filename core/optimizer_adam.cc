@@ -17,10 +17,15 @@
 // so the bias correction) is per block and advances once per apply, dense or sparse, so a shard
 // that receives an update every step matches a dense apply of the same gradients, and a sparse
 // gradient covering every row equals the dense apply.
+//
+// The update runs in core/internal/kernels.h's adam, compiled for the widest instruction set the
+// CPU has.
+#include <array>
 #include <cmath>
 #include <memory>
 #include <utility>
 
+#include "core/internal/kernels.h"
 #include "core/internal/optimizer_rules.h"
 #include "core/status.h"
 
@@ -54,11 +59,12 @@ class Adam final : public ElementwiseOptimizer {
     const float one_minus_beta_1 = static_cast<float>(1 - beta_1_);
     const float one_minus_beta_2 = static_cast<float>(1 - beta_2_);
     const float eps = epsilon_;
-    ForEachSpan<2>(value, slots, rows, grad, [=](auto var, auto g, auto m, auto v) {
-      m += (g - m) * one_minus_beta_1;
-      v += (g.square() - v) * one_minus_beta_2;
-      var -= m * alpha / (v.sqrt() + eps);
-    });
+    const auto adam = kernels::ChosenKernels().adam;
+    ForEachRawSpan<2>(value, slots, rows, grad,
+                      [=](float* var, const float* g, const std::array<float*, 2>& mv, int64_t n) {
+                        adam(var, mv[0], mv[1], g, n, alpha, one_minus_beta_1, one_minus_beta_2,
+                             eps);
+                      });
   }
 
   double learning_rate_;

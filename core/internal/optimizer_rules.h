@@ -6,6 +6,8 @@
 // those same elements and the gradient's alone (plus per-apply scalars such as Adam's
 // bias-corrected learning rate). So one kernel, a generic lambda over Eigen array maps, serves
 // both the dense apply (one span: the whole block) and the sparse apply (one span per given row).
+// Adagrad and Adam call a kernel of core/internal/kernels.h on each span instead, compiled per
+// instruction set (Note [Kernels per instruction set, Eigen] in core/internal/kernels.cc).
 //
 // Thread-safety: as core/optimizer.h — rules are immutable; slots belong to their caller.
 #pragma once
@@ -112,13 +114,16 @@ inline void TouchRowForWrite(float* row, int64_t n) {
   }
 }
 
-template <size_t kSlots, typename Kernel>
-void ForEachSpan(TensorView value, absl::Span<Tensor> slot_tensors, const UpdatedRows& rows,
-                 ConstTensorView grad, Kernel&& kernel) {
+// Calls span(var, grad, slots, n) on each contiguous run of updated elements — the whole block,
+// or each given row — with raw pointers to its n elements in `value`, `grad` and each slot: for
+// a rule whose math is one of core/internal/kernels.h's.
+template <size_t kSlots, typename Span>
+void ForEachRawSpan(TensorView value, absl::Span<Tensor> slot_tensors, const UpdatedRows& rows,
+                    ConstTensorView grad, Span&& span) {
   std::array<float*, kSlots> slots{};
   if (rows.all) {
     for (size_t i = 0; i < kSlots; ++i) slots[i] = slot_tensors[i].data();
-    RunKernel(kernel, value.data(), grad.data(), slots, value.size());
+    span(value.data(), grad.data(), slots, value.size());
     return;
   }
   const int64_t width = value.row_size();
@@ -129,9 +134,18 @@ void ForEachSpan(TensorView value, absl::Span<Tensor> slot_tensors, const Update
       TouchRowForWrite(slots[i], width);
     }
     TouchRowForWrite(value.data() + offset, width);
-    RunKernel(kernel, value.data() + offset, grad.data() + static_cast<int64_t>(k) * width, slots,
-              width);
+    span(value.data() + offset, grad.data() + static_cast<int64_t>(k) * width, slots, width);
   }
+}
+
+template <size_t kSlots, typename Kernel>
+void ForEachSpan(TensorView value, absl::Span<Tensor> slot_tensors, const UpdatedRows& rows,
+                 ConstTensorView grad, Kernel&& kernel) {
+  ForEachRawSpan<kSlots>(value, slot_tensors, rows, grad,
+                         [&kernel](float* var, const float* g,
+                                   const std::array<float*, kSlots>& slots, int64_t n) {
+                           RunKernel(kernel, var, g, slots, n);
+                         });
 }
 
 // The base of every rule: owns the resolved spec and the slot layout, validates every apply

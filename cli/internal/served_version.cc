@@ -1,5 +1,6 @@
 #include "cli/internal/served_version.h"
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,30 @@ absl::StatusOr<size_t> OutputIndex(const InstanceFormat& format, absl::string_vi
   }
   return absl::InternalError(
       absl::StrCat("signature '", format.signature, "' has no output '", name, "'"));
+}
+
+// {"results": [...]}: the model run on every batch of `request`, `result(predictions, b)` for each
+// example b in order, the batch dropped once answered.
+absl::StatusOr<std::string> Results(
+    const Predictor& predictor, ExampleRequest& request,
+    const std::function<absl::StatusOr<Json>(const Predictions&, int64_t)>& result) {
+  std::string reply = "{\"results\":[";
+  bool first = true;
+  for (Batch& batch : request.batches) {
+    const int64_t size = batch.size;
+    ASSIGN_OR_RETURN(auto outputs, predictor.Predict(batch));
+    batch = Batch();
+    ASSIGN_OR_RETURN(const Predictions predictions,
+                     Predictions::Of(outputs, *request.format, size));
+    for (int64_t b = 0; b < size; ++b) {
+      ASSIGN_OR_RETURN(const Json value, result(predictions, b));
+      if (!first) reply += ',';
+      reply += DumpJson(value);
+      first = false;
+    }
+  }
+  reply += "]}";
+  return reply;
 }
 
 }  // namespace
@@ -82,56 +107,32 @@ absl::StatusOr<std::string> ServedVersion::Classify(absl::string_view body,
                                                     const PredictLimits& limits) const {
   ASSIGN_OR_RETURN(ExampleRequest request,
                    ReadExampleRequest(body, formats_, InstanceFormat::Method::kClassify, limits));
-  const InstanceFormat& format = *request.format;
-  ASSIGN_OR_RETURN(const size_t classes, OutputIndex(format, kClassesOutput));
-  ASSIGN_OR_RETURN(const size_t scores, OutputIndex(format, kScoresOutput));
+  ASSIGN_OR_RETURN(const size_t classes, OutputIndex(*request.format, kClassesOutput));
+  ASSIGN_OR_RETURN(const size_t scores, OutputIndex(*request.format, kScoresOutput));
   // {"results": [[[label, score], ...] per example]}
-  std::string reply = "{\"results\":[";
-  bool first = true;
-  for (Batch& batch : request.batches) {
-    const int64_t size = batch.size;
-    ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
-    batch = Batch();
-    ASSIGN_OR_RETURN(const Predictions predictions, Predictions::Of(outputs, format, size));
-    for (int64_t b = 0; b < size; ++b) {
-      ASSIGN_OR_RETURN(const Json labels, predictions.Value(classes, b));
-      ASSIGN_OR_RETURN(const Json values, predictions.Value(scores, b));
-      Json pairs = Json::array();
-      for (size_t c = 0; c < labels.size() && c < values.size(); ++c) {
-        pairs.push_back(Json::array({labels[c], values[c]}));
-      }
-      if (!first) reply += ',';
-      reply += DumpJson(pairs);
-      first = false;
-    }
-  }
-  reply += "]}";
-  return reply;
+  return Results(*predictor_, request,
+                 [&](const Predictions& predictions, int64_t b) -> absl::StatusOr<Json> {
+                   ASSIGN_OR_RETURN(const Json labels, predictions.Value(classes, b));
+                   ASSIGN_OR_RETURN(const Json values, predictions.Value(scores, b));
+                   Json pairs = Json::array();
+                   for (size_t c = 0; c < labels.size() && c < values.size(); ++c) {
+                     pairs.push_back(Json::array({labels[c], values[c]}));
+                   }
+                   return pairs;
+                 });
 }
 
 absl::StatusOr<std::string> ServedVersion::Regress(absl::string_view body,
                                                    const PredictLimits& limits) const {
   ASSIGN_OR_RETURN(ExampleRequest request,
                    ReadExampleRequest(body, formats_, InstanceFormat::Method::kRegress, limits));
-  const InstanceFormat& format = *request.format;
-  ASSIGN_OR_RETURN(const size_t output, OutputIndex(format, kRegressionOutput));
+  ASSIGN_OR_RETURN(const size_t output, OutputIndex(*request.format, kRegressionOutput));
   // {"results": [value per example]}
-  std::string reply = "{\"results\":[";
-  bool first = true;
-  for (Batch& batch : request.batches) {
-    const int64_t size = batch.size;
-    ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
-    batch = Batch();
-    ASSIGN_OR_RETURN(const Predictions predictions, Predictions::Of(outputs, format, size));
-    for (int64_t b = 0; b < size; ++b) {
-      ASSIGN_OR_RETURN(const float value, predictions.Number(output, b));
-      if (!first) reply += ',';
-      reply += DumpJson(Json(value));
-      first = false;
-    }
-  }
-  reply += "]}";
-  return reply;
+  return Results(*predictor_, request,
+                 [&](const Predictions& predictions, int64_t b) -> absl::StatusOr<Json> {
+                   ASSIGN_OR_RETURN(const float value, predictions.Number(output, b));
+                   return Json(value);
+                 });
 }
 
 }  // namespace tessera::cli

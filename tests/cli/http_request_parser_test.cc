@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "tests/cli/mangle.h"
 
 namespace tessera::cli {
 namespace {
@@ -215,22 +216,8 @@ TEST_CASE("mangled requests in random pieces end complete, failed or wanting mor
   const std::string alphabet = "\r\n :;0123456789abcdefxGET/HTTP1.Content-LengthTransfer-Encoding";
   std::mt19937 random(5);
   for (int trial = 0; trial < 5000; ++trial) {
-    std::string text = valid;
     const int edits = static_cast<int>(random() % 4);
-    for (int e = 0; e < edits; ++e) {
-      const size_t at = random() % text.size();
-      const char c = alphabet[random() % alphabet.size()];
-      switch (random() % 3) {
-        case 0:
-          text[at] = c;
-          break;
-        case 1:
-          text.insert(text.begin() + at, c);
-          break;
-        default:
-          text.erase(at, 1);
-      }
-    }
+    const std::string text = Mangle(valid, edits, random, alphabet);
     CAPTURE(text);
     HttpRequestParser parser(Limits(/*head=*/256, /*body=*/64));
     size_t at = 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/mem_env.h"
+#include "tests/cli/mangle.h"
 
 namespace tessera::cli {
 namespace {
@@ -141,22 +142,7 @@ TEST_CASE("hostile config text is an error, never a crash or a deep recursion") 
   const std::string alphabet = "{}[]<>:;,\"'\\#\n abcxyz019-_.";
   int ok = 0;
   for (int trial = 0; trial < 5000; ++trial) {
-    std::string text = valid;
-    const int edits = 1 + static_cast<int>(random() % 4);
-    for (int e = 0; e < edits && !text.empty(); ++e) {
-      const size_t at = random() % text.size();
-      const char c = alphabet[random() % alphabet.size()];
-      switch (random() % 3) {
-        case 0:
-          text[at] = c;
-          break;
-        case 1:
-          text.insert(text.begin() + at, c);
-          break;
-        default:
-          text.erase(at, 1);
-      }
-    }
+    const std::string text = Mangle(valid, 1 + static_cast<int>(random() % 4), random, alphabet);
     CAPTURE(text);
     auto configs = ParseModelConfig(text, "f");
     if (configs.ok()) {

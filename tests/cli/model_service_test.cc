@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/internal/json.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mangle.h"
 
 namespace tessera::cli {
 namespace {
@@ -181,22 +182,7 @@ TEST_CASE("mangled predict bodies always get 200 or a 400 JSON error") {
   const std::string alphabet = "{}[]\":,0123456789-.eE truefalsnuser item\\u";
   int ok = 0;
   for (int trial = 0; trial < 3000; ++trial) {
-    std::string body = valid;
-    const int edits = 1 + static_cast<int>(random() % 4);
-    for (int e = 0; e < edits && !body.empty(); ++e) {
-      const size_t at = random() % body.size();
-      const char c = alphabet[random() % alphabet.size()];
-      switch (random() % 3) {
-        case 0:
-          body[at] = c;
-          break;
-        case 1:
-          body.insert(body.begin() + at, c);
-          break;
-        default:
-          body.erase(at, 1);
-      }
-    }
+    const std::string body = Mangle(valid, 1 + static_cast<int>(random() % 4), random, alphabet);
     CAPTURE(body);
     const HttpReply reply = service->Handle("POST", "/v1/models/recsys:predict", body);
     REQUIRE((reply.status == 200 || reply.status == 400));

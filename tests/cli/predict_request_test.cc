@@ -12,6 +12,7 @@
 #include "cli/internal/json.h"
 #include "core/status.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mangle.h"
 
 namespace tessera::cli {
 namespace {
@@ -291,22 +292,8 @@ TEST_CASE("mangled requests are read exactly as the whole tree reads them") {
   std::mt19937 random(11);
   const std::string alphabet = "{}[]\":,0123456789-.eE truefalsnuser item instances inputs\\u";
   for (int trial = 0; trial < 10000; ++trial) {
-    std::string body = valid[trial % 2];
-    const int edits = 1 + static_cast<int>(random() % 4);
-    for (int e = 0; e < edits && !body.empty(); ++e) {
-      const size_t at = random() % body.size();
-      const char c = alphabet[random() % alphabet.size()];
-      switch (random() % 3) {
-        case 0:
-          body[at] = c;
-          break;
-        case 1:
-          body.insert(body.begin() + at, c);
-          break;
-        default:
-          body.erase(at, 1);
-      }
-    }
+    const std::string body =
+        Mangle(valid[trial % 2], 1 + static_cast<int>(random() % 4), random, alphabet);
     CheckSameAsTree(body, formats);
   }
 }

@@ -12,6 +12,7 @@
 #include "cli/internal/model_registry.h"
 #include "cli/internal/model_service.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/cli/mangle.h"
 
 namespace tessera::cli {
 namespace {
@@ -281,22 +282,7 @@ TEST_CASE("mangled classify, regress and columnar bodies always get 200 or a 400
   int ok = 0;
   for (int trial = 0; trial < 4500; ++trial) {
     const auto& [path, original] = valid[trial % valid.size()];
-    std::string body = original;
-    const int edits = 1 + static_cast<int>(random() % 4);
-    for (int e = 0; e < edits && !body.empty(); ++e) {
-      const size_t at = random() % body.size();
-      const char c = alphabet[random() % alphabet.size()];
-      switch (random() % 3) {
-        case 0:
-          body[at] = c;
-          break;
-        case 1:
-          body.insert(body.begin() + at, c);
-          break;
-        default:
-          body.erase(at, 1);
-      }
-    }
+    const std::string body = Mangle(original, 1 + static_cast<int>(random() % 4), random, alphabet);
     CAPTURE(body);
     const HttpReply reply = service->Handle("POST", path, body);
     REQUIRE((reply.status == 200 || reply.status == 400));

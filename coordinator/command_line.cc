@@ -47,6 +47,13 @@ namespace {
 constexpr size_t kHelpColumn = 34;  // where a flag's description starts
 constexpr size_t kWidth = 100;
 
+// A source file's path as Abseil reports a flag's: Abseil drops the leading slashes of __FILE__,
+// so an absolute __FILE__ (a compiler given absolute paths) and Filename() differ by them.
+absl::string_view WithoutLeadingSlashes(absl::string_view path) {
+  while (!path.empty() && (path.front() == '/' || path.front() == '\\')) path.remove_prefix(1);
+  return path;
+}
+
 bool IsAbseilFlag(const absl::CommandLineFlag& flag) {
   return absl::StrContains(flag.Filename(), "absl/flags/");
 }
@@ -142,7 +149,8 @@ std::string FormatHelp(const ProgramHelp& help) {
     if (!group.file.empty()) {
       std::vector<const absl::CommandLineFlag*> from_file;
       for (const auto& [name, flag] : all) {
-        if (flag->Filename() == group.file && !listed.count(std::string(name)) &&
+        if (WithoutLeadingSlashes(flag->Filename()) == WithoutLeadingSlashes(group.file) &&
+            !listed.count(std::string(name)) &&
             std::find(flags.begin(), flags.end(), flag) == flags.end()) {
           from_file.push_back(flag);
         }

@@ -121,6 +121,7 @@ newest is served, new versions are picked up and removed ones unloaded as DIR is
   POST /v1/models/NAME[/versions/N]:regress  {"examples": [...]}  -> {"results": [...]}
   GET  /v1/models/NAME[/versions/N]          the status of its versions
   GET  /v1/models/NAME[/versions/N]/metadata its signatures
+  GET  /monitoring/prometheus/metrics        requests, latencies and versions, for Prometheus
 A line per request goes to --request_log. --port 0 picks a free port; the URL served on is
 printed. What one client can cost is bounded: a body over --max_body_bytes or more than
 --max_instances instances is answered 413, a request not in within --read_timeout_ms of its

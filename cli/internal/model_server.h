@@ -1,5 +1,6 @@
 // ModelServer: a ModelService (model_service.h) on an HTTP socket, with HttpServer
-// (http_server.h) and its bounds on what a client can cost.
+// (http_server.h) and its bounds on what a client can cost, and the server's metrics
+// (serving_metrics.h) at GET /monitoring/prometheus/metrics.
 //
 //   ModelServer server(service);                               // or (service, options)
 //   ASSIGN_OR_RETURN(int port, server.Bind("127.0.0.1", 0));  // 0: any free port
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "cli/internal/http_server.h"
 #include "cli/internal/model_service.h"
+#include "cli/internal/serving_metrics.h"
 
 namespace tessera::cli {
 
@@ -39,6 +41,7 @@ class ModelServer {
   void Stop() { http_.Stop(); }
 
  private:
+  ServingMetrics metrics_;  // before http_, whose handler uses it
   HttpServer http_;
 };
 

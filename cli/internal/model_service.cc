@@ -23,10 +23,24 @@ constexpr absl::string_view kResources =
 
 enum class Resource { kStatus, kMetadata, kPredict, kClassify, kRegress };
 
-HttpReply JsonReply(int status, const Json& body) { return {status, DumpJson(body), ""}; }
+HttpReply JsonReply(const Json& body) { return HttpReply::Ok(DumpJson(body)); }
 
-HttpReply ErrorReply(const absl::Status& status) {
-  return {HttpStatusOf(status), ErrorBody(status.message()), ""};
+HttpReply ErrorReply(const absl::Status& status) { return HttpReply::Error(status); }
+
+absl::string_view ApiName(Resource resource) {
+  switch (resource) {
+    case Resource::kStatus:
+      return "status";
+    case Resource::kMetadata:
+      return "metadata";
+    case Resource::kPredict:
+      return "predict";
+    case Resource::kClassify:
+      return "classify";
+    case Resource::kRegress:
+      return "regress";
+  }
+  return "";
 }
 
 // "'a', 'b'": the models' names, for an error.
@@ -46,7 +60,88 @@ std::string Versions(const ServedModel& model) {
                       absl::StrJoin(versions, ", "));
 }
 
+// The reply of `resource` of `model` (a version of it, or the newest).
+HttpReply Answer(absl::string_view method, absl::string_view path, absl::string_view body,
+                 const ServedModel& model, std::optional<int64_t> version, Resource resource,
+                 const PredictLimits& limits) {
+  const bool post = resource != Resource::kStatus && resource != Resource::kMetadata;
+  const absl::string_view allowed = post ? "POST" : "GET";
+  if (method != allowed && !(allowed == "GET" && method == "HEAD")) {
+    return HttpReply::MethodNotAllowed(method, path, allowed);
+  }
+
+  if (resource == Resource::kStatus) {
+    if (!version.has_value()) return JsonReply(ModelStatusJson(model.statuses));
+    for (const VersionStatus& status : model.statuses) {
+      if (status.version == *version) return JsonReply(ModelStatusJson({status}));
+    }
+    return ErrorReply(absl::NotFoundError(absl::StrCat(
+        "model '", model.name, "' has no version '", *version, "'; it serves ", Versions(model))));
+  }
+  // The version that answers.
+  const ServedVersion* served = nullptr;
+  if (version.has_value()) {
+    auto it = model.available.find(*version);
+    if (it == model.available.end()) {
+      return ErrorReply(
+          absl::NotFoundError(absl::StrCat("model '", model.name, "' has no version '", *version,
+                                           "' available; it serves ", Versions(model))));
+    }
+    served = it->second.get();
+  } else {
+    served = model.Newest();
+    if (served == nullptr) {
+      return ErrorReply(absl::NotFoundError(
+          absl::StrCat("model '", model.name, "' has no version available yet (its status: GET ",
+                       kModelsPrefix, model.name, ")")));
+    }
+  }
+  absl::StatusOr<std::string> reply;
+  switch (resource) {
+    case Resource::kMetadata:
+      return JsonReply(ModelMetadataJson(model.name, served->version(), served->formats()));
+    case Resource::kPredict:
+      reply = served->Predict(body, limits);
+      break;
+    case Resource::kClassify:
+      reply = served->Classify(body, limits);
+      break;
+    case Resource::kRegress:
+      reply = served->Regress(body, limits);
+      break;
+    case Resource::kStatus:
+      break;
+  }
+  if (!reply.ok()) return ErrorReply(reply.status());
+  return HttpReply::Ok(*std::move(reply));
+}
+
 }  // namespace
+
+HttpReply HttpReply::Ok(std::string body) {
+  HttpReply reply;
+  reply.body = std::move(body);
+  return reply;
+}
+
+HttpReply HttpReply::Error(const absl::Status& status) {
+  HttpReply reply;
+  reply.status = HttpStatusOf(status);
+  reply.body = ErrorBody(status.message());
+  reply.code = status.code();
+  return reply;
+}
+
+HttpReply HttpReply::MethodNotAllowed(absl::string_view method, absl::string_view path,
+                                      absl::string_view allow) {
+  HttpReply reply;
+  reply.status = 405;
+  reply.body =
+      ErrorBody(absl::StrCat("method ", method, " is not allowed on ", path, "; use ", allow));
+  reply.allow = std::string(allow);
+  reply.code = absl::StatusCode::kUnimplemented;
+  return reply;
+}
 
 int HttpStatusOf(const absl::Status& status) {
   switch (status.code()) {
@@ -150,59 +245,10 @@ HttpReply ModelService::Handle(absl::string_view method, absl::string_view path,
     return ErrorReply(absl::NotFoundError(absl::StrCat("no resource '", path, "'; ", kResources)));
   }
 
-  const bool post = resource != Resource::kStatus && resource != Resource::kMetadata;
-  const absl::string_view allowed = post ? "POST" : "GET";
-  if (method != allowed && !(allowed == "GET" && method == "HEAD")) {
-    return {
-        405,
-        ErrorBody(absl::StrCat("method ", method, " is not allowed on ", path, "; use ", allowed)),
-        std::string(allowed)};
-  }
-
-  if (resource == Resource::kStatus) {
-    if (!version.has_value()) return JsonReply(200, ModelStatusJson(model.statuses));
-    for (const VersionStatus& status : model.statuses) {
-      if (status.version == *version) return JsonReply(200, ModelStatusJson({status}));
-    }
-    return ErrorReply(absl::NotFoundError(absl::StrCat(
-        "model '", model.name, "' has no version '", *version, "'; it serves ", Versions(model))));
-  }
-  // The version that answers.
-  const ServedVersion* served = nullptr;
-  if (version.has_value()) {
-    auto it = model.available.find(*version);
-    if (it == model.available.end()) {
-      return ErrorReply(
-          absl::NotFoundError(absl::StrCat("model '", model.name, "' has no version '", *version,
-                                           "' available; it serves ", Versions(model))));
-    }
-    served = it->second.get();
-  } else {
-    served = model.Newest();
-    if (served == nullptr) {
-      return ErrorReply(absl::NotFoundError(
-          absl::StrCat("model '", model.name, "' has no version available yet (its status: GET ",
-                       kModelsPrefix, model.name, ")")));
-    }
-  }
-  absl::StatusOr<std::string> reply;
-  switch (resource) {
-    case Resource::kMetadata:
-      return JsonReply(200, ModelMetadataJson(model.name, served->version(), served->formats()));
-    case Resource::kPredict:
-      reply = served->Predict(body, limits_);
-      break;
-    case Resource::kClassify:
-      reply = served->Classify(body, limits_);
-      break;
-    case Resource::kRegress:
-      reply = served->Regress(body, limits_);
-      break;
-    case Resource::kStatus:
-      break;
-  }
-  if (!reply.ok()) return ErrorReply(reply.status());
-  return {200, *std::move(reply), ""};
+  HttpReply reply = Answer(method, path, body, model, version, resource, limits_);
+  reply.model_name = model.name;
+  reply.api = ApiName(resource);
+  return reply;
 }
 
 }  // namespace tessera::cli

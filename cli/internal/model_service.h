@@ -38,6 +38,18 @@ struct HttpReply {
   int status = 200;
   std::string body;   // JSON
   std::string allow;  // a 405's allowed methods ("POST"); empty otherwise
+  // What the reply was, for metrics: its status as a code (a 405 is kUnimplemented), and the
+  // served model it concerns and the API ("predict", "classify", "regress", "metadata",
+  // "status"), both empty when the request named no model this server serves.
+  absl::StatusCode code = absl::StatusCode::kOk;
+  std::string model_name;
+  absl::string_view api;
+
+  static HttpReply Ok(std::string body);
+  static HttpReply Error(const absl::Status& status);  // {"error": message}, HttpStatusOf
+  // 405, naming the method used and the one `allow`ed.
+  static HttpReply MethodNotAllowed(absl::string_view method, absl::string_view path,
+                                    absl::string_view allow);
 };
 
 class ModelService {
@@ -54,6 +66,8 @@ class ModelService {
 
   // The reply to one request. `path` is URL-decoded, without the query string.
   HttpReply Handle(absl::string_view method, absl::string_view path, absl::string_view body) const;
+
+  const std::shared_ptr<const ModelRegistry>& registry() const { return registry_; }
 
  private:
   std::shared_ptr<const ModelRegistry> registry_;

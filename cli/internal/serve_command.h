@@ -11,7 +11,8 @@
 //   $ tessera serve --model_base_path /models/recsys --port 8501
 //   tessera serve: model 'recsys' version 3 at http://127.0.0.1:8501/v1/models/recsys
 //
-// Each request is a line of the request log (request_log.h): stderr by default.
+// Each request is a line of the request log (request_log.h): stderr by default; the counts and
+// latencies are at GET /monitoring/prometheus/metrics (serving_metrics.h).
 //
 // Thread-safety: RunServe blocks SIGINT and SIGTERM in the calling thread (and so in every
 // thread it starts) and waits for them on one thread of its own; call it from the main thread

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/internal/json.h"
 #include "cli/internal/load_predictor.h"
@@ -183,6 +184,68 @@ TEST_CASE("a body over the limit is refused with 413 and a JSON error") {
   REQUIRE(result);
   CHECK(result->status == 413);
   CHECK(Error(result) == "request body of 1000 bytes is over the limit of 64 bytes");
+  server.Stop();
+  thread.join();
+}
+
+TEST_CASE("the metrics page counts requests by model and status, latency by API, and codes") {
+  auto service = ModelService::Create(testing::TinyRecsysPredictor(), "recsys");
+  REQUIRE(service.ok());
+  HttpServerOptions options;
+  options.max_body_bytes = 256;
+  ModelServer server(**service, options);
+  auto port = server.Bind("127.0.0.1", 0);
+  REQUIRE(port.ok());
+  std::thread thread([&] { CHECK(server.Run().ok()); });
+  httplib::Client client("127.0.0.1", *port);
+  const std::string good = R"({"instances": [{"user": 1, "item": 2}]})";
+  for (int i = 0; i < 3; ++i) {
+    auto result = client.Post("/v1/models/recsys:predict", good, "application/json");
+    REQUIRE(result);
+    CHECK(result->status == 200);
+  }
+  CHECK(client.Post("/v1/models/recsys:predict", "{", "application/json")->status == 400);
+  CHECK(client.Get("/v1/models/recsys/metadata")->status == 200);
+  // Made-up model names are not labels (a client cannot grow the page); they count as 404s.
+  for (int i = 0; i < 5; ++i) {
+    CHECK(client.Get(absl::StrCat("/v1/models/made_up_", i))->status == 404);
+  }
+  CHECK(client.Post("/v1/models/recsys:predict", std::string(1000, ' '), "application/json")
+            ->status == 413);  // the HTTP server's own answer
+
+  auto page = client.Get(ServingMetrics::kPath);
+  REQUIRE(page);
+  CHECK(page->status == 200);
+  CHECK(absl::StartsWith(page->get_header_value("Content-Type"), "text/plain; version=0.0.4"));
+  const std::string& text = page->body;
+  CAPTURE(text);
+  CHECK(absl::StrContains(
+      text, ":tensorflow:serving:request_count{model_name=\"recsys\",status=\"OK\"} 4\n"));
+  CHECK(absl::StrContains(
+      text,
+      ":tensorflow:serving:request_count{model_name=\"recsys\",status=\"INVALID_ARGUMENT\"} 1\n"));
+  CHECK(absl::StrContains(text,
+                          ":tensorflow:serving:request_latency_count{model_name=\"recsys\",API="
+                          "\"predict\",entrypoint=\"REST\"} 4\n"));
+  CHECK(absl::StrContains(text,
+                          ":tensorflow:serving:request_latency_count{model_name=\"recsys\",API="
+                          "\"metadata\",entrypoint=\"REST\"} 1\n"));
+  CHECK_FALSE(absl::StrContains(text, "made_up"));
+  CHECK(absl::StrContains(text, "tessera_serving_http_responses_total{code=\"200\"} 4\n"));
+  CHECK(absl::StrContains(text, "tessera_serving_http_responses_total{code=\"404\"} 5\n"));
+  CHECK(absl::StrContains(text, "tessera_serving_http_responses_total{code=\"413\"} 1\n"));
+  CHECK(absl::StrContains(
+      text, "tessera_serving_model_versions{model_name=\"recsys\",state=\"available\"} 1\n"));
+  CHECK(absl::StrContains(text, "tessera_serving_newest_version{model_name=\"recsys\"} 42\n"));
+  CHECK(absl::StrContains(text, "\nprocess_resident_memory_bytes "));
+
+  // The page itself is read with GET only, and counts as an answer.
+  auto post = client.Post(ServingMetrics::kPath, "", "text/plain");
+  REQUIRE(post);
+  CHECK(post->status == 405);
+  CHECK(post->get_header_value("Allow") == "GET");
+  CHECK(absl::StrContains(client.Get(ServingMetrics::kPath)->body,
+                          "tessera_serving_http_responses_total{code=\"200\"} 5\n"));
   server.Stop();
   thread.join();
 }

@@ -79,6 +79,11 @@ TEST_CASE("tessera serve answers predictions and exits cleanly on SIGTERM and SI
     auto wrong = client.Get("/v1/models/recsys");
     REQUIRE(wrong);
     CHECK(wrong->status == 404);
+    auto metrics = client.Get("/monitoring/prometheus/metrics");
+    REQUIRE(metrics);
+    CHECK(metrics->status == 200);
+    CHECK(Has(metrics->body,
+              ":tensorflow:serving:request_count{model_name=\"ctr\",status=\"OK\"} 1\n"));
 
     child.Signal(signal);
     CHECK(child.Wait() == 0);

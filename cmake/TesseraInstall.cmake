@@ -42,7 +42,7 @@ include(CMakePackageConfigHelpers)
 
 set(TESSERA_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Tessera")
 set(TESSERA_INSTALLED_LIBRARIES
-    tessera_core tessera_schema tessera_actors tessera_cluster tessera_coordinator)
+    tessera_core tessera_http tessera_schema tessera_actors tessera_cluster tessera_coordinator)
 
 # The one target a program links: an interface library over the static libraries, exported as
 # Tessera::tessera (`tessera` itself is the command-line tool's target). The same name works in
@@ -60,7 +60,7 @@ endforeach()
 install(TARGETS tessera_library ${TESSERA_INSTALLED_LIBRARIES} tessera_workloads
         EXPORT TesseraTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
-foreach(dir core schema actors cluster coordinator workloads)
+foreach(dir core http schema actors cluster coordinator workloads)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/${dir}/"
           DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/tessera/${dir}"
           FILES_MATCHING PATTERN "*.h"

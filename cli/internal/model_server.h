@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cli/internal/http_server.h"
+#include "http/http_server.h"
 #include "cli/internal/model_service.h"
 #include "cli/internal/serving_metrics.h"
 

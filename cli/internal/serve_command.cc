@@ -18,7 +18,7 @@
 #include "cli/internal/model_registry.h"
 #include "cli/internal/model_server.h"
 #include "cli/internal/model_service.h"
-#include "cli/internal/request_log.h"
+#include "http/request_log.h"
 #include "cli/internal/version_watcher.h"
 #include "cluster/port_check.h"
 #include "core/status.h"

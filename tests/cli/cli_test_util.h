@@ -2,14 +2,13 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <string>
 #include <utility>
 
 #include "core/exported_model.h"
 #include "core/initializer.h"
+#include "tests/temp_dir.h"
 #include "workloads/reference_models.h"
 
 // Note [httplib after Eigen]: the serving tests use cpp-httplib's client, and httplib.h pulls in
@@ -66,33 +65,6 @@ inline std::unique_ptr<Predictor> TinyRecsysPredictor() {
   return std::move(*predictor);
 }
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr ? base : "/tmp") + "/tessera_cli_XXXXXX";
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-  // Sub(name), created as a directory.
-  std::string MakeSub(const std::string& name) const {
-    const std::string sub = Sub(name);
-    REQUIRE(std::filesystem::create_directory(sub));
-    return sub;
-  }
-
- private:
-  std::string path_;
-};
+using tessera::testing::TempDir;
 
 }  // namespace tessera::cli::testing

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/mem_env.h"
-#include "tests/cli/mangle.h"
+#include "tests/mangle.h"
 
 namespace tessera::cli {
 namespace {

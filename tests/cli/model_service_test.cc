@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/internal/json.h"
 #include "tests/cli/cli_test_util.h"
-#include "tests/cli/mangle.h"
+#include "tests/mangle.h"
 
 namespace tessera::cli {
 namespace {

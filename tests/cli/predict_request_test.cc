@@ -12,7 +12,7 @@
 #include "cli/internal/json.h"
 #include "core/status.h"
 #include "tests/cli/cli_test_util.h"
-#include "tests/cli/mangle.h"
+#include "tests/mangle.h"
 
 namespace tessera::cli {
 namespace {

@@ -12,7 +12,7 @@
 #include "cli/internal/model_registry.h"
 #include "cli/internal/model_service.h"
 #include "tests/cli/cli_test_util.h"
-#include "tests/cli/mangle.h"
+#include "tests/mangle.h"
 
 namespace tessera::cli {
 namespace {

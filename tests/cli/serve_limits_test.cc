@@ -18,7 +18,7 @@
 #include "cli/internal/json.h"
 #include "schema/model_io.h"
 #include "tests/cli/cli_test_util.h"
-#include "tests/cli/raw_http.h"
+#include "tests/raw_http.h"
 #include "tests/cli/tessera_child.h"
 
 #ifdef TESSERA_BINARY
@@ -28,9 +28,9 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::Child;
-using testing::HttpPost;
-using testing::RawConnection;
-using testing::RawResponse;
+using tessera::testing::HttpPost;
+using tessera::testing::RawConnection;
+using tessera::testing::RawResponse;
 using testing::TempDir;
 using testing::WaitForPort;
 

@@ -32,10 +32,7 @@ extern char** environ;
 
 namespace tessera::cli::testing {
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using tessera::testing::ReadFile;
 
 inline bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -24,7 +24,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace tessera::cli {
+namespace tessera {
 
 struct HttpRequest {
   std::string method;      // as sent ("POST")
@@ -118,4 +118,4 @@ class HttpRequestParser {
   HttpRequest request_;
 };
 
-}  // namespace tessera::cli
+}  // namespace tessera

@@ -1,4 +1,4 @@
-#include "cli/internal/http_request_parser.h"
+#include "http/http_request_parser.h"
 
 #include <doctest/doctest.h>
 
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "tests/cli/mangle.h"
+#include "tests/mangle.h"
 
-namespace tessera::cli {
+namespace tessera {
 namespace {
 
 HttpRequestLimits Limits(size_t head = 1024, size_t body = 1024) { return {head, body}; }
@@ -247,4 +247,4 @@ TEST_CASE("mangled requests in random pieces end complete, failed or wanting mor
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera

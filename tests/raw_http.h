@@ -28,7 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
-namespace tessera::cli::testing {
+namespace tessera::testing {
 
 struct RawResponse {
   int status = 0;
@@ -146,4 +146,4 @@ class RawConnection {
   bool closed_ = false;
 };
 
-}  // namespace tessera::cli::testing
+}  // namespace tessera::testing

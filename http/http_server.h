@@ -48,10 +48,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "cli/internal/http_request_parser.h"
-#include "cli/internal/request_log.h"
+#include "http/http_request_parser.h"
+#include "http/request_log.h"
 
-namespace tessera::cli {
+namespace tessera {
 
 struct HttpResponse {
   int status = 200;
@@ -112,4 +112,4 @@ class HttpServer {
   std::atomic<bool> stop_flag_{false};
 };
 
-}  // namespace tessera::cli
+}  // namespace tessera

@@ -1,4 +1,4 @@
-#include "cli/internal/http_request_parser.h"
+#include "http/http_request_parser.h"
 
 #include <algorithm>
 #include <utility>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace tessera::cli {
+namespace tessera {
 namespace {
 
 // A chunk-size line ("1a2b;name=value") is short; anything longer is not one.
@@ -347,4 +347,4 @@ void HttpRequestParser::ReadTrailer(absl::string_view& data) {
   if (empty) phase_ = Phase::kComplete;  // trailer fields are read and dropped
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera

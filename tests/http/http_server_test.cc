@@ -1,4 +1,4 @@
-#include "cli/internal/http_server.h"
+#include "http/http_server.h"
 
 #include <doctest/doctest.h>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "tests/cli/raw_http.h"
+#include "tests/raw_http.h"
 
-namespace tessera::cli {
+namespace tessera {
 namespace {
 
 using std::chrono::milliseconds;
@@ -327,4 +327,4 @@ TEST_CASE("options out of range are refused at Bind") {
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera

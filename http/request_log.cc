@@ -1,4 +1,4 @@
-#include "cli/internal/request_log.h"
+#include "http/request_log.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace tessera::cli {
+namespace tessera {
 namespace {
 
 bool Unsafe(char c) {
@@ -147,4 +147,4 @@ void RequestLog::Write() {
   }
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera

@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace tessera::cli {
+namespace tessera {
 
 class RequestLog {
  public:
@@ -83,4 +83,4 @@ class RequestLog {
   std::thread writer_;
 };
 
-}  // namespace tessera::cli
+}  // namespace tessera

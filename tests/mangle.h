@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-namespace tessera::cli {
+namespace tessera {
 
 inline std::string Mangle(std::string text, int edits, std::mt19937& random,
                           const std::string& alphabet) {
@@ -31,4 +31,4 @@ inline std::string Mangle(std::string text, int edits, std::mt19937& random,
   return text;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera

@@ -1,4 +1,4 @@
-#include "cli/internal/request_log.h"
+#include "http/request_log.h"
 
 #include <doctest/doctest.h>
 
@@ -11,11 +11,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "cli/internal/http_server.h"
-#include "tests/cli/raw_http.h"
-#include "tests/cli/tessera_child.h"
+#include "http/http_server.h"
+#include "tests/raw_http.h"
+#include "tests/temp_dir.h"
 
-namespace tessera::cli {
+namespace tessera {
 namespace {
 
 using std::chrono::milliseconds;
@@ -133,4 +133,4 @@ TEST_CASE("the server logs every answer it makes, its own errors too") {
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera

@@ -1,4 +1,4 @@
-#include "cli/internal/http_server.h"
+#include "http/http_server.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/logging.h"
 
-namespace tessera::cli {
+namespace tessera {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -820,4 +820,4 @@ void HttpServer::Stop() {
   stopped_.wait(lock, [&] { return !running_; });
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera

@@ -34,6 +34,7 @@ void WorkerGone(Self self, WorkerId id) {
     self->state.moved_slots.insert(it->second.slot);
   } else {
     ++self->state.worker_failures;
+    ++self->state.slots[it->second.slot].failures;
     if (!self->state.factory) {  // a worker process: say so (in process, the driver reports)
       Log().warn("worker {} lost; {} closure(s) go back on the queue", it->second.slot,
                  it->second.running);
@@ -47,6 +48,7 @@ void WorkerGone(Self self, WorkerId id) {
 void AddWorker(Self self, worker_actor worker, int32_t slot) {
   const bool rejoin = self->state.moved_slots.erase(slot) > 0;
   if (!self->state.started_slots.insert(slot).second && !rejoin) ++self->state.worker_restarts;
+  ++self->state.slots[slot].starts;
   const WorkerId id = self->state.next_worker_id++;
   self->monitor(worker);
   self->state.workers->emplace(
@@ -159,6 +161,7 @@ void DispatchIdle(Self self) {
       std::optional<Dispatch> next = self->state.queue->NextFor(id);
       if (!next.has_value()) return;
       ++worker.running;
+      self->state.slots[worker.slot].last_closure = static_cast<int64_t>(next->closure.id);
       sent = true;
       SendClosure(self, id, worker, *std::move(next));
     }
@@ -173,7 +176,10 @@ void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker
           [self, worker_id, closure, attempt](ClosureValues& result) {
             self->state.queue->Complete(closure, attempt, std::move(result));
             auto it = self->state.workers->find(worker_id);
-            if (it != self->state.workers->end()) --it->second.running;
+            if (it != self->state.workers->end()) {
+              --it->second.running;
+              ++self->state.slots[it->second.slot].completed;
+            }
             CallInjector(self, [](FaultInjector& injector, WorkerPoolControl& pool) {
               injector.OnClosureCompleted(pool);
             });
@@ -193,7 +199,10 @@ void SendClosure(Self self, WorkerId worker_id, CoordinatorState::Worker& worker
               self->state.queue->Complete(closure, attempt, std::move(status));
             }
             auto it = self->state.workers->find(worker_id);
-            if (it != self->state.workers->end()) --it->second.running;
+            if (it != self->state.workers->end()) {
+              --it->second.running;
+              ++self->state.slots[it->second.slot].errors;
+            }
             DispatchIdle(self);
           });
 }
@@ -288,6 +297,16 @@ coordinator_actor::behavior_type CoordinatorActor(Self self, std::shared_ptr<Clo
         status.run_failed = static_cast<bool>(self->state.failure);
         status.told_of_failure.assign(self->state.told_of_failure.begin(),
                                       self->state.told_of_failure.end());
+        std::map<int32_t, WorkerSlotStatus> slots = self->state.slots;
+        for (const auto& [id, worker] : *self->state.workers) {
+          WorkerSlotStatus& slot = slots[worker.slot];
+          slot.live = slot.live || !worker.killed;
+          slot.running += worker.running;
+        }
+        for (auto& [index, slot] : slots) {
+          slot.slot = index;
+          status.slots.push_back(slot);
+        }
         return status;
       },
       [self](directory_atom, int32_t task,

@@ -120,6 +120,7 @@ struct CoordinatorState {
   std::map<caf::actor_addr, Ps> ps_nodes;
   std::map<int32_t, std::string> refusals;  // why each refused worker task was refused
   std::set<int32_t> told_of_failure;        // see WorkerPoolStatus::told_of_failure
+  std::map<int32_t, WorkerSlotStatus> slots;  // counters per slot (live and running: at query)
   std::set<int32_t> started_slots;  // a second start in a slot is a restart...
   std::set<int32_t> moved_slots;    // ...unless its worker was stopped because shards moved
   int64_t worker_failures = 0;

@@ -253,6 +253,7 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<ClosureValues>("tessera::ClosureValues");
   cfg.add_message_type<Closure>("tessera::Closure");
   cfg.add_message_type<WorkerPoolStatus>("tessera::WorkerPoolStatus");
+  cfg.add_message_type<WorkerSlotStatus>("tessera::WorkerSlotStatus");
   cfg.add_message_type<JobDescription>("tessera::JobDescription");
   cfg.add_message_type<SliceFileRef>("tessera::SliceFileRef");
   cfg.add_message_type<SavedSlice>("tessera::SavedSlice");

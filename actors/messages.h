@@ -102,6 +102,18 @@ struct PsNodeStats {
   std::vector<ShardInfo> shards;  // sorted by name
 };
 
+// One worker slot as the coordinator actor sees it (the dashboard's workers table).
+struct WorkerSlotStatus {
+  int32_t slot = 0;  // the worker's index (networked: its task)
+  bool live = false;
+  int32_t running = 0;          // closures sent to its worker and not answered yet
+  int64_t completed = 0;        // closures its workers answered with a result
+  int64_t errors = 0;           // closures its workers answered with an error
+  int64_t failures = 0;         // its workers that died
+  int64_t starts = 0;           // workers started (or joined) in it; restarts are starts - 1
+  int64_t last_closure = -1;    // the id of the latest closure sent to it (-1: none yet)
+};
+
 // What the coordinator actor knows of its workers.
 struct WorkerPoolStatus {
   std::vector<int32_t> live_slots;  // the slot index of every live worker, ascending
@@ -114,6 +126,7 @@ struct WorkerPoolStatus {
   // was stopped with the failure and is gone, or a request of theirs was answered with it),
   // ascending.
   std::vector<int32_t> told_of_failure;
+  std::vector<WorkerSlotStatus> slots;  // every slot that ever had a worker, ascending
 };
 
 // Registers every type above and below, the actor handles (shard_actor, ps_node_actor) and the
@@ -449,7 +462,13 @@ typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerPoolStatus& x) {
   return f(caf::meta::type_name("tessera::WorkerPoolStatus"), x.live_slots, x.refusals,
-           x.worker_failures, x.worker_restarts, x.run_failed, x.told_of_failure);
+           x.worker_failures, x.worker_restarts, x.run_failed, x.told_of_failure, x.slots);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WorkerSlotStatus& x) {
+  return f(caf::meta::type_name("tessera::WorkerSlotStatus"), x.slot, x.live, x.running,
+           x.completed, x.errors, x.failures, x.starts, x.last_closure);
 }
 
 template <class Inspector>

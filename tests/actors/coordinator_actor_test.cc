@@ -233,6 +233,18 @@ TEST_CASE("a dead worker's closure is re-run on another worker and resolves exac
   CHECK(pool.worker_failures == 1);
   CHECK(pool.worker_restarts == 0);
   CHECK_FALSE(f.Kill(0));  // nobody lives in slot 0 now
+  // Per slot: slot 0 ran the closure first and died with it; slot 1 completed the re-run.
+  REQUIRE(pool.slots.size() == 2);
+  CHECK(pool.slots[0].slot == 0);
+  CHECK_FALSE(pool.slots[0].live);
+  CHECK(pool.slots[0].failures == 1);
+  CHECK(pool.slots[0].completed == 0);
+  CHECK(pool.slots[0].starts == 1);
+  CHECK(pool.slots[1].live);
+  CHECK(pool.slots[1].completed == 1);
+  CHECK(pool.slots[1].running == 0);
+  CHECK(pool.slots[1].failures == 0);
+  CHECK(pool.slots[0].last_closure == pool.slots[1].last_closure);  // the same closure, re-run
 }
 
 // Records the exit reason of every actor it is told to watch.
@@ -372,6 +384,10 @@ TEST_CASE("a killed worker's slot gets a new worker only once the restart delay 
   CHECK(pool.live_slots == std::vector<int32_t>{0});
   CHECK(pool.worker_failures == 1);
   CHECK(pool.worker_restarts == 1);
+  REQUIRE(pool.slots.size() == 1);
+  CHECK(pool.slots[0].starts == 2);
+  CHECK(pool.slots[0].failures == 1);
+  CHECK(pool.slots[0].completed == 1);
 }
 
 TEST_CASE("the first application error fails its closure and cancels the queued ones") {

@@ -471,5 +471,24 @@ TEST_CASE("messages print tensors by shape, never by value") {
         "5, tessera::ApplyDenseGradientOp(tessera::Tensor([500, 8]))");
 }
 
+TEST_CASE("the worker pool's status round-trips with its slots") {
+  WorkerPoolStatus pool;
+  pool.live_slots = {1};
+  pool.worker_failures = 2;
+  pool.slots = {WorkerSlotStatus{0, false, 0, 5, 1, 2, 3, 17},
+                WorkerSlotStatus{1, true, 2, 9, 0, 0, 1, 18}};
+  const WorkerPoolStatus back = RoundTrip(pool);
+  CHECK(back.live_slots == pool.live_slots);
+  CHECK(back.worker_failures == 2);
+  REQUIRE(back.slots.size() == 2);
+  CHECK(back.slots[0].completed == 5);
+  CHECK(back.slots[0].errors == 1);
+  CHECK(back.slots[0].failures == 2);
+  CHECK(back.slots[0].starts == 3);
+  CHECK(back.slots[0].last_closure == 17);
+  CHECK(back.slots[1].live);
+  CHECK(back.slots[1].running == 2);
+}
+
 }  // namespace
 }  // namespace tessera

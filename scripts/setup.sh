@@ -21,7 +21,8 @@ packages=(
   libcpp-httplib-dev    # the serving tests' HTTP client
   libbenchmark-dev      # bench/
   dataset-fashion-mnist # the fashion_mnist reference workload
-  curl                  # the end-to-end serving test
+  curl                  # the end-to-end serving and dashboard tests
+  chromium fonts-liberation  # the dashboard's browser test and its screenshot
   openssl               # the TLS tests make their certificates with it (docs/tls.md)
 )
 

@@ -1,7 +1,7 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local|net, --ps, --workers, --closures_per_worker, --checkpoint_dir,
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
-//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
+//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, and networked mode's
 //   --cluster_spec, --role, --task, --min_workers,
 //   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca,
 //   --max_message_bytes.
@@ -49,6 +49,8 @@ struct TrainingFlags {
   ParameterServerTrainingOptions parameter_servers;
   uint64_t seed = 1;    // --seed: the model's and the data shuffling's
   std::string summary;  // --summary: where to write the JSON summary ("": nowhere)
+  // --metrics_file: where to write the run's JSON lines as it goes ("": nowhere; metrics_file.h)
+  std::string metrics_file;
   int64_t eval_every = 0;  // --eval_every: steps between validations (0: only at the end)
 };
 

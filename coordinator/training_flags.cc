@@ -42,6 +42,10 @@ ABSL_FLAG(std::string, metrics_file, "",
           "write the run here as it goes, one JSON object a line: every second the step, "
           "examples/s, mean training loss, queue depth, closures completed and worker failures; "
           "each validation's loss and AUC (pandas: read_json(path, lines=True))");
+ABSL_FLAG(std::string, log_level, "",
+          "diagnostics on stderr from this level up: debug, info, warning, error or off "
+          "(default: the TESSERA_LOG_LEVEL environment variable, else info)");
+ABSL_FLAG(bool, v, false, "verbose: --log_level=debug");
 ABSL_FLAG(std::string, cluster_spec, "",
           "networked mode: a JSON file in TF_CONFIG's shape listing the ps, worker and chief "
           "(coordinator) addresses, and optionally this process's \"task\" (--ps and --workers "
@@ -151,7 +155,7 @@ std::vector<FlagGroup> TrainingFlagGroups() {
   return {
       {"Training (the simulation by default)",
        {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary",
-        "metrics_file"}},
+        "metrics_file", "log_level", "v"}},
       {"Checkpoints and export",
        {"checkpoint_dir", "checkpoint_every", "resume", "overwrite_checkpoints", "export_dir"}},
       {"Networked cluster (--cluster_spec or the TF_CONFIG environment variable)",
@@ -161,7 +165,27 @@ std::vector<FlagGroup> TrainingFlagGroups() {
   };
 }
 
+absl::Status ApplyLogLevelFlags() {
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  const bool verbose = absl::GetFlag(FLAGS_v);
+  if (verbose && !level.empty() && level != "debug") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-v is --log_level=debug: drop one of -v and --log_level=", level));
+  }
+  if (verbose) {
+    SetLogLevel(LogLevel::kDebug);
+  } else if (!level.empty()) {
+    absl::StatusOr<LogLevel> parsed = ParseLogLevel(level);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--log_level: ", parsed.status().message()));
+    }
+    SetLogLevel(*parsed);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
+  RETURN_IF_ERROR(ApplyLogLevelFlags());
   TrainingFlags flags;
   ASSIGN_OR_RETURN(const std::optional<TrainingMode> mode, ModeFlag());
   flags.mode = mode.value_or(TrainingMode::kSimulation);

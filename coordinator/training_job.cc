@@ -11,7 +11,9 @@
 #include "coordinator/training_run.h"
 #include "coordinator/training_summary.h"
 #include "coordinator/worker_role.h"
+#include "core/logging.h"
 #include "core/process.h"
+#include "core/version.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -97,6 +99,11 @@ nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
 // run starts), else makes one, and hands it on in the options of TrainOnParameterServers (so
 // code started there, beside the coordinator, holds the same shared_ptr) or to TrainLocally.
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) {
+  const bool worker = flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker;
+  SetLogRole(worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"));
+  Log().info("{} starts as the {} ({} mode), {}", job.name,
+             worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"),
+             ModeName(flags.mode), VersionLine());
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
     return ServeAsWorker(job, flags.parameter_servers, flags.task);
   }

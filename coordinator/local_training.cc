@@ -13,7 +13,7 @@
 namespace tessera {
 
 absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, int64_t eval_every,
-                                         nlohmann::json& summary) {
+                                         nlohmann::json& summary, TrainingMonitor* monitor) {
   const std::string& label = job.name;
   const int64_t steps = job.steps;
   const int64_t batch_size = job.batch_size;
@@ -21,34 +21,37 @@ absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, 
   ASSIGN_OR_RETURN(BatchStream batches,
                    BatchStream::Create(job.train, batch_size, /*shuffle=*/true, seed));
   std::printf("%s: local trainer (one thread, no actors)\n", label.c_str());
-  internal::Progress progress(label, steps, batch_size);
+  internal::Progress progress(label, 0, steps);
   TrainingRun run;
   run.startup_seconds = SecondsSinceProcessStart().value_or(0);
   const double start = internal::MonotonicSeconds();
-  double recent = 0, tail_loss = 0;
+  if (monitor != nullptr) monitor->BeginTraining(0, steps);
+  double tail_loss = 0;
   int64_t tail_examples = 0;
   const int64_t tail = std::max<int64_t>(1, steps / 20);
   for (int64_t s = 0; s < steps; ++s) {
     ASSIGN_OR_RETURN(const Batch batch, batches.Get(s));
     ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(batch));
-    recent = recent == 0 ? loss : 0.98 * recent + 0.02 * loss;
     run.examples += batch.size;
     if (s >= steps - tail) {
       tail_loss += static_cast<double>(loss) * batch.size;
       tail_examples += batch.size;
     }
-    progress.Update(s + 1, recent);
+    progress.Update(s + 1, batch.size, loss);
+    if (monitor != nullptr) monitor->RecordStep(s + 1, batch.size, loss);
     if (eval_every > 0 && (s + 1) % eval_every == 0 && s + 1 < steps && job.test.size() > 0) {
       ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(job.test));
       progress.Note(absl::StrCat(label, ": step ", s + 1, ": validation ",
                                  DescribeEvaluation(eval)));
+      if (monitor != nullptr) monitor->RecordEvaluation(s + 1, eval);
       run.evaluations.push_back({s + 1, std::move(eval)});
     }
   }
   run.steps = steps;
   run.wall_seconds = internal::MonotonicSeconds() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
-  progress.Finish(steps, recent);
+  progress.Finish();
+  if (monitor != nullptr) monitor->EndTraining();
   if (job.test.size() > 0) {
     ASSIGN_OR_RETURN(run.eval, trainer.Evaluate(job.test));
   }

@@ -93,7 +93,7 @@ absl::StatusOr<std::optional<std::string>> StartingPoint(
 // Saves the checkpoint of `step` in the middle of training. On a networked cluster that restores
 // lost PS nodes (`recovers_ps`), a save that finds a PS gone (Unavailable) is retried, up to three
 // times, each once the coordinator has joined again: by then the lost PS is being restored.
-absl::Status SaveDuringTraining(CheckpointManager& checkpoints,
+absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
                                 const ParameterServerStrategy& strategy,
                                 ClusterCoordinator& coordinator, bool recovers_ps, int64_t step,
                                 const std::string& label) {
@@ -106,9 +106,9 @@ absl::Status SaveDuringTraining(CheckpointManager& checkpoints,
     RETURN_IF_ERROR(coordinator.Join());
     saved = checkpoints.Save(strategy, step);
   }
-  ASSIGN_OR_RETURN(const std::string dir, std::move(saved));
+  ASSIGN_OR_RETURN(std::string dir, std::move(saved));
   if (!internal::Progress::OnTerminal()) Log().info("{}: saved {}", label, dir);
-  return absl::OkStatus();
+  return dir;
 }
 
 // Prints the closure statistics and records the run's parameter-server fields in `summary`.
@@ -221,14 +221,15 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
       return PendingEvaluation::Schedule(*coordinator, *model, test_examples, step);
     };
   }
-  ASSIGN_OR_RETURN(TrainingRun run, RunTrainingSteps(*coordinator, first_step, job.steps,
-                                                     job.batch_size, label, cadence));
+  ASSIGN_OR_RETURN(TrainingRun run, RunTrainingSteps(*coordinator, first_step, job.steps, label,
+                                                     cadence, options.monitor.get()));
   const int64_t final_step = std::max(first_step, job.steps);
   if (checkpoints.has_value()) {
     const double save_start = internal::MonotonicSeconds();
     ASSIGN_OR_RETURN(const std::string dir, checkpoints->Save(strategy, final_step));
     const double save_seconds = internal::MonotonicSeconds() - save_start;
     summary["checkpoint_seconds"] = save_seconds;
+    if (options.monitor != nullptr) options.monitor->RecordCheckpoint(final_step, save_seconds, dir);
     std::printf("%s: checkpoint %s (%.2f s)\n", label.c_str(), dir.c_str(), save_seconds);
   }
   if (!options.export_dir.empty()) {

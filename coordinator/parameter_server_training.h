@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,7 @@
 #include "absl/time/time.h"
 #include "cluster/network.h"
 #include "coordinator/strategy.h"
+#include "coordinator/training_monitor.h"
 #include "coordinator/training_run.h"
 #include "core/dataset.h"
 #include "core/partitioner.h"
@@ -62,6 +64,10 @@ struct ParameterServerTrainingOptions {
   int32_t min_workers = 1;
   absl::Duration worker_wait = absl::Minutes(5);
   int32_t threads = 0;  // this process's scheduler threads (0: one per core)
+  // Where the run is recorded as it goes (steps, validations, checkpoints, the cluster's figures;
+  // coordinator/training_monitor.h); null: nowhere. RunTrainingJob sets it (Note [The run's
+  // monitor] in training_job.cc); whoever else holds it (a dashboard) reads it concurrently.
+  std::shared_ptr<TrainingMonitor> monitor;
 };
 
 // Trains `job` — its model with its optimizer, for steps 0..job.steps (from the checkpoint's step

@@ -38,6 +38,14 @@ ABSL_FLAG(int32_t, inject_worker_failures, 0,
 ABSL_FLAG(int64_t, restart_delay_ms, 100, "how long a killed worker stays down");
 ABSL_FLAG(uint64_t, seed, 1, "model and shuffling seed");
 ABSL_FLAG(std::string, summary, "", "write a JSON summary of the run here");
+ABSL_FLAG(std::string, metrics_file, "",
+          "write the run here as it goes, one JSON object a line: every second the step, "
+          "examples/s, mean training loss, queue depth, closures completed and worker failures; "
+          "each validation's loss and AUC (pandas: read_json(path, lines=True))");
+ABSL_FLAG(std::string, log_level, "",
+          "diagnostics on stderr from this level up: debug, info, warning, error or off "
+          "(default: the TESSERA_LOG_LEVEL environment variable, else info)");
+ABSL_FLAG(bool, v, false, "verbose: --log_level=debug");
 ABSL_FLAG(std::string, cluster_spec, "",
           "networked mode: a JSON file in TF_CONFIG's shape listing the ps, worker and chief "
           "(coordinator) addresses, and optionally this process's \"task\" (--ps and --workers "
@@ -146,7 +154,8 @@ absl::Status ReadRole(const ClusterConfig& config, TrainingFlags& flags) {
 std::vector<FlagGroup> TrainingFlagGroups() {
   return {
       {"Training (the simulation by default)",
-       {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary"}},
+       {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary",
+        "metrics_file", "log_level", "v"}},
       {"Checkpoints and export",
        {"checkpoint_dir", "checkpoint_every", "resume", "overwrite_checkpoints", "export_dir"}},
       {"Networked cluster (--cluster_spec or the TF_CONFIG environment variable)",
@@ -156,7 +165,27 @@ std::vector<FlagGroup> TrainingFlagGroups() {
   };
 }
 
+absl::Status ApplyLogLevelFlags() {
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  const bool verbose = absl::GetFlag(FLAGS_v);
+  if (verbose && !level.empty() && level != "debug") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-v is --log_level=debug: drop one of -v and --log_level=", level));
+  }
+  if (verbose) {
+    SetLogLevel(LogLevel::kDebug);
+  } else if (!level.empty()) {
+    absl::StatusOr<LogLevel> parsed = ParseLogLevel(level);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--log_level: ", parsed.status().message()));
+    }
+    SetLogLevel(*parsed);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
+  RETURN_IF_ERROR(ApplyLogLevelFlags());
   TrainingFlags flags;
   ASSIGN_OR_RETURN(const std::optional<TrainingMode> mode, ModeFlag());
   flags.mode = mode.value_or(TrainingMode::kSimulation);
@@ -173,6 +202,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.restart_delay = absl::Milliseconds(absl::GetFlag(FLAGS_restart_delay_ms));
   options.seed = flags.seed = absl::GetFlag(FLAGS_seed);
   flags.summary = absl::GetFlag(FLAGS_summary);
+  flags.metrics_file = absl::GetFlag(FLAGS_metrics_file);
   flags.eval_every = absl::GetFlag(FLAGS_eval_every);
   // Counts and delays below zero mean nothing: refuse them rather than guess.
   for (const auto& [name, value] :

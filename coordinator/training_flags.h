@@ -1,7 +1,7 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local|net, --ps, --workers, --closures_per_worker, --checkpoint_dir,
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
-//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, and networked mode's
+//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, --log_level, -v, and networked mode's
 //   --cluster_spec, --role, --task, --min_workers,
 //   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca,
 //   --max_message_bytes.
@@ -49,10 +49,17 @@ struct TrainingFlags {
   ParameterServerTrainingOptions parameter_servers;
   uint64_t seed = 1;    // --seed: the model's and the data shuffling's
   std::string summary;  // --summary: where to write the JSON summary ("": nowhere)
+  // --metrics_file: where to write the run's JSON lines as it goes ("": nowhere; metrics_file.h)
+  std::string metrics_file;
   int64_t eval_every = 0;  // --eval_every: steps between validations (0: only at the end)
 };
 
-// Reads the shared flags (and TF_CONFIG). InvalidArgument for a mode other than sim, local or
+// Applies --log_level and -v (= --log_level=debug) to the process's logger (core/logging.h);
+// InvalidArgument naming the flag for a level ParseLogLevel refuses, or -v with another level.
+absl::Status ApplyLogLevelFlags();
+
+// Reads the shared flags (and TF_CONFIG), first applying the log level (ApplyLogLevelFlags).
+// InvalidArgument for a mode other than sim, local or
 // net; checkpoint or export flags with --mode=local (they work on parameter servers);
 // --cluster_spec, --role or --task with --mode=sim or local; --mode=net, --role or --task without
 // a cluster; --overwrite_checkpoints with --resume or without --checkpoint_dir; a role other than

@@ -5,11 +5,15 @@
 #include <cstdio>
 
 #include "coordinator/local_training.h"
+#include "coordinator/metrics_file.h"
 #include "coordinator/parameter_server_training.h"
+#include "coordinator/training_monitor.h"
 #include "coordinator/training_run.h"
 #include "coordinator/training_summary.h"
 #include "coordinator/worker_role.h"
+#include "core/logging.h"
 #include "core/process.h"
+#include "core/version.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -35,20 +39,104 @@ absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Datas
   return total;
 }
 
+namespace {
+
+const char* ModeName(TrainingMode mode) {
+  switch (mode) {
+    case TrainingMode::kSimulation:
+      return "sim";
+    case TrainingMode::kLocal:
+      return "local";
+    case TrainingMode::kNetworked:
+      return "net";
+  }
+  return "unknown";
+}
+
+// The run's configuration as the monitor and the summary record it: what the job and the flags
+// say, before anything runs.
+nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
+  const ParameterServerTrainingOptions& ps = flags.parameter_servers;
+  nlohmann::json parameters = nlohmann::json::array();
+  int64_t total = 0;
+  for (const ParamSpec& param : job.model.params) {
+    parameters.push_back({{"name", param.name},
+                          {"shape", param.shape.dims()},
+                          {"partitioned", param.partitioned}});
+    total += param.shape.num_elements();
+  }
+  nlohmann::json config = {
+      {"workload", job.name},
+      {"mode", ModeName(flags.mode)},
+      {"steps", job.steps},
+      {"batch_size", job.batch_size},
+      {"optimizer", {{"name", job.optimizer.name}, {"params", job.optimizer.params}}},
+      {"seed", flags.seed},
+      {"eval_every", flags.eval_every},
+      {"train_examples", job.train.size()},
+      {"test_examples", job.test.size()},
+      {"model", {{"name", job.model.name}, {"parameters", total}, {"variables", parameters}}}};
+  if (flags.mode != TrainingMode::kLocal) {
+    config.update({{"ps", ps.ps},
+                   {"workers", ps.workers},
+                   {"closures_per_worker", ps.closures_per_worker},
+                   {"partitioner", job.partitioner.description()},
+                   {"checkpoint_dir", ps.checkpoint_dir},
+                   {"checkpoint_every", ps.checkpoint_every},
+                   {"resume", ps.resume},
+                   {"inject_worker_failures", ps.inject_worker_failures}});
+  }
+  return config;
+}
+
+}  // namespace
+
+// Note [The run's monitor]
+// A run has one TrainingMonitor, which the training loop records into and everything that shows
+// the run reads: the summary (RecordMonitor, at the end), the --metrics_file (its line sink, as
+// it goes) and whatever runs beside the training loop, such as a dashboard. RunTrainingJob uses
+// flags.parameter_servers.monitor when the caller set one (so a caller can hold it before the
+// run starts), else makes one, and hands it on in the options of TrainOnParameterServers (so
+// code started there, beside the coordinator, holds the same shared_ptr) or to TrainLocally.
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) {
+  const bool worker = flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker;
+  SetLogRole(worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"));
+  Log().info("{} starts as the {} ({} mode), {}", job.name,
+             worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"),
+             ModeName(flags.mode), VersionLine());
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
     return ServeAsWorker(job, flags.parameter_servers, flags.task);
   }
+  ParameterServerTrainingOptions options = flags.parameter_servers;
+  if (options.monitor == nullptr) options.monitor = std::make_shared<TrainingMonitor>();
+  const std::shared_ptr<TrainingMonitor> monitor = options.monitor;
+  monitor->SetConfiguration(DescribeRun(job, flags));
+  if (!flags.metrics_file.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file, MetricsFile::Open(flags.metrics_file));
+    monitor->SetLineSink([file](const nlohmann::json& line) { file->Write(line); });
+  }
   nlohmann::json summary;
-  ASSIGN_OR_RETURN(const TrainingRun run,
-                   flags.mode == TrainingMode::kLocal
-                       ? TrainLocally(job, flags.seed, flags.eval_every, summary)
-                       : TrainOnParameterServers(job, flags.parameter_servers, flags.eval_every,
-                                                 summary));
-  std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss %.4f\n",
+  absl::StatusOr<TrainingRun> trained =
+      flags.mode == TrainingMode::kLocal
+          ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor.get())
+          : TrainOnParameterServers(job, options, flags.eval_every, summary);
+  if (!trained.ok()) {
+    monitor->Finish(trained.status());
+    monitor->SetLineSink(nullptr);
+    return trained.status();
+  }
+  const TrainingRun& run = *trained;
+  std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss (last 5%% of "
+              "steps) %.4f\n",
               job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
               ExamplesPerSecond(run), run.final_loss);
+  if (run.eval.has_value()) {
+    monitor->RecordEvaluation(monitor->Snapshot(1).step, *run.eval, /*final=*/true);
+  }
+  monitor->Finish(absl::OkStatus());
+  monitor->SetLineSink(nullptr);  // closes the metrics file
   RecordRun(run, job.name, summary);
+  RecordMonitor(monitor->Snapshot(kSummaryPoints), summary);
   if (run.eval.has_value() && job.report) job.report(*run.eval, summary);
   if (const std::optional<int64_t> peak = PeakResidentBytes(); peak.has_value()) {
     summary["peak_rss_bytes"] = *peak;

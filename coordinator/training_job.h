@@ -55,7 +55,12 @@ absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Datas
 //     simulation or as a networked coordinator) or locally (TrainLocally) — then the throughput
 //     line is printed, the trained model is evaluated on job.test and job.report called, and the
 //     summary is written to flags.summary.
-// InvalidArgument for a model or optimizer LocalTrainer::Create rejects; the first error of
+// The run is recorded as it goes in one TrainingMonitor (training_monitor.h): the one in
+// flags.parameter_servers.monitor when set, else a new one, handed to TrainOnParameterServers in
+// its options (Note [The run's monitor] in training_job.cc); with flags.metrics_file, its lines
+// go there; the summary carries its record (RecordMonitor).
+// InvalidArgument for a model or optimizer LocalTrainer::Create rejects, or naming
+// --metrics_file when that file cannot be written (before training starts); the first error of
 // training, evaluation or writing the summary.
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags);
 

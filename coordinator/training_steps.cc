@@ -13,17 +13,19 @@
 namespace tessera {
 
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,
-                                             int64_t steps, int64_t batch_size,
-                                             const std::string& label,
-                                             const StepCadence& cadence) {
-  internal::Progress progress(label, steps, batch_size);
+                                             int64_t steps, const std::string& label,
+                                             const StepCadence& cadence,
+                                             TrainingMonitor* monitor) {
+  internal::Progress progress(label, first_step, steps);
   TrainingRun run;
   run.startup_seconds = SecondsSinceProcessStart().value_or(0);
   const double start = internal::MonotonicSeconds();
+  if (monitor != nullptr) monitor->BeginTraining(first_step, steps);
+  const auto cluster_figures = [&coordinator] { return ReadClusterFigures(coordinator); };
   std::deque<RemoteValue> pending;
   std::deque<PendingEvaluation> evaluations;  // in step order
   const int64_t tail = std::max<int64_t>(1, steps / 20);
-  double recent_loss = 0, tail_loss = 0;
+  double tail_loss = 0;
   int64_t done_steps = first_step, tail_examples = 0;
   // Takes finished values off the front of `pending` (all of them when `drain`).
   auto collect = [&](bool drain) -> absl::Status {
@@ -35,18 +37,19 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
       ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
       ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
       run.examples += examples;
-      recent_loss = recent_loss == 0 ? loss : 0.98 * recent_loss + 0.02 * loss;
       if (++done_steps > steps - tail) {
         tail_loss += loss * examples;
         tail_examples += examples;
       }
-      progress.Update(done_steps, recent_loss);
+      progress.Update(done_steps, examples, loss);
+      if (monitor != nullptr) monitor->RecordStep(done_steps, examples, loss, cluster_figures);
     }
     while (!evaluations.empty() && (drain || evaluations.front().ready())) {
       const int64_t at = evaluations.front().step();
       ASSIGN_OR_RETURN(EvalResult result, evaluations.front().Result());
       evaluations.pop_front();
       progress.Note(absl::StrCat(label, ": step ", at, ": validation ", DescribeEvaluation(result)));
+      if (monitor != nullptr) monitor->RecordEvaluation(at, result);
       run.evaluations.push_back({at, std::move(result)});
     }
     return absl::OkStatus();
@@ -67,7 +70,11 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     if (cadence.checkpoint && every(cadence.checkpoint_every, step + 1)) {
       RETURN_IF_ERROR(coordinator.Join());
       RETURN_IF_ERROR(collect(true));
-      RETURN_IF_ERROR(cadence.checkpoint(step + 1));
+      const double save_start = internal::MonotonicSeconds();
+      ASSIGN_OR_RETURN(const std::string dir, cadence.checkpoint(step + 1));
+      if (monitor != nullptr) {
+        monitor->RecordCheckpoint(step + 1, internal::MonotonicSeconds() - save_start, dir);
+      }
     }
   }
   RETURN_IF_ERROR(coordinator.Join());
@@ -75,7 +82,11 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   run.steps = done_steps - first_step;
   run.wall_seconds = internal::MonotonicSeconds() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
-  progress.Finish(done_steps, recent_loss);
+  if (monitor != nullptr) {
+    monitor->RecordCluster(ReadClusterFigures(coordinator));
+    monitor->EndTraining();
+  }
+  progress.Finish();
   return run;
 }
 

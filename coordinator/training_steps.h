@@ -13,12 +13,14 @@
 #include "absl/status/statusor.h"
 #include "coordinator/cluster_coordinator.h"
 #include "coordinator/evaluation.h"
+#include "coordinator/training_monitor.h"
 #include "coordinator/training_run.h"
 
 namespace tessera {
 
-// Called with the global step reached; what a checkpoint cadence runs.
-using CheckpointFunction = std::function<absl::Status(int64_t global_step)>;
+// Called with the global step reached; what a checkpoint cadence runs. Returns the checkpoint's
+// directory.
+using CheckpointFunction = std::function<absl::StatusOr<std::string>(int64_t global_step)>;
 // Starts an evaluation of the model as it is at a global step (PendingEvaluation::Schedule).
 using EvaluateFunction = std::function<absl::StatusOr<PendingEvaluation>(int64_t global_step)>;
 
@@ -40,10 +42,12 @@ struct StepCadence {
 // `cadence` between them. Prints the progress line labelled `label` ("\r"-rewritten on a
 // terminal, a plain line every few seconds otherwise) and each validation, then joins. Returns the
 // run's figures (steps counts only this run's), or the first error a closure, `checkpoint` or an
-// evaluation raised.
+// evaluation raised. With a `monitor`: BeginTraining, every completed step (the coordinator's
+// figures at each interval's close: ReadClusterFigures), validation and checkpoint (with the
+// seconds it took) recorded, and EndTraining once joined; the caller Finishes it.
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,
-                                             int64_t steps, int64_t batch_size,
-                                             const std::string& label,
-                                             const StepCadence& cadence = {});
+                                             int64_t steps, const std::string& label,
+                                             const StepCadence& cadence = {},
+                                             TrainingMonitor* monitor = nullptr);
 
 }  // namespace tessera

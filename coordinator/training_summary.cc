@@ -30,6 +30,20 @@ void RecordRun(const TrainingRun& run, const std::string& workload, nlohmann::js
   summary["evaluations"] = std::move(evaluations);
 }
 
+void RecordMonitor(const MonitorSnapshot& snapshot, nlohmann::json& summary) {
+  const nlohmann::json record = TrainingMonitor::ToJson(snapshot);
+  for (const char* key : {"version", "configuration", "start_time", "start_unix_time", "end_time",
+                          "end_unix_time", "status", "events"}) {
+    summary[key] = record[key];
+  }
+  summary["history"] = record["points"];
+  nlohmann::json evaluations = nlohmann::json::array();
+  for (const MonitorEvaluation& e : snapshot.evaluations) {
+    if (!e.final) evaluations.push_back(TrainingMonitor::ToJson(e));
+  }
+  summary["evaluations"] = std::move(evaluations);
+}
+
 absl::Status WriteSummary(const std::string& path, const nlohmann::json& summary) {
   if (path.empty()) return absl::OkStatus();
   std::ofstream out(path);

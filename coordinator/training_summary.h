@@ -2,8 +2,15 @@
 //
 // Fields: workload, steps, examples, wall_seconds, startup_seconds, examples_per_sec, final_loss
 // and evaluations ([{step, loss, examples, auc, accuracy}], auc and accuracy when the model has
-// them) (RecordRun); peak_rss_bytes (RunTrainingJob, once the run is over); mode, ps, workers and the closure and worker statistics (TrainOnParameterServers,
-// TrainLocally); and a program's evaluation fields (test_loss, test_auc, ...).
+// them) (RecordRun); the run's record from its TrainingMonitor (RecordMonitor): version,
+// configuration, start_time, end_time (ISO-8601 UTC) and their _unix_time twins, status,
+// history (the monitor's points: [{step, time, seconds, interval_seconds, steps, examples,
+// examples_per_sec, loss, and queue_depth, running, closures_completed, worker_failures,
+// worker_restarts on parameter servers}], at most kSummaryPoints, merged beyond), events
+// (checkpoints and PS recoveries), and evaluations again with each validation's time and seconds;
+// peak_rss_bytes (RunTrainingJob, once the run is over); mode, ps, workers and the closure and
+// worker statistics (TrainOnParameterServers, TrainLocally); and a program's evaluation fields
+// (test_loss, test_auc, ...).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -13,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "coordinator/training_monitor.h"
 #include "coordinator/training_run.h"
 
 namespace tessera {
@@ -20,6 +28,15 @@ namespace tessera {
 // Records `run` in `summary` as workload `workload`: steps, examples, wall_seconds,
 // startup_seconds, examples_per_sec, final_loss and evaluations (the --eval_every validations).
 void RecordRun(const TrainingRun& run, const std::string& workload, nlohmann::json& summary);
+
+// The most points the summary's history holds (TrainingMonitor::Snapshot's cap).
+constexpr int64_t kSummaryPoints = 2000;
+
+// Records the monitor's `snapshot` of a finished run in `summary`: version, configuration,
+// start_time, start_unix_time, end_time, end_unix_time, status, history and events; and
+// evaluations (the validations, not the final evaluation) with the fields RecordRun writes plus
+// time and seconds.
+void RecordMonitor(const MonitorSnapshot& snapshot, nlohmann::json& summary);
 
 // The run's training throughput: examples per second of the training loop.
 double ExamplesPerSecond(const TrainingRun& run);

@@ -24,8 +24,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/captured_log.h"
 
 ABSL_DECLARE_FLAG(std::optional<std::string>, mode);
+ABSL_DECLARE_FLAG(std::string, log_level);
+ABSL_DECLARE_FLAG(bool, v);
 ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(bool, overwrite_checkpoints);
@@ -136,6 +139,34 @@ TEST_CASE("the default flags train in the simulation as the coordinator") {
   CHECK(flags->seed == 9);
   CHECK_FALSE(flags->parameter_servers.cluster.has_value());
   CHECK_FALSE(flags->parameter_servers.overwrite_checkpoints);
+}
+
+TEST_CASE("--log_level and -v set the level of the process's log, and a wrong level is refused") {
+  absl::FlagSaver saver;
+  TfConfig no_tf_config(std::nullopt);
+  testing::CapturedLog log;
+  absl::SetFlag(&FLAGS_log_level, "warning");
+  REQUIRE(ReadTrainingFlags().ok());
+  Log().info("an info line");
+  Log().warn("a warning line");
+  CHECK(log.text().find("an info line") == std::string::npos);
+  CHECK(log.text().find("a warning line") != std::string::npos);
+
+  absl::SetFlag(&FLAGS_log_level, "");
+  absl::SetFlag(&FLAGS_v, true);
+  REQUIRE(ReadTrainingFlags().ok());
+  Log().debug("a debug line");
+  CHECK(log.text().find("a debug line") != std::string::npos);
+
+  absl::SetFlag(&FLAGS_log_level, "error");  // with -v
+  absl::Status refused = ReadTrainingFlags().status();
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK_MESSAGE(absl::StrContains(refused.message(), "-v is --log_level=debug"), refused);
+  absl::SetFlag(&FLAGS_v, false);
+  absl::SetFlag(&FLAGS_log_level, "loud");
+  refused = ReadTrainingFlags().status();
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK_MESSAGE(absl::StrContains(refused.message(), "--log_level"), refused);
 }
 
 TEST_CASE("--overwrite_checkpoints reaches the options of a fresh run") {

@@ -15,7 +15,9 @@
 
 #include "absl/strings/match.h"
 #include "coordinator/checkpoint_manager.h"
+#include "coordinator/training_monitor.h"
 #include "coordinator/training_summary.h"
+#include "core/version.h"
 #include "schema/checkpoint_io.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"
@@ -101,6 +103,7 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
     flags.parameter_servers.ps = 2;
     flags.parameter_servers.workers = 2;
     flags.summary = SummaryPath(local ? "local" : "sim");
+    flags.metrics_file = SummaryPath(local ? "local_metrics" : "sim_metrics");
     flags.eval_every = 5;
     const absl::Status status = RunTrainingJob(job, flags);
     REQUIRE_MESSAGE(status.ok(), status.ToString());
@@ -127,7 +130,80 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
       CHECK(point["loss"].get<double>() > 0);
     }
     CHECK(summary["closures_completed"] == (local ? 0 : 16 + 4 * 2));
+
+    // The monitor's record: the configuration, the version, the times, the history.
+    CHECK(summary["version"] == std::string(Version()));
+    CHECK(summary["status"] == "finished");
+    CHECK(summary["configuration"]["workload"] == "tiny");
+    CHECK(summary["configuration"]["mode"] == (local ? "local" : "sim"));
+    CHECK(summary["configuration"]["batch_size"] == 256);
+    CHECK(summary["configuration"]["steps"] == 16);
+    CHECK(summary["configuration"]["optimizer"]["name"] == "adagrad");
+    CHECK(summary["configuration"]["model"]["parameters"].get<int64_t>() > 0);
+    CHECK(summary["configuration"].contains("ps") == !local);
+    CHECK(summary["start_time"].get<std::string>().size() == 24);  // 2026-11-23T12:15:49.123Z
+    CHECK(summary["end_unix_time"].get<double>() >= summary["start_unix_time"].get<double>());
+    int64_t history_examples = 0, last_step = 0;
+    for (const nlohmann::json& point : summary["history"]) {
+      history_examples += point["examples"].get<int64_t>();
+      CHECK(point["step"].get<int64_t>() > last_step);
+      last_step = point["step"];
+      CHECK(point.contains("queue_depth") == !local);
+    }
+    CHECK(history_examples == 4000);  // every step in one point
+    CHECK(last_step == 16);
+    CHECK(summary["evaluations"][0]["time"].get<double>() >=
+          summary["start_unix_time"].get<double>());
+
+    // The metrics file: the same intervals and the evaluations (the final one too), a line each.
+    std::ifstream metrics(flags.metrics_file);
+    std::vector<nlohmann::json> lines;
+    for (std::string line; std::getline(metrics, line);) lines.push_back(nlohmann::json::parse(line));
+    std::filesystem::remove(flags.metrics_file);
+    int64_t intervals = 0, evaluations = 0, finals = 0;
+    for (const nlohmann::json& line : lines) {
+      if (line["kind"] == "interval") {
+        ++intervals;
+        CHECK(line.contains("examples_per_sec"));
+        CHECK(line.contains("closures_completed") == !local);
+      } else {
+        CHECK(line["kind"] == "evaluation");
+        ++evaluations;
+        if (line["final"] == true) {
+          ++finals;
+          CHECK(line["step"] == 16);
+          CHECK(line["loss"] == reported.loss);
+        }
+      }
+    }
+    CHECK(intervals == static_cast<int64_t>(summary["history"].size()));
+    CHECK(evaluations == 4);
+    CHECK(finals == 1);
   }
+}
+
+TEST_CASE("a run records into the monitor its caller holds, and a metrics file that cannot be "
+          "written stops the run before it trains") {
+  EvalResult reported;
+  const TrainingJob job = SmallRecsysJob(&reported);
+  TrainingFlags flags;
+  flags.parameter_servers.monitor = std::make_shared<TrainingMonitor>();
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  const MonitorSnapshot snapshot = flags.parameter_servers.monitor->Snapshot();
+  CHECK(snapshot.status == "finished");
+  CHECK(snapshot.step == 16);
+  CHECK(snapshot.examples == 4000);
+  CHECK(snapshot.configuration["workload"] == "tiny");
+  REQUIRE_FALSE(snapshot.evaluations.empty());
+  CHECK(snapshot.evaluations.back().final);
+
+  flags.parameter_servers.monitor = std::make_shared<TrainingMonitor>();
+  flags.metrics_file = "/nonexistent/dir/metrics.jsonl";
+  const absl::Status refused = RunTrainingJob(job, flags);
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK_MESSAGE(absl::StrContains(refused.message(), "--metrics_file"), refused.ToString());
+  CHECK(absl::StrContains(refused.message(), "/nonexistent/dir/metrics.jsonl"));
+  CHECK(flags.parameter_servers.monitor->Snapshot().status == "starting");  // never trained
 }
 
 RunId RunOf(const std::string& checkpoint) {
@@ -183,6 +259,15 @@ TEST_CASE("a new run refuses another run's checkpoints unless told to overwrite 
   std::filesystem::remove(flags.summary);
   CHECK(summary["first_step"] == 4);  // the new run's step, not the old run's 16
   CHECK(summary["global_step"] == 16);
+  // The resumed run's history holds its own 12 steps, from step 5 to 16, and its final checkpoint.
+  int64_t history_steps = 0;
+  for (const nlohmann::json& point : summary["history"]) history_steps += point["steps"].get<int64_t>();
+  CHECK(history_steps == 12);
+  CHECK(summary["history"].back()["step"] == 16);
+  REQUIRE(summary["events"].size() == 2);  // the checkpoint at step 8 and the final one at 16
+  CHECK(summary["events"][0]["kind"] == "checkpoint");
+  CHECK(summary["events"][0]["step"] == 8);
+  CHECK(summary["events"][1]["dir"] == dir + "/ckpt-16");
   CHECK(CheckpointManager(dir, 3).Checkpoints() ==
         std::vector<std::string>{dir + "/ckpt-4", dir + "/ckpt-8", dir + "/ckpt-16"});
   CHECK(RunOf(dir + "/ckpt-16") == new_run);  // one run, continued

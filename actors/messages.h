@@ -75,8 +75,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // operation is a ShardOp (core/shard_op.h), sent alone or in a batch; 5: slices, SaveOp and
 // manifest entries carry their checkpoint's identity (CheckpointId, core/checkpoint.h); 6: a
 // worker asks for the variable directory with its task and JobDescription, and is refused when
-// its job differs.
-constexpr int32_t kProtocolVersion = 6;
+// its job differs; 7: ShardInfo carries update counts and hottest rows, InfoOp and stats_atom
+// ask for K of them.
+constexpr int32_t kProtocolVersion = 7;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -93,6 +94,9 @@ struct ShardCall {
   uint64_t shard = 0;
   ShardOp op;
 };
+
+// The hottest rows per shard a stats request without a K asks for.
+constexpr int32_t kDefaultHottestRows = 5;
 
 // What a PS node holds.
 struct PsNodeStats {
@@ -344,14 +348,20 @@ typename Inspector::result_type inspect(Inspector& f, TensorSlice& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
   return f(caf::meta::type_name("tessera::ShardInfo"), x.name, x.full_shape, x.row_offset,
-           x.block_shape, x.dtype, x.optimizer, x.version, x.bytes);
+           x.block_shape, x.dtype, x.optimizer, x.version, x.bytes, x.updates, x.rows_touched,
+           x.hottest_rows);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, HotRow& x) {
+  return f(caf::meta::type_name("tessera::HotRow"), x.row, x.updates);
 }
 
 // -- Shard operations (core/shard_op.h) and their results ------------------------------------
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, InfoOp&) {
-  return f(caf::meta::type_name("tessera::InfoOp"));
+typename Inspector::result_type inspect(Inspector& f, InfoOp& x) {
+  return f(caf::meta::type_name("tessera::InfoOp"), x.hottest_rows);
 }
 
 template <class Inspector>

@@ -21,7 +21,7 @@ namespace {
 
 using NodePointer = ps_node_actor::stateful_pointer<PsNodeState>;
 
-caf::result<PsNodeStats> CollectStats(NodePointer self) {
+caf::result<PsNodeStats> CollectStats(NodePointer self, int32_t hottest_rows) {
   if (self->state.shards->empty()) {
     PsNodeStats empty;
     empty.task = self->state.task;
@@ -46,7 +46,7 @@ caf::result<PsNodeStats> CollectStats(NodePointer self) {
       });
   size_t k = 0;
   for (const auto& [name, shard] : *self->state.shards) {
-    ShardClient::Send(self, shard, InfoOp{},
+    ShardClient::Send(self, shard, InfoOp{hottest_rows},
                       [slot = join->Slot(k++), name = name](absl::StatusOr<ShardOpResult> r) {
                         if (!r.ok()) {
                           return slot(absl::UnavailableError(absl::StrCat(
@@ -249,7 +249,12 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         for (const auto& entry : *self->state.shards) names.push_back(entry.first);
         return names;
       },
-      [self](stats_atom) -> caf::result<PsNodeStats> { return CollectStats(self); },
+      [self](stats_atom) -> caf::result<PsNodeStats> {
+        return CollectStats(self, kDefaultHottestRows);
+      },
+      [self](stats_atom, int32_t hottest_rows) -> caf::result<PsNodeStats> {
+        return CollectStats(self, hottest_rows);
+      },
       [self](adopt_atom, int32_t task) -> caf::result<void> {
         if (task < 0) {
           return StatusToError(absl::InvalidArgumentError(

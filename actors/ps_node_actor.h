@@ -11,6 +11,10 @@
 //   (lookup_atom, std::string name)         shard_actor               NotFound
 //   (list_atom)                             std::vector<std::string>  (shard names, sorted)
 //   (stats_atom)                            PsNodeStats               Unavailable (a shard died)
+//   (stats_atom, int32_t k)                 PsNodeStats, each shard   Unavailable (a shard died)
+//                                           with its k hottest rows
+//                                           (k clamped to [0, 100];
+//                                           without k: 5)
 //   (adopt_atom, int32_t task)              void                      FailedPrecondition (not a
 //                                                                     standby), InvalidArgument
 //   (ping_atom)                             pong_atom                 -
@@ -97,6 +101,7 @@ using ps_node_actor =
                      caf::replies_to<lookup_atom, std::string>::with<shard_actor>,      //
                      caf::replies_to<list_atom>::with<std::vector<std::string>>,        //
                      caf::replies_to<stats_atom>::with<PsNodeStats>,                    //
+                     caf::replies_to<stats_atom, int32_t>::with<PsNodeStats>,           //
                      caf::replies_to<adopt_atom, int32_t>::with<void>,                  //
                      caf::replies_to<ping_atom>::with<pong_atom>,                       //
                      caf::replies_to<batch_atom, std::vector<ShardCall>>::with<

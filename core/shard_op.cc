@@ -10,7 +10,9 @@ namespace {
 
 ShardVersion VersionOf(const ShardState& s) { return ShardVersion{s.version()}; }
 
-absl::StatusOr<ShardOpResult> Apply(ShardState& s, InfoOp&, const SliceStore*) { return s.Info(); }
+absl::StatusOr<ShardOpResult> Apply(ShardState& s, InfoOp& op, const SliceStore*) {
+  return s.Info(op.hottest_rows);
+}
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, ReadOp&, const SliceStore*) {
   return ShardValue{s.Read(), s.version()};

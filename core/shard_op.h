@@ -10,7 +10,7 @@
 // overload in shard_op.cc, its entry in ShardOp, and its inspect overload in actors/messages.h.
 //
 //   op                      Result         ShardState call
-//   InfoOp                  ShardInfo      Info()
+//   InfoOp                  ShardInfo      Info(hottest_rows)
 //   ReadOp                  ShardValue     Read()
 //   GatherOp                ShardValue     Gather(ids)            (TF's sparse_read)
 //   AssignOp                ShardVersion   Assign(kind, value)
@@ -75,6 +75,7 @@ struct SavedSlice {
 struct InfoOp {
   using Result = ShardInfo;
   static constexpr const char* kName = "info";
+  int32_t hottest_rows = 0;  // the K of ShardInfo::hottest_rows (0: none; clamped)
 };
 
 struct ReadOp {

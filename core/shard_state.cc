@@ -125,7 +125,7 @@ int64_t ShardState::bytes() const {
   return elements * static_cast<int64_t>(sizeof(float));
 }
 
-ShardInfo ShardState::Info() const {
+ShardInfo ShardState::Info(int32_t hottest_rows) const {
   ShardInfo info;
   info.name = name_;
   info.full_shape = spec_.full_shape;
@@ -135,7 +135,83 @@ ShardInfo ShardState::Info() const {
   info.optimizer = optimizer_ ? optimizer_->spec().name : "";
   info.version = version_;
   info.bytes = bytes();
+  info.updates = updates_;
+  info.rows_touched = rows_touched();
+  info.hottest_rows = HottestRows(hottest_rows);
   return info;
+}
+
+void ShardState::CountRowUpdates(absl::Span<const int64_t> local_ids) {
+  ++updates_;
+  if (local_ids.empty()) return;
+  if (row_updates_.empty()) row_updates_.assign(static_cast<size_t>(block_shape().rows()), 0);
+  uint32_t* counts = row_updates_.data();
+  for (const int64_t id : local_ids) {
+    uint32_t& count = counts[id];
+    rows_named_ += count == 0;
+    count += count != UINT32_MAX;  // saturates
+  }
+}
+
+void ShardState::CountDenseUpdate() {
+  ++updates_;
+  ++dense_updates_;
+}
+
+int64_t ShardState::RowUpdates(int64_t local_row) const {
+  if (local_row < 0 || local_row >= block_shape().rows()) return 0;
+  const int64_t sparse =
+      row_updates_.empty() ? 0 : row_updates_[static_cast<size_t>(local_row)];
+  return sparse + dense_updates_;
+}
+
+int64_t ShardState::rows_touched() const {
+  return dense_updates_ > 0 ? block_shape().rows() : rows_named_;
+}
+
+std::vector<HotRow> ShardState::HottestRows(int32_t k) const {
+  k = std::clamp(k, 0, kMaxHottestRows);
+  std::vector<HotRow> hottest;
+  const int64_t rows = block_shape().rows();
+  if (k == 0 || rows_touched() == 0) return hottest;
+  if (row_updates_.empty()) {
+    // Dense updates only: every row counts the same; the first k rows, as ties go.
+    for (int64_t r = 0; r < std::min<int64_t>(k, rows); ++r) {
+      hottest.push_back(HotRow{spec_.row_offset + r, dense_updates_});
+    }
+    return hottest;
+  }
+  // A min-heap of the k hottest seen so far, by (count, then lower row first): its front is the
+  // one to displace.
+  struct Entry {
+    uint32_t count;
+    int64_t row;
+  };
+  const auto hotter = [](const Entry& a, const Entry& b) {
+    return a.count != b.count ? a.count > b.count : a.row < b.row;
+  };
+  std::vector<Entry> heap;
+  heap.reserve(static_cast<size_t>(k));
+  const uint32_t* counts = row_updates_.data();
+  const bool with_zeros = dense_updates_ > 0;  // then untouched rows have a count too
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint32_t count = counts[r];
+    if (count == 0 && !with_zeros) continue;
+    if (heap.size() < static_cast<size_t>(k)) {
+      heap.push_back(Entry{count, r});
+      std::push_heap(heap.begin(), heap.end(), hotter);
+    } else if (count > heap.front().count) {  // a later row wins only on a higher count
+      std::pop_heap(heap.begin(), heap.end(), hotter);
+      heap.back() = Entry{count, r};
+      std::push_heap(heap.begin(), heap.end(), hotter);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), hotter);
+  hottest.reserve(heap.size());
+  for (const Entry& e : heap) {
+    hottest.push_back(HotRow{spec_.row_offset + e.row, static_cast<int64_t>(e.count) + dense_updates_});
+  }
+  return hottest;
 }
 
 void ShardState::InitializeRows(absl::Span<const int64_t> local_ids) const {
@@ -188,6 +264,7 @@ absl::StatusOr<Tensor> ShardState::Gather(absl::Span<const int64_t> local_ids) c
 absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
   InitializeAllRows();
   RETURN_IF_ERROR(Annotate(AssignBlock(kind, value_.view(), value), name_));
+  CountDenseUpdate();
   ++version_;
   return absl::OkStatus();
 }
@@ -196,6 +273,7 @@ absl::Status ShardState::Scatter(ScatterOp op, absl::Span<const int64_t> local_i
                                  ConstTensorView rows) {
   InitializeRows(local_ids);
   RETURN_IF_ERROR(Annotate(ScatterRows(op, value_.view(), local_ids, rows), name_));
+  CountRowUpdates(local_ids);
   ++version_;
   return absl::OkStatus();
 }
@@ -212,6 +290,7 @@ absl::Status ShardState::ApplyDenseGradient(ConstTensorView grad) {
       Annotate(CheckSameShape(grad.shape(), value_.shape(), "apply_dense_gradient"), name_));
   InitializeAllRows();
   RETURN_IF_ERROR(Annotate(optimizer_->ApplyDense(value_.view(), slots_, grad), name_));
+  CountDenseUpdate();
   ++version_;
   return absl::OkStatus();
 }
@@ -225,6 +304,7 @@ absl::Status ShardState::ApplySparseGradient(absl::Span<const int64_t> local_ids
       CheckRowUpdate("apply_sparse_gradient", value_.shape(), local_ids, rows.shape()), name_));
   InitializeRows(local_ids);
   RETURN_IF_ERROR(Annotate(optimizer_->ApplySparse(value_.view(), slots_, local_ids, rows), name_));
+  CountRowUpdates(local_ids);
   ++version_;
   return absl::OkStatus();
 }

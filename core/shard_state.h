@@ -23,6 +23,19 @@
 // nothing to initialize. Blocks whose initializer is zeros are zeros already (Note [Tensor
 // storage]).
 //
+// Note [Row update counts]
+// For the cluster's status (which rows are hot, how many were trained), a shard counts, per row of
+// its block, how often an update named that row: each id of a scatter or sparse gradient counts
+// once, repeats within one update included (how often examples touched the row, which is what
+// "hot" means); a dense update (assign, dense gradient) counts every row once, kept as one
+// number added at read time rather than a pass over the counters. The counters are a uint32 per
+// row (saturating), allocated at the first sparse update (a variable only ever updated densely,
+// or never, has none); the hot path adds one increment per id to an update that already writes
+// the id's row. Gathers, reads, restores and optimizer changes count nothing. Counts are this
+// process's history: a checkpoint does not hold them (its format is unchanged), and a restore
+// keeps them. HottestRows scans the counters once with a K-element heap (O(rows log K), no
+// allocation beyond K): ~1 ms for 600,000 rows (bench/shard_stats).
+//
 // Thread-safety: none, const methods included (they may initialize rows). A ShardState is owned
 // by one actor (or one thread) at a time.
 #pragma once
@@ -73,6 +86,15 @@ Shape ShardBlockShape(const ShardSpec& spec);
 // ShardState::Create.
 absl::Status ValidateShardSpec(const ShardSpec& spec);
 
+// A row of a shard and how often updates named it (Note [Row update counts]).
+struct HotRow {
+  int64_t row = 0;      // the global row id: the shard's row_offset plus the block-local row
+  int64_t updates = 0;  // updates that named the row (dense updates included)
+};
+
+// The most hot rows a stats request may ask for; more is clamped to this.
+constexpr int32_t kMaxHottestRows = 100;
+
 // A cheap description of a shard (no values).
 struct ShardInfo {
   std::string name;  // "emb/part_1"
@@ -83,6 +105,15 @@ struct ShardInfo {
   std::string optimizer;  // the rule's name; empty without one
   int64_t version = 0;
   int64_t bytes = 0;  // bytes held: the block plus the slots
+  // Row-updating operations applied (assign, scatter, dense and sparse gradients): the version
+  // less the restores and optimizer changes, so equal to it for a shard only ever trained.
+  int64_t updates = 0;
+  // Rows some update has named (every row once a dense update happened); rows only gathered or
+  // read are not counted (Note [Row update counts]).
+  int64_t rows_touched = 0;
+  // The rows most often updated, most first (ties: lower row first), at most the K asked for;
+  // rows never updated are not listed. Empty unless asked for (Info(k)).
+  std::vector<HotRow> hottest_rows;
 };
 
 class ShardState {
@@ -115,7 +146,17 @@ class ShardState {
   const OptimizerSlots& slots() const { return slots_; }
   // Bytes held by the block and the slots.
   int64_t bytes() const;
-  ShardInfo Info() const;
+  // The description, with the `hottest_rows` hottest rows (clamped to [0, kMaxHottestRows]; 0:
+  // none, and no scan of the counters).
+  ShardInfo Info(int32_t hottest_rows = 0) const;
+
+  // Note [Row update counts]: how often updates named block-local row `local_row` (0 for a row
+  // outside the block); rows some update named; row-updating operations applied; the `k` rows
+  // most often updated (global ids, most first, ties by row; rows never updated left out).
+  int64_t RowUpdates(int64_t local_row) const;
+  int64_t rows_touched() const;
+  int64_t updates() const { return updates_; }
+  std::vector<HotRow> HottestRows(int32_t k) const;
 
   // A copy of the whole block.
   Tensor Read() const { return value(); }
@@ -168,6 +209,10 @@ class ShardState {
   void InitializeAllRows() const;
   // Nothing is left to initialize (the block was restored or assigned whole).
   void ForgetUninitializedRows();
+  // Note [Row update counts]: one more update of each of `local_ids` (valid ids: called after the
+  // update succeeded), or of every row.
+  void CountRowUpdates(absl::Span<const int64_t> local_ids);
+  void CountDenseUpdate();
 
   ShardSpec spec_;
   std::string name_;
@@ -178,6 +223,11 @@ class ShardState {
   std::unique_ptr<Optimizer> optimizer_;
   OptimizerSlots slots_;
   int64_t version_ = 0;
+  // Note [Row update counts].
+  std::vector<uint32_t> row_updates_;  // per block row; empty until the first sparse update
+  int64_t rows_named_ = 0;             // rows whose counter is nonzero
+  int64_t dense_updates_ = 0;          // counted for every row
+  int64_t updates_ = 0;
 };
 
 }  // namespace tessera

@@ -212,7 +212,8 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   CHECK(snapshot_back.step == 17);
   CHECK(snapshot_back.checkpoint == snapshot.checkpoint);
 
-  ShardInfo info{"emb/part_2", Shape{10, 4}, 7, Shape{3, 4}, DType::kFloat32, "adagrad", 9, 96};
+  ShardInfo info{"emb/part_2", Shape{10, 4}, 7, Shape{3, 4}, DType::kFloat32, "adagrad", 9, 96,
+                 8, 2, {HotRow{8, 5}, HotRow{7, 3}}};
   PsNodeStats stats{3, 1, 96, {info}};
   const PsNodeStats stats_back = RoundTrip(stats);
   CHECK(stats_back.task == 3);
@@ -226,6 +227,14 @@ TEST_CASE("every message type round-trips through the binary serializer") {
   CHECK(info_back.block_shape == info.block_shape);
   CHECK(info_back.optimizer == "adagrad");
   CHECK(info_back.version == 9);
+  CHECK(info_back.bytes == 96);
+  CHECK(info_back.updates == 8);
+  CHECK(info_back.rows_touched == 2);
+  REQUIRE(info_back.hottest_rows.size() == 2);
+  CHECK(info_back.hottest_rows[0].row == 8);
+  CHECK(info_back.hottest_rows[0].updates == 5);
+  CHECK(info_back.hottest_rows[1].row == 7);
+  CHECK(info_back.hottest_rows[1].updates == 3);
 
   const ShardValue value_back = RoundTrip(ShardValue{*values, 12});
   CHECK(SameTensor(value_back.value, *values));

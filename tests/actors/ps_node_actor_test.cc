@@ -266,6 +266,31 @@ TEST_CASE("a PS node reports its shard count, bytes and the shards' versions") {
   CHECK(stats->shards[1].version == 0);
   // 11 + 10 rows of 4 floats; SGD keeps no slots.
   CHECK(stats->bytes == (11 + 10) * 4 * 4);
+  CHECK(stats->shards[0].updates == 1);
+  CHECK(stats->shards[0].rows_touched == 1);
+  REQUIRE(stats->shards[0].hottest_rows.size() == 1);  // 5 asked for by default, 1 updated
+  CHECK(stats->shards[0].hottest_rows[0].row == 0);
+  CHECK(stats->shards[0].hottest_rows[0].updates == 1);
+  CHECK(stats->shards[1].hottest_rows.empty());
+
+  // Shard 2 holds rows [22, 32): its hottest rows are global ids, as many as asked for.
+  const shard_actor c = *fixture.Ask<shard_actor>(node, lookup_atom::value, std::string("emb/part_2"));
+  REQUIRE(fixture
+              .AskOp(c, ApplySparseGradientOp{IndexedSlices{Ids{3, 3, 3, 1, 1, 9},
+                                                            Tensor(Shape{6, 4}, 1.0f)}})
+              .ok());
+  auto asked = fixture.Ask<PsNodeStats>(node, stats_atom::value, int32_t{2});
+  REQUIRE(asked.ok());
+  REQUIRE(asked->shards.size() == 2);
+  const ShardInfo& part_2 = asked->shards[1];
+  CHECK(part_2.version == 1);
+  CHECK(part_2.updates == 1);
+  CHECK(part_2.rows_touched == 3);
+  REQUIRE(part_2.hottest_rows.size() == 2);
+  CHECK(part_2.hottest_rows[0].row == 25);
+  CHECK(part_2.hottest_rows[0].updates == 3);
+  CHECK(part_2.hottest_rows[1].row == 23);
+  CHECK(part_2.hottest_rows[1].updates == 2);
 
   auto pong = fixture.Ask<pong_atom>(node, ping_atom::value);
   CHECK(pong.ok());

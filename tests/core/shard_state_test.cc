@@ -480,5 +480,88 @@ TEST_CASE("a shard reports its bytes and description") {
   CHECK(MakeShard().bytes() == 3 * 4 * 4);
 }
 
+TEST_CASE("a shard counts the updates that name each row and reports the hottest") {
+  ShardState shard = MakeShard(Adagrad());  // rows [4, 7) of emb
+  ShardInfo info = shard.Info(5);
+  CHECK(info.updates == 0);
+  CHECK(info.rows_touched == 0);
+  CHECK(info.hottest_rows.empty());
+
+  // Local row 2 three times (once repeated within one gradient), row 0 once; a gather counts
+  // nothing.
+  REQUIRE(shard.ApplySparseGradient(Ids{2, 2}, Iota(Shape{2, 4}, 0.5f)).ok());
+  REQUIRE(shard.Scatter(ScatterOp::kAdd, Ids{0, 2}, Iota(Shape{2, 4}, 1.0f)).ok());
+  REQUIRE(shard.Gather(Ids{1, 1, 1}).ok());
+  CHECK(shard.RowUpdates(2) == 3);
+  CHECK(shard.RowUpdates(0) == 1);
+  CHECK(shard.RowUpdates(1) == 0);
+  CHECK(shard.RowUpdates(3) == 0);  // outside the block
+  info = shard.Info(5);
+  CHECK(info.updates == 2);
+  CHECK(info.version == 2);
+  CHECK(info.rows_touched == 2);
+  REQUIRE(info.hottest_rows.size() == 2);  // rows never updated are left out
+  CHECK(info.hottest_rows[0].row == 6);    // global: offset 4 + local 2
+  CHECK(info.hottest_rows[0].updates == 3);
+  CHECK(info.hottest_rows[1].row == 4);
+  CHECK(info.hottest_rows[1].updates == 1);
+  CHECK(shard.Info(1).hottest_rows.size() == 1);
+  CHECK(shard.Info().hottest_rows.empty());  // not asked for
+  CHECK(shard.Info(-3).hottest_rows.empty());
+
+  // A failed update counts nothing; an optimizer change and a restore are versions, not updates.
+  CHECK(!shard.ApplySparseGradient(Ids{1, 9}, Iota(Shape{2, 4}, 0.5f)).ok());
+  CHECK(shard.RowUpdates(1) == 0);
+  REQUIRE(shard.SetOptimizer(OptimizerSpec{"sgd", {{"learning_rate", 0.1}}}).ok());
+  REQUIRE(shard.Restore(shard.Snapshot()).ok());
+  info = shard.Info(5);
+  CHECK(info.version == 4);
+  CHECK(info.updates == 2);
+  CHECK(shard.RowUpdates(2) == 3);  // counts outlive a restore; a checkpoint does not hold them
+
+  // A dense update counts every row once: all touched, the order unchanged, ties by lower row.
+  REQUIRE(shard.ApplyDenseGradient(Iota(Shape{3, 4}, 0.0f)).ok());
+  info = shard.Info(5);
+  CHECK(info.updates == 3);
+  CHECK(info.rows_touched == 3);
+  REQUIRE(info.hottest_rows.size() == 3);
+  CHECK(info.hottest_rows[0].row == 6);
+  CHECK(info.hottest_rows[0].updates == 4);
+  CHECK(info.hottest_rows[1].row == 4);
+  CHECK(info.hottest_rows[1].updates == 2);
+  CHECK(info.hottest_rows[2].row == 5);
+  CHECK(info.hottest_rows[2].updates == 1);
+}
+
+TEST_CASE("the hottest rows are the K largest counts, ties to the lower row, K clamped") {
+  ShardSpec spec = MakeSpec(OptimizerSpec{"sgd", {{"learning_rate", 0.1}}});
+  spec.num_shards = 1;
+  spec.shard_index = 0;
+  spec.full_shape = Shape{1000, 2};
+  spec.row_offset = 0;
+  spec.rows = 1000;
+  auto created = ShardState::Create(spec);
+  REQUIRE(created.ok());
+  ShardState shard = std::move(created).value();
+  // Row r is named (r % 37) times; the hottest counts are 36 (rows 36, 73, 110, ...), then 35.
+  Ids ids;
+  for (int64_t r = 0; r < 1000; ++r) {
+    for (int64_t k = 0; k < r % 37; ++k) ids.push_back(r);
+  }
+  REQUIRE(shard.Scatter(ScatterOp::kAdd, ids, Tensor(Shape{static_cast<int64_t>(ids.size()), 2}, 0.0f)).ok());
+  const std::vector<HotRow> hot = shard.HottestRows(30);
+  // 27 rows count 36 (36 + 37j <= 999: j = 0..26), then rows with 35 from row 35 on.
+  REQUIRE(hot.size() == 30);
+  for (int j = 0; j < 27; ++j) {
+    CHECK(hot[j].row == 36 + 37 * j);
+    CHECK(hot[j].updates == 36);
+  }
+  CHECK(hot[27].row == 35);
+  CHECK(hot[27].updates == 35);
+  CHECK(hot[29].row == 35 + 2 * 37);
+  CHECK(shard.rows_touched() == 1000 - 28);  // rows 0, 37, ..., 999 are never named
+  CHECK(shard.HottestRows(100000).size() == static_cast<size_t>(kMaxHottestRows));
+}
+
 }  // namespace
 }  // namespace tessera

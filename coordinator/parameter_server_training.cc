@@ -25,6 +25,26 @@
 namespace tessera {
 namespace {
 
+// Tells ParameterServerTrainingOptions::on_cluster of a cluster (and coordinator) now, and that
+// they are going when it goes out of scope: declared after what it names, it runs before they
+// are destroyed, on every return.
+class ClusterHookGuard {
+ public:
+  using Hook = std::function<void(Cluster*, ClusterCoordinator*)>;
+  ClusterHookGuard(const Hook& hook, Cluster* cluster, ClusterCoordinator* coordinator)
+      : hook_(hook) {
+    if (hook_) hook_(cluster, coordinator);
+  }
+  ~ClusterHookGuard() {
+    if (hook_) hook_(nullptr, nullptr);
+  }
+  ClusterHookGuard(const ClusterHookGuard&) = delete;
+  ClusterHookGuard& operator=(const ClusterHookGuard&) = delete;
+
+ private:
+  const Hook& hook_;
+};
+
 // Checkpoints kept under ParameterServerTrainingOptions::checkpoint_dir.
 constexpr int32_t kCheckpointsKept = 3;
 
@@ -165,6 +185,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   ASSIGN_OR_RETURN(const std::optional<std::string> resume_from,
                    StartingPoint(options, checkpoints, label));
   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
+  const ClusterHookGuard cluster_hook(options.on_cluster, cluster.get(), nullptr);
   ParameterServerStrategy strategy(*cluster, job.partitioner);
   ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(
                                   model, job.optimizer,
@@ -195,6 +216,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   }
   ASSIGN_OR_RETURN(auto coordinator,
                    ClusterCoordinator::Create(strategy, registry, coordinator_options));
+  const ClusterHookGuard coordinator_hook(options.on_cluster, cluster.get(), coordinator.get());
   if (cluster->networked()) {
     std::printf("%s: waiting for %d of %d workers on port %d\n", label.c_str(),
                 options.min_workers, options.workers, coordinator->port());

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,10 @@ struct ParameterServerTrainingOptions {
   // coordinator/training_monitor.h); null: nowhere. RunTrainingJob sets it (Note [The run's
   // monitor] in training_job.cc); whoever else holds it (a dashboard) reads it concurrently.
   std::shared_ptr<TrainingMonitor> monitor;
+  // Called with the cluster once it runs (the coordinator null), again once the coordinator
+  // runs too, and with nulls before either goes, whether training succeeds or not: how a
+  // dashboard sees the cluster while the run has one. Null: nobody is told.
+  std::function<void(Cluster* cluster, ClusterCoordinator* coordinator)> on_cluster;
 };
 
 // Trains `job` — its model with its optimizer, for steps 0..job.steps (from the checkpoint's step

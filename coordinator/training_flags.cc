@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "cluster/cluster_spec.h"
@@ -46,6 +47,13 @@ ABSL_FLAG(std::string, log_level, "",
           "diagnostics on stderr from this level up: debug, info, warning, error or off "
           "(default: the TESSERA_LOG_LEVEL environment variable, else info)");
 ABSL_FLAG(bool, v, false, "verbose: --log_level=debug");
+ABSL_FLAG(int32_t, dashboard_port, -1,
+          "serve the run's live dashboard (a web page, its JSON API and Prometheus /metrics) on "
+          "this port of the coordinator (-1: none; 0: a free port, printed)");
+ABSL_FLAG(std::string, dashboard_host, "127.0.0.1",
+          "the address the dashboard listens on (0.0.0.0: all; plain HTTP, read-only)");
+ABSL_FLAG(bool, dashboard_keep_serving, false,
+          "once the run is over, keep serving the dashboard until SIGINT or SIGTERM");
 ABSL_FLAG(std::string, cluster_spec, "",
           "networked mode: a JSON file in TF_CONFIG's shape listing the ps, worker and chief "
           "(coordinator) addresses, and optionally this process's \"task\" (--ps and --workers "
@@ -149,13 +157,39 @@ absl::Status ReadRole(const ClusterConfig& config, TrainingFlags& flags) {
   return CheckTaskInCluster({TaskType::kWorker, flags.task}, *config.cluster, source);
 }
 
+// --dashboard_port, --dashboard_host, --dashboard_keep_serving into flags.dashboard.
+absl::Status ReadDashboardFlags(TrainingFlags& flags) {
+  const int32_t port = absl::GetFlag(FLAGS_dashboard_port);
+  flags.dashboard_keep_serving = absl::GetFlag(FLAGS_dashboard_keep_serving);
+  if (port < -1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dashboard_port must be -1 (none), 0 (a free port) or a port up to 65535, not ", port));
+  }
+  if (port == -1) {
+    if (flags.dashboard_keep_serving) {
+      return absl::InvalidArgumentError(
+          "--dashboard_keep_serving keeps the dashboard up: it needs --dashboard_port");
+    }
+    return absl::OkStatus();
+  }
+  flags.dashboard = DashboardOptions{absl::GetFlag(FLAGS_dashboard_host), port};
+  if (port != 0) {
+    // Before the program builds its data: a port another process has is reported at once.
+    RETURN_IF_ERROR(CheckCanListen("the dashboard", flags.dashboard->host,
+                                   static_cast<uint16_t>(port),
+                                   "choose another with --dashboard_port"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<FlagGroup> TrainingFlagGroups() {
   return {
       {"Training (the simulation by default)",
        {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary",
-        "metrics_file", "log_level", "v"}},
+        "log_level", "v"}},
+      {"Monitoring", {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
       {"Checkpoints and export",
        {"checkpoint_dir", "checkpoint_every", "resume", "overwrite_checkpoints", "export_dir"}},
       {"Networked cluster (--cluster_spec or the TF_CONFIG environment variable)",
@@ -163,6 +197,10 @@ std::vector<FlagGroup> TrainingFlagGroups() {
         "threads", "bind", "tls_cert", "tls_key", "tls_ca", "max_message_bytes"}},
       {"Fault injection", {"inject_worker_failures", "restart_delay_ms"}},
   };
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 absl::Status ApplyLogLevelFlags() {
@@ -235,6 +273,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   if (options.overwrite_checkpoints && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--overwrite_checkpoints needs --checkpoint_dir");
   }
+  RETURN_IF_ERROR(ReadDashboardFlags(flags));
   const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
   const bool role_given =
       absl::GetFlag(FLAGS_role).has_value() || absl::GetFlag(FLAGS_task).has_value();
@@ -265,6 +304,22 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.cluster = *config.cluster;
   RETURN_IF_ERROR(ReadRole(config, flags));
   RETURN_IF_ERROR(ReadNetworkedFlags(options));
+  if (flags.dashboard.has_value() && flags.role == TrainingRole::kWorker) {
+    return absl::InvalidArgumentError(
+        "--dashboard_port is the coordinator's: a worker process serves no dashboard");
+  }
+  // Note [A plain-HTTP dashboard in a TLS cluster]
+  // The dashboard is read-only but plain HTTP: it shows the model's shapes, its figures and the
+  // nodes' addresses. A cluster that runs TLS does not want that on the network in clear, so its
+  // dashboard listens on loopback only (an SSH tunnel reaches it); a cluster without TLS already
+  // trusts its network, and --dashboard_host may open it there.
+  if (flags.dashboard.has_value() && options.network.tls() &&
+      !IsLoopbackHost(flags.dashboard->host)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dashboard_host=", flags.dashboard->host,
+        ": the dashboard is plain HTTP, and this cluster runs TLS: it listens on loopback only "
+        "(reach it through an SSH tunnel)"));
+  }
   if (flags.role == TrainingRole::kCoordinator) {
     // Before the program builds its data: a port another process has is reported at once.
     RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,

@@ -1,7 +1,8 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local|net, --ps, --workers, --closures_per_worker, --checkpoint_dir,
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
-//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, --log_level, -v, and networked mode's
+//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, --log_level,
+//   -v, --dashboard_port, --dashboard_host, --dashboard_keep_serving, and networked mode's
 //   --cluster_spec, --role, --task, --min_workers,
 //   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca,
 //   --max_message_bytes.
@@ -21,11 +22,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "coordinator/command_line.h"
+#include "coordinator/dashboard.h"
 #include "coordinator/parameter_server_training.h"
 
 namespace tessera {
@@ -52,7 +56,14 @@ struct TrainingFlags {
   // --metrics_file: where to write the run's JSON lines as it goes ("": nowhere; metrics_file.h)
   std::string metrics_file;
   int64_t eval_every = 0;  // --eval_every: steps between validations (0: only at the end)
+  // --dashboard_port (and --dashboard_host): the run's dashboard (coordinator/dashboard.h);
+  // none without the flag.
+  std::optional<DashboardOptions> dashboard;
+  bool dashboard_keep_serving = false;  // --dashboard_keep_serving: serve on after the run
 };
+
+// Whether `host` names this machine's loopback interface ("localhost", "::1", "127.x.y.z").
+bool IsLoopbackHost(absl::string_view host);
 
 // Applies --log_level and -v (= --log_level=debug) to the process's logger (core/logging.h);
 // InvalidArgument naming the flag for a level ParseLogLevel refuses, or -v with another level.

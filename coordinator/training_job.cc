@@ -7,6 +7,7 @@
 #include "coordinator/local_training.h"
 #include "coordinator/metrics_file.h"
 #include "coordinator/parameter_server_training.h"
+#include "coordinator/internal/run_dashboard.h"
 #include "coordinator/training_monitor.h"
 #include "coordinator/training_run.h"
 #include "coordinator/training_summary.h"
@@ -89,6 +90,43 @@ nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
   return config;
 }
 
+// Trains `job` with `options` (monitor: options.monitor), then reports: the result lines, the
+// monitor's end, the summary.
+absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
+                            const ParameterServerTrainingOptions& options,
+                            TrainingMonitor& monitor_ref) {
+  TrainingMonitor* monitor = &monitor_ref;
+  nlohmann::json summary;
+  absl::StatusOr<TrainingRun> trained =
+      flags.mode == TrainingMode::kLocal
+          ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor)
+          : TrainOnParameterServers(job, options, flags.eval_every, summary);
+  if (!trained.ok()) {
+    monitor->Finish(trained.status());
+    monitor->SetLineSink(nullptr);
+    return trained.status();
+  }
+  const TrainingRun& run = *trained;
+  std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss (last 5%% of "
+              "steps) %.4f\n",
+              job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
+              ExamplesPerSecond(run), run.final_loss);
+  if (run.eval.has_value()) {
+    monitor->RecordEvaluation(monitor->Snapshot(1).step, *run.eval, /*final=*/true);
+  }
+  monitor->Finish(absl::OkStatus());
+  monitor->SetLineSink(nullptr);  // closes the metrics file
+  RecordRun(run, job.name, summary);
+  RecordMonitor(monitor->Snapshot(kSummaryPoints), summary);
+  if (run.eval.has_value() && job.report) job.report(*run.eval, summary);
+  if (const std::optional<int64_t> peak = PeakResidentBytes(); peak.has_value()) {
+    summary["peak_rss_bytes"] = *peak;
+    std::printf("%s: first step %.2f s after start; peak memory %.0f MiB\n", job.name.c_str(),
+                run.startup_seconds, static_cast<double>(*peak) / (1 << 20));
+  }
+  return WriteSummary(flags.summary, summary);
+}
+
 }  // namespace
 
 // Note [The run's monitor]
@@ -115,35 +153,19 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) 
     ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file, MetricsFile::Open(flags.metrics_file));
     monitor->SetLineSink([file](const nlohmann::json& line) { file->Write(line); });
   }
-  nlohmann::json summary;
-  absl::StatusOr<TrainingRun> trained =
-      flags.mode == TrainingMode::kLocal
-          ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor.get())
-          : TrainOnParameterServers(job, options, flags.eval_every, summary);
-  if (!trained.ok()) {
-    monitor->Finish(trained.status());
-    monitor->SetLineSink(nullptr);
-    return trained.status();
+  std::unique_ptr<internal::RunDashboard> dashboard;
+  if (flags.dashboard.has_value()) {
+    ASSIGN_OR_RETURN(dashboard, internal::RunDashboard::Start(*flags.dashboard, monitor));
+    options.on_cluster = dashboard->ClusterHook();
+    std::printf("%s: dashboard at %s\n", job.name.c_str(), dashboard->url().c_str());
+    std::fflush(stdout);
   }
-  const TrainingRun& run = *trained;
-  std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss (last 5%% of "
-              "steps) %.4f\n",
-              job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
-              ExamplesPerSecond(run), run.final_loss);
-  if (run.eval.has_value()) {
-    monitor->RecordEvaluation(monitor->Snapshot(1).step, *run.eval, /*final=*/true);
+  const absl::Status status = TrainAndReport(job, flags, options, *monitor);
+  if (dashboard != nullptr && flags.dashboard_keep_serving) {
+    if (!status.ok()) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), status.ToString().c_str());
+    dashboard->KeepServingUntilSignal(job.name);
   }
-  monitor->Finish(absl::OkStatus());
-  monitor->SetLineSink(nullptr);  // closes the metrics file
-  RecordRun(run, job.name, summary);
-  RecordMonitor(monitor->Snapshot(kSummaryPoints), summary);
-  if (run.eval.has_value() && job.report) job.report(*run.eval, summary);
-  if (const std::optional<int64_t> peak = PeakResidentBytes(); peak.has_value()) {
-    summary["peak_rss_bytes"] = *peak;
-    std::printf("%s: first step %.2f s after start; peak memory %.0f MiB\n", job.name.c_str(),
-                run.startup_seconds, static_cast<double>(*peak) / (1 << 20));
-  }
-  return WriteSummary(flags.summary, summary);
+  return status;
 }
 
 }  // namespace tessera

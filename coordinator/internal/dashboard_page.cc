@@ -119,9 +119,9 @@ function cell(row, text, cls) {
 // Draws series ([[x, y], ...], each its own polyline) into an SVG, scaled to their range.
 function chart(svg, series, yLabel) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
-  const W = 600, H = 180, L = 48, B = 18, T = 8, R = 8;
+  // One user unit per pixel, so the labels keep their shape at any width.
+  const W = svg.clientWidth || 600, H = svg.clientHeight || 180, L = 48, B = 18, T = 8, R = 8;
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.setAttribute("preserveAspectRatio", "none");
   const all = series.flat().filter((p) => Number.isFinite(p[1]));
   if (all.length === 0) {
     const t = document.createElementNS(NS, "text");
@@ -167,10 +167,12 @@ function chart(svg, series, yLabel) {
 }
 
 function drawRun(run) {
-  $("workload").textContent = (run.workload || "") + (run.version ? "  ·  tessera " + run.version : "");
+  const config = run.configuration || {};
+  $("workload").textContent = [config.workload, config.mode && config.mode + " mode",
+                               run.version && "tessera " + run.version].filter(Boolean).join("  ·  ");
   const status = $("status");
-  status.textContent = run.status || "running";
-  status.className = run.status || "running";
+  status.textContent = run.status || "starting";
+  status.className = run.status || "starting";
   $("step").textContent = human(run.step) + (run.total_steps ? " / " + human(run.total_steps) : "");
   const points = run.points || [];
   const last = points.length ? points[points.length - 1] : null;
@@ -201,9 +203,12 @@ function drawRun(run) {
   for (const e of events.slice().reverse()) {
     const li = document.createElement("li");
     li.className = "event";
-    li.textContent = "at " + duration(e.seconds) + ", step " + e.step + ": " + e.kind +
-        (e.duration_seconds !== undefined ? " (" + duration(e.duration_seconds) + ")" : "") +
-        (e.detail ? " — " + e.detail : "");
+    const what = e.kind === "checkpoint" ? "checkpoint " + (e.dir || "")
+        : e.kind === "ps_recovery" ? "ps " + e.ps_task + " restored on " + (e.node || "?") +
+            ", " + e.lost_steps + " steps lost"
+        : e.kind;
+    li.textContent = "at " + duration(e.seconds) + ", step " + e.step + ": " + what +
+        (e.duration_seconds !== undefined ? " (" + duration(e.duration_seconds) + ")" : "");
     list.appendChild(li);
   }
 }

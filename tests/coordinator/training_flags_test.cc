@@ -45,6 +45,9 @@ ABSL_DECLARE_FLAG(int32_t, inject_worker_failures);
 ABSL_DECLARE_FLAG(int64_t, restart_delay_ms);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(int32_t, dashboard_port);
+ABSL_DECLARE_FLAG(std::string, dashboard_host);
+ABSL_DECLARE_FLAG(bool, dashboard_keep_serving);
 
 namespace tessera {
 namespace {
@@ -490,6 +493,62 @@ TEST_CASE("a coordinator whose port another process listens on is refused at onc
   // A worker does not listen: the same TF_CONFIG with a worker task is fine.
   TfConfig worker(TfConfigOf(R"({"type": "worker", "index": 0})", port));
   CHECK(ReadTrainingFlags().ok());
+}
+
+TEST_CASE("--dashboard_port asks for a dashboard, and bad ports, a busy one and misuse are refused") {
+  TfConfig no_tf_config(std::nullopt);
+  {
+    absl::FlagSaver saver;
+    const absl::StatusOr<TrainingFlags> none = ReadTrainingFlags();
+    REQUIRE(none.ok());
+    CHECK_FALSE(none->dashboard.has_value());
+    absl::SetFlag(&FLAGS_dashboard_port, 0);
+    absl::SetFlag(&FLAGS_dashboard_keep_serving, true);
+    const absl::StatusOr<TrainingFlags> free = ReadTrainingFlags();
+    REQUIRE(free.ok());
+    REQUIRE(free->dashboard.has_value());
+    CHECK(free->dashboard->port == 0);
+    CHECK(free->dashboard->host == "127.0.0.1");
+    CHECK(free->dashboard_keep_serving);
+  }
+  for (const int32_t port : {-2, 65536}) {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_dashboard_port, port);
+    CheckInvalid(ReadTrainingFlags(), "--dashboard_port must be -1 (none), 0");
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_dashboard_keep_serving, true);
+    CheckInvalid(ReadTrainingFlags(), "--dashboard_keep_serving keeps the dashboard up: it needs");
+  }
+  {
+    absl::FlagSaver saver;  // a worker process serves no dashboard
+    TfConfig worker(TfConfigOf(R"({"type": "worker", "index": 0})"));
+    absl::SetFlag(&FLAGS_dashboard_port, 0);
+    CheckInvalid(ReadTrainingFlags(), "a worker process serves no dashboard");
+  }
+  {
+    absl::FlagSaver saver;  // a port another process listens on: at once, naming the flag
+    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(addr);
+    REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    REQUIRE(listen(listener, 1) == 0);
+    REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
+    absl::SetFlag(&FLAGS_dashboard_port, ntohs(addr.sin_port));
+    const absl::StatusOr<TrainingFlags> busy = ReadTrainingFlags();
+    close(listener);
+    CHECK(busy.status().code() == absl::StatusCode::kUnavailable);
+    CHECK_MESSAGE(absl::StrContains(busy.status().message(), "--dashboard_port"), busy.status());
+  }
+  CHECK(IsLoopbackHost("127.0.0.1"));
+  CHECK(IsLoopbackHost("localhost"));
+  CHECK(IsLoopbackHost("::1"));
+  CHECK_FALSE(IsLoopbackHost("0.0.0.0"));
+  CHECK_FALSE(IsLoopbackHost("10.0.0.5"));
 }
 
 TEST_CASE("the help groups name every shared flag once") {

@@ -35,7 +35,7 @@ for program in recsys fashion_mnist; do
   has "$work/out" "usage: $program [flags]"
   for group in "Model, data and schedule:" "Training (the simulation by default):" \
                "Checkpoints and export:" "Networked cluster (--cluster_spec or the TF_CONFIG" \
-               "Fault injection:" "Flags of every Tessera program:"; do
+               "Monitoring:" "Fault injection:" "Flags of every Tessera program:"; do
     has "$work/out" "$group"
   done
   count=0

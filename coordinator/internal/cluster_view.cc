@@ -1,5 +1,6 @@
 #include "coordinator/internal/cluster_view.h"
 
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,18 @@ json ClusterView::Json() {
 }
 
 json ClusterView::Take() {
+  // Note [Cluster queries on a thread of their own]
+  // A thread that talks to an actor system (a scoped_actor, a spawn) keeps a reference to the
+  // system's logger in a thread-local until it ends, and CAF 0.17's ~actor_system waits until
+  // every such reference is gone. The dashboard's threads outlive the run's cluster, so a query
+  // made on one of them would keep the cluster's destructor waiting forever: each view is taken
+  // on a thread that ends with it.
+  json view;
+  std::thread([&] { view = TakeHere(); }).join();
+  return view;
+}
+
+json ClusterView::TakeHere() {
   const Clock::time_point now = Clock::now();
   json view = json::object();
   json nodes = json::array();

@@ -50,6 +50,7 @@ class ClusterView {
 
  private:
   nlohmann::json Take();  // a fresh view; mu_ held
+  nlohmann::json TakeHere();  // Take's work, on the calling thread
 
   std::mutex mu_;
   Cluster* cluster_ = nullptr;

@@ -32,6 +32,7 @@ class RunDashboard {
   // they go (ParameterServerTrainingOptions::on_cluster).
   std::function<void(Cluster*, ClusterCoordinator*)> ClusterHook();
   std::string url() const { return dashboard_->url(); }
+  int port() const { return dashboard_->port(); }
 
   // Serves until SIGINT or SIGTERM arrives (saying so on stderr, prefixed with `label`).
   void KeepServingUntilSignal(const std::string& label);

@@ -1,0 +1,182 @@
+// dashboard_overhead: what watching a run costs it. The recsys reference workload (as
+// train_throughput: U=100k, I=10k, D=32, hidden 64, batch 512, one pass over 1M examples, 2 PS,
+// 2 workers) trained in the simulation in interleaved rounds of three kinds:
+//   bare       no TrainingMonitor
+//   monitor    the run's TrainingMonitor (what every driver run has: summary, --metrics_file)
+//   dashboard  the monitor, the dashboard (--dashboard_port) and a client that, every
+//              --poll_ms, loads the page and its API (/, /api/run, /api/cluster) and scrapes
+//              /metrics, as a browser left open and a Prometheus server would
+// and the latency of each of those page loads while training runs.
+//
+//   dashboard_overhead --rounds=5 [--poll_ms=1000]
+//
+// The figure per kind is its median round; the last line is one JSON object with the medians,
+// the ratios to bare, and the page-load latencies (p50, p99, max).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/internal/bench_main.h"
+#include "bench/internal/serve_client.h"
+#include "coordinator/internal/run_dashboard.h"
+#include "coordinator/parameter_server_training.h"
+#include "coordinator/training_flags.h"
+#include "core/status.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
+
+ABSL_FLAG(int32_t, rounds, 5, "rounds of (bare, monitor, dashboard)");
+ABSL_FLAG(std::vector<std::string>, kinds, std::vector<std::string>({"bare", "monitor", "dashboard"}),
+          "the kinds of run in each round, in order (the first is the ratios' base)");
+ABSL_FLAG(int32_t, poll_ms, 1000, "the dashboard client's period (0: no client)");
+ABSL_FLAG(int64_t, train_examples, 1000000, "training examples (one pass per round)");
+
+namespace tessera {
+namespace {
+
+using bench::Median;
+using Clock = std::chrono::steady_clock;
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// Loads the page and its API, and scrapes the metrics, every `period` until stopped; records
+// the milliseconds each load of the four took (all four: one "page load").
+class Poller {
+ public:
+  Poller(int port, std::chrono::milliseconds period) : port_(port), period_(period) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Poller() { Stop(); }
+  std::vector<double> Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return loads_ms_;
+  }
+  int failures() const { return failures_; }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      const Clock::time_point start = Clock::now();
+      bool ok = true;
+      for (const char* path : {"/", "/api/run", "/api/cluster", "/metrics"}) {
+        bench::Connection connection(port_);
+        bool closing = false;
+        ok = ok && connection.ok() &&
+             connection.Exchange(absl::StrCat("GET ", path,
+                                              " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+                                 closing) == 200;
+      }
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (ok) {
+        loads_ms_.push_back(ms);
+      } else {
+        ++failures_;
+      }
+      for (auto next = start + period_; !stop_ && Clock::now() < next;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  }
+
+  const int port_;
+  const std::chrono::milliseconds period_;
+  std::atomic<bool> stop_{false};
+  std::vector<double> loads_ms_;
+  int failures_ = 0;
+  std::thread thread_;
+};
+
+absl::Status Run(int argc, char** argv) {
+  std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
+  RecsysConfig data_config;
+  data_config.num_train = absl::GetFlag(FLAGS_train_examples);
+  data_config.num_test = 1000;
+  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+  ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
+  TrainingJob job;
+  job.name = "recsys";
+  job.model = spec;
+  job.optimizer = {"adagrad", {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
+  job.train = data.train;
+  job.batch_size = 512;
+  job.steps = (data.train.size() + job.batch_size - 1) / job.batch_size;
+  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner("fixed:4"));
+
+  const std::vector<std::string> kinds = absl::GetFlag(FLAGS_kinds);
+  std::vector<std::vector<double>> eps(kinds.size());
+  std::vector<double> loads_ms;
+  int failures = 0;
+  for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
+    std::string line = absl::StrCat("round ", r, ":");
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      ParameterServerTrainingOptions options = flags.parameter_servers;
+      std::unique_ptr<internal::RunDashboard> dashboard;
+      std::unique_ptr<Poller> poller;
+      if (kinds[k] != "bare") options.monitor = std::make_shared<TrainingMonitor>();
+      if (kinds[k] == "dashboard") {
+        ASSIGN_OR_RETURN(dashboard,
+                         internal::RunDashboard::Start({"127.0.0.1", 0}, options.monitor));
+        options.on_cluster = dashboard->ClusterHook();
+        if (absl::GetFlag(FLAGS_poll_ms) > 0) {
+          poller = std::make_unique<Poller>(
+              dashboard->port(), std::chrono::milliseconds(absl::GetFlag(FLAGS_poll_ms)));
+        }
+      }
+      nlohmann::json ignored;
+      ASSIGN_OR_RETURN(TrainingRun run,
+                       TrainOnParameterServers(job, options, /*eval_every=*/0, ignored));
+      if (poller != nullptr) {
+        std::vector<double> loads = poller->Stop();
+        failures += poller->failures();
+        loads_ms.insert(loads_ms.end(), loads.begin(), loads.end());
+      }
+      eps[k].push_back(run.examples / run.wall_seconds);
+      absl::StrAppend(&line, " ", kinds[k], " ", static_cast<int64_t>(eps[k].back()));
+    }
+    std::printf("%s examples/s\n", line.c_str());
+    std::fflush(stdout);
+  }
+  nlohmann::json out;
+  const double bare = Median(eps[0]);  // the first kind
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    out[kinds[k] + "_examples_per_sec"] = Median(eps[k]);
+    out[kinds[k] + "_rounds"] = eps[k];
+    out[kinds[k] + "_vs_bare"] = Median(eps[k]) / bare;
+  }
+  out["page_loads"] = loads_ms.size();
+  out["page_load_failures"] = failures;
+  out["page_load_ms_p50"] = Percentile(loads_ms, 0.5);
+  out["page_load_ms_p99"] = Percentile(loads_ms, 0.99);
+  out["page_load_ms_max"] = loads_ms.empty() ? 0 : *std::max_element(loads_ms.begin(), loads_ms.end());
+  std::string medians = "median:";
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    absl::StrAppendFormat(&medians, " %s %.0f (%.3fx)", kinds[k], Median(eps[k]),
+                          Median(eps[k]) / bare);
+  }
+  std::printf("%s examples/s; page load (4 requests) p50 %.1f ms, p99 %.1f ms over %zu loads\n",
+              medians.c_str(), out["page_load_ms_p50"].get<double>(),
+              out["page_load_ms_p99"].get<double>(), loads_ms.size());
+  std::printf("%s\n", out.dump().c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main(int argc, char** argv) {
+  return tessera::bench::Main("dashboard_overhead", argc, argv, tessera::Run);
+}

@@ -57,7 +57,7 @@ TEST_CASE("exponential buckets") {
   CHECK(ExponentialBuckets(0.5, 2, 4) == std::vector<double>{0.5, 1, 2, 4});
 }
 
-TEST_CASE("label values are escaped; HELP text keeps to one line") {
+TEST_CASE("label values are escaped and HELP text keeps to one line") {
   MetricRegistry registry;
   registry.AddCounter("odd_total", "Two\nlines \\ here.", {"path"})
       .With({"a\"b\\c\nd"})

@@ -43,6 +43,12 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
 ABSL_FLAG(std::optional<int>, port, std::nullopt,
           "serve, ps: the port to listen on (0: any free port, printed); default: serve 8501 "
           "(TF Serving's REST port), ps its address in --cluster_spec or TF_CONFIG, else 7733");
+ABSL_FLAG(std::optional<int>, metrics_port, std::nullopt,
+          "ps: serve Prometheus metrics (the node's shards: rows, bytes, updates, versions; its "
+          "memory) at http://--metrics_host:PORT/metrics (0: any free port, printed); default: "
+          "none");
+ABSL_FLAG(std::string, metrics_host, "127.0.0.1",
+          "ps: the address the metrics page listens on (127.0.0.1: this machine only)");
 ABSL_FLAG(std::string, cluster_spec, "",
           "ps: the cluster spec file of the training programs: this PS listens on the port of its "
           "address there, and takes the file's \"task\" if it has one; without it, the TF_CONFIG "
@@ -141,10 +147,14 @@ else from its task in --cluster_spec or the TF_CONFIG environment variable ({"ty
 Without TLS it listens on loopback unless --host says otherwise (and then anyone who can reach
 the port can read and change the model: use TLS beyond a trusted network). A peer's message
 over --max_message_bytes (1 GiB), or over 64 KiB before its version handshake, closes its
-connection.
+connection. With --metrics_port, Prometheus metrics of the node's shards (tessera_ps_shards,
+tessera_ps_bytes; per shard, labelled {variable, shard}: tessera_ps_shard_rows,
+tessera_ps_shard_bytes, tessera_ps_shard_updates_total, tessera_ps_shard_version) and
+process_resident_memory_bytes are served at GET /metrics (and /monitoring/prometheus/metrics) on
+--metrics_host (loopback by default); its URL is printed.
 )",
-       {"task", "standby", "port", "cluster_spec", "host", "threads", "tls_cert", "tls_key",
-        "tls_ca", "max_message_bytes", "log_level"}},
+       {"task", "standby", "port", "cluster_spec", "host", "threads", "metrics_port",
+        "metrics_host", "tls_cert", "tls_key", "tls_ca", "max_message_bytes", "log_level"}},
       {"inspect",
        "tessera inspect PATH [--verify]",
        R"(Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
@@ -246,6 +256,8 @@ absl::Status RunPsCommand() {
   options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.network.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  options.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   return tessera::cli::RunPs(options, std::cout);
 }
 

@@ -50,6 +50,14 @@ std::optional<int64_t> PeakResidentBytes() {
   return std::nullopt;
 }
 
+std::optional<int64_t> ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  int64_t resident = 0;
+  if (!(statm >> pages >> resident)) return std::nullopt;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
 void PopulateForWrite(float* data, int64_t count) {
 #ifdef MADV_POPULATE_WRITE
   constexpr uintptr_t kPage = 4096;

@@ -18,6 +18,10 @@ std::optional<double> SecondsSinceProcessStart();
 // The peak resident set size (VmHWM) in bytes; nullopt when /proc cannot say.
 std::optional<int64_t> PeakResidentBytes();
 
+// The resident set size now, in bytes (process_resident_memory_bytes of the metrics pages);
+// nullopt when /proc cannot say.
+std::optional<int64_t> ResidentBytes();
+
 // Backs the pages of `count` floats at `data` now, in one call, as if each were written (Linux's
 // MADV_POPULATE_WRITE): for a block about to be written whole by a read(2), faulting its pages in
 // one by one inside the kernel's copy costs more. Advice only: where it is not supported nothing

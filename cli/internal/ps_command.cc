@@ -4,14 +4,23 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
 #include <csignal>
+#include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actors/ps_node_actor.h"
+#include "cli/internal/ps_metrics.h"
 #include "cluster/cluster.h"
 #include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera::cli {
+namespace {
+
+// How long a scrape waits for the node's stats (Note [A scrape waits for the node, boundedly]).
+constexpr absl::Duration kMetricsWait = absl::Seconds(2);
+
+}  // namespace
 
 absl::Status ResolvePsIdentity(const PsFlags& flags, const ClusterConfig& config,
                                PsOptions& options) {
@@ -77,6 +86,11 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
   if (options.port < 0 || options.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port=", options.port, " is not a port"));
   }
+  if (options.metrics_port.has_value() &&
+      (*options.metrics_port < 0 || *options.metrics_port > 65535)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics_port=", *options.metrics_port, " is not a port"));
+  }
   if (options.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--threads=", options.threads, " is negative"));
   }
@@ -106,19 +120,46 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
           options.standby ? std::string("standby") : absl::StrCat("ps ", options.task);
       SetLogRole(name);
       ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task);
+      // The metrics port is bound first: when it is taken, nothing listens.
+      std::unique_ptr<PsMetrics> metrics;
+      absl::StatusOr<MetricsServer> metrics_server = MetricsServer{};
+      if (options.metrics_port.has_value()) {
+        metrics = std::make_unique<PsMetrics>(system, node, kMetricsWait);
+        metrics_server = BindMetricsServer(*metrics, options.metrics_host, *options.metrics_port);
+      }
       absl::StatusOr<uint16_t> port =
-          PublishNode(system, name, caf::actor_cast<caf::actor>(node),
-                      static_cast<uint16_t>(options.port), options.network,
-                      options.how_to_change_port);
+          metrics_server.ok()
+              ? PublishNode(system, name, caf::actor_cast<caf::actor>(node),
+                            static_cast<uint16_t>(options.port), options.network,
+                            options.how_to_change_port)
+              : absl::StatusOr<uint16_t>(metrics_server.status());
       if (port.ok()) {
         out << "tessera ps: " << name << " listening on " << options.network.bind << ":" << *port
             << " (protocol version " << kProtocolVersion << ", "
             << (options.network.tls() ? "mutual TLS" : "plain TCP") << ")" << std::endl;
+        std::thread serving;
+        if (metrics_server->server != nullptr) {
+          const std::string& host = options.metrics_host;
+          out << "tessera ps: metrics on http://"
+              << (host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host)
+              << ":" << metrics_server->port << PsMetrics::kPath << std::endl;
+          serving = std::thread([&metrics_server] {
+            if (absl::Status run = metrics_server->server->Run(); !run.ok()) {
+              Log().error("metrics: {}", run.message());
+            }
+          });
+        }
         int signal = 0;
         sigwait(&signals, &signal);
+        if (serving.joinable()) {
+          metrics_server->server->Stop();
+          serving.join();
+        }
         out << "tessera ps: stopped on " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << std::endl;
       }
       status = port.status();
+      metrics_server = MetricsServer{};  // before the node and the system it asks
+      metrics.reset();
       caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
     }
   }

@@ -7,6 +7,9 @@
 //   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 2, plain TCP)
 //   $ tessera ps --port 7009 --standby
 //   tessera ps: standby listening on 127.0.0.1:7009 (protocol version 2, plain TCP)
+//   $ tessera ps --port 7001 --metrics_port 9101
+//   tessera ps: ps 0 listening on 127.0.0.1:7001 (...)
+//   tessera ps: metrics on http://127.0.0.1:9101/metrics
 //   $ TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 1}}' tessera ps
 //   tessera ps: ps 1 listening on 127.0.0.1:<the port of the cluster's "ps"[1]> (...)
 //
@@ -37,6 +40,10 @@ struct PsOptions {
   bool standby = false;       // a standby (Cluster::ReplacePs) instead of task `task`
   int32_t threads = 0;        // scheduler threads; 0: one per core
   NetworkOptions network;     // bind address and TLS
+  // The Prometheus page (cli/internal/ps_metrics.h): none without a port; 0: a free port
+  // (printed).
+  std::optional<int> metrics_port;
+  std::string metrics_host = "127.0.0.1";
   // How the user picks another port, for the error when this one is taken.
   std::string how_to_change_port = "start tessera ps with another --port";
 };
@@ -57,9 +64,9 @@ struct PsFlags {
 absl::Status ResolvePsIdentity(const PsFlags& flags, const ClusterConfig& config,
                                PsOptions& options);
 
-// Listens (Unavailable when the port cannot be bound; InvalidArgument for a bad port, task or
-// TLS files, or a task given to a standby), writes where to `out`, and serves until SIGINT or
-// SIGTERM; OK then.
+// Listens (Unavailable when the port or the metrics port cannot be bound; InvalidArgument for a
+// bad port, task or TLS files, or a task given to a standby), writes where to `out` (and where
+// the metrics are), and serves until SIGINT or SIGTERM; OK then.
 absl::Status RunPs(const PsOptions& options, std::ostream& out);
 
 }  // namespace tessera::cli

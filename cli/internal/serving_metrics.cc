@@ -1,29 +1,18 @@
 #include "cli/internal/serving_metrics.h"
 
-#include <unistd.h>
-
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/process.h"
 
 namespace tessera::cli {
 namespace {
 
 // TF Serving's request latency buckets: 10 us growing by 1.8x, 33 of them (up to ~2.6 hours).
 std::vector<double> LatencyBucketsMicros() { return ExponentialBuckets(10, 1.8, 33); }
-
-// The process's resident set, from /proc (0 where there is none).
-double ResidentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  long pages = 0;
-  long resident = 0;
-  if (!(statm >> pages >> resident)) return 0;
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-}
 
 }  // namespace
 
@@ -59,7 +48,7 @@ ServingMetrics::ServingMetrics(std::shared_ptr<const ModelRegistry> registry)
                 {{"model_name", name}}, static_cast<double>(model.available.rbegin()->first));
     }
     out.Gauge("process_resident_memory_bytes", "Resident memory size in bytes.", {},
-              ResidentBytes());
+              static_cast<double>(ResidentBytes().value_or(0)));
     out.Gauge("process_start_time_seconds", "Start time of the server since the Unix epoch.", {},
               start_time);
   });

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/internal/inspect_command.h"
+#include "cli/internal/plot_command.h"
 #include "cli/internal/predict_command.h"
 #include "cli/internal/ps_command.h"
 #include "cli/internal/serve_command.h"
@@ -70,6 +71,8 @@ ABSL_FLAG(uint64_t, max_message_bytes, tessera::kDefaultMaxMessageBytes,
 ABSL_FLAG(std::string, name, "",
           "serve: the model's name in URLs (default: the export's own with --model, the base "
           "path's last directory with --model_base_path)");
+ABSL_FLAG(std::string, out, "",
+          "plot: the SVG to write (default: the metrics file's name with .svg)");
 ABSL_FLAG(bool, verify, false,
           "inspect: read an exported model's values and verify every checksum (serving verifies "
           "them as it reads them)");
@@ -163,6 +166,14 @@ exported model's values and checks every checksum (serve and predict check them 
 them).
 )",
        {"verify", "log_level"}},
+      {"plot",
+       "tessera plot METRICS_FILE [--out FILE.svg]",
+       R"(Draws a run's training curves from its --metrics_file (the JSON lines a training program
+writes with --metrics_file): the training loss and examples per second of every interval, and the
+loss, AUC or accuracy of every validation, each against the global step, as one self-contained
+SVG (default: the metrics file's name with .svg).
+)",
+       {"out", "log_level"}},
   };
   return *commands;
 }
@@ -302,6 +313,10 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
   if (command == "ps") {
     RETURN_IF_ERROR(no_arguments());
     return RunPsCommand();
+  }
+  if (command == "plot") {
+    if (args.size() != 1) return absl::InvalidArgumentError("plot needs exactly one METRICS_FILE");
+    return tessera::cli::RunPlot(args[0], absl::GetFlag(FLAGS_out), std::cout);
   }
   if (command == "inspect") {
     if (args.size() != 1) return absl::InvalidArgumentError("inspect needs exactly one PATH");

@@ -162,10 +162,15 @@ absl::Status Run(int argc, char** argv) {
   out["page_load_ms_p50"] = Percentile(loads_ms, 0.5);
   out["page_load_ms_p99"] = Percentile(loads_ms, 0.99);
   out["page_load_ms_max"] = loads_ms.empty() ? 0 : *std::max_element(loads_ms.begin(), loads_ms.end());
+  // Per kind: the median of its round-by-round ratio to the first kind, measured minutes apart
+  // at most, which the host's swings between rounds disturb less than the ratio of medians.
   std::string medians = "median:";
   for (size_t k = 0; k < kinds.size(); ++k) {
-    absl::StrAppendFormat(&medians, " %s %.0f (%.3fx)", kinds[k], Median(eps[k]),
-                          Median(eps[k]) / bare);
+    std::vector<double> paired;
+    for (size_t r = 0; r < eps[k].size(); ++r) paired.push_back(eps[k][r] / eps[0][r]);
+    out[kinds[k] + "_paired_ratio"] = Median(paired);
+    absl::StrAppendFormat(&medians, " %s %.0f (%.3fx; paired %.3fx)", kinds[k], Median(eps[k]),
+                          Median(eps[k]) / bare, Median(paired));
   }
   std::printf("%s examples/s; page load (4 requests) p50 %.1f ms, p99 %.1f ms over %zu loads\n",
               medians.c_str(), out["page_load_ms_p50"].get<double>(),

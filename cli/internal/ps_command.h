@@ -4,9 +4,9 @@
 // (cluster/cluster_spec.h); without either, task 0 on port 7733 (kDefaultPsPort).
 //
 //   $ tessera ps --port 7001 --task 0
-//   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 2, plain TCP)
+//   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 7, plain TCP)
 //   $ tessera ps --port 7009 --standby
-//   tessera ps: standby listening on 127.0.0.1:7009 (protocol version 2, plain TCP)
+//   tessera ps: standby listening on 127.0.0.1:7009 (protocol version 7, plain TCP)
 //   $ tessera ps --port 7001 --metrics_port 9101
 //   tessera ps: ps 0 listening on 127.0.0.1:7001 (...)
 //   tessera ps: metrics on http://127.0.0.1:9101/metrics

@@ -60,40 +60,55 @@ void ClusterView::Attach(Cluster* cluster, ClusterCoordinator* coordinator) {
   std::lock_guard<std::mutex> lock(mu_);
   cluster_ = cluster;
   coordinator_ = coordinator;
-  last_time_ = {};
+  changed_ = true;
+  if (!thread_.joinable()) {
+    stop_ = false;
+    thread_ = std::thread([this] { Refresh(); });
+  }
+  wake_.notify_all();
 }
 
 void ClusterView::Detach() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) return;
+    stop_ = true;
+    wake_.notify_all();
+  }
+  thread_.join();  // after a last view
   std::lock_guard<std::mutex> lock(mu_);
-  if (cluster_ != nullptr) last_ = Take();
   cluster_ = nullptr;
   coordinator_ = nullptr;
 }
 
 json ClusterView::Json() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (cluster_ != nullptr && Clock::now() - last_time_ >= kMinInterval) last_ = Take();
   return last_;
 }
 
-json ClusterView::Take() {
-  // Note [Cluster queries on a thread of their own]
-  // A thread that talks to an actor system (a scoped_actor, a spawn) keeps a reference to the
-  // system's logger in a thread-local until it ends, and CAF 0.17's ~actor_system waits until
-  // every such reference is gone. The dashboard's threads outlive the run's cluster, so a query
-  // made on one of them would keep the cluster's destructor waiting forever: each view is taken
-  // on a thread that ends with it.
-  json view;
-  std::thread([&] { view = TakeHere(); }).join();
-  return view;
+void ClusterView::Refresh() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    Cluster* cluster = cluster_;
+    ClusterCoordinator* coordinator = coordinator_;
+    const bool last = stop_;
+    changed_ = false;
+    lock.unlock();
+    json view = Take(cluster, coordinator);  // Detach waits for this: the pointers stay valid
+    lock.lock();
+    last_ = std::move(view);
+    if (last) return;
+    wake_.wait_for(lock, kRefreshInterval, [this] { return stop_ || changed_; });
+  }
 }
 
-json ClusterView::TakeHere() {
+json ClusterView::Take(Cluster* cluster, ClusterCoordinator* coordinator) {
+  if (cluster == nullptr) return json::object();
   const Clock::time_point now = Clock::now();
   json view = json::object();
   json nodes = json::array();
   for (const PsNodeStatus& node :
-       QueryPsStatus(*cluster_, absl::FromChrono(kPsTimeout))) {
+       QueryPsStatus(*cluster, absl::FromChrono(kPsTimeout))) {
     json shards = json::array();
     for (const ShardInfo& shard : node.stats.shards) {
       json entry = {{"name", shard.name},
@@ -122,12 +137,11 @@ json ClusterView::TakeHere() {
                      {"shards", std::move(shards)}});
   }
   view["ps"] = std::move(nodes);
-  if (coordinator_ != nullptr) {
-    view["workers"] = WorkersJson(coordinator_->workers());
-    view["closures"] = ClosuresJson(coordinator_->stats());
-    view["recoveries"] = RecoveriesJson(coordinator_->recoveries());
+  if (coordinator != nullptr) {
+    view["workers"] = WorkersJson(coordinator->workers());
+    view["closures"] = ClosuresJson(coordinator->stats());
+    view["recoveries"] = RecoveriesJson(coordinator->recoveries());
   }
-  last_time_ = now;
   return view;
 }
 

@@ -5,21 +5,29 @@
 //
 //   ClusterView view;                      // before the cluster exists: an empty view
 //   view.Attach(&cluster, coordinator.get());
-//   nlohmann::json json = view.Json();      // any thread
+//   nlohmann::json json = view.Json();      // any thread, at once: the latest view
 //   view.Detach();                          // before the coordinator or the cluster go
 //
-// Shard updates/s is the change of a shard's version between two views over the time between
-// them. Views taken less than kMinInterval apart reuse the last one (a page and a scraper polling
-// together ask the PS nodes once).
+// Note [Views taken off the request path]
+// While attached, a thread of the view's own takes a view every kRefreshInterval (and at once
+// when the coordinator is attached); Json and Collect return the latest, so a page load costs the
+// serialization of a small document however busy the PS nodes are (their stats requests wait in
+// mailboxes full of training traffic). The thread also keeps CAF off the dashboard's threads: a
+// thread that has used an actor system holds the system's logger until it ends, and CAF 0.17's
+// ~actor_system waits for that — a query made on a dashboard thread, which outlives the run's
+// cluster, kept the cluster's destructor waiting forever. The view thread ends in Detach, after a
+// last view. Shard updates/s is the change of a shard's version between two views.
 //
-// Thread-safety: every member may be called from any thread; Attach and Detach wait for a view
-// being taken to finish.
+// Thread-safety: every member may be called from any thread; Detach waits for the view being
+// taken, so the cluster and coordinator are not used once it returns.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -34,30 +42,40 @@ namespace tessera::internal {
 
 class ClusterView {
  public:
-  static constexpr std::chrono::milliseconds kMinInterval{500};
+  static constexpr std::chrono::milliseconds kRefreshInterval{1000};
   static constexpr std::chrono::milliseconds kPsTimeout{2000};
 
+  ClusterView() = default;
+  ~ClusterView() { Detach(); }
+  ClusterView(const ClusterView&) = delete;
+  ClusterView& operator=(const ClusterView&) = delete;
+
+  // Starts (or updates) the views of `cluster` and, when not null, `coordinator`.
   void Attach(Cluster* cluster, ClusterCoordinator* coordinator);
   // Takes a last view and keeps it; the cluster and coordinator are not used after this returns.
   void Detach();
 
-  // {"ps": [{task, address, reachable, error, bytes, shards: [{name, rows, cols, bytes, version,
-  //   updates, updates_per_sec, hottest_rows: [[row, updates], ...]}]}],
-  //  "workers": {live, failures, restarts, slots: [...]}, "closures": {...}, "recoveries": [...]}
+  // The latest view: {"ps": [{task, address, reachable, error, bytes, shards: [{name, rows, cols,
+  // bytes, version, updates, rows_touched, updates_per_sec, hottest_rows: [[row, updates],
+  // ...]}]}], "workers": {live, failures, restarts, run_failed, slots: [...]}, "closures": {...},
+  // "recoveries": [...]}; {} before the first.
   nlohmann::json Json();
   // The same figures as Prometheus metrics (tessera_ps_*, tessera_worker_*, tessera_closures_*).
   void Collect(MetricWriter& out);
 
  private:
-  nlohmann::json Take();  // a fresh view; mu_ held
-  nlohmann::json TakeHere();  // Take's work, on the calling thread
+  void Refresh();  // the view thread
+  nlohmann::json Take(Cluster* cluster, ClusterCoordinator* coordinator);  // on the view thread
 
   std::mutex mu_;
-  Cluster* cluster_ = nullptr;
-  ClusterCoordinator* coordinator_ = nullptr;
-  nlohmann::json last_ = nlohmann::json::object();
-  std::chrono::steady_clock::time_point last_time_{};
-  // Per shard name: its version and when it was seen, for updates/s.
+  std::condition_variable wake_;
+  Cluster* cluster_ = nullptr;                // guarded by mu_
+  ClusterCoordinator* coordinator_ = nullptr;  // guarded by mu_
+  bool stop_ = false;                          // guarded by mu_
+  bool changed_ = false;                       // guarded by mu_: view again at once
+  nlohmann::json last_ = nlohmann::json::object();  // guarded by mu_
+  std::thread thread_;
+  // Per shard name: its version and when it was seen, for updates/s (the view thread's).
   std::map<std::string, std::pair<int64_t, std::chrono::steady_clock::time_point>> versions_;
 };
 

@@ -24,6 +24,7 @@
 #include "core/partitioner.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/tessera_child.h"
+#include "tests/listener.h"
 
 #include <httplib.h>
 
@@ -155,16 +156,8 @@ TEST_CASE("tessera ps --metrics_port serves the node's shards to Prometheus") {
 
 TEST_CASE("tessera ps fails at once on a metrics port another process listens on") {
   TempDir dir;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(listen(fd, 4) == 0);
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
-  const std::string busy = std::to_string(ntohs(addr.sin_port));
+  const tessera::testing::Listener listener;
+  const std::string busy = std::to_string(listener.port());
 
   const Finished taken =
       RunTessera(dir, {"ps", "--port", "0", "--metrics_port", busy, "--threads", "1"});
@@ -179,7 +172,6 @@ TEST_CASE("tessera ps fails at once on a metrics port another process listens on
   const Finished bad = RunTessera(dir, {"ps", "--port", "0", "--metrics_port", "70000"});
   CHECK(bad.code != 0);
   CHECK_MESSAGE(Has(bad.err, "--metrics_port=70000 is not a port"), bad.err);
-  close(fd);
 }
 
 }  // namespace

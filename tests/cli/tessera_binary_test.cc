@@ -27,6 +27,7 @@
 #include "schema/model_io.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/tessera_child.h"
+#include "tests/listener.h"
 // Last: see Note [httplib after Eigen] in tests/cli/cli_test_util.h.
 #include <httplib.h>
 
@@ -256,27 +257,7 @@ TEST_CASE("tessera inspect, help and bad command lines") {
   CHECK(Has(standby_task.err, "a --standby PS has no --task"));
 }
 
-// A TCP listener on 127.0.0.1 (another process's server, as far as tessera can tell).
-class Listener {
- public:
-  Listener() : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    REQUIRE(fd_ >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(addr);
-    REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    REQUIRE(listen(fd_, 4) == 0);
-    REQUIRE(getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~Listener() { close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_;
-  int port_ = 0;
-};
+using tessera::testing::Listener;
 
 // Sets an environment variable for the scope (children inherit it), then unsets it.
 class ScopedEnv {

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tests/captured_log.h"
+#include "tests/listener.h"
 
 ABSL_DECLARE_FLAG(std::optional<std::string>, mode);
 ABSL_DECLARE_FLAG(std::string, log_level);
@@ -468,19 +469,11 @@ TEST_CASE("a TF_CONFIG that cannot be used is InvalidArgument naming TF_CONFIG")
 
 TEST_CASE("a coordinator whose port another process listens on is refused at once, naming it") {
   absl::FlagSaver saver;
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  REQUIRE(listen(listener, 1) == 0);
-  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
-  const uint16_t port = ntohs(addr.sin_port);
+  std::optional<testing::Listener> listener(std::in_place);
+  const auto port = static_cast<uint16_t>(listener->port());
   TfConfig tf_config(TfConfigOf(R"({"type": "chief", "index": 0})", port));
   const absl::StatusOr<TrainingFlags> flags = ReadTrainingFlags();
-  close(listener);
+  listener.reset();
   CHECK(flags.status().code() == absl::StatusCode::kUnavailable);
   CHECK_MESSAGE(absl::StrContains(flags.status().message(),
                                   absl::StrCat("the coordinator cannot listen on 127.0.0.1:", port,
@@ -529,18 +522,9 @@ TEST_CASE("--dashboard_port asks for a dashboard, and bad ports, a busy one and 
   }
   {
     absl::FlagSaver saver;  // a port another process listens on: at once, naming the flag
-    const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(listener >= 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof(addr);
-    REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    REQUIRE(listen(listener, 1) == 0);
-    REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length) == 0);
-    absl::SetFlag(&FLAGS_dashboard_port, ntohs(addr.sin_port));
+    testing::Listener listener;
+    absl::SetFlag(&FLAGS_dashboard_port, listener.port());
     const absl::StatusOr<TrainingFlags> busy = ReadTrainingFlags();
-    close(listener);
     CHECK(busy.status().code() == absl::StatusCode::kUnavailable);
     CHECK_MESSAGE(absl::StrContains(busy.status().message(), "--dashboard_port"), busy.status());
   }

@@ -184,6 +184,10 @@ std::string FormatHelp(const ProgramHelp& help) {
 CommandLine ParseCommandLine(int argc, char** argv) {
   static const bool registered = std::atexit(ExitTwoOnUsageError) == 0;
   (void)registered;
+  // A program's lines on stdout and its log and progress on stderr (unbuffered) arrive in the
+  // order they were written, also when both are redirected to one file or pipe: stdout is line
+  // buffered, as on a terminal. Before anything is written to it.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   // --version (Abseil's flag, handled by its parser, which then exits 0) prints this build's
   // version line (core/version.h) instead of Abseil's program name and NDEBUG note.
   absl::FlagsUsageConfig usage;

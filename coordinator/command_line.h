@@ -68,6 +68,8 @@ struct CommandLine {
 // --noname); --version prints the version line and exits 0. A usage error — an unknown flag, a
 // value that does not parse, a flagfile that cannot be read — exits the process with status 2
 // after Abseil's message (Note [Usage errors exit 2]).
+// It also makes stdout line buffered (as on a terminal), so that a program's stdout and stderr
+// keep their order when redirected to one file.
 CommandLine ParseCommandLine(int argc, char** argv);
 
 // The exit status of a program that ended with `status`: 0 when OK; 2 for bad usage or input

@@ -5,7 +5,8 @@
 #   - exit status 0 ok, 2 bad usage or input (an unknown flag, a bad value, an unreadable
 #     --flagfile, an unexpected argument, a bad --mode, a malformed TF_CONFIG, a TF_CONFIG task
 #     that is a PS), 1 a failure while running (no PS to reach; a port another process has);
-#   - --flagfile sets flags from a file, and the summary's "mode" is a value --mode takes.
+#   - --flagfile sets flags from a file, and the summary's "mode" is a value --mode takes;
+#   - stdout and stderr redirected to one file keep the order the lines were written in.
 #   command_line.sh SOURCE_DIR RECSYS FASHION_MNIST TESSERA
 set -euo pipefail
 source_dir=$1
@@ -96,6 +97,18 @@ for mode in local sim; do
   python3 -c "import json, sys; sys.exit(json.load(open(sys.argv[1]))['examples'] != 4000)" \
     "$work/$mode.json" || fail "--flagfile's --train_examples=4000 was not used"
 done
+
+# -- stdout and stderr redirected to one file keep their order --------------------------------------
+"$recsys" --flagfile="$work/flags" >"$work/both" 2>&1 || fail "recsys into one file failed"
+tr '\r' '\n' <"$work/both" >"$work/lines"
+first_line() { grep -n -m1 -F -- "$1" "$work/lines" | cut -d: -f1; }
+placement=$(first_line "recsys: simulation with")      # stdout, before training
+progress=$(first_line "done in")                       # stderr, the progress line's last
+closures=$(first_line "recsys: closures scheduled")    # stdout, after training
+[ -n "$placement" ] && [ -n "$progress" ] && [ -n "$closures" ] || {
+  cat "$work/lines"; fail "a line is missing from the combined output"; }
+[ "$placement" -lt "$progress" ] && [ "$progress" -lt "$closures" ] || {
+  cat "$work/lines"; fail "stdout and stderr lines out of order ($placement, $progress, $closures)"; }
 
 # -- Exit status 1: a failure while running -------------------------------------------------------
 read -r -a ports < <(free_ports 3)

@@ -161,7 +161,11 @@ void DispatchIdle(Self self) {
       std::optional<Dispatch> next = self->state.queue->NextFor(id);
       if (!next.has_value()) return;
       ++worker.running;
-      self->state.slots[worker.slot].last_closure = static_cast<int64_t>(next->closure.id);
+      WorkerSlotStatus& slot = self->state.slots[worker.slot];
+      slot.last_closure = static_cast<int64_t>(next->closure.id);
+      slot.last_function = next->closure.function;
+      const absl::StatusOr<int64_t> batch = next->closure.args.Get<int64_t>("batch");
+      slot.last_batch = batch.ok() ? *batch : -1;
       sent = true;
       SendClosure(self, id, worker, *std::move(next));
     }

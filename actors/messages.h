@@ -116,6 +116,8 @@ struct WorkerSlotStatus {
   int64_t failures = 0;         // its workers that died
   int64_t starts = 0;           // workers started (or joined) in it; restarts are starts - 1
   int64_t last_closure = -1;    // the id of the latest closure sent to it (-1: none yet)
+  std::string last_function;    // that closure's function ("train_step")
+  int64_t last_batch = -1;      // and its int64 "batch" argument, the step it trains (-1: none)
 };
 
 // What the coordinator actor knows of its workers.
@@ -478,7 +480,8 @@ typename Inspector::result_type inspect(Inspector& f, WorkerPoolStatus& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerSlotStatus& x) {
   return f(caf::meta::type_name("tessera::WorkerSlotStatus"), x.slot, x.live, x.running,
-           x.completed, x.errors, x.failures, x.starts, x.last_closure);
+           x.completed, x.errors, x.failures, x.starts, x.last_closure, x.last_function,
+           x.last_batch);
 }
 
 template <class Inspector>

@@ -25,7 +25,9 @@ json WorkersJson(const WorkerPoolStatus& pool) {
                      {"errors", slot.errors},
                      {"failures", slot.failures},
                      {"starts", slot.starts},
-                     {"last_closure", slot.last_closure}});
+                     {"last_closure", slot.last_closure},
+                     {"last_function", slot.last_function},
+                     {"last_batch", slot.last_batch}});
   }
   return {{"live", pool.live_slots.size()},
           {"failures", pool.worker_failures},

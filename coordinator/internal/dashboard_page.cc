@@ -81,7 +81,7 @@ const char kDashboardPage[] = R"page(<!DOCTYPE html>
   <section class="wide"><h2>Workers</h2>
     <table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th>
       <th>closures done</th><th>errors</th><th>failures</th><th>restarts</th>
-      <th>latest closure</th></tr></thead><tbody></tbody></table>
+      <th>latest closure (step)</th></tr></thead><tbody></tbody></table>
     <div id="closures" class="hot"></div></section>
 </main>
 <script>
@@ -252,7 +252,9 @@ function drawCluster(cluster) {
     cell(row, human(w.errors));
     cell(row, human(w.failures));
     cell(row, human(Math.max(0, w.starts - 1)));
-    cell(row, w.last_closure >= 0 ? "#" + w.last_closure : "-");
+    cell(row, w.last_closure < 0 ? "-"
+        : (w.last_function || "closure") + (w.last_batch >= 0 ? " " + w.last_batch : "") +
+          " (#" + w.last_closure + ")");
   }
   const c = cluster.closures || {};
   $("closures").textContent = "closures: " + human(c.scheduled) + " scheduled, " +

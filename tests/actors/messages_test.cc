@@ -484,8 +484,8 @@ TEST_CASE("the worker pool's status round-trips with its slots") {
   WorkerPoolStatus pool;
   pool.live_slots = {1};
   pool.worker_failures = 2;
-  pool.slots = {WorkerSlotStatus{0, false, 0, 5, 1, 2, 3, 17},
-                WorkerSlotStatus{1, true, 2, 9, 0, 0, 1, 18}};
+  pool.slots = {WorkerSlotStatus{0, false, 0, 5, 1, 2, 3, 17, "train_step", 41},
+                WorkerSlotStatus{1, true, 2, 9, 0, 0, 1, 18, "eval_step", -1}};
   const WorkerPoolStatus back = RoundTrip(pool);
   CHECK(back.live_slots == pool.live_slots);
   CHECK(back.worker_failures == 2);
@@ -495,6 +495,9 @@ TEST_CASE("the worker pool's status round-trips with its slots") {
   CHECK(back.slots[0].failures == 2);
   CHECK(back.slots[0].starts == 3);
   CHECK(back.slots[0].last_closure == 17);
+  CHECK(back.slots[0].last_function == "train_step");
+  CHECK(back.slots[0].last_batch == 41);
+  CHECK(back.slots[1].last_function == "eval_step");
   CHECK(back.slots[1].live);
   CHECK(back.slots[1].running == 2);
 }

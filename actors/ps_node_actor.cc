@@ -204,6 +204,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
             self, actor, InfoOp{},
             [self, promise, actor, name](absl::StatusOr<ShardOpResult> built) mutable {
               if (built.ok()) {
+                Log().debug("holds shard {}", name);
                 promise.deliver(actor);
                 return;
               }
@@ -233,6 +234,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         }
         DropShard(self, name);
         self->state.owner_of.erase(name);
+        Log().debug("dropped shard {}", name);
         return caf::unit;
       },
       [self](lookup_atom, const std::string& name) -> caf::result<shard_actor> {

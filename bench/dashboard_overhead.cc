@@ -25,13 +25,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
+#include "bench/internal/recsys_job.h"
 #include "bench/internal/serve_client.h"
 #include "coordinator/internal/run_dashboard.h"
 #include "coordinator/parameter_server_training.h"
 #include "coordinator/training_flags.h"
 #include "core/status.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
 
 ABSL_FLAG(int32_t, rounds, 5, "rounds of (bare, monitor, dashboard)");
 ABSL_FLAG(std::vector<std::string>, kinds, std::vector<std::string>({"bare", "monitor", "dashboard"}),
@@ -101,20 +100,9 @@ class Poller {
 
 absl::Status Run(int argc, char** argv) {
   std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
-  RecsysConfig data_config;
-  data_config.num_train = absl::GetFlag(FLAGS_train_examples);
-  data_config.num_test = 1000;
-  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
-  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+  ASSIGN_OR_RETURN(const TrainingJob job, bench::RecsysThroughputJob(
+                                             absl::GetFlag(FLAGS_train_examples), 512, "fixed:4"));
   ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
-  TrainingJob job;
-  job.name = "recsys";
-  job.model = spec;
-  job.optimizer = {"adagrad", {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
-  job.train = data.train;
-  job.batch_size = 512;
-  job.steps = (data.train.size() + job.batch_size - 1) / job.batch_size;
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner("fixed:4"));
 
   const std::vector<std::string> kinds = absl::GetFlag(FLAGS_kinds);
   std::vector<std::vector<double>> eps(kinds.size());

@@ -19,12 +19,11 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
+#include "bench/internal/recsys_job.h"
 #include "coordinator/local_training.h"
 #include "coordinator/parameter_server_training.h"
 #include "coordinator/training_flags.h"
 #include "core/status.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
 
 ABSL_FLAG(int32_t, rounds, 3, "rounds of (local, sim)");
 ABSL_FLAG(std::string, partitioner, "fixed:4", "simulation: embedding partitioner");
@@ -38,25 +37,13 @@ using bench::Median;
 
 absl::Status Run(int argc, char** argv) {
   std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
-  RecsysConfig data_config;
-  data_config.num_train = absl::GetFlag(FLAGS_train_examples);
-  data_config.num_test = 1000;
-  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
-  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
-  const OptimizerSpec optimizer{"adagrad",
-                                {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
-  const int64_t batch = absl::GetFlag(FLAGS_batch_size);
-  const int64_t steps = (data.train.size() + batch - 1) / batch;
+  ASSIGN_OR_RETURN(TrainingJob job,
+                   bench::RecsysThroughputJob(absl::GetFlag(FLAGS_train_examples),
+                                              absl::GetFlag(FLAGS_batch_size),
+                                              absl::GetFlag(FLAGS_partitioner)));
   // The shared training flags: --ps, --workers, --closures_per_worker (defaults 2, 2, 1).
   ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
   const ParameterServerTrainingOptions& sim = flags.parameter_servers;
-  TrainingJob job;
-  job.model = spec;
-  job.optimizer = optimizer;
-  job.train = data.train;  // no test set: the figure is the training loop's alone
-  job.steps = steps;
-  job.batch_size = batch;
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   std::vector<double> local_eps, sim_eps;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {

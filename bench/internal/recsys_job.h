@@ -1,0 +1,41 @@
+// The recsys reference workload as a TrainingJob, the way the throughput benchmarks train it
+// (train_throughput, dashboard_overhead): U=100k, I=10k, D=32, hidden 64, Adagrad lr 0.1 with
+// PyTorch's initial accumulator 0, one pass over `train_examples` synthetic clicks, no test set
+// (the figure is the training loop's alone).
+//
+//   ASSIGN_OR_RETURN(TrainingJob job, RecsysThroughputJob(1000000, 512, "fixed:4"));
+//
+// Thread-safety: a pure function.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "coordinator/training_run.h"
+#include "core/partitioner.h"
+#include "core/status.h"
+#include "workloads/recsys_data.h"
+#include "workloads/reference_models.h"
+
+namespace tessera::bench {
+
+inline absl::StatusOr<TrainingJob> RecsysThroughputJob(int64_t train_examples,
+                                                       int64_t batch_size,
+                                                       const std::string& partitioner) {
+  RecsysConfig data_config;
+  data_config.num_train = train_examples;
+  data_config.num_test = 1000;
+  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  TrainingJob job;
+  job.name = "recsys";
+  ASSIGN_OR_RETURN(job.model, RecsysModelSpec({}));
+  job.optimizer = {"adagrad", {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
+  job.train = data.train;
+  job.batch_size = batch_size;
+  job.steps = (data.train.size() + batch_size - 1) / batch_size;
+  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(partitioner));
+  return job;
+}
+
+}  // namespace tessera::bench

@@ -34,7 +34,10 @@ grep -q -- "--overwrite_checkpoints" "$work/refused.log"
   --export_dir="$work/model" --summary="$work/summary.json" >"$work/second.log" 2>&1
 grep -q "resumed from $work/ckpt/ckpt-40 at step 40" "$work/second.log"
 grep -q '"first_step": 40' "$work/summary.json"
-"$tessera" inspect "$work/ckpt/ckpt-79" | grep -q "user_embedding"
+# (Into a file, not `| grep -q`: grep leaving at its match would end the writer with SIGPIPE,
+# which pipefail reports as a failure.)
+"$tessera" inspect "$work/ckpt/ckpt-79" >"$work/inspect.txt"
+grep -q "user_embedding" "$work/inspect.txt"
 
 printf '%s\n' '{"user": 7, "item": 3}' '{"user": 1999, "item": 0}' >"$work/instances.jsonl"
 "$tessera" predict --model "$work/model" --input "$work/instances.jsonl" >"$work/predict.jsonl"
@@ -45,9 +48,9 @@ for _ in $(seq 100); do
   grep -q "http://127.0.0.1:" "$work/serve.log" && break
   sleep 0.1
 done
-url=$(grep -o "http://127.0.0.1:[0-9]*/v1/models/[a-z_]*" "$work/serve.log" | head -1)
+url=$(grep -o -m1 "http://127.0.0.1:[0-9]*/v1/models/[a-z_]*" "$work/serve.log")
 [ -n "$url" ] || { echo "the server did not start:"; cat "$work/serve.log"; exit 1; }
-curl -sf "$url" | grep -q AVAILABLE
+grep -q AVAILABLE <<<"$(curl -sf "$url")"
 served=$(curl -sf -X POST "$url:predict" \
   -d '{"instances": [{"user": 7, "item": 3}, {"user": 1999, "item": 0}]}')
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url:predict" -d '{"instances": [{"user": 7}]}')

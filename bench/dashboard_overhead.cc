@@ -44,11 +44,6 @@ namespace {
 using bench::Median;
 using Clock = std::chrono::steady_clock;
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
-}
 
 // Loads the page and its API, and scrapes the metrics, every `period` until stopped; records
 // the milliseconds each load of the four took (all four: one "page load").
@@ -147,8 +142,9 @@ absl::Status Run(int argc, char** argv) {
   }
   out["page_loads"] = loads_ms.size();
   out["page_load_failures"] = failures;
-  out["page_load_ms_p50"] = Percentile(loads_ms, 0.5);
-  out["page_load_ms_p99"] = Percentile(loads_ms, 0.99);
+  std::sort(loads_ms.begin(), loads_ms.end());
+  out["page_load_ms_p50"] = loads_ms.empty() ? 0 : bench::Quantile(loads_ms, 0.5);
+  out["page_load_ms_p99"] = loads_ms.empty() ? 0 : bench::Quantile(loads_ms, 0.99);
   out["page_load_ms_max"] = loads_ms.empty() ? 0 : *std::max_element(loads_ms.begin(), loads_ms.end());
   // Per kind: the median of its round-by-round ratio to the first kind, measured minutes apart
   // at most, which the host's swings between rounds disturb less than the ratio of medians.

@@ -57,12 +57,6 @@ struct Round {
   double requests_per_second = 0;
 };
 
-// The value below which a fraction `q` of the sorted `v` lies.
-double Quantile(const std::vector<double>& v, double q) {
-  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
 absl::StatusOr<Round> RunRound(int port, int64_t instances) {
   const int clients = absl::GetFlag(FLAGS_clients);
   const auto warmup = std::chrono::duration<double>(absl::GetFlag(FLAGS_warmup_seconds));
@@ -110,8 +104,8 @@ absl::StatusOr<Round> RunRound(int port, int64_t instances) {
   if (all.empty()) return absl::InternalError("no request completed in the measured time");
   std::sort(all.begin(), all.end());
   Round round;
-  round.p50_ms = Quantile(all, 0.50);
-  round.p99_ms = Quantile(all, 0.99);
+  round.p50_ms = bench::Quantile(all, 0.50);
+  round.p99_ms = bench::Quantile(all, 0.99);
   round.requests_per_second = static_cast<double>(all.size()) / measured.count();
   return round;
 }

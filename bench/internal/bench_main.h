@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -19,6 +20,13 @@ inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The value below which a fraction `q` of the sorted `v` lies (nearest rank). Precondition: v is
+// sorted and not empty.
+inline double Quantile(const std::vector<double>& v, double q) {
+  const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 // Parses the command line, runs `run(argc, argv)` and turns its error into "NAME: message" on

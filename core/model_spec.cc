@@ -353,6 +353,8 @@ absl::string_view InputKindName(InputKind kind) {
       return "ids";
     case InputKind::kDense:
       return "dense";
+    case InputKind::kIdList:
+      return "id_list";
   }
   return "invalid";
 }
@@ -360,12 +362,14 @@ absl::string_view InputKindName(InputKind kind) {
 absl::StatusOr<InputKind> ParseInputKind(absl::string_view name) {
   if (name == "ids") return InputKind::kIds;
   if (name == "dense") return InputKind::kDense;
+  if (name == "id_list") return InputKind::kIdList;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown input kind '", name, "' (expected ids or dense)"));
+      absl::StrCat("unknown input kind '", name, "' (expected ids, dense or id_list)"));
 }
 
 bool operator==(const InputSpec& a, const InputSpec& b) {
-  return a.name == b.name && a.kind == b.kind && a.width == b.width;
+  return a.name == b.name && a.kind == b.kind && a.width == b.width &&
+         a.hash_buckets == b.hash_buckets;
 }
 
 bool operator==(const ParamSpec& a, const ParamSpec& b) {

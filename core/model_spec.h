@@ -53,16 +53,21 @@ inline constexpr char kOpSoftmax[] = "softmax";
 inline constexpr char kOpConcat[] = "concat";
 
 enum class InputKind : int {
-  kIds = 1,    // Batch::ids[name]: one int64 id per example; feeds embedding nodes only
-  kDense = 2,  // Batch::dense[name]: [B, width] floats
+  kIds = 1,     // Batch::ids[name]: one int64 id per example; feeds embedding nodes only
+  kDense = 2,   // Batch::dense[name]: [B, width] floats
+  kIdList = 3,  // Batch::id_lists[name]: any number of (weighted) ids per example; embeddings
 };
-absl::string_view InputKindName(InputKind kind);  // "ids" or "dense"
+absl::string_view InputKindName(InputKind kind);  // "ids", "dense" or "id_list"
 absl::StatusOr<InputKind> ParseInputKind(absl::string_view name);
 
 struct InputSpec {
   std::string name;  // the Batch feature's name
   InputKind kind = InputKind::kDense;
-  int64_t width = 1;  // dense: values per example (>= 1); ids: must be 1
+  int64_t width = 1;  // dense: values per example (>= 1); ids and id_list: must be 1
+  // ids and id_list only. 0: the ids are table rows, checked against the table's size. N >= 1:
+  // the ids are raw values (integer ids, or StringId of strings: core/hash.h), each looked up
+  // at row HashBucket(id, N) of a table of N rows.
+  int64_t hash_buckets = 0;
 };
 
 struct ParamSpec {

@@ -30,8 +30,10 @@ JobDescription DescribeJob(const TrainingJob& job, uint64_t seed) {
   const ModelSpec& model = job.model;
   d["model"] = model.name;
   for (const InputSpec& input : model.inputs) {
-    d["input " + input.name] = absl::StrCat(input.kind == InputKind::kIds ? "ids" : "dense",
-                                            " width ", input.width);
+    d["input " + input.name] =
+        absl::StrCat(InputKindName(input.kind), " width ", input.width,
+                     input.hash_buckets > 0 ? absl::StrCat(" hashed into ", input.hash_buckets)
+                                            : "");
   }
   for (const ParamSpec& param : model.params) {
     d["parameter " + param.name] = absl::StrCat(

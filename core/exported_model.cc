@@ -18,6 +18,8 @@ absl::StatusOr<Signature> ServingSignature(const ModelSpec& spec) {
   for (const InputSpec& in : spec.inputs) {
     if (in.kind == InputKind::kIds) {
       signature.inputs.push_back({in.name, DType::kInt64, {-1}});
+    } else if (in.kind == InputKind::kIdList) {
+      signature.inputs.push_back({in.name, DType::kInt64, {-1, -1}});  // ragged
     } else {
       signature.inputs.push_back({in.name, DType::kFloat32, {-1, in.width}});
     }
@@ -187,6 +189,7 @@ absl::StatusOr<std::map<std::string, Tensor>> Predictor::Predict(const Batch& ba
   if (batch.labels.size() > 0) {
     unlabeled.size = batch.size;
     unlabeled.ids = batch.ids;
+    unlabeled.id_lists = batch.id_lists;
     unlabeled.dense = batch.dense;
     input = &unlabeled;
   }

@@ -50,12 +50,14 @@ enum InputKind {
   unspecified @0;
   ids @1;
   dense @2;
+  idList @3;  # several (weighted) ids per example: a multi-hot feature
 }
 
 struct Input {
   name @0 :Text;
   kind @1 :InputKind;
   width @2 :Int64;
+  hashBuckets @3 :Int64;  # 0: ids are table rows; N: raw ids hashed into N buckets (core/hash.h)
 }
 
 struct Initializer {

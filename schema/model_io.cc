@@ -41,8 +41,19 @@ using schema_internal::VariableExtent;
 
 void BuildInput(const InputSpec& input, wire::Input::Builder out) {
   out.setName(TextOf(input.name));
-  out.setKind(input.kind == InputKind::kIds ? wire::InputKind::IDS : wire::InputKind::DENSE);
+  switch (input.kind) {
+    case InputKind::kIds:
+      out.setKind(wire::InputKind::IDS);
+      break;
+    case InputKind::kDense:
+      out.setKind(wire::InputKind::DENSE);
+      break;
+    case InputKind::kIdList:
+      out.setKind(wire::InputKind::ID_LIST);
+      break;
+  }
   out.setWidth(input.width);
+  out.setHashBuckets(input.hash_buckets);
 }
 
 absl::StatusOr<InputSpec> ParseInput(wire::Input::Reader in) {
@@ -55,11 +66,15 @@ absl::StatusOr<InputSpec> ParseInput(wire::Input::Reader in) {
     case wire::InputKind::DENSE:
       input.kind = InputKind::kDense;
       break;
+    case wire::InputKind::ID_LIST:
+      input.kind = InputKind::kIdList;
+      break;
     default:
       return absl::DataLossError(absl::StrCat("model input ", input.name, ": invalid kind ",
                                               static_cast<int>(in.getKind())));
   }
   input.width = in.getWidth();
+  input.hash_buckets = in.getHashBuckets();
   return input;
 }
 

@@ -225,8 +225,11 @@ absl::StatusOr<const InstanceFormat*> ChooseSignature(
 }
 
 // A feature's value as an instance holds it (instances.h): a list of one id unwrapped, a
-// number for a dense input of width 1 wrapped.
+// number for a dense input of width 1 wrapped, an id-list input's single id listed.
 absl::StatusOr<Json> InstanceValue(const InstanceFormat::Input& input, Json value) {
+  if (input.kind == InputKind::kIdList && !value.is_array() && !value.is_object()) {
+    return Json::array({std::move(value)});
+  }
   if (input.kind == InputKind::kIds && value.is_array()) {
     if (value.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat("feature '", input.name,
@@ -266,16 +269,8 @@ absl::StatusOr<std::map<std::string, Json>> ContextFeatures(const InstanceFormat
   }
   // A context value is checked once, here, rather than in every example.
   for (const auto& [name, value] : features) {
-    const InstanceFormat::Input& input = *FindInput(format, name);
-    absl::Status status;
-    if (input.kind == InputKind::kIds) {
-      int64_t id = 0;
-      status = ParseIdValue(input, value, id);
-    } else {
-      std::vector<float> row;
-      status = ParseDenseValue(input, value, row);
-    }
-    RETURN_IF_ERROR(Annotate(status, "context"));
+    InputColumn column(*FindInput(format, name));
+    RETURN_IF_ERROR(Annotate(column.Append(value), "context"));
   }
   return features;
 }

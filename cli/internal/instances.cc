@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/internal/classify_signatures.h"
+#include "core/hash.h"
 #include "core/status.h"
 
 namespace tessera::cli {
@@ -27,7 +28,7 @@ absl::Status CheckTensor(const TensorSignature& got, DType dtype, std::vector<in
                                                  Describe(dtype, shape)));
 }
 
-// The rows of the smallest table each ids input is looked up in.
+// The rows of the smallest table each ids or id-list input is looked up in.
 std::map<std::string, int64_t> IdLimits(const ModelSpec& spec, const ResolvedGraph& graph) {
   std::map<std::string, int64_t> limits;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
@@ -70,12 +71,16 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
       return absl::InvalidArgumentError(
           absl::StrCat(context, ": input '", in.name, "' appears twice"));
     }
-    InstanceFormat::Input input{in.name, spec_input->kind, spec_input->width, 0};
-    if (input.kind == InputKind::kIds) {
-      RETURN_IF_ERROR(Annotate(CheckTensor(in, DType::kInt64, {-1}, "input"), context));
+    InstanceFormat::Input input{in.name, spec_input->kind, spec_input->width, 0,
+                                spec_input->hash_buckets};
+    if (input.is_id_input()) {
+      const std::vector<int64_t> shape =
+          input.kind == InputKind::kIds ? std::vector<int64_t>{-1} : std::vector<int64_t>{-1, -1};
+      RETURN_IF_ERROR(Annotate(CheckTensor(in, DType::kInt64, shape, "input"), context));
       auto limit = id_limits.find(in.name);
-      input.id_limit =
-          limit == id_limits.end() ? std::numeric_limits<int64_t>::max() : limit->second;
+      input.id_limit = limit == id_limits.end() || input.hash_buckets > 0
+                           ? std::numeric_limits<int64_t>::max()
+                           : limit->second;
     } else {
       RETURN_IF_ERROR(
           Annotate(CheckTensor(in, DType::kFloat32, {-1, input.width}, "input"), context));
@@ -125,6 +130,22 @@ absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
 }
 
 absl::Status ParseIdValue(const InstanceFormat::Input& input, const Json& value, int64_t& id) {
+  if (input.hash_buckets > 0) {
+    // A raw id: any int64, or a categorical string by its StringId.
+    if (value.is_string()) {
+      id = StringId(value.get_ref<const std::string&>());
+      return absl::OkStatus();
+    }
+    if (value.is_number_integer() &&
+        (!value.is_number_unsigned() ||
+         value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      id = value.get<int64_t>();
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat("input '", input.name,
+                                                   "' must be an int64 id or a string, got ",
+                                                   JsonTypeName(value)));
+  }
   if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
     if (u > static_cast<uint64_t>(input.id_limit - 1)) {
@@ -168,8 +189,159 @@ absl::Status ParseDenseValue(const InstanceFormat::Input& input, const Json& val
   return absl::OkStatus();
 }
 
-BatchBuilder::BatchBuilder(const InstanceFormat& format)
-    : format_(format), ids_(format.inputs.size()), dense_(format.inputs.size()) {}
+InputColumn::InputColumn(const InstanceFormat::Input& input) : input_(&input) {}
+
+absl::Status InputColumn::Append(const Json& value) {
+  switch (input_->kind) {
+    case InputKind::kIds: {
+      int64_t id = 0;
+      RETURN_IF_ERROR(ParseIdValue(*input_, value, id));
+      ids_.push_back(id);
+      break;
+    }
+    case InputKind::kIdList: {
+      // [id, ...] or {"ids": [id, ...], "weights": [w, ...]}.
+      const Json* ids = &value;
+      const Json* weights = nullptr;
+      if (value.is_object()) {
+        for (const auto& [key, field] : value.items()) {
+          if (key == "ids") {
+            ids = &field;
+          } else if (key == "weights") {
+            weights = &field;
+          } else {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "input '", input_->name, "': unknown field '", key, "' (expected ids, weights)"));
+          }
+        }
+        if (ids == &value) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("input '", input_->name, "': the object has no \"ids\""));
+        }
+      }
+      if (!ids->is_array()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", input_->name, "' must be an array of ids, got ", JsonTypeName(*ids)));
+      }
+      if (static_cast<int64_t>(ids->size()) > kMaxIdsPerList) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", input_->name, "' holds ",
+                                                       ids->size(), " ids; at most ",
+                                                       kMaxIdsPerList, " are taken"));
+      }
+      if (weights != nullptr && (!weights->is_array() || weights->size() != ids->size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", input_->name, "': \"weights\" must be an array of one number per id (",
+            ids->size(), ")"));
+      }
+      const size_t old_ids = list_.ids.size();
+      const size_t old_weights = list_.weights.size();
+      // Weights are all-or-nothing per batch: once one instance has them, every id has one.
+      const bool weighted = weights != nullptr || !list_.weights.empty();
+      if (weighted && list_.weights.empty()) list_.weights.assign(list_.ids.size(), 1.0f);
+      for (size_t i = 0; i < ids->size(); ++i) {
+        int64_t id = 0;
+        absl::Status status = ParseIdValue(*input_, (*ids)[i], id);
+        float weight = 1.0f;
+        if (status.ok() && weights != nullptr) {
+          const Json& w = (*weights)[i];
+          if (!w.is_number() || !std::isfinite(w.get<double>())) {
+            status = absl::InvalidArgumentError(absl::StrCat(
+                "input '", input_->name, "': weight ", i, " must be a finite number"));
+          } else {
+            weight = w.get<float>();
+          }
+        }
+        if (!status.ok()) {
+          list_.ids.resize(old_ids);
+          list_.weights.resize(old_weights);
+          return status;
+        }
+        list_.ids.push_back(id);
+        if (weighted) list_.weights.push_back(weight);
+      }
+      list_.row_splits.push_back(static_cast<int64_t>(list_.ids.size()));
+      break;
+    }
+    case InputKind::kDense:
+      RETURN_IF_ERROR(ParseDenseValue(*input_, value, row_));
+      dense_.insert(dense_.end(), row_.begin(), row_.end());
+      break;
+  }
+  ++size_;
+  return absl::OkStatus();
+}
+
+void InputColumn::AppendPlaceholder() {
+  switch (input_->kind) {
+    case InputKind::kIds:
+      ids_.push_back(0);
+      break;
+    case InputKind::kIdList:
+      list_.row_splits.push_back(static_cast<int64_t>(list_.ids.size()));
+      break;
+    case InputKind::kDense:
+      dense_.resize(dense_.size() + static_cast<size_t>(input_->width), 0.0f);
+      break;
+  }
+  ++size_;
+}
+
+void InputColumn::Truncate(int64_t instances) {
+  if (instances >= size_) return;
+  switch (input_->kind) {
+    case InputKind::kIds:
+      ids_.resize(static_cast<size_t>(instances));
+      break;
+    case InputKind::kIdList:
+      list_.row_splits.resize(static_cast<size_t>(instances) + 1);
+      list_.ids.resize(static_cast<size_t>(list_.row_splits.back()));
+      if (!list_.weights.empty()) list_.weights.resize(list_.ids.size());
+      break;
+    case InputKind::kDense:
+      dense_.resize(static_cast<size_t>(instances * input_->width));
+      break;
+  }
+  size_ = instances;
+}
+
+void InputColumn::Reserve(int64_t instances) {
+  switch (input_->kind) {
+    case InputKind::kIds:
+      ids_.reserve(ids_.size() + instances);
+      break;
+    case InputKind::kIdList:
+      list_.row_splits.reserve(list_.row_splits.size() + instances);
+      break;
+    case InputKind::kDense:
+      dense_.reserve(dense_.size() + instances * input_->width);
+      break;
+  }
+}
+
+void InputColumn::MoveInto(Batch& batch) {
+  switch (input_->kind) {
+    case InputKind::kIds:
+      batch.ids[input_->name] = std::move(ids_);
+      break;
+    case InputKind::kIdList:
+      batch.id_lists[input_->name] = std::move(list_);
+      break;
+    case InputKind::kDense:
+      // The row count and width match by construction.
+      batch.dense[input_->name] =
+          *Tensor::FromVector(Shape{size_, input_->width}, std::move(dense_));
+      break;
+  }
+  ids_.clear();
+  list_ = IdList();
+  dense_.clear();
+  size_ = 0;
+}
+
+BatchBuilder::BatchBuilder(const InstanceFormat& format) : format_(format) {
+  columns_.reserve(format.inputs.size());
+  for (const InstanceFormat::Input& input : format.inputs) columns_.emplace_back(input);
+}
 
 absl::Status BatchBuilder::Add(const Json& instance) {
   const size_t num_inputs = format_.inputs.size();
@@ -199,23 +371,12 @@ absl::Status BatchBuilder::Add(const Json& instance) {
         "an instance must be an object mapping the inputs (",
         absl::StrJoin(InputNames(format_), ", "), ") to values, got ", JsonTypeName(instance)));
   }
-
-  // Parse everything before appending anything, so a bad instance leaves the builder unchanged.
-  std::vector<int64_t> ids(num_inputs, 0);
-  std::vector<std::vector<float>> rows(num_inputs);
+  // A bad value takes back the instance's values appended before it: the builder is unchanged.
   for (size_t i = 0; i < num_inputs; ++i) {
-    const InstanceFormat::Input& input = format_.inputs[i];
-    if (input.kind == InputKind::kIds) {
-      RETURN_IF_ERROR(ParseIdValue(input, *values[i], ids[i]));
-    } else {
-      RETURN_IF_ERROR(ParseDenseValue(input, *values[i], rows[i]));
-    }
-  }
-  for (size_t i = 0; i < num_inputs; ++i) {
-    if (format_.inputs[i].kind == InputKind::kIds) {
-      ids_[i].push_back(ids[i]);
-    } else {
-      dense_[i].insert(dense_[i].end(), rows[i].begin(), rows[i].end());
+    const absl::Status status = columns_[i].Append(*values[i]);
+    if (!status.ok()) {
+      for (size_t j = 0; j < i; ++j) columns_[j].Truncate(size_);
+      return status;
     }
   }
   ++size_;
@@ -223,31 +384,13 @@ absl::Status BatchBuilder::Add(const Json& instance) {
 }
 
 void BatchBuilder::Reserve(int64_t instances) {
-  for (size_t i = 0; i < format_.inputs.size(); ++i) {
-    const InstanceFormat::Input& input = format_.inputs[i];
-    if (input.kind == InputKind::kIds) {
-      ids_[i].reserve(ids_[i].size() + instances);
-    } else {
-      dense_[i].reserve(dense_[i].size() + instances * input.width);
-    }
-  }
+  for (InputColumn& column : columns_) column.Reserve(instances);
 }
 
 Batch BatchBuilder::Take() {
   Batch batch;
   batch.size = size_;
-  for (size_t i = 0; i < format_.inputs.size(); ++i) {
-    const InstanceFormat::Input& input = format_.inputs[i];
-    if (input.kind == InputKind::kIds) {
-      batch.ids[input.name] = std::move(ids_[i]);
-    } else {
-      // The row count and width match by construction.
-      batch.dense[input.name] =
-          *Tensor::FromVector(Shape{size_, input.width}, std::move(dense_[i]));
-    }
-    ids_[i].clear();
-    dense_[i].clear();
-  }
+  for (InputColumn& column : columns_) column.MoveInto(batch);
   size_ = 0;
   return batch;
 }

@@ -5,6 +5,11 @@
 //                                            an integer for an ids input, an array of `width`
 //              {"pixels": [0.1, 0.0, ...]}   numbers for a dense input; with exactly one input
 //              [0.1, 0.0, ...]               the bare value is accepted too.
+//              {"history": [4, 9, 4]}        an id-list input: an array of ids (any length up to
+//              {"history": {"ids": [4, 9],   kMaxIdsPerList, empty included), or an object of
+//                           "weights": [1, .5]}}  ids and one weight per id.
+//              {"C1": "68fd1e64"}            a hashed input (InputSpec::hash_buckets) takes any
+//                                            int64 id or a string (its StringId, core/hash.h).
 //   prediction {"logits": [0.3], "probability": [0.57]}   output name -> its row of floats (or
 //              [0.57]                        strings), or the bare row when the signature has one
 //              {"classes": ["0", "1"], "scores": [0.43, 0.57]}                       output.
@@ -49,8 +54,12 @@ struct InstanceFormat {
     std::string name;
     InputKind kind = InputKind::kDense;
     int64_t width = 1;  // dense: numbers per instance
-    // ids: valid ids are [0, id_limit), the rows of the smallest table the input is looked up in.
+    // ids and id_list: valid ids are [0, id_limit), the rows of the smallest table the input is
+    // looked up in; hashed inputs take any id (and strings).
     int64_t id_limit = 0;
+    int64_t hash_buckets = 0;  // InputSpec::hash_buckets
+
+    bool is_id_input() const { return kind == InputKind::kIds || kind == InputKind::kIdList; }
   };
   struct Output {
     // What an output's values are: the row of a model output (floats); the scores [1 - p, p] of
@@ -71,9 +80,13 @@ struct InstanceFormat {
   std::vector<Output> outputs;  // in the signature's order
 };
 
+// The most ids one instance's id-list value may hold.
+inline constexpr int64_t kMaxIdsPerList = 4096;
+
 // Resolves `signature` against `spec` (a valid spec, e.g. a Predictor's). InvalidArgument naming
 // the signature and the tensor unless its inputs are exactly the spec's inputs (ids: int64 [-1];
-// dense: float32 [-1, width]) and its outputs are outputs of the spec (float32 [-1, width]).
+// id_list: int64 [-1, -1]; dense: float32 [-1, width]) and its outputs are outputs of the spec
+// (float32 [-1, width]).
 absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
                                                   const ModelSpec& spec);
 
@@ -85,12 +98,42 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
 absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
     const ModelDescription& model);
 
-// One value of an ids input: an integer in [0, id_limit). InvalidArgument naming the input.
+// One id of an ids or id-list input: an integer in [0, id_limit); for a hashed input any int64
+// or a string (its StringId). InvalidArgument naming the input.
 absl::Status ParseIdValue(const InstanceFormat::Input& input, const Json& value, int64_t& id);
 // One value of a dense input: an array of `width` numbers, into `row` (replaced).
 // InvalidArgument naming the input (and the element).
 absl::Status ParseDenseValue(const InstanceFormat::Input& input, const Json& value,
                              std::vector<float>& row);
+
+// One input's values for a batch, appended instance by instance in the input's own form: ids,
+// an id list (IdList), or dense rows.
+class InputColumn {
+ public:
+  // `input` must outlive the column.
+  explicit InputColumn(const InstanceFormat::Input& input);
+
+  // Parses one instance's `value` and appends it. InvalidArgument naming the input (and the
+  // element) for a value the input does not take, appending nothing.
+  absl::Status Append(const Json& value);
+  // Appends the input's neutral value (id 0 or the first hashed id, an empty list, zeros): keeps
+  // the instances of a column aligned where a value was refused.
+  void AppendPlaceholder();
+  // Drops the instances from `instances` on (a partly appended instance taken back).
+  void Truncate(int64_t instances);
+  void Reserve(int64_t instances);
+  int64_t size() const { return size_; }
+  // Moves the values into `batch` under the input's name; the column is empty afterwards.
+  void MoveInto(Batch& batch);
+
+ private:
+  const InstanceFormat::Input* input_;
+  int64_t size_ = 0;
+  Ids ids_;                   // ids inputs
+  IdList list_;               // id-list inputs
+  std::vector<float> dense_;  // dense inputs, row-major
+  std::vector<float> row_;    // scratch
+};
 
 // Collects instances into a Batch (no labels).
 class BatchBuilder {
@@ -98,9 +141,8 @@ class BatchBuilder {
   // `format` must outlive the builder.
   explicit BatchBuilder(const InstanceFormat& format);
 
-  // Appends one instance. InvalidArgument naming the input (an unknown or missing input, an id
-  // that is not an integer or is outside [0, id_limit), a dense value that is not `width`
-  // numbers), appending nothing.
+  // Appends one instance. InvalidArgument naming the input (an unknown or missing input, a value
+  // InputColumn::Append refuses), appending nothing.
   absl::Status Add(const Json& instance);
   // Makes room for `instances` more instances, so that adding them allocates nothing more.
   void Reserve(int64_t instances);
@@ -111,8 +153,7 @@ class BatchBuilder {
  private:
   const InstanceFormat& format_;
   int64_t size_ = 0;
-  std::vector<Ids> ids_;                   // per input (ids inputs only)
-  std::vector<std::vector<float>> dense_;  // per input (dense inputs only), row-major
+  std::vector<InputColumn> columns_;  // per input of the format
 };
 
 // The outputs of `format` for a batch, from a Predictor's outputs.

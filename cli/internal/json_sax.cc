@@ -36,7 +36,9 @@ std::string ShownName(const std::string& name) {
 int64_t MaxValues(const InstanceFormat& format) {
   int64_t values = 1;
   for (const InstanceFormat::Input& input : format.inputs) {
-    values += 1 + (input.kind == InputKind::kDense ? input.width : 0);
+    values += 1 + (input.kind == InputKind::kDense    ? input.width
+                   : input.kind == InputKind::kIdList ? 2 * kMaxIdsPerList + 4
+                                                      : 0);
   }
   return 2 * values + 16;
 }

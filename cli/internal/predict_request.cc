@@ -309,16 +309,14 @@ class ColumnReader {
     }
     occurrences_.assign(format.inputs.size(), 0);
     for (int64_t start = 0; start < count; start += kInstancesPerBatch) {
-      Batch batch;
-      batch.size = std::min(kInstancesPerBatch, count - start);
+      const int64_t size = std::min(kInstancesPerBatch, count - start);
+      batch_sizes_.push_back(size);
+      std::vector<InputColumn> columns;
       for (const InstanceFormat::Input& input : format.inputs) {
-        if (input.kind == InputKind::kIds) {
-          batch.ids[input.name] = Ids(static_cast<size_t>(batch.size));
-        } else {
-          batch.dense[input.name] = Tensor(Shape{batch.size, input.width});
-        }
+        columns.emplace_back(input);
+        columns.back().Reserve(size);
       }
-      batches_.push_back(std::move(batch));
+      columns_.push_back(std::move(columns));
     }
   }
 
@@ -365,7 +363,14 @@ class ColumnReader {
   }
 
   const absl::Status& status() const { return status_; }
-  std::vector<Batch> TakeBatches() { return std::move(batches_); }
+  std::vector<Batch> TakeBatches() {
+    std::vector<Batch> batches(columns_.size());
+    for (size_t b = 0; b < columns_.size(); ++b) {
+      batches[b].size = batch_sizes_[b];
+      for (InputColumn& column : columns_[b]) column.MoveInto(batches[b]);
+    }
+    return batches;
+  }
 
  private:
   bool reading() const { return element_depth_ > 0; }
@@ -409,29 +414,20 @@ class ColumnReader {
   void Finish() {
     const int64_t index = index_++;
     const Json value = value_.Take();
+    const size_t b = static_cast<size_t>(index / kInstancesPerBatch);
     if (skipping_) {
       skipping_ = false;
+      if (b < columns_.size()) columns_[b][static_cast<size_t>(column_)].AppendPlaceholder();
       return;
     }
-    // Pass 1 counted the values, so every one has its place.
-    const size_t b = static_cast<size_t>(index / kInstancesPerBatch);
-    if (b >= batches_.size()) return;
-    Batch& batch = batches_[b];
-    const int64_t row = index % kInstancesPerBatch;
-    const InstanceFormat::Input& input = format_.inputs[static_cast<size_t>(column_)];
-    absl::Status status;
-    if (input.kind == InputKind::kIds) {
-      int64_t id = 0;
-      status = ParseIdValue(input, value, id);
-      if (status.ok()) batch.ids[input.name][static_cast<size_t>(row)] = id;
-    } else {
-      status = ParseDenseValue(input, value, dense_row_);
-      if (status.ok()) {
-        std::memcpy(batch.dense[input.name].row(row).data(), dense_row_.data(),
-                    dense_row_.size() * sizeof(float));
-      }
+    // Pass 1 counted the values, so every one has its place; a column's values come in order.
+    if (b >= columns_.size()) return;
+    InputColumn& column = columns_[b][static_cast<size_t>(column_)];
+    absl::Status status = column.Append(value);
+    if (!status.ok()) {
+      column.AppendPlaceholder();  // the batch is refused; its columns stay aligned
+      Keep(index, Annotate(status, absl::StrCat("instance ", index)));
     }
-    if (!status.ok()) Keep(index, Annotate(status, absl::StrCat("instance ", index)));
   }
 
   // Keeps the error of instance `index` (of input column_) when it is the first a reading row by
@@ -450,8 +446,8 @@ class ColumnReader {
   ValueBuilder value_;
   std::vector<int> last_occurrence_;  // per input of the format
   std::vector<int> occurrences_;      // per input: its fields seen so far
-  std::vector<Batch> batches_;
-  std::vector<float> dense_row_;
+  std::vector<std::vector<InputColumn>> columns_;  // per batch, per input of the format
+  std::vector<int64_t> batch_sizes_;
   int inputs_fields_ = 0;
   bool in_object_ = false;
   int64_t depth_ = 0;

@@ -161,6 +161,38 @@ void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, Matri
   }
 }
 
+void EmbeddingBagForward(ConstMatrixRef table, absl::Span<const int64_t> rows,
+                         absl::Span<const int64_t> row_splits, absl::Span<const float> weights,
+                         absl::Span<const float> scales, MatrixRef y) {
+  assert(row_splits.size() == static_cast<size_t>(y.rows()) + 1 && y.cols() == table.cols());
+  for (Eigen::Index b = 0; b < y.rows(); ++b) {
+    auto out = y.row(b);
+    out.setZero();
+    for (int64_t k = row_splits[b]; k < row_splits[b + 1]; ++k) {
+      assert(rows[k] >= 0 && rows[k] < table.rows());
+      if (weights.empty()) {
+        out += table.row(rows[k]);
+      } else {
+        out += weights[k] * table.row(rows[k]);
+      }
+    }
+    out *= scales[b];
+  }
+}
+
+void EmbeddingBagBackward(absl::Span<const int64_t> slots, absl::Span<const int64_t> row_splits,
+                          absl::Span<const float> weights, absl::Span<const float> scales,
+                          ConstMatrixRef dy, MatrixRef grad_rows) {
+  assert(row_splits.size() == static_cast<size_t>(dy.rows()) + 1);
+  for (Eigen::Index b = 0; b < dy.rows(); ++b) {
+    for (int64_t k = row_splits[b]; k < row_splits[b + 1]; ++k) {
+      assert(slots[k] >= 0 && slots[k] < grad_rows.rows());
+      const float scale = weights.empty() ? scales[b] : scales[b] * weights[k];
+      grad_rows.row(slots[k]) += scale * dy.row(b);
+    }
+  }
+}
+
 void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y) {
   Eigen::Index offset = 0;
   for (const ConstMatrixRef& x : xs) {

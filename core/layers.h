@@ -80,6 +80,22 @@ void EmbeddingForward(ConstMatrixRef table, absl::Span<const int64_t> rows, Matr
 void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, MatrixRef grad_rows);
 
 
+// Embedding bags (several ids per example): y.row(b) = scales[b] * sum over k in
+// [row_splits[b], row_splits[b+1]) of weights[k] * table.row(rows[k]) (weights empty: all 1; an
+// empty bag is a zero row). `scales` carries the combiner (1 for sum, 1 / sum of weights for
+// mean, 1 / sqrt(sum of squared weights) for sqrtn). Precondition: row_splits has y.rows() + 1
+// entries from 0 to rows.size(), non-decreasing; rows in [0, table.rows()); scales has y.rows()
+// entries; weights is empty or rows.size() long.
+void EmbeddingBagForward(ConstMatrixRef table, absl::Span<const int64_t> rows,
+                         absl::Span<const int64_t> row_splits, absl::Span<const float> weights,
+                         absl::Span<const float> scales, MatrixRef y);
+
+// Its gradient: grad_rows.row(slots[k]) += scales[b] * weights[k] * dy.row(b) for every id k of
+// example b. The same preconditions, with slots in place of rows.
+void EmbeddingBagBackward(absl::Span<const int64_t> slots, absl::Span<const int64_t> row_splits,
+                          absl::Span<const float> weights, absl::Span<const float> scales,
+                          ConstMatrixRef dy, MatrixRef grad_rows);
+
 // Concat along the feature axis: y = [x_0 | x_1 | ...]. Precondition: every x_i has y's row
 // count and the column counts sum to y.cols().
 void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y);

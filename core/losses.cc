@@ -18,8 +18,11 @@ std::string MatrixShape(ConstMatrixRef m) {
 absl::StatusOr<LossKind> ParseLoss(absl::string_view name) {
   if (name == "sigmoid_cross_entropy") return LossKind::kSigmoidCrossEntropy;
   if (name == "softmax_cross_entropy") return LossKind::kSoftmaxCrossEntropy;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown loss '", name, "' (expected sigmoid_cross_entropy or softmax_cross_entropy)"));
+  if (name == "mean_squared_error") return LossKind::kMeanSquaredError;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown loss '", name,
+                   "' (expected sigmoid_cross_entropy, softmax_cross_entropy or "
+                   "mean_squared_error)"));
 }
 
 absl::string_view LossName(LossKind kind) {
@@ -28,6 +31,8 @@ absl::string_view LossName(LossKind kind) {
       return "sigmoid_cross_entropy";
     case LossKind::kSoftmaxCrossEntropy:
       return "softmax_cross_entropy";
+    case LossKind::kMeanSquaredError:
+      return "mean_squared_error";
   }
   return "invalid";
 }
@@ -112,8 +117,35 @@ absl::StatusOr<float> ComputeLoss(LossKind kind, ConstMatrixRef logits, ConstMat
       return SigmoidCrossEntropyWithLogits(logits, labels, dlogits);
     case LossKind::kSoftmaxCrossEntropy:
       return SoftmaxCrossEntropyWithLogits(logits, labels, dlogits);
+    case LossKind::kMeanSquaredError:
+      return MeanSquaredError(logits, labels, dlogits);
   }
   return absl::InvalidArgumentError("unknown loss kind");
+}
+
+absl::StatusOr<float> MeanSquaredError(ConstMatrixRef predictions, ConstMatrixRef labels,
+                                       MatrixRef* dpredictions) {
+  if (predictions.rows() != labels.rows() || predictions.cols() != labels.cols() ||
+      predictions.size() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mean_squared_error: predictions [", predictions.rows(), ", ", predictions.cols(),
+        "] and labels [", labels.rows(), ", ", labels.cols(), "] must have one non-empty shape"));
+  }
+  double sum = 0;
+  const double n = static_cast<double>(predictions.size());
+  for (int64_t r = 0; r < labels.rows(); ++r) {
+    for (int64_t c = 0; c < labels.cols(); ++c) {
+      const float label = labels(r, c);
+      if (!std::isfinite(label)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "mean_squared_error: the label of example ", r, " is not finite (", label, ")"));
+      }
+      const double error = static_cast<double>(predictions(r, c)) - label;
+      sum += error * error;
+      if (dpredictions != nullptr) (*dpredictions)(r, c) = static_cast<float>(2 * error / n);
+    }
+  }
+  return static_cast<float>(sum / n);
 }
 
 }  // namespace tessera

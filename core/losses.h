@@ -1,5 +1,5 @@
 // Losses on logits: sigmoid cross-entropy (binary, or independent multi-label) and softmax
-// cross-entropy with sparse integer labels. Each returns the MEAN loss over the batch and, when
+// cross-entropy with sparse integer labels; and the mean squared error of a regression. Each returns the MEAN loss over the batch and, when
 // asked, dLoss/dlogits (already divided by the batch size).
 //
 // Both are written in the log-sum-exp form, so any finite logit (|logit| = 1e4 included) gives a
@@ -16,9 +16,10 @@
 
 namespace tessera {
 
-enum class LossKind { kSigmoidCrossEntropy, kSoftmaxCrossEntropy };
+enum class LossKind { kSigmoidCrossEntropy, kSoftmaxCrossEntropy, kMeanSquaredError };
 
-// "sigmoid_cross_entropy" or "softmax_cross_entropy"; InvalidArgument naming the unknown name.
+// "sigmoid_cross_entropy", "softmax_cross_entropy" or "mean_squared_error"; InvalidArgument
+// naming the unknown name.
 absl::StatusOr<LossKind> ParseLoss(absl::string_view name);
 absl::string_view LossName(LossKind kind);
 
@@ -35,6 +36,12 @@ absl::StatusOr<float> SigmoidCrossEntropyWithLogits(ConstMatrixRef logits, Const
 // or a label is not an integer in [0, C) (the message names the example and the value).
 absl::StatusOr<float> SoftmaxCrossEntropyWithLogits(ConstMatrixRef logits, ConstMatrixRef labels,
                                                     MatrixRef* dlogits);
+
+// Mean over all elements of (p - y)^2 for predictions p and labels y of one shape [B, k]
+// (regression). When `dpredictions` is non-null it is set to 2 (p - y) / (B * k).
+// InvalidArgument when the shapes differ or are empty, or a label is not finite.
+absl::StatusOr<float> MeanSquaredError(ConstMatrixRef predictions, ConstMatrixRef labels,
+                                       MatrixRef* dpredictions);
 
 // Dispatches to the loss `kind` names.
 absl::StatusOr<float> ComputeLoss(LossKind kind, ConstMatrixRef logits, ConstMatrixRef labels,

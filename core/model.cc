@@ -1,9 +1,11 @@
 #include "core/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/hash.h"
 #include "core/layers.h"
 #include "core/losses.h"
 #include "core/status.h"
@@ -15,6 +17,49 @@ void CopyToTensor(Eigen::Map<const RowMatrix> value, Tensor& t) {
   const Shape shape{value.rows(), value.cols()};
   if (t.shape() != shape) t = Tensor(shape);
   t.matrix() = value;
+}
+
+absl::Status CheckIdList(const IdList& list, int64_t batch_size, const std::string& name) {
+  const std::string what = absl::StrCat("batch: id_list feature '", name, "'");
+  if (list.num_rows() != batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " has ", list.num_rows(),
+                                                   " rows (row_splits of ", list.row_splits.size(),
+                                                   " entries), expected ", batch_size));
+  }
+  if (list.row_splits.front() != 0 ||
+      list.row_splits.back() != static_cast<int64_t>(list.ids.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": row_splits must run from 0 to ",
+                                                   list.ids.size(), " (its ids), got ",
+                                                   list.row_splits.front(), " to ",
+                                                   list.row_splits.back()));
+  }
+  for (size_t b = 0; b + 1 < list.row_splits.size(); ++b) {
+    if (list.row_splits[b + 1] < list.row_splits[b]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": row_splits decrease at example ", b));
+    }
+  }
+  if (!list.weights.empty()) {
+    if (list.weights.size() != list.ids.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has ", list.weights.size(),
+                                                     " weights for ", list.ids.size(), " ids"));
+    }
+    for (size_t k = 0; k < list.weights.size(); ++k) {
+      if (!std::isfinite(list.weights[k])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": weight ", k, " is not finite (", list.weights[k], ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The example an id at position k of a lookup belongs to.
+int64_t ExampleOf(absl::Span<const int64_t> row_splits, int64_t k) {
+  if (row_splits.empty()) return k;
+  return static_cast<int64_t>(std::upper_bound(row_splits.begin(), row_splits.end(), k) -
+                              row_splits.begin()) -
+         1;
 }
 
 }  // namespace
@@ -30,7 +75,7 @@ Model::Model(ModelSpec spec, ResolvedGraph graph)
   std::vector<bool> upstream(num_nodes, false);
   for (int n = 0; n < num_nodes; ++n) {
     const ResolvedGraph::Node& node = graph_.nodes[n];
-    if (node.op == OpKind::kEmbedding) lookups_[node.params[0]].push_back(n);
+    if (node.is_embedding()) lookups_[node.params[0]].push_back(n);
     for (int p : node.params) upstream[n] = upstream[n] || spec_.params[p].trainable;
     for (int v : node.inputs) {
       if (v >= graph_.num_inputs) upstream[n] = upstream[n] || upstream[v - graph_.num_inputs];
@@ -78,6 +123,13 @@ absl::Status Model::CheckBatch(const Batch& batch, bool need_labels) const {
                                                        it->second.size(), " ids, expected ",
                                                        batch.size));
       }
+    } else if (in.kind == InputKind::kIdList) {
+      auto it = batch.id_lists.find(in.name);
+      if (it == batch.id_lists.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("batch: missing id_list feature '", in.name, "'"));
+      }
+      RETURN_IF_ERROR(CheckIdList(it->second, batch.size, in.name));
     } else {
       auto it = batch.dense.find(in.name);
       if (it == batch.dense.end()) {
@@ -167,7 +219,7 @@ bool Model::PlanFits(const Batch& batch, int p, StepWorkspace& ws) const {
   ws.plan_marks.assign(num_unique, 0);
   size_t used = 0;
   for (int n : lookups_[p]) {
-    const Ids& ids = batch.ids.at(spec_.inputs[graph_.nodes[n].inputs[0]].name);
+    const absl::Span<const int64_t> ids = LookupOf(batch, ws, n).rows;
     const std::vector<int64_t>& slots = ws.slots[n];
     if (slots.size() != ids.size()) return false;
     for (size_t b = 0; b < ids.size(); ++b) {
@@ -196,24 +248,25 @@ absl::Status Model::PlanLookups(const Batch& batch, const std::vector<bool>& pla
     Ids& all_ids = ws.lookup_ids[p];
     all_ids.clear();
     for (int n : lookups_[p]) {
-      const std::string& feature = spec_.inputs[graph_.nodes[n].inputs[0]].name;
-      const Ids& ids = batch.ids.at(feature);
-      for (size_t b = 0; b < ids.size(); ++b) {
-        if (ids[b] < 0 || ids[b] >= table_rows) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("node '", spec_.nodes[n].name, "': id ", ids[b], " of example ", b,
-                           " (feature '", feature, "') is out of range [0, ", table_rows,
-                           ") of table '", spec_.params[p].name, "'"));
+      const Lookup lookup = LookupOf(batch, ws, n);
+      for (size_t k = 0; k < lookup.rows.size(); ++k) {
+        if (lookup.rows[k] < 0 || lookup.rows[k] >= table_rows) {
+          const std::string& feature = spec_.inputs[graph_.nodes[n].inputs[0]].name;
+          return absl::InvalidArgumentError(absl::StrCat(
+              "node '", spec_.nodes[n].name, "': id ", lookup.rows[k], " of example ",
+              ExampleOf(lookup.row_splits, static_cast<int64_t>(k)), " (feature '", feature,
+              "') is out of range [0, ", table_rows, ") of table '", spec_.params[p].name, "'"));
         }
       }
-      if (plan[p]) all_ids.insert(all_ids.end(), ids.begin(), ids.end());
+      if (plan[p]) all_ids.insert(all_ids.end(), lookup.rows.begin(), lookup.rows.end());
     }
     if (!plan[p]) continue;
     UniqueIds(all_ids, ws.unique_ids[p], ws.scratch_slots);
     auto next = ws.scratch_slots.begin();
     for (int n : lookups_[p]) {
-      ws.slots[n].assign(next, next + batch.size);
-      next += batch.size;
+      const size_t count = LookupOf(batch, ws, n).rows.size();
+      ws.slots[n].assign(next, next + static_cast<std::ptrdiff_t>(count));
+      next += static_cast<std::ptrdiff_t>(count);
     }
     ws.planned[p] = true;
   }
@@ -243,6 +296,7 @@ absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& 
 absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& batch,
                                                              StepWorkspace& ws) const {
   RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
+  HashInputs(batch, ws);
   const std::vector<bool> plan(spec_.params.size(), true);
   RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
   std::map<std::string, SortedIds> needed;
@@ -261,49 +315,83 @@ Eigen::Map<const RowMatrix> Model::Value(const Batch& batch, const StepWorkspace
   return Eigen::Map<const RowMatrix>(m.data(), m.rows(), m.cols());
 }
 
+void Model::HashInputs(const Batch& batch, StepWorkspace& ws) const {
+  ws.hashed_rows.resize(spec_.inputs.size());
+  for (size_t i = 0; i < spec_.inputs.size(); ++i) {
+    const InputSpec& in = spec_.inputs[i];
+    if (in.hash_buckets == 0) continue;
+    const Ids& ids = in.kind == InputKind::kIds ? batch.ids.at(in.name)
+                                                 : batch.id_lists.at(in.name).ids;
+    Ids& rows = ws.hashed_rows[i];
+    rows.resize(ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) rows[k] = HashBucket(ids[k], in.hash_buckets);
+  }
+}
+
+Model::Lookup Model::LookupOf(const Batch& batch, const StepWorkspace& ws, int node) const {
+  const int input = graph_.nodes[node].inputs[0];
+  const InputSpec& in = spec_.inputs[input];
+  Lookup lookup;
+  if (in.kind == InputKind::kIds) {
+    lookup.rows = batch.ids.at(in.name);
+  } else {
+    const IdList& list = batch.id_lists.at(in.name);
+    lookup.rows = list.ids;
+    lookup.row_splits = list.row_splits;
+    lookup.weights = list.weights;
+  }
+  if (in.hash_buckets > 0) lookup.rows = ws.hashed_rows[input];
+  return lookup;
+}
+
 void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
   ws.activations.resize(graph_.nodes.size());
-  std::vector<ConstMatrixRef> concat_inputs;
+  ws.bag_scales.resize(graph_.nodes.size());
   for (size_t n = 0; n < graph_.nodes.size(); ++n) {
     const ResolvedGraph::Node& node = graph_.nodes[n];
     RowMatrix& y = ws.activations[n];
     y.resize(batch.size, node.width);
-    switch (node.op) {
-      case OpKind::kEmbedding: {
-        const int p = node.params[0];
-        // A whole table is read at the example's id, gathered rows at its slot.
-        const Ids& rows = ws.param_gathered[p] != nullptr
-                              ? ws.slots[n]
-                              : batch.ids.at(spec_.inputs[node.inputs[0]].name);
-        EmbeddingForward(ws.param_values[p].matrix(), rows, y);
-        break;
-      }
-      case OpKind::kDense: {
-        absl::Span<const float> bias;
-        if (node.params.size() == 2) bias = ws.param_values[node.params[1]].values();
-        DenseForward(Value(batch, ws, node.inputs[0]), ws.param_values[node.params[0]].matrix(),
-                     bias, node.activation, y);
-        break;
-      }
-      case OpKind::kRelu:
-        ActivationForward(Activation::kRelu, Value(batch, ws, node.inputs[0]), y);
-        break;
-      case OpKind::kSigmoid:
-        ActivationForward(Activation::kSigmoid, Value(batch, ws, node.inputs[0]), y);
-        break;
-      case OpKind::kTanh:
-        ActivationForward(Activation::kTanh, Value(batch, ws, node.inputs[0]), y);
-        break;
-      case OpKind::kSoftmax:
-        SoftmaxForward(Value(batch, ws, node.inputs[0]), y);
-        break;
-      case OpKind::kConcat:
-        concat_inputs.clear();
-        for (int v : node.inputs) concat_inputs.emplace_back(Value(batch, ws, v));
-        ConcatForward(concat_inputs, y);
-        break;
+    if (!node.is_embedding()) {
+      node.op->forward(OpArgs(batch, ws, static_cast<int>(n)), y);
+      continue;
     }
+    const int p = node.params[0];
+    const Lookup lookup = LookupOf(batch, ws, static_cast<int>(n));
+    // A whole table is read at the id's row, gathered rows at its slot.
+    const absl::Span<const int64_t> rows =
+        ws.param_gathered[p] != nullptr ? absl::MakeConstSpan(ws.slots[n]) : lookup.rows;
+    if (lookup.row_splits.empty()) {
+      EmbeddingForward(ws.param_values[p].matrix(), rows, y);
+      continue;
+    }
+    std::vector<float>& scales = ws.bag_scales[n];
+    scales.resize(static_cast<size_t>(batch.size));
+    for (int64_t b = 0; b < batch.size; ++b) {
+      double sum = 0;
+      for (int64_t k = lookup.row_splits[b]; k < lookup.row_splits[b + 1]; ++k) {
+        const double w = lookup.weights.empty() ? 1.0 : lookup.weights[k];
+        sum += node.combiner == Combiner::kSqrtN ? w * w : w;
+      }
+      // An empty bag (or weights summing to 0) is a zero row, never a division by 0.
+      scales[b] = node.combiner == Combiner::kSum ? 1.0f
+                  : sum == 0                       ? 0.0f
+                  : node.combiner == Combiner::kMean
+                      ? static_cast<float>(1.0 / sum)
+                      : static_cast<float>(1.0 / std::sqrt(sum));
+    }
+    EmbeddingBagForward(ws.param_values[p].matrix(), rows, lookup.row_splits, lookup.weights,
+                        scales, y);
   }
+}
+
+OpForwardArgs Model::OpArgs(const Batch& batch, const StepWorkspace& ws, int n) const {
+  const ResolvedGraph::Node& node = graph_.nodes[n];
+  const NodeSpec& spec = spec_.nodes[n];
+  OpForwardArgs args;
+  for (int v : node.inputs) args.inputs.emplace_back(Value(batch, ws, v));
+  for (int p : node.params) args.params.emplace_back(ws.param_values[p].matrix());
+  args.attrs = {&spec.attrs, &spec.string_attrs};
+  return args;
 }
 
 void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const {
@@ -326,70 +414,51 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
   for (int n = 0; n < num_nodes; ++n) {
     if (backprop_[n] && n != loss_node) ws.gradients[n].setZero(batch.size, graph_.nodes[n].width);
   }
-  // The gradient buffer of value v when it is a node that backpropagates, else null.
+  // Views of the gradient buffers a node adds to (null: no gradient wanted).
   std::vector<std::optional<MatrixRef>> input_grads;
-  std::vector<MatrixRef*> input_grad_ptrs;
-  std::vector<int64_t> input_widths;
+  std::vector<std::optional<MatrixRef>> param_grads;
   for (int n = num_nodes - 1; n >= 0; --n) {
     if (!backprop_[n]) continue;
     const ResolvedGraph::Node& node = graph_.nodes[n];
     RowMatrix& dy = ws.gradients[n];
-    const RowMatrix& y = ws.activations[n];
+    if (node.is_embedding()) {
+      const ParamSpec& table = spec_.params[node.params[0]];
+      if (!table.trainable) continue;
+      MatrixRef grad_rows(result.sparse_gradients[table.name].values.matrix());
+      const Lookup lookup = LookupOf(batch, ws, n);
+      if (lookup.row_splits.empty()) {
+        EmbeddingBackward(ws.slots[n], dy, grad_rows);
+      } else {
+        EmbeddingBagBackward(ws.slots[n], lookup.row_splits, lookup.weights, ws.bag_scales[n], dy,
+                             grad_rows);
+      }
+      continue;
+    }
+    OpBackwardArgs args(OpArgs(batch, ws, n), ws.activations[n], dy);
     input_grads.clear();
-    input_grad_ptrs.clear();
-    input_widths.clear();
     input_grads.reserve(node.inputs.size());
     for (int v : node.inputs) {
       if (v >= graph_.num_inputs && backprop_[v - graph_.num_inputs]) {
         input_grads.emplace_back(ws.gradients[v - graph_.num_inputs]);
-        input_grad_ptrs.push_back(&*input_grads.back());
+        args.input_grads.push_back(&*input_grads.back());
       } else {
         input_grads.emplace_back(std::nullopt);
-        input_grad_ptrs.push_back(nullptr);
+        args.input_grads.push_back(nullptr);
       }
-      input_widths.push_back(graph_.value_widths[v]);
     }
-    MatrixRef* dx = input_grad_ptrs[0];
-    switch (node.op) {
-      case OpKind::kEmbedding: {
-        const ParamSpec& table = spec_.params[node.params[0]];
-        if (table.trainable) {
-          EmbeddingBackward(ws.slots[n], dy, result.sparse_gradients[table.name].values.matrix());
-        }
-        break;
+    param_grads.clear();
+    param_grads.reserve(node.params.size());
+    for (int p : node.params) {
+      const ParamSpec& param = spec_.params[p];
+      if (param.trainable) {
+        param_grads.emplace_back(result.dense_gradients[param.name].matrix());
+        args.param_grads.push_back(&*param_grads.back());
+      } else {
+        param_grads.emplace_back(std::nullopt);
+        args.param_grads.push_back(nullptr);
       }
-      case OpKind::kDense: {
-        const ParamSpec& kernel = spec_.params[node.params[0]];
-        std::optional<MatrixRef> dw;
-        if (kernel.trainable) dw.emplace(result.dense_gradients[kernel.name].matrix());
-        absl::Span<float> db;
-        if (node.params.size() == 2 && spec_.params[node.params[1]].trainable) {
-          db = result.dense_gradients[spec_.params[node.params[1]].name].values();
-        }
-        DenseBackward(Value(batch, ws, node.inputs[0]), ws.param_values[node.params[0]].matrix(), y,
-                      dy, node.activation, dy, dw ? &*dw : nullptr, db, dx);
-        break;
-      }
-      case OpKind::kRelu:
-      case OpKind::kSigmoid:
-      case OpKind::kTanh: {
-        const Activation activation = node.op == OpKind::kRelu      ? Activation::kRelu
-                                      : node.op == OpKind::kSigmoid ? Activation::kSigmoid
-                                                                    : Activation::kTanh;
-        if (dx == nullptr) break;
-        ActivationBackward(activation, y, dy, dy);
-        *dx += dy;
-        break;
-      }
-      case OpKind::kSoftmax:
-        if (dx == nullptr) break;
-        SoftmaxBackward(y, dy, dy);
-        *dx += dy;
-        break;
-      case OpKind::kConcat:
-        ConcatBackward(dy, input_widths, input_grad_ptrs);
-        break;
     }
+    node.op->backward(args);
   }
 }
 
@@ -403,6 +472,7 @@ void Model::CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& 
 absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
                                     StepResult& result) const {
   RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/true));
+  HashInputs(batch, ws);
   RETURN_IF_ERROR(BindParams(params, ws));
   // Unique ids are needed to read gathered rows and to build sparse gradients.
   std::vector<bool> plan(spec_.params.size());
@@ -436,6 +506,7 @@ absl::Status Model::Forward(const Batch& batch, const StepParams& params, StepWo
                             ForwardResult& result) const {
   const bool with_labels = batch.labels.size() > 0;
   RETURN_IF_ERROR(CheckBatch(batch, with_labels));
+  HashInputs(batch, ws);
   RETURN_IF_ERROR(BindParams(params, ws));
   std::vector<bool> plan(spec_.params.size());
   for (size_t p = 0; p < plan.size(); ++p) plan[p] = ws.param_gathered[p] != nullptr;

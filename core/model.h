@@ -79,13 +79,16 @@ class StepWorkspace {
 
   std::vector<RowMatrix> activations;  // per node: its [B, width] output
   std::vector<RowMatrix> gradients;    // per node: dLoss/d(output), when backpropagated
+  // Per input (hashed ids and id_list inputs only): the table row of each of the batch's ids.
+  std::vector<Ids> hashed_rows;
   // Per parameter (embedding tables only): the batch's sorted unique ids, and a concatenation
   // buffer of all its lookups' ids.
   std::vector<SortedIds> unique_ids;
   std::vector<Ids> lookup_ids;
-  // Per node (embedding nodes only): the position of each example's id among unique_ids, which
-  // is also the row it reads from a gathered table.
+  // Per node (embedding nodes only): the position of each of its ids among unique_ids, which is
+  // also the row it reads from a gathered table; and, for bags, each example's combiner scale.
   std::vector<std::vector<int64_t>> slots;
+  std::vector<std::vector<float>> bag_scales;
   std::vector<int64_t> scratch_slots;
   // Per parameter: unique_ids and its lookups' slots hold the plan of some earlier batch, which
   // the next call checks against its own batch before sorting again (Note [Reused lookup plans]).
@@ -109,9 +112,11 @@ class Model {
   // True for embedding tables: read by rows, sparse gradients. Precondition: valid index.
   bool IsEmbedding(int param_index) const { return graph_.param_is_embedding[param_index]; }
 
-  // For every embedding table, the sorted unique ids the batch looks up in it (the rows a
-  // worker must gather). InvalidArgument when an ids feature is missing, has the wrong number
-  // of ids, or holds an id outside the table's rows (naming the feature, the example and id).
+  // For every embedding table, the sorted unique rows the batch looks up in it (the rows a
+  // worker must gather: for a hashed input, the buckets of its ids). InvalidArgument when an ids
+  // or id_list feature is missing or malformed (the wrong number of ids or rows, row_splits not
+  // from 0 to the id count or decreasing, weights not one finite number per id), or holds an id
+  // outside the table's rows (naming the feature, the example and id).
   absl::StatusOr<std::map<std::string, SortedIds>> RowsNeeded(const Batch& batch) const;
   // The same, and leaves the batch's lookup plan in `workspace`: a ForwardBackward or Forward of
   // the same batch with that workspace then checks the plan in linear time instead of sorting
@@ -150,7 +155,18 @@ class Model {
   // range); O(batch size + unique ids).
   bool PlanFits(const Batch& batch, int p, StepWorkspace& ws) const;
   absl::Status CheckGathered(const StepWorkspace& ws) const;
+  // An embedding node's ids in this batch, as table rows.
+  struct Lookup {
+    absl::Span<const int64_t> rows;        // one per id
+    absl::Span<const int64_t> row_splits;  // empty: one id per example
+    absl::Span<const float> weights;       // empty: every weight 1
+  };
+  Lookup LookupOf(const Batch& batch, const StepWorkspace& ws, int node) const;
+  // Hashes the batch's hashed inputs into ws.hashed_rows. Precondition: CheckBatch passed.
+  void HashInputs(const Batch& batch, StepWorkspace& ws) const;
   void RunForward(const Batch& batch, StepWorkspace& ws) const;
+  // A registry op's view of node n's inputs, parameters and attributes.
+  OpForwardArgs OpArgs(const Batch& batch, const StepWorkspace& ws, int n) const;
   void RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const;
   void CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& outputs) const;
   // The [B, width] matrix of value `v` (a dense input or a node's output).

@@ -1,54 +1,28 @@
 #include "core/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/op_registry.h"
 #include "core/status.h"
 
 namespace tessera {
 namespace {
 
-// How a node uses a parameter; one parameter keeps one role across all its nodes.
-enum class ParamRole { kUnused, kTable, kKernel, kBias };
+// The role an embedding node gives its table; registry ops name their own roles ("kernel",
+// "bias", ...). One parameter keeps one role across all its nodes.
+constexpr char kTableRole[] = "table";
 
-absl::string_view RoleName(ParamRole role) {
-  switch (role) {
-    case ParamRole::kUnused:
-      return "unused";
-    case ParamRole::kTable:
-      return "an embedding table";
-    case ParamRole::kKernel:
-      return "a dense kernel";
-    case ParamRole::kBias:
-      return "a dense bias";
-  }
-  return "invalid";
-}
-
-struct OpInfo {
-  const char* name;
-  OpKind kind;
-  int min_inputs;
-  int max_inputs;  // -1: unbounded
-  int min_params;
-  int max_params;
-};
-
-constexpr OpInfo kOps[] = {
-    {kOpEmbedding, OpKind::kEmbedding, 1, 1, 1, 1}, {kOpDense, OpKind::kDense, 1, 1, 1, 2},
-    {kOpRelu, OpKind::kRelu, 1, 1, 0, 0},           {kOpSigmoid, OpKind::kSigmoid, 1, 1, 0, 0},
-    {kOpTanh, OpKind::kTanh, 1, 1, 0, 0},           {kOpSoftmax, OpKind::kSoftmax, 1, 1, 0, 0},
-    {kOpConcat, OpKind::kConcat, 1, -1, 0, 0},
-};
-
-const OpInfo* FindOp(absl::string_view name) {
-  for (const OpInfo& op : kOps) {
-    if (name == op.name) return &op;
-  }
-  return nullptr;
+absl::StatusOr<Combiner> ParseCombiner(const std::string& name) {
+  if (name == "sum") return Combiner::kSum;
+  if (name == "mean") return Combiner::kMean;
+  if (name == "sqrtn") return Combiner::kSqrtN;
+  return absl::InvalidArgumentError(
+      absl::StrCat("combiner must be sum, mean or sqrtn, got '", name, "'"));
 }
 
 std::string Count(int n, absl::string_view noun) {
@@ -73,11 +47,11 @@ class Resolver {
       RETURN_IF_ERROR(ResolveNode(static_cast<int>(n)));
     }
     for (size_t p = 0; p < spec_.params.size(); ++p) {
-      if (roles_[p] == ParamRole::kUnused) {
+      if (roles_[p].empty()) {
         return absl::InvalidArgumentError(
             absl::StrCat("parameter '", spec_.params[p].name, "' is not used by any node"));
       }
-      graph_.param_is_embedding.push_back(roles_[p] == ParamRole::kTable);
+      graph_.param_is_embedding.push_back(roles_[p] == kTableRole);
     }
     RETURN_IF_ERROR(ResolveOutputs());
     RETURN_IF_ERROR(ResolveLoss());
@@ -92,16 +66,21 @@ class Resolver {
       if (in.name.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("input #", i, " has no name"));
       }
-      if (in.kind != InputKind::kIds && in.kind != InputKind::kDense) {
+      if (in.kind != InputKind::kIds && in.kind != InputKind::kDense &&
+          in.kind != InputKind::kIdList) {
         return absl::InvalidArgumentError(
             absl::StrCat("input '", in.name, "': invalid kind ", static_cast<int>(in.kind)));
       }
-      if (in.kind == InputKind::kIds && in.width != 1) {
+      const bool ids = in.kind != InputKind::kDense;
+      if (ids && in.width != 1) {
         return absl::InvalidArgumentError(
-            absl::StrCat("input '", in.name,
-                         "': an ids input has one id per example, so its width must be "
-                         "1, got ",
-                         in.width));
+            absl::StrCat("input '", in.name, "': an ", InputKindName(in.kind),
+                         " input feeds embeddings, so its width must be 1, got ", in.width));
+      }
+      if (in.hash_buckets < 0 || (!ids && in.hash_buckets != 0)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name, "': hash_buckets must be 0 or, for an ids or id_list input, >= 1; ",
+            "got ", in.hash_buckets));
       }
       if (in.width < 1) {
         return absl::InvalidArgumentError(
@@ -140,7 +119,7 @@ class Resolver {
       RETURN_IF_ERROR(Annotate(ValidateInitializer(param.initializer),
                                absl::StrCat("parameter '", param.name, "'")));
     }
-    roles_.assign(spec_.params.size(), ParamRole::kUnused);
+    roles_.assign(spec_.params.size(), std::string());
     return absl::OkStatus();
   }
 
@@ -165,29 +144,30 @@ class Resolver {
     return NodeError(node, absl::StrCat("reads '", name, "', which is no input or node"));
   }
 
-  absl::StatusOr<int> ResolveParam(const NodeSpec& node, const std::string& name, ParamRole role) {
+  absl::StatusOr<int> ResolveParam(const NodeSpec& node, const std::string& name,
+                                   const std::string& role) {
     auto it = params_.find(name);
     if (it == params_.end()) {
       return NodeError(node, absl::StrCat("unknown parameter '", name, "'"));
     }
-    ParamRole& current = roles_[it->second];
-    if (current != ParamRole::kUnused && current != role) {
-      return NodeError(node, absl::StrCat("uses parameter '", name, "' as ", RoleName(role),
-                                          " but another node uses it as ", RoleName(current)));
+    std::string& current = roles_[it->second];
+    if (!current.empty() && current != role) {
+      return NodeError(node, absl::StrCat("uses parameter '", name, "' as its ", role,
+                                          " but another node uses it as its ", current));
     }
     current = role;
     return it->second;
   }
 
-  absl::Status CheckAttrs(const NodeSpec& node, const std::set<std::string>& numeric,
-                          const std::set<std::string>& strings) const {
+  absl::Status CheckAttrs(const NodeSpec& node, const std::vector<std::string>& numeric,
+                          const std::vector<std::string>& strings) const {
     for (const auto& [name, value] : node.attrs) {
-      if (numeric.count(name) == 0) {
+      if (std::find(numeric.begin(), numeric.end(), name) == numeric.end()) {
         return NodeError(node, absl::StrCat("unknown attribute '", name, "'"));
       }
     }
     for (const auto& [name, value] : node.string_attrs) {
-      if (strings.count(name) == 0) {
+      if (std::find(strings.begin(), strings.end(), name) == strings.end()) {
         return NodeError(node, absl::StrCat("unknown string attribute '", name, "'"));
       }
     }
@@ -199,109 +179,116 @@ class Resolver {
     if (values_.count(node.name) != 0) {
       return NodeError(node, "the name is already used by an input or an earlier node");
     }
-    const OpInfo* op = FindOp(node.op);
-    if (op == nullptr) {
-      std::vector<std::string> names;
-      for (const OpInfo& o : kOps) names.push_back(o.name);
-      return NodeError(
-          node, absl::StrCat("unknown op (expected one of ", absl::StrJoin(names, ", "), ")"));
+    ResolvedGraph::Node out;
+    const OpDef* op = nullptr;
+    if (node.op != kOpEmbedding) {
+      op = FindOp(node.op);
+      if (op == nullptr) {
+        return NodeError(node, absl::StrCat("unknown op (registered: embedding, ",
+                                            absl::StrJoin(RegisteredOpNames(), ", "), ")"));
+      }
     }
+    out.op = op;
+    const int min_inputs = op == nullptr ? 1 : op->min_inputs;
+    const int max_inputs = op == nullptr ? 1 : op->max_inputs;
     const int num_inputs = static_cast<int>(node.inputs.size());
-    if (num_inputs < op->min_inputs || (op->max_inputs >= 0 && num_inputs > op->max_inputs)) {
-      return NodeError(node, absl::StrCat("has ", Count(num_inputs, "input"), ", expected ",
-                                          op->max_inputs < 0 ? "at least " : "", op->min_inputs));
+    if (num_inputs < min_inputs || (max_inputs >= 0 && num_inputs > max_inputs)) {
+      return NodeError(
+          node, absl::StrCat("has ", Count(num_inputs, "input"), ", expected ",
+                             max_inputs < 0            ? absl::StrCat("at least ", min_inputs)
+                             : min_inputs == max_inputs ? absl::StrCat(min_inputs)
+                                                        : absl::StrCat(min_inputs, " to ",
+                                                                       max_inputs)));
+    }
+    int min_params = 1;
+    int max_params = 1;
+    if (op != nullptr) {
+      max_params = static_cast<int>(op->params.size());
+      min_params = 0;
+      for (const OpParamDef& param : op->params) min_params += param.optional ? 0 : 1;
     }
     const int num_params = static_cast<int>(node.params.size());
-    if (num_params < op->min_params || num_params > op->max_params) {
+    if (num_params < min_params || num_params > max_params) {
       return NodeError(node,
                        absl::StrCat("has ", Count(num_params, "parameter"), ", expected ",
-                                    op->min_params == op->max_params
-                                        ? absl::StrCat(op->min_params)
-                                        : absl::StrCat(op->min_params, " or ", op->max_params)));
+                                    min_params == max_params
+                                        ? absl::StrCat(min_params)
+                                        : absl::StrCat(min_params, " to ", max_params)));
     }
-    ResolvedGraph::Node out;
-    out.op = op->kind;
     for (const std::string& input : node.inputs) {
       ASSIGN_OR_RETURN(const int v, ResolveEdge(n, input));
-      const bool is_ids = v < graph_.num_inputs && spec_.inputs[v].kind == InputKind::kIds;
-      if (is_ids && op->kind != OpKind::kEmbedding) {
-        return NodeError(
-            node, absl::StrCat("reads ids input '", input, "'; only an embedding can read ids"));
+      const bool is_ids = v < graph_.num_inputs && spec_.inputs[v].kind != InputKind::kDense;
+      if (is_ids && op != nullptr) {
+        return NodeError(node, absl::StrCat("reads ", InputKindName(spec_.inputs[v].kind),
+                                            " input '", input,
+                                            "'; only an embedding can read ids"));
       }
-      if (!is_ids && op->kind == OpKind::kEmbedding) {
-        return NodeError(node, absl::StrCat("reads '", input, "', which is not an ids input"));
+      if (!is_ids && op == nullptr) {
+        return NodeError(node,
+                         absl::StrCat("reads '", input, "', which is not an ids or id_list input"));
       }
       out.inputs.push_back(v);
     }
-    const int64_t in_width = graph_.value_widths[out.inputs[0]];
-    switch (op->kind) {
-      case OpKind::kEmbedding: {
-        RETURN_IF_ERROR(CheckAttrs(node, {}, {}));
-        ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[0], ParamRole::kTable));
-        const Shape& shape = spec_.params[p].shape;
-        if (shape.rank() != 2) {
-          return NodeError(node,
-                           absl::StrCat("embedding table '", node.params[0],
-                                        "' must be [rows, dim], got shape ", shape.ToString()));
+    if (op == nullptr) {
+      RETURN_IF_ERROR(ResolveEmbedding(node, out));
+    } else {
+      RETURN_IF_ERROR(CheckAttrs(node, op->number_attrs, op->string_attrs));
+      OpShapeArgs args;
+      for (int v : out.inputs) args.input_widths.push_back(graph_.value_widths[v]);
+      args.num_params = num_params;
+      args.attrs = {&node.attrs, &node.string_attrs};
+      absl::StatusOr<OpShape> shape = op->infer(args);
+      if (!shape.ok()) return NodeError(node, shape.status().message());
+      if (shape->width < 1 || shape->param_shapes.size() != node.params.size()) {
+        return NodeError(node, absl::StrCat("the op's shape rule gave width ", shape->width,
+                                            " and ", shape->param_shapes.size(),
+                                            " parameter shapes for ", num_params, " parameters"));
+      }
+      out.width = shape->width;
+      for (int j = 0; j < num_params; ++j) {
+        const std::string& role = op->params[j].role;
+        ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[j], role));
+        if (spec_.params[p].shape != shape->param_shapes[j]) {
+          std::vector<std::string> widths;
+          for (int64_t w : args.input_widths) widths.push_back(absl::StrCat(w));
+          return NodeError(node, absl::StrCat(role, " '", node.params[j], "' has shape ",
+                                              spec_.params[p].shape.ToString(), ", expected ",
+                                              shape->param_shapes[j].ToString(),
+                                              " (input widths ", absl::StrJoin(widths, ", "),
+                                              ")"));
         }
         out.params.push_back(p);
-        out.width = shape.dim(1);
-        break;
       }
-      case OpKind::kDense: {
-        RETURN_IF_ERROR(CheckAttrs(node, {"units"}, {"activation"}));
-        auto units_it = node.attrs.find("units");
-        if (units_it == node.attrs.end()) return NodeError(node, "missing attribute 'units'");
-        const double units = units_it->second;
-        if (!(units >= 1 && units <= 1e12) || units != std::floor(units)) {
-          return NodeError(node,
-                           absl::StrCat("attribute 'units' must be an integer >= 1, got ", units));
-        }
-        out.width = static_cast<int64_t>(units);
-        auto act_it = node.string_attrs.find("activation");
-        if (act_it != node.string_attrs.end()) {
-          auto activation = ParseActivation(act_it->second);
-          if (!activation.ok()) return NodeError(node, activation.status().message());
-          out.activation = *activation;
-        }
-        ASSIGN_OR_RETURN(const int kernel, ResolveParam(node, node.params[0], ParamRole::kKernel));
-        const Shape expected_kernel{in_width, out.width};
-        if (spec_.params[kernel].shape != expected_kernel) {
-          return NodeError(node,
-                           absl::StrCat("kernel '", node.params[0], "' has shape ",
-                                        spec_.params[kernel].shape.ToString(), " but input '",
-                                        node.inputs[0], "' is ", in_width, " wide and units is ",
-                                        out.width, ": expected ", expected_kernel.ToString()));
-        }
-        out.params.push_back(kernel);
-        if (num_params == 2) {
-          ASSIGN_OR_RETURN(const int bias, ResolveParam(node, node.params[1], ParamRole::kBias));
-          const Shape expected_bias{out.width};
-          if (spec_.params[bias].shape != expected_bias) {
-            return NodeError(node, absl::StrCat("bias '", node.params[1], "' has shape ",
-                                                spec_.params[bias].shape.ToString(), ", expected ",
-                                                expected_bias.ToString()));
-          }
-          out.params.push_back(bias);
-        }
-        break;
-      }
-      case OpKind::kRelu:
-      case OpKind::kSigmoid:
-      case OpKind::kTanh:
-      case OpKind::kSoftmax:
-        RETURN_IF_ERROR(CheckAttrs(node, {}, {}));
-        out.width = in_width;
-        break;
-      case OpKind::kConcat:
-        RETURN_IF_ERROR(CheckAttrs(node, {}, {}));
-        out.width = 0;
-        for (int v : out.inputs) out.width += graph_.value_widths[v];
-        break;
     }
     values_.emplace(node.name, graph_.num_inputs + n);
     graph_.value_widths.push_back(out.width);
     graph_.nodes.push_back(std::move(out));
+    return absl::OkStatus();
+  }
+
+  absl::Status ResolveEmbedding(const NodeSpec& node, ResolvedGraph::Node& out) {
+    RETURN_IF_ERROR(CheckAttrs(node, {}, {"combiner"}));
+    auto combiner = node.string_attrs.find("combiner");
+    if (combiner != node.string_attrs.end()) {
+      absl::StatusOr<Combiner> parsed = ParseCombiner(combiner->second);
+      if (!parsed.ok()) return NodeError(node, parsed.status().message());
+      out.combiner = *parsed;
+    }
+    ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[0], kTableRole));
+    const Shape& shape = spec_.params[p].shape;
+    if (shape.rank() != 2) {
+      return NodeError(node, absl::StrCat("embedding table '", node.params[0],
+                                          "' must be [rows, dim], got shape ", shape.ToString()));
+    }
+    const InputSpec& input = spec_.inputs[out.inputs[0]];
+    if (input.hash_buckets > 0 && shape.dim(0) != input.hash_buckets) {
+      return NodeError(node, absl::StrCat("input '", input.name, "' is hashed into ",
+                                          input.hash_buckets, " buckets but table '",
+                                          node.params[0], "' has ", shape.dim(0),
+                                          " rows: they must be equal"));
+    }
+    out.params.push_back(p);
+    out.width = shape.dim(1);
     return absl::OkStatus();
   }
 
@@ -329,9 +316,10 @@ class Resolver {
     graph_.loss = *kind;
     ASSIGN_OR_RETURN(graph_.loss_value, FindNode(spec_.loss.logits, "loss logits"));
     const int64_t width = graph_.value_widths[graph_.loss_value];
-    if (graph_.loss == LossKind::kSigmoidCrossEntropy && width != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("loss sigmoid_cross_entropy: logits node '",
-                                                     spec_.loss.logits, "' is ", width,
+    if (graph_.loss != LossKind::kSoftmaxCrossEntropy && width != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("loss ", LossName(graph_.loss),
+                                                     ": logits node '", spec_.loss.logits,
+                                                     "' is ", width,
                                                      " wide, expected 1 (labels are [B, 1])"));
     }
     return absl::OkStatus();
@@ -342,7 +330,7 @@ class Resolver {
   std::map<std::string, int> values_;        // inputs and nodes defined so far
   std::map<std::string, int> future_nodes_;  // every node name -> its index
   std::map<std::string, int> params_;
-  std::vector<ParamRole> roles_;
+  std::vector<std::string> roles_;  // per parameter; empty: unused so far
 };
 
 }  // namespace

@@ -4,19 +4,40 @@
 //
 // A graph is a list of nodes in definition order. Every node produces one value, a [B, width]
 // matrix (B examples); it reads values named by `inputs` (model inputs or EARLIER nodes) and
-// parameters named by `params`. Ops, their inputs, parameters and attributes:
+// parameters named by `params`. The ops, their inputs, parameters and attributes:
 //
-//   op          inputs               params                    attrs
-//   embedding   one ids input        table [rows, dim]         -
-//   dense       one value [B, in]    kernel [in, units],       units (number, required),
-//                                    optional bias [units]     activation (string, "linear")
-//   relu, sigmoid, tanh, softmax
-//               one value            -                         -
-//   concat      one or more values   -                         -
+//   op          inputs                 params                  attrs
+//   embedding   one ids or id_list     table [rows, dim]       combiner ("sum", "mean" (default),
+//               input                                          "sqrtn"): an example's row is the
+//                                                              weighted sum / mean / sum over the
+//                                                              root of the sum of squared weights
+//                                                              of its ids' rows (an empty list:
+//                                                              zeros); hashed inputs
+//                                                              (InputSpec::hash_buckets = N) need
+//                                                              a table of N rows
+//   dense       one value [B, in]      kernel [in, units],     units (required), activation
+//                                      optional bias [units]   ("linear", "relu", "sigmoid",
+//                                                              "tanh")
+//   relu, sigmoid, tanh, softmax, log1p
+//               one value              -                       - (log1p is log(1 + max(x, 0)),
+//                                                              the transform of count features)
+//   concat      one or more values     -                       -
+//   add, multiply
+//               two or more values of one width (elementwise)
+//   dot         two values of one width -> [B, 1] (row-wise dot product: a two-tower's logits)
+//   dot_interaction
+//               z_0, ..., z_{n-1} of one width d -> [B, d + n(n-1)/2]: z_0 followed by every
+//               <z_i, z_j>, i < j, in the order (0,1), (0,2), ..., (1,2), ... (DLRM); attr
+//               self_interaction 1 also includes i == j
+//   cross       x0, xl of one width d  kernel [d, d], bias [d]   - (DCN: x0 * (xl W + b) + xl)
+//
+// Every op but embedding lives in the op registry (core/op_registry.h), where a program adds its
+// own; core/model_builder.h writes specs without computing a width by hand.
 //
 // A parameter used by an embedding node is an *embedding parameter*: a step reads only the rows
 // its batch looks up, and its gradient is sparse (IndexedSlices). Every other parameter is read
-// whole and has a dense gradient. A parameter may be shared by several nodes of one role.
+// whole and has a dense gradient. A parameter may be shared by several nodes of one role
+// (several features looking up one table).
 //
 // Example (logistic regression on a dense feature "x" of 3 values):
 //   ModelSpec spec;
@@ -39,6 +60,7 @@
 #include "core/initializer.h"
 #include "core/layers.h"
 #include "core/losses.h"
+#include "core/op_registry.h"
 #include "core/tensor.h"
 
 namespace tessera {
@@ -90,7 +112,9 @@ struct NodeSpec {
 };
 
 struct LossSpec {
-  std::string kind;    // "sigmoid_cross_entropy" (logits [B, 1]) or "softmax_cross_entropy"
+  // "sigmoid_cross_entropy" (logits [B, 1]), "softmax_cross_entropy" or "mean_squared_error"
+  // (predictions [B, 1] against real-valued labels).
+  std::string kind;
   std::string logits;  // the node holding the logits
 };
 
@@ -110,18 +134,23 @@ bool operator==(const LossSpec& a, const LossSpec& b);
 bool operator==(const ModelSpec& a, const ModelSpec& b);
 inline bool operator!=(const ModelSpec& a, const ModelSpec& b) { return !(a == b); }
 
-enum class OpKind { kEmbedding, kDense, kRelu, kSigmoid, kTanh, kSoftmax, kConcat };
+// How an embedding node combines the rows of an example's ids.
+enum class Combiner { kSum, kMean, kSqrtN };
+
+struct OpDef;
 
 // The validated, index-resolved form of a ModelSpec that core/model.h runs.
 // Values are numbered inputs first, then nodes: value v < num_inputs is spec.inputs[v], value
 // num_inputs + n is spec.nodes[n]'s output.
 struct ResolvedGraph {
   struct Node {
-    OpKind op = OpKind::kRelu;
-    std::vector<int> inputs;                      // value numbers
-    std::vector<int> params;                      // indices into spec.params
-    Activation activation = Activation::kLinear;  // dense only
-    int64_t width = 0;                            // columns of the node's [B, width] output
+    const OpDef* op = nullptr;  // the registry's op; null for an embedding node
+    std::vector<int> inputs;    // value numbers
+    std::vector<int> params;    // indices into spec.params
+    Combiner combiner = Combiner::kMean;  // embedding only
+    int64_t width = 0;                    // columns of the node's [B, width] output
+
+    bool is_embedding() const { return op == nullptr; }
   };
   int num_inputs = 0;
   std::vector<int64_t> value_widths;  // per value (ids inputs: 1)
@@ -134,15 +163,17 @@ struct ResolvedGraph {
 
 // Validates `spec` and resolves its names to indices. InvalidArgument, naming the offending
 // input, parameter, node or output, when: a name is empty or duplicated (inputs and nodes share
-// one namespace, parameters another); an input's width is < 1 (or an ids input's is not 1); a
-// parameter's shape has a dimension < 1 or its initializer is invalid; a node's op is unknown,
-// it has the wrong number of inputs or parameters, or an attribute the op does not take; an edge
-// names no input or node ("dangling"), or a node defined later (use before definition, which
-// is also how a cycle shows); an embedding reads something other than an ids input, or an ids
-// input feeds anything else; a parameter is unknown, unused, or used in two roles; shapes do not
-// chain (a dense kernel's rows differ from its input's width, its columns from units, a bias is
-// not [units], an embedding table is not rank 2); an output names no node; the loss kind is
-// unknown, its logits node does not exist, or sigmoid_cross_entropy's logits are not 1 wide.
+// one namespace, parameters another); an input's width is < 1 (or an ids / id_list input's is not
+// 1), or hash_buckets is negative or set on a dense input; a parameter's shape has a dimension
+// < 1 or its initializer is invalid; a node's op is unknown, it has the wrong number of inputs or
+// parameters, or an attribute the op does not take; an edge names no input or node
+// ("dangling"), or a node defined later (use before definition, which is also how a cycle
+// shows); an embedding reads something other than an ids or id_list input, or such an input
+// feeds anything else; a parameter is unknown, unused, or used in two roles; shapes do not chain
+// (the op's shape rule refuses its inputs, or a parameter's shape is not the one the rule gives;
+// an embedding table is not rank 2 or, for a hashed input, not hash_buckets rows); an output
+// names no node; the loss kind is unknown, its logits node does not exist, or a
+// sigmoid_cross_entropy or mean_squared_error logits node is not 1 wide.
 absl::StatusOr<ResolvedGraph> ResolveModelSpec(const ModelSpec& spec);
 
 }  // namespace tessera

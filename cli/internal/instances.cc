@@ -33,7 +33,7 @@ std::map<std::string, int64_t> IdLimits(const ModelSpec& spec, const ResolvedGra
   std::map<std::string, int64_t> limits;
   for (size_t n = 0; n < graph.nodes.size(); ++n) {
     const ResolvedGraph::Node& node = graph.nodes[n];
-    if (node.op != OpKind::kEmbedding) continue;
+    if (!node.is_embedding()) continue;
     const std::string& input = spec.inputs[node.inputs[0]].name;
     const int64_t rows = spec.params[node.params[0]].shape.dim(0);
     auto [it, inserted] = limits.emplace(input, rows);

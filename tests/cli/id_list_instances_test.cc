@@ -89,7 +89,7 @@ TEST_CASE("a bad id-list or hashed value is InvalidArgument naming the input, ad
   CHECK(batch.id_lists.at("history").weights.empty());
 }
 
-TEST_CASE("columnar requests carry id lists; a bad column value is refused") {
+TEST_CASE("columnar requests carry id lists, and a bad column value is refused") {
   std::map<std::string, InstanceFormat> formats = {{"serving_default", MultiHotFormat()}};
   auto request = ReadPredictRequest(
       R"({"inputs": {"history": [[1, 2], [], [4]], "c": ["a", 2, 3], "x": [[0, 1], [2, 3], [4, 5]]}})",

@@ -122,7 +122,7 @@ TEST_CASE("an invalid model spec is InvalidArgument naming the offending node") 
        [](ModelSpec& s) {
          s.params[1].shape = Shape{6, 4};
        },
-       {"node 'h' (dense): kernel 'w1' has shape [6, 4]", "input 'c' is 5 wide", "[5, 4]"}},
+       {"node 'h' (dense): kernel 'w1' has shape [6, 4]", "expected [5, 4]", "(input widths 5)"}},
       {"units disagreeing with the kernel",
        [](ModelSpec& s) { s.nodes[2].attrs["units"] = 3; },
        {"node 'h'", "expected [5, 3]"}},
@@ -148,13 +148,13 @@ TEST_CASE("an invalid model spec is InvalidArgument naming the offending node") 
        {"parameter 'extra' is not used by any node"}},
       {"parameter in two roles",
        [](ModelSpec& s) { s.nodes[4].params = {"emb"}; },
-       {"node 'logits' (dense): uses parameter 'emb' as a dense kernel", "as an embedding table"}},
+       {"node 'logits' (dense): uses parameter 'emb' as its kernel", "as its table"}},
       {"unknown parameter",
        [](ModelSpec& s) { s.nodes[4].params = {"w9"}; },
        {"node 'logits' (dense): unknown parameter 'w9'"}},
       {"embedding reading a dense input",
        [](ModelSpec& s) { s.nodes[0].inputs = {"x"}; },
-       {"node 'e' (embedding): reads 'x', which is not an ids input"}},
+       {"node 'e' (embedding): reads 'x', which is not an ids or id_list input"}},
       {"ids feeding a concat",
        [](ModelSpec& s) {
          s.nodes[1].inputs = {"e", "user"};

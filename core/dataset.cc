@@ -42,6 +42,10 @@ absl::StatusOr<Dataset> Dataset::FromSource(std::shared_ptr<const ExampleSource>
 
 std::vector<std::string> Dataset::IdFeatureNames() const { return source_->schema().id_features; }
 
+std::vector<std::string> Dataset::IdListFeatureNames() const {
+  return source_->schema().id_list_features;
+}
+
 std::vector<std::string> Dataset::DenseFeatureNames() const {
   std::vector<std::string> names;
   for (const auto& entry : source_->schema().dense_features) names.push_back(entry.first);
@@ -113,6 +117,36 @@ absl::StatusOr<Batch> Dataset::ReadRows(absl::Span<const int64_t> rows) const {
                                             " examples with labels ",
                                             batch.labels.shape().ToString(), " for ", n,
                                             " rows"));
+  }
+  const ExampleSchema& schema = source_->schema();
+  for (const std::string& name : schema.id_features) {
+    auto ids = batch.ids.find(name);
+    if (ids == batch.ids.end() || static_cast<int64_t>(ids->second.size()) != n) {
+      return absl::InternalError(absl::StrCat("the example source returned no ", n,
+                                              " ids of its id feature '", name, "'"));
+    }
+  }
+  for (const std::string& name : schema.id_list_features) {
+    auto list = batch.id_lists.find(name);
+    if (list == batch.id_lists.end()) {
+      return absl::InternalError(
+          absl::StrCat("the example source returned no id-list feature '", name, "'"));
+    }
+    if (absl::Status valid = CheckIdList(list->second, n, name); !valid.ok()) {
+      return absl::InternalError(absl::StrCat("the example source returned a bad id list: ",
+                                              valid.message()));
+    }
+  }
+  for (const auto& [name, shape] : schema.dense_features) {
+    auto dense = batch.dense.find(name);
+    std::vector<int64_t> expected = shape.dims();
+    expected.insert(expected.begin(), n);
+    if (dense == batch.dense.end() || dense->second.shape() != Shape(std::move(expected))) {
+      return absl::InternalError(absl::StrCat(
+          "the example source returned dense feature '", name, "' as ",
+          dense == batch.dense.end() ? "nothing" : dense->second.shape().ToString(),
+          ", expected ", n, " rows of ", shape.ToString()));
+    }
   }
   return batch;
 }
@@ -190,7 +224,10 @@ absl::StatusOr<BatchStream> BatchStream::Create(Dataset dataset, int64_t batch_s
     return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, not ", batch_size));
   }
   if (dataset.size() == 0) return absl::InvalidArgumentError("a batch stream needs examples");
-  return BatchStream(std::move(dataset), batch_size, shuffle, seed);
+  // Note [Shuffling batches of a sequential source]: contiguous positions must be contiguous
+  // rows of the source, which a shard of stride > 1 is not.
+  const bool shuffle_batches = dataset.source_->sequential() && dataset.stride_ == 1;
+  return BatchStream(std::move(dataset), batch_size, shuffle, shuffle_batches, seed);
 }
 
 absl::StatusOr<Batch> BatchStream::Get(int64_t index) {
@@ -199,13 +236,16 @@ absl::StatusOr<Batch> BatchStream::Get(int64_t index) {
   }
   const int64_t per_epoch = batches_per_epoch();
   const int64_t epoch = index / per_epoch;
-  const int64_t begin = (index % per_epoch) * batch_size_;
-  const int64_t count = std::min(batch_size_, dataset_.size() - begin);
-  if (!shuffle_) return dataset_.SliceUnchecked(begin, count);
-  if (epoch != cached_epoch_) {
-    order_ = RandomPermutation(dataset_.size(), seed_, static_cast<uint64_t>(epoch));
+  int64_t batch = index % per_epoch;
+  if (shuffle_ && epoch != cached_epoch_) {
+    order_ = RandomPermutation(shuffle_batches_ ? per_epoch : dataset_.size(), seed_,
+                               static_cast<uint64_t>(epoch));
     cached_epoch_ = epoch;
   }
+  if (shuffle_ && shuffle_batches_) batch = order_[batch];
+  const int64_t begin = batch * batch_size_;
+  const int64_t count = std::min(batch_size_, dataset_.size() - begin);
+  if (!shuffle_ || shuffle_batches_) return dataset_.SliceUnchecked(begin, count);
   return dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(begin, count));
 }
 

@@ -3,9 +3,10 @@
 //
 // A Dataset is a cheap handle onto an immutable, shared ExampleSource (core/example_source.h:
 // columns in memory, or examples generated or read from a file on demand, with the same named id
-// features, dense features and labels a Batch has) plus a strided selection of its rows. Copying
-// a Dataset or taking a Shard never copies examples; only a batch reads its own rows. Both
-// reference workloads produce one (workloads/recsys_data.h, workloads/fashion_mnist.h).
+// features, id-list features, dense features and labels a Batch has) plus a strided selection of
+// its rows. Copying a Dataset or taking a Shard never copies examples; only a batch reads its own
+// rows. Both reference workloads produce one (workloads/recsys_data.h, workloads/fashion_mnist.h),
+// and so does a delimited text file (core/delimited_text.h).
 //
 // Example: four workers, each walking its own part for two shuffled epochs.
 //   ASSIGN_OR_RETURN(Dataset part, train.Shard(4, worker_index));
@@ -57,6 +58,7 @@ class Dataset {
   // The number of examples in this dataset (or shard).
   int64_t size() const { return count_; }
   std::vector<std::string> IdFeatureNames() const;
+  std::vector<std::string> IdListFeatureNames() const;
   std::vector<std::string> DenseFeatureNames() const;
   // The shape of each dense feature over this dataset's rows (dim 0 is size()).
   std::map<std::string, Shape> DenseFeatureShapes() const;
@@ -87,7 +89,9 @@ class Dataset {
   // Reads examples without range checks; positions are in [0, size()).
   absl::StatusOr<Batch> GatherUnchecked(absl::Span<const int64_t> positions) const;
   absl::StatusOr<Batch> SliceUnchecked(int64_t begin, int64_t count) const;
-  // The source's rows, checked against the source contract (InternalError naming the mismatch).
+  // The source's rows, checked against the source contract: the rows asked for, labels
+  // [n, 1], and every feature of the schema with one row per example (InternalError naming the
+  // mismatch).
   absl::StatusOr<Batch> ReadRows(absl::Span<const int64_t> rows) const;
 
   std::shared_ptr<const ExampleSource> source_;
@@ -169,28 +173,51 @@ class BatchIterator {
 // Every batch is trained once whatever fails, where static per-worker parts (TF's per-worker
 // datasets) repeat a part while another worker is down and leave the dead one's part unread.
 //
+// Note [Shuffling batches of a sequential source]
+// Over a sequential source (a file: Note [Sequential sources] in core/example_source.h) a
+// shuffled stream does not draw each batch's rows from all over the dataset, which would make
+// every batch batch_size scattered reads (and, compressed, as many decompressions). It shuffles
+// the ORDER of the epoch's batches instead: epoch e visits batches in the permutation of
+// (seed, e) of [0, batches_per_epoch()), batch j being the contiguous rows
+// [j * batch_size, (j + 1) * batch_size) in source order (the short last one anywhere in the
+// epoch), so each batch is one contiguous read. The examples within a batch stay neighbours;
+// shuffle the file once when it is written if its neighbours are correlated (a log sorted by
+// time or user). A strided shard of such a source is not contiguous, so it falls back to the
+// row-wise shuffle. Either way Get(i) is a pure function of (dataset, batch size, seed, i).
+//
 // Thread-safety: not synchronized (it caches the current epoch's permutation); one per worker.
 class BatchStream {
  public:
-  // InvalidArgument when batch_size < 1 or the dataset is empty.
+  // InvalidArgument when batch_size < 1 or the dataset is empty. With `shuffle`, a dataset that
+  // is a contiguous part of a sequential source shuffles whole batches (Note [Shuffling batches
+  // of a sequential source]); any other shuffles its rows.
   static absl::StatusOr<BatchStream> Create(Dataset dataset, int64_t batch_size, bool shuffle,
                                             uint64_t seed);
 
   int64_t batches_per_epoch() const { return BatchesPerPass(dataset_.size(), batch_size_); }
+  // Whether a shuffled epoch is a permutation of contiguous batches rather than of rows.
+  bool shuffles_batches() const { return shuffle_ && shuffle_batches_; }
   // Batch `index` (>= 0, else InvalidArgument): epoch index / batches_per_epoch(), batch
   // index % batches_per_epoch() of that epoch; the last batch of an epoch may be partial.
   absl::StatusOr<Batch> Get(int64_t index);
 
  private:
-  BatchStream(Dataset dataset, int64_t batch_size, bool shuffle, uint64_t seed)
-      : dataset_(std::move(dataset)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {}
+  BatchStream(Dataset dataset, int64_t batch_size, bool shuffle, bool shuffle_batches,
+              uint64_t seed)
+      : dataset_(std::move(dataset)),
+        batch_size_(batch_size),
+        shuffle_(shuffle),
+        shuffle_batches_(shuffle_batches),
+        seed_(seed) {}
 
   Dataset dataset_;
   int64_t batch_size_;
   bool shuffle_;
+  bool shuffle_batches_;  // Note [Shuffling batches of a sequential source]
   uint64_t seed_;
   int64_t cached_epoch_ = -1;
-  std::vector<int64_t> order_;  // cached_epoch_'s permutation
+  // cached_epoch_'s permutation: of the batches when shuffle_batches_, else of the rows.
+  std::vector<int64_t> order_;
 };
 
 // A uniformly random permutation of [0, n), drawn by Fisher-Yates over

@@ -254,6 +254,116 @@ TEST_CASE("a batch stream addresses the shuffled epochs by batch index, any orde
         absl::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("id-list features are validated, gathered row by row and carried through batches") {
+  auto base = [] {
+    Batch b;
+    b.size = 3;
+    b.ids["user"] = {10, 11, 12};
+    b.id_lists["history"] = IdList{{0, 2, 2, 5}, {1, 2, 3, 4, 5}, {}};
+    b.id_lists["tags"] = IdList{{0, 1, 2, 3}, {7, 8, 9}, {0.5f, 1.5f, 2.5f}};
+    b.labels = Tensor(Shape{3, 1});
+    return b;
+  };
+  struct Case {
+    const char* name;
+    Batch batch;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"row_splits too short", base()});
+  cases.back().batch.id_lists["history"].row_splits = {0, 2, 5};
+  cases.push_back({"row_splits not from 0", base()});
+  cases.back().batch.id_lists["history"].row_splits = {1, 2, 2, 5};
+  cases.push_back({"row_splits decreasing", base()});
+  cases.back().batch.id_lists["history"].row_splits = {0, 3, 2, 5};
+  cases.push_back({"row_splits not ending at the ids", base()});
+  cases.back().batch.id_lists["history"].row_splits = {0, 2, 2, 4};
+  cases.push_back({"weights not one per id", base()});
+  cases.back().batch.id_lists["tags"].weights.pop_back();
+  cases.push_back({"a name both id and id-list", base()});
+  cases.back().batch.id_lists["user"] = IdList{{0, 0, 0, 0}, {}, {}};
+  for (Case& c : cases) {
+    CAPTURE(c.name);
+    const absl::Status status = Dataset::Create(std::move(c.batch)).status();
+    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(status.message().find("'") != absl::string_view::npos);  // names the feature
+  }
+
+  const Dataset d = ValueOrDie(Dataset::Create(base()));
+  CHECK(d.IdListFeatureNames() == std::vector<std::string>{"history", "tags"});
+  const Batch gathered = ValueOrDie(d.Gather(std::vector<int64_t>{2, 0, 1, 2}));
+  const IdList& history = gathered.id_lists.at("history");
+  CHECK(history.row_splits == std::vector<int64_t>{0, 3, 5, 5, 8});
+  CHECK(history.ids == Ids{3, 4, 5, 1, 2, 3, 4, 5});
+  CHECK(history.weights.empty());
+  const IdList& tags = gathered.id_lists.at("tags");
+  CHECK(tags.row_splits == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(tags.ids == Ids{9, 7, 8, 9});
+  CHECK(tags.weights == std::vector<float>{2.5f, 0.5f, 1.5f, 2.5f});
+
+  BatchStream stream = ValueOrDie(BatchStream::Create(*d.Shard(2, 0), 1, false, 0));  // 0, 2
+  const Batch second = ValueOrDie(stream.Get(1));
+  CHECK(second.id_lists.at("history").ids == Ids{3, 4, 5});
+  CHECK(second.ids.at("user") == Ids{12});
+}
+
+// A source of n rows like PositionSource that says reading contiguous rows is cheap, and records
+// every read's rows.
+class SequentialPositions : public PositionSource {
+ public:
+  explicit SequentialPositions(int64_t n) : PositionSource(n) {}
+  bool sequential() const override { return true; }
+};
+
+TEST_CASE("a shuffled stream over a sequential source shuffles whole contiguous batches") {
+  auto source = std::make_shared<SequentialPositions>(50);
+  const Dataset data = ValueOrDie(Dataset::FromSource(source));
+  BatchStream stream = ValueOrDie(BatchStream::Create(data, 7, /*shuffle=*/true, /*seed=*/5));
+  CHECK(stream.shuffles_batches());
+  REQUIRE(stream.batches_per_epoch() == 8);
+  std::vector<Ids> epochs(3);
+  std::vector<std::vector<int64_t>> firsts(3);
+  for (int64_t i = 0; i < 24; ++i) {
+    const Ids ids = ValueOrDie(stream.Get(i)).ids.at("id");
+    REQUIRE(!ids.empty());
+    // One contiguous run of rows, starting at a multiple of the batch size.
+    CHECK(ids.front() % 7 == 0);
+    for (size_t k = 1; k < ids.size(); ++k) CHECK(ids[k] == ids[k - 1] + 1);
+    CHECK(ids.size() == (ids.front() == 49 ? 1u : 7u));
+    epochs[i / 8].insert(epochs[i / 8].end(), ids.begin(), ids.end());
+    firsts[i / 8].push_back(ids.front() / 7);
+  }
+  for (int e = 0; e < 3; ++e) {
+    CAPTURE(e);
+    CHECK(firsts[e] == RandomPermutation(8, 5, e));  // the order is the (seed, epoch) permutation
+    Ids sorted = epochs[e];
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == Iota(50));
+  }
+  CHECK(firsts[0] != firsts[1]);
+  // Addressable: another reader, in another order, reads the same batches.
+  BatchStream other = ValueOrDie(BatchStream::Create(data, 7, true, 5));
+  for (int64_t i : {17, 3, 9}) {
+    CHECK(ValueOrDie(other.Get(i)).ids.at("id") == ValueOrDie(stream.Get(i)).ids.at("id"));
+  }
+
+  // A strided shard is not contiguous in the source: rows are shuffled one by one.
+  BatchStream strided =
+      ValueOrDie(BatchStream::Create(ValueOrDie(data.Shard(2, 1)), 5, true, 5));
+  CHECK_FALSE(strided.shuffles_batches());
+  Ids seen;
+  for (int64_t i = 0; i < 5; ++i) {
+    const Ids ids = ValueOrDie(strided.Get(i)).ids.at("id");
+    seen.insert(seen.end(), ids.begin(), ids.end());
+  }
+  Ids odd;
+  for (int64_t r = 1; r < 50; r += 2) odd.push_back(r);
+  CHECK(seen != odd);
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen == odd);
+  // A source without the hint keeps the row-wise shuffle.
+  CHECK_FALSE(ValueOrDie(BatchStream::Create(Numbered(50), 7, true, 5)).shuffles_batches());
+}
+
 TEST_CASE("a batch larger than the dataset is the whole dataset, even near the int64 limit") {
   const Dataset d = Numbered(50);
   constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
@@ -447,6 +557,32 @@ TEST_CASE("a source's read error reaches the reader, and a source breaking its c
   };
   const Dataset lying = ValueOrDie(Dataset::FromSource(std::make_shared<Liar>()));
   CHECK(absl::IsInternal(lying.Slice(0, 2).status()));
+
+  // A source that leaves out a feature of its schema, or returns a broken id list.
+  class MissingFeature : public PositionSource {
+   public:
+    explicit MissingFeature(bool broken_list) : PositionSource(10), broken_(broken_list) {
+      schema_.id_features = {"id"};
+      schema_.id_list_features = {"history"};
+    }
+    const ExampleSchema& schema() const override { return schema_; }
+    absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+      Batch batch = *PositionSource::Read(rows);
+      if (broken_) batch.id_lists["history"] = IdList{{0, 3}, {1}, {}};
+      return batch;
+    }
+
+   private:
+    ExampleSchema schema_;
+    bool broken_;
+  };
+  for (bool broken : {false, true}) {
+    CAPTURE(broken);
+    const Dataset d = ValueOrDie(Dataset::FromSource(std::make_shared<MissingFeature>(broken)));
+    const absl::Status status = d.Slice(0, 1).status();
+    CHECK(absl::IsInternal(status));
+    CHECK(status.message().find("history") != absl::string_view::npos);
+  }
   CHECK(absl::IsInvalidArgument(Dataset::FromSource(nullptr).status()));
 }
 

@@ -10,6 +10,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/internal/text_index.h"
 #include "core/internal/text_line_parser.h"
 #include "core/logging.h"
@@ -24,6 +25,40 @@ struct IndexedTextFile {
   std::unique_ptr<RandomAccessFile> file;
   LineIndex index;
   bool loaded = false;  // from the sidecar
+
+  // A reader for text from `begin`: a gzip stream an earlier read left just before it when there
+  // is one (reads of batches in file order then decompress each part of the file once, not
+  // again from an access point each), else a new one.
+  std::unique_ptr<TextReader> TakeReader(uint64_t begin) {
+    if (index.gzip) {
+      absl::MutexLock lock(&mu);
+      for (auto it = idle.begin(); it != idle.end(); ++it) {
+        if ((*it)->ContinuesTo(begin)) {
+          std::unique_ptr<TextReader> reader = std::move(*it);
+          idle.erase(it);
+          return reader;
+        }
+      }
+    }
+    return std::make_unique<TextReader>(*file, index, path);
+  }
+
+  // Keeps `reader`'s stream for a later read (a few per file: one per concurrent reader of it).
+  void ReturnReader(std::unique_ptr<TextReader> reader) {
+    if (!index.gzip) return;
+    absl::MutexLock lock(&mu);
+    if (idle.size() >= kIdleReaders) {
+      auto oldest = std::min_element(idle.begin(), idle.end(), [](const auto& a, const auto& b) {
+        return a->position() < b->position();
+      });
+      idle.erase(oldest);
+    }
+    idle.push_back(std::move(reader));
+  }
+
+  static constexpr size_t kIdleReaders = 4;
+  absl::Mutex mu;
+  std::vector<std::unique_ptr<TextReader>> idle ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace internal
@@ -266,7 +301,7 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
     const size_t f = static_cast<size_t>(
         std::upper_bound(first_rows_.begin(), first_rows_.end(), order[k].first) -
         first_rows_.begin() - 1);
-    const internal::IndexedTextFile& file = *files_[f];
+    internal::IndexedTextFile& file = *files_[f];
     const std::vector<uint64_t>& starts = file.index.row_starts;
     const int64_t first = first_rows_[f], last = first_rows_[f + 1];
     // Where row `local`'s line ends at the latest: the next row, the text's end, or the longest
@@ -284,8 +319,9 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
       if (starts[local] > end + kMaxGapBytes || limit - begin > kMaxRunBytes) break;
       end = limit;
     }
-    if (reader == nullptr || reader_file != f) {
-      reader = std::make_unique<internal::TextReader>(*file.file, file.index, file.path);
+    if (reader == nullptr || reader_file != f || !reader->ContinuesTo(begin)) {
+      if (reader != nullptr) files_[reader_file]->ReturnReader(std::move(reader));
+      reader = files_[f]->TakeReader(begin);
       reader_file = f;
     }
     RETURN_IF_ERROR(reader->Read(begin, end, text));
@@ -304,6 +340,7 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
       }
     }
   }
+  if (reader != nullptr) files_[reader_file]->ReturnReader(std::move(reader));
   parser_->Finish(columns, batch);
   return batch;
 }

@@ -418,6 +418,21 @@ absl::Status TextReader::Corrupt(absl::string_view what) const {
                                           "is wrong: ", what));
 }
 
+// The access point to start from for text offset `offset`; end() when there is none (only in a
+// forged index).
+std::vector<GzipAccessPoint>::const_iterator PointBefore(const LineIndex& index, uint64_t offset) {
+  auto after = std::upper_bound(
+      index.points.begin(), index.points.end(), offset,
+      [](uint64_t o, const GzipAccessPoint& point) { return o < point.text_offset; });
+  return after == index.points.begin() ? index.points.end() : std::prev(after);
+}
+
+bool TextReader::ContinuesTo(uint64_t begin) const {
+  if (stream_ == nullptr || text_position_ > begin) return false;
+  auto point = PointBefore(index_, begin);
+  return point != index_.points.end() && point->text_offset <= text_position_;
+}
+
 absl::Status TextReader::Read(uint64_t begin, uint64_t end, std::string& out) {
   if (begin > end || end > index_.text_size) {
     return Corrupt(absl::StrCat("text [", begin, ", ", end, ") is outside its ",
@@ -425,25 +440,17 @@ absl::Status TextReader::Read(uint64_t begin, uint64_t end, std::string& out) {
   }
   out.resize(static_cast<size_t>(end - begin));
   if (!index_.gzip) return file_.ReadAt(begin, out.size(), out.data());
-  // The last point at or before `begin`; continue the current stream when it is between that
-  // point and `begin` (nothing is decompressed twice).
-  auto after = std::upper_bound(
-      index_.points.begin(), index_.points.end(), begin,
-      [](uint64_t offset, const GzipAccessPoint& point) { return offset < point.text_offset; });
-  if (after == index_.points.begin()) return Corrupt("no access point before its text");
-  const uint64_t point_offset = std::prev(after)->text_offset;
-  if (stream_ == nullptr || text_position_ > begin || point_offset > text_position_) {
-    RETURN_IF_ERROR(StartAt(begin));
-  }
+  // Continue the current stream when it is between the last point before `begin` and `begin`
+  // (nothing is decompressed twice).
+  if (!ContinuesTo(begin)) RETURN_IF_ERROR(StartAt(begin));
   RETURN_IF_ERROR(Inflate(nullptr, begin - text_position_));
   return Inflate(out.data(), end - begin);
 }
 
 absl::Status TextReader::StartAt(uint64_t offset) {
-  auto after = std::upper_bound(
-      index_.points.begin(), index_.points.end(), offset,
-      [](uint64_t o, const GzipAccessPoint& point) { return o < point.text_offset; });
-  const size_t k = static_cast<size_t>(std::prev(after) - index_.points.begin());
+  auto before = PointBefore(index_, offset);
+  if (before == index_.points.end()) return Corrupt("no access point before its text");
+  const size_t k = static_cast<size_t>(before - index_.points.begin());
   const GzipAccessPoint& point = index_.points[k];
   if (stream_ == nullptr) {
     stream_ = new z_stream{};

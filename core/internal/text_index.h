@@ -101,6 +101,11 @@ class TextReader {
   // Replaces `out` with text bytes [begin, end) (end <= text_size). DataLoss naming the file when
   // the file does not hold them (it changed since it was indexed).
   absl::Status Read(uint64_t begin, uint64_t end, std::string& out);
+  // Whether a Read from `begin` would go on decompressing from where the last one stopped
+  // rather than start again from an access point (always false for plain text: nothing to keep).
+  bool ContinuesTo(uint64_t begin) const;
+  // The text offset the next read would decompress next.
+  uint64_t position() const { return text_position_; }
 
  private:
   // Starts decompressing at the access point at or before `offset`.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -430,6 +431,36 @@ TEST_CASE("a shuffled batch stream over a text file reads contiguous batches equ
     CHECK(line % 3 == 1);
     CheckCriteoRow(batch, k, line);
   }
+}
+
+TEST_CASE("concurrent reads of one gzip source each get their own rows") {
+  TempDir dir;
+  WriteFile(dir.Sub("day.gz"), Gzip(CriteoText(0, 20000)));
+  auto source = ValueOrDie(DelimitedTextSource::Open({dir.Sub("day.gz")}, CriteoFormat()));
+  // Four threads, each walking its own stretch of the file in batches, forwards and back, so
+  // that the streams they leave behind are taken up by one another.
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int pass = 0; pass < 2; ++pass) {
+        for (int64_t b = 0; b < 10; ++b) {
+          const int64_t batch = pass == 0 ? b : 9 - b;
+          const int64_t begin = (t * 10 + batch) * 500;
+          absl::StatusOr<Batch> read = source->Read(Range(begin, begin + 500));
+          if (!read.ok()) {
+            ++wrong[t];
+            continue;
+          }
+          for (int64_t k = 0; k < 500; ++k) {
+            if (read->dense.at("dense").row(k)[0] != static_cast<float>(begin + k)) ++wrong[t];
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(wrong == std::vector<int>(4, 0));
 }
 
 TEST_CASE("an index that cannot be written stays in memory") {

@@ -137,10 +137,11 @@ absl::StatusOr<Figures> Measure(const std::string& path, const char* name) {
       checksum += batch.labels.values()[0];
     }
     shuffled_s.push_back(Now() - start);
-    std::printf("%s round %d: index %.2f s (cpu %.2f s), load %.3f s, read %.2f s (cpu %.2f s), "
-                "shuffled %.2f s (%g)\n",
-                name, r, index_s.back(), index_cpu_s.back(), load_s.back(), read_s.back(),
-                read_cpu_s.back(), shuffled_s.back(), checksum);
+    std::printf(
+        "%s round %d: index %.2f s (cpu %.2f s), load %.3f s, read %.2f s (cpu %.2f s), "
+        "shuffled %.2f s (%g)\n",
+        name, r, index_s.back(), index_cpu_s.back(), load_s.back(), read_s.back(),
+        read_cpu_s.back(), shuffled_s.back(), checksum);
   }
   Figures f;
   f.index_lines_per_s = rows / Median(index_s);
@@ -150,11 +151,12 @@ absl::StatusOr<Figures> Measure(const std::string& path, const char* name) {
   f.index_lines_per_cpu_s = rows / Median(index_cpu_s);
   f.read_lines_per_cpu_s = rows / Median(read_cpu_s);
   f.bytes = std::filesystem::file_size(path);
-  std::printf("%s: %lld lines, %.1f MB: index %.2fM lines/s (%.2fM per cpu s), load %.3f s, "
-              "read %.2fM lines/s (%.2fM per cpu s), shuffled batches %.2fM lines/s\n",
-              name, static_cast<long long>(rows), f.bytes / 1e6, f.index_lines_per_s / 1e6,
-              f.index_lines_per_cpu_s / 1e6, f.load_s, f.read_lines_per_s / 1e6,
-              f.read_lines_per_cpu_s / 1e6, f.shuffled_lines_per_s / 1e6);
+  std::printf(
+      "%s: %lld lines, %.1f MB: index %.2fM lines/s (%.2fM per cpu s), load %.3f s, "
+      "read %.2fM lines/s (%.2fM per cpu s), shuffled batches %.2fM lines/s\n",
+      name, static_cast<long long>(rows), f.bytes / 1e6, f.index_lines_per_s / 1e6,
+      f.index_lines_per_cpu_s / 1e6, f.load_s, f.read_lines_per_s / 1e6,
+      f.read_lines_per_cpu_s / 1e6, f.shuffled_lines_per_s / 1e6);
   return f;
 }
 
@@ -187,11 +189,11 @@ absl::Status Run(int argc, char** argv) {
       plain_figures.ok() ? Measure(gzip, "gzip") : plain_figures.status();
   if (own_dir) std::filesystem::remove_all(dir);
   RETURN_IF_ERROR(gzip_figures.status());
-  std::printf("{\"bench\":\"reader_throughput\",\"lines\":%lld,\"batch_rows\":%lld,"
-              "\"plain\":%s,\"gzip\":%s}\n",
-              static_cast<long long>(lines),
-              static_cast<long long>(absl::GetFlag(FLAGS_batch_rows)),
-              Json(*plain_figures).c_str(), Json(*gzip_figures).c_str());
+  std::printf(
+      "{\"bench\":\"reader_throughput\",\"lines\":%lld,\"batch_rows\":%lld,"
+      "\"plain\":%s,\"gzip\":%s}\n",
+      static_cast<long long>(lines), static_cast<long long>(absl::GetFlag(FLAGS_batch_rows)),
+      Json(*plain_figures).c_str(), Json(*gzip_figures).c_str());
   return absl::OkStatus();
 }
 

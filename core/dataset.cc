@@ -133,8 +133,8 @@ absl::StatusOr<Batch> Dataset::ReadRows(absl::Span<const int64_t> rows) const {
           absl::StrCat("the example source returned no id-list feature '", name, "'"));
     }
     if (absl::Status valid = CheckIdList(list->second, n, name); !valid.ok()) {
-      return absl::InternalError(absl::StrCat("the example source returned a bad id list: ",
-                                              valid.message()));
+      return absl::InternalError(
+          absl::StrCat("the example source returned a bad id list: ", valid.message()));
     }
   }
   for (const auto& [name, shape] : schema.dense_features) {
@@ -142,10 +142,10 @@ absl::StatusOr<Batch> Dataset::ReadRows(absl::Span<const int64_t> rows) const {
     std::vector<int64_t> expected = shape.dims();
     expected.insert(expected.begin(), n);
     if (dense == batch.dense.end() || dense->second.shape() != Shape(std::move(expected))) {
-      return absl::InternalError(absl::StrCat(
-          "the example source returned dense feature '", name, "' as ",
-          dense == batch.dense.end() ? "nothing" : dense->second.shape().ToString(),
-          ", expected ", n, " rows of ", shape.ToString()));
+      return absl::InternalError(
+          absl::StrCat("the example source returned dense feature '", name, "' as ",
+                       dense == batch.dense.end() ? "nothing" : dense->second.shape().ToString(),
+                       ", expected ", n, " rows of ", shape.ToString()));
     }
   }
   return batch;

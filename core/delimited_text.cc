@@ -262,9 +262,9 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
       if (!absl::IsNotFound(loaded.status())) {
         Log().info("rebuilding the line index of {}: {}", file->path, loaded.status());
       }
-      ASSIGN_OR_RETURN(file->index,
-                       internal::BuildLineIndex(*file->file, file->path,
-                                                source->format_.skip_bad_lines, check));
+      ASSIGN_OR_RETURN(
+          file->index,
+          internal::BuildLineIndex(*file->file, file->path, source->format_.skip_bad_lines, check));
       if (absl::Status saved = internal::SaveLineIndex(*env, sidecar, key, file->index);
           !saved.ok()) {
         Log().warn("keeping the line index of {} in memory only: {}", file->path, saved);
@@ -335,8 +335,8 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
       if (length > 0 && line[length - 1] == '\r') --length;
       if (!parser_->Parse(absl::string_view(line, length), order[k].second, columns, error)) {
         return absl::DataLossError(absl::StrCat(file.path, ": row ", local, " (at byte ",
-                                                starts[local], " of its text) no longer parses: ",
-                                                error));
+                                                starts[local],
+                                                " of its text) no longer parses: ", error));
       }
     }
   }

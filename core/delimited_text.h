@@ -57,8 +57,8 @@ struct IndexedTextFile;
 struct TextColumn {
   enum class Kind { kLabel, kDense, kCategorical, kCategoricalList, kSkip };
   Kind kind = Kind::kSkip;
-  std::string feature;    // kDense, kCategorical, kCategoricalList
-  char separator = '|';   // kCategoricalList: between the values of one field
+  std::string feature;   // kDense, kCategorical, kCategoricalList
+  char separator = '|';  // kCategoricalList: between the values of one field
 };
 
 struct TextFormat {

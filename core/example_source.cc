@@ -16,16 +16,14 @@ absl::Status CheckIdList(const IdList& list, int64_t rows, absl::string_view fea
                                                    rows + 1, " (one per example, plus one)"));
   }
   if (splits.front() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("id-list feature '", feature,
-                                                   "': row_splits start at ", splits.front(),
-                                                   ", not 0"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "id-list feature '", feature, "': row_splits start at ", splits.front(), ", not 0"));
   }
   for (size_t k = 1; k < splits.size(); ++k) {
     if (splits[k] < splits[k - 1]) {
-      return absl::InvalidArgumentError(absl::StrCat("id-list feature '", feature,
-                                                     "': row_splits decrease at example ", k - 1,
-                                                     " (", splits[k - 1], " then ", splits[k],
-                                                     ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("id-list feature '", feature, "': row_splits decrease at example ", k - 1,
+                       " (", splits[k - 1], " then ", splits[k], ")"));
     }
   }
   if (splits.back() != static_cast<int64_t>(list.ids.size())) {
@@ -59,8 +57,8 @@ absl::StatusOr<std::shared_ptr<const InMemoryExamples>> InMemoryExamples::Create
   for (const auto& [name, list] : examples.id_lists) {
     RETURN_IF_ERROR(CheckIdList(list, n, name));
     if (examples.ids.count(name) > 0 || examples.dense.count(name) > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "feature name '", name, "' is used by both an id-list and another feature"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature name '", name, "' is used by both an id-list and another feature"));
     }
     schema.id_list_features.push_back(name);
   }

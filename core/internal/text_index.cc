@@ -99,7 +99,8 @@ class LineScanner {
   }
 
   absl::Status Bad(const std::string& error) {
-    if (!skip_) return absl::InvalidArgumentError(absl::StrCat(path_, ":", line_number_, ": ", error));
+    if (!skip_)
+      return absl::InvalidArgumentError(absl::StrCat(path_, ":", line_number_, ": ", error));
     ++index_.skipped_lines;
     return absl::OkStatus();
   }
@@ -170,9 +171,9 @@ absl::Status ScanGzip(RandomAccessFile& file, const std::string& path, LineScann
   for (;;) {
     if (strm.avail_in == 0) {
       if (read_offset == index.file_size) {
-        return absl::DataLossError(absl::StrCat(
-            path, " is a truncated gzip file: its data ends at byte ", index.file_size,
-            " without the end of its compressed stream"));
+        return absl::DataLossError(
+            absl::StrCat(path, " is a truncated gzip file: its data ends at byte ", index.file_size,
+                         " without the end of its compressed stream"));
       }
       const uint64_t n = std::min(kGzipInputBytes, index.file_size - read_offset);
       input.resize(n);
@@ -189,7 +190,8 @@ absl::Status ScanGzip(RandomAccessFile& file, const std::string& path, LineScann
     if (ret == Z_NEED_DICT || ret == Z_DATA_ERROR || ret == Z_MEM_ERROR ||
         (ret == Z_BUF_ERROR && strm.avail_in > 0 && strm.avail_out > 0)) {
       return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data near byte ", total_in,
-                                              ": ", strm.msg != nullptr ? strm.msg : "no progress"));
+                                              ": ",
+                                              strm.msg != nullptr ? strm.msg : "no progress"));
     }
     if (ret == Z_STREAM_END) {
       if (strm.avail_in > 0 || read_offset < index.file_size) {
@@ -414,8 +416,8 @@ void TextReader::Close() {
 }
 
 absl::Status TextReader::Corrupt(absl::string_view what) const {
-  return absl::DataLossError(absl::StrCat(path_, " changed since it was indexed, or its index ",
-                                          "is wrong: ", what));
+  return absl::DataLossError(
+      absl::StrCat(path_, " changed since it was indexed, or its index ", "is wrong: ", what));
 }
 
 // The access point to start from for text offset `offset`; end() when there is none (only in a
@@ -435,8 +437,8 @@ bool TextReader::ContinuesTo(uint64_t begin) const {
 
 absl::Status TextReader::Read(uint64_t begin, uint64_t end, std::string& out) {
   if (begin > end || end > index_.text_size) {
-    return Corrupt(absl::StrCat("text [", begin, ", ", end, ") is outside its ",
-                                index_.text_size, " bytes"));
+    return Corrupt(
+        absl::StrCat("text [", begin, ", ", end, ") is outside its ", index_.text_size, " bytes"));
   }
   out.resize(static_cast<size_t>(end - begin));
   if (!index_.gzip) return file_.ReadAt(begin, out.size(), out.data());

@@ -51,7 +51,7 @@ struct LineIndex {
   // Where each row's line starts in the text, increasing. Blank lines and skipped bad lines are
   // not rows.
   std::vector<uint64_t> row_starts;
-  int64_t skipped_lines = 0;  // bad lines left out (skip_bad_lines)
+  int64_t skipped_lines = 0;            // bad lines left out (skip_bad_lines)
   std::vector<GzipAccessPoint> points;  // gzip only; points[0].text_offset is 0
   std::string windows;                  // kGzipWindowBytes of text before each point, in order
 };

@@ -149,8 +149,8 @@ bool TextLineParser::Parse(absl::string_view line, int64_t slot, ParsedColumns& 
         }
         break;
       case TextColumn::Kind::kDense: {
-        float& value = out.dense[column.feature][slot * dense_widths_[column.feature] +
-                                                 column.offset];
+        float& value =
+            out.dense[column.feature][slot * dense_widths_[column.feature] + column.offset];
         if (p == field_end) {
           value = 0.0f;
         } else if (!ParseNumber(p, field_end, value)) {

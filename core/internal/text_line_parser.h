@@ -36,8 +36,8 @@ struct ParsedList {
 // Where parsed values go: example `slot` of each column of a batch.
 struct ParsedColumns {
   float* labels = nullptr;
-  std::vector<int64_t*> ids;    // per id feature, in schema order
-  std::vector<float*> dense;    // per dense feature, rows of its width
+  std::vector<int64_t*> ids;      // per id feature, in schema order
+  std::vector<float*> dense;      // per dense feature, rows of its width
   std::vector<ParsedList> lists;  // per id-list feature, in schema order
 };
 

@@ -347,8 +347,7 @@ TEST_CASE("a shuffled stream over a sequential source shuffles whole contiguous 
   }
 
   // A strided shard is not contiguous in the source: rows are shuffled one by one.
-  BatchStream strided =
-      ValueOrDie(BatchStream::Create(ValueOrDie(data.Shard(2, 1)), 5, true, 5));
+  BatchStream strided = ValueOrDie(BatchStream::Create(ValueOrDie(data.Shard(2, 1)), 5, true, 5));
   CHECK_FALSE(strided.shuffles_batches());
   Ids seen;
   for (int64_t i = 0; i < 5; ++i) {

@@ -57,8 +57,9 @@ std::string CriteoLine(int64_t i) {
   std::string line = absl::StrCat(i % 2, "\t", i, "\t", i % 5 == 0 ? "" : absl::StrCat(-i));
   for (int k = 3; k <= 13; ++k) absl::StrAppend(&line, "\t", k * i);
   for (int k = 1; k <= 26; ++k) {
-    absl::StrAppend(&line, "\t",
-                    (i + k) % 7 == 0 ? "" : absl::StrFormat("%08x", (i * k * 2654435761u) & 0xffffffffu));
+    absl::StrAppend(
+        &line, "\t",
+        (i + k) % 7 == 0 ? "" : absl::StrFormat("%08x", (i * k * 2654435761u) & 0xffffffffu));
   }
   return line;
 }
@@ -110,8 +111,8 @@ TEST_CASE("the Criteo preset reads labels, 13 dense values and 26 hashed categor
   const std::vector<int64_t> lines = {0, 7, 19, 5, 7};
   for (int64_t k = 0; k < 5; ++k) CheckCriteoRow(batch, k, lines[k]);
   // A hand-written line, to pin the meaning of each field.
-  WriteFile(path, "1\t5\t\t-3\t0\t0\t0\t0\t0\t0\t0\t0\t0\t2.5\t68fd1e64" +
-                      std::string(25, '\t') + "\r\n");
+  WriteFile(path, "1\t5\t\t-3\t0\t0\t0\t0\t0\t0\t0\t0\t0\t2.5\t68fd1e64" + std::string(25, '\t') +
+                      "\r\n");
   auto single = ValueOrDie(DelimitedTextSource::Open({path}, CriteoFormat()));
   const Batch one = ValueOrDie(single->Read(std::vector<int64_t>{0}));
   CHECK(one.labels.values()[0] == 1.0f);
@@ -132,9 +133,8 @@ TEST_CASE("a column spec makes a format, and a bad one is refused saying why") {
     CHECK(criteo.columns[k].kind == preset.columns[k].kind);
     CHECK(criteo.columns[k].feature == preset.columns[k].feature);
   }
-  const TextFormat format =
-      ValueOrDie(ParseTextFormat(" label, dense:age ,cat:user,list:history:|,list:tags:;*2,skip*2",
-                                 ','));
+  const TextFormat format = ValueOrDie(
+      ParseTextFormat(" label, dense:age ,cat:user,list:history:|,list:tags:;*2,skip*2", ','));
   CHECK(format.delimiter == ',');
   REQUIRE(format.columns.size() == 8);
   CHECK(format.columns[1].kind == TextColumn::Kind::kDense);
@@ -187,8 +187,8 @@ TEST_CASE("categorical lists become id lists, an empty field an empty list") {
   const Batch batch = ValueOrDie(data.Gather(std::vector<int64_t>{2, 0, 1}));
   const IdList& history = batch.id_lists.at("history");
   CHECK(history.row_splits == std::vector<int64_t>{0, 2, 5, 5});
-  CHECK(history.ids == Ids{StringId("x"), StringId("y"), StringId("a"), StringId("b"),
-                           StringId("c")});
+  CHECK(history.ids ==
+        Ids{StringId("x"), StringId("y"), StringId("a"), StringId("b"), StringId("c")});
   CHECK(history.weights.empty());
   CHECK(batch.ids.at("user") == Ids{StringId("u3"), StringId("u1"), StringId("u2")});
 }
@@ -351,8 +351,8 @@ TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corru
   // Forged indexes with a valid checksum: offsets out of place are refused (and rebuilt);
   // offsets in place but wrong make reads fail with DataLoss, never crash.
   std::unique_ptr<RandomAccessFile> file = ValueOrDie(Env::Default()->NewRandomAccessFile(path));
-  const internal::LineIndexKey key = ValueOrDie(internal::MakeLineIndexKey(
-      *file, internal::TextLineParser(CriteoFormat()).format_hash()));
+  const internal::LineIndexKey key = ValueOrDie(
+      internal::MakeLineIndexKey(*file, internal::TextLineParser(CriteoFormat()).format_hash()));
   const internal::LineIndex index =
       ValueOrDie(internal::LoadLineIndex(*Env::Default(), sidecar, key));
   REQUIRE(index.points.size() >= 2);
@@ -401,7 +401,8 @@ TEST_CASE("rows of several files follow one another, plain and gzip alike") {
       DelimitedTextSource::Open({dir.Sub("a.tsv"), dir.Sub("missing")}, CriteoFormat()).status()));
 }
 
-TEST_CASE("a shuffled batch stream over a text file reads contiguous batches equal to direct reads") {
+TEST_CASE(
+    "a shuffled batch stream over a text file reads contiguous batches equal to direct reads") {
   TempDir dir;
   WriteFile(dir.Sub("day.gz"), Gzip(CriteoText(0, 1000)));
   auto source = ValueOrDie(DelimitedTextSource::Open({dir.Sub("day.gz")}, CriteoFormat()));
@@ -473,7 +474,8 @@ TEST_CASE("an index that cannot be written stays in memory") {
   }
   env->FailWritesUnder("/data", absl::PermissionDeniedError("read-only"));
   for (int k = 0; k < 2; ++k) {
-    auto source = ValueOrDie(DelimitedTextSource::Open({"/data/day.tsv"}, CriteoFormat(), env.get()));
+    auto source =
+        ValueOrDie(DelimitedTextSource::Open({"/data/day.tsv"}, CriteoFormat(), env.get()));
     CHECK(source->size() == 10);
     CHECK_FALSE(source->index_loaded(0));
     CheckCriteoRow(ValueOrDie(source->Read(std::vector<int64_t>{9})), 0, 9);

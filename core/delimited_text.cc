@@ -301,7 +301,7 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
     const size_t f = static_cast<size_t>(
         std::upper_bound(first_rows_.begin(), first_rows_.end(), order[k].first) -
         first_rows_.begin() - 1);
-    internal::IndexedTextFile& file = *files_[f];
+    const internal::IndexedTextFile& file = *files_[f];
     const std::vector<uint64_t>& starts = file.index.row_starts;
     const int64_t first = first_rows_[f], last = first_rows_[f + 1];
     // Where row `local`'s line ends at the latest: the next row, the text's end, or the longest

@@ -336,7 +336,12 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
       if (!parser_->Parse(absl::string_view(line, length), order[k].second, columns, error)) {
         return absl::DataLossError(absl::StrCat(file.path, ": row ", local, " (at byte ",
                                                 starts[local],
-                                                " of its text) no longer parses: ", error));
+                                                " of its text) no longer parses (the file "
+                                                "changed since ",
+                                                file.path,
+                                                ".tsidx indexed it? "
+                                                "remove that to index it again): ",
+                                                error));
       }
     }
   }

@@ -283,11 +283,22 @@ absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, uint64_t f
   LineIndexKey key;
   key.file_size = file.size();
   key.format_hash = format_hash;
+  // The first and last 64 KiB and 4 KiB at 64 places between: a file written again (a new
+  // day's data, a regenerated set) differs there even when its size does not.
   const uint64_t head = std::min(kFingerprintBytes, key.file_size);
   const uint64_t tail = std::min(kFingerprintBytes, key.file_size - head);
   std::string bytes(static_cast<size_t>(head + tail), '\0');
   RETURN_IF_ERROR(file.ReadAt(0, head, bytes.data()));
   RETURN_IF_ERROR(file.ReadAt(key.file_size - tail, tail, bytes.data() + head));
+  const uint64_t middle = key.file_size - head - tail;
+  constexpr uint64_t kSamples = 64, kSampleBytes = 4096;
+  if (middle >= kSamples * kSampleBytes) {
+    std::string sample(kSampleBytes, '\0');
+    for (uint64_t k = 0; k < kSamples; ++k) {
+      RETURN_IF_ERROR(file.ReadAt(head + middle / kSamples * k, kSampleBytes, sample.data()));
+      bytes += sample;
+    }
+  }
   key.file_fingerprint = static_cast<uint64_t>(StringId(bytes));
   return key;
 }

@@ -67,8 +67,10 @@ using LineCheck = absl::FunctionRef<bool(absl::string_view line, std::string& er
 absl::StatusOr<LineIndex> BuildLineIndex(RandomAccessFile& file, const std::string& path,
                                          bool skip_bad_lines, LineCheck check);
 
-// What a sidecar index must have been built for: the data file (its size and a hash of its first
-// and last 64 KiB) and the checks its lines passed (a hash of the format and skip setting).
+// What a sidecar index must have been built for: the data file (its size and a hash of samples of
+// its bytes: the first and last 64 KiB, 4 KiB at 64 places between) and the checks its lines
+// passed (a hash of the format and skip setting). A file changed in place, keeping its size and
+// those samples, keeps its key: its reads then fail (DataLoss) where its lines moved.
 struct LineIndexKey {
   uint64_t file_size = 0;
   uint64_t file_fingerprint = 0;

@@ -178,8 +178,10 @@ int64_t BatchIterator::batches_per_epoch() const {
 
 void BatchIterator::StartEpoch() {
   next_position_ = 0;
+  epoch_batches_ = 0;
   if (options_.shuffle) {
-    order_ = RandomPermutation(dataset_.size(), options_.seed, static_cast<uint64_t>(epoch_));
+    order_ = RandomPermutation(shuffle_batches_ ? batches_per_epoch() : dataset_.size(),
+                               options_.seed, static_cast<uint64_t>(epoch_));
   }
 }
 
@@ -190,7 +192,17 @@ bool BatchIterator::HasNext() const {
 
 absl::StatusOr<std::optional<Batch>> BatchIterator::Next() {
   if (!HasNext()) return std::nullopt;
-  const int64_t count = std::min(options_.batch_size, dataset_.size() - next_position_);
+  const int64_t b = options_.batch_size;
+  if (shuffle_batches_) {
+    // Batch k of the epoch is contiguous batch order_[k]: only the last of those is short, and
+    // with drop_remainder it is not in the permutation.
+    const int64_t begin = order_[epoch_batches_] * b;
+    const int64_t count = std::min(b, dataset_.size() - begin);
+    ASSIGN_OR_RETURN(Batch batch, dataset_.SliceUnchecked(begin, count));
+    Advance(count);
+    return batch;
+  }
+  const int64_t count = std::min(b, dataset_.size() - next_position_);
   ASSIGN_OR_RETURN(
       Batch batch,
       options_.shuffle
@@ -205,6 +217,7 @@ void BatchIterator::Advance(int64_t count) {
   const bool forever = options_.num_epochs == kRepeatForever;
   next_position_ += count;
   ++batches_returned_;
+  ++epoch_batches_;
   // Move to the next epoch once this one has nothing more to give.
   const int64_t left = n - next_position_;
   if (left == 0 || (options_.drop_remainder && left < options_.batch_size)) {
@@ -226,7 +239,7 @@ absl::StatusOr<BatchStream> BatchStream::Create(Dataset dataset, int64_t batch_s
   if (dataset.size() == 0) return absl::InvalidArgumentError("a batch stream needs examples");
   // Note [Shuffling batches of a sequential source]: contiguous positions must be contiguous
   // rows of the source, which a shard of stride > 1 is not.
-  const bool shuffle_batches = dataset.source_->sequential() && dataset.stride_ == 1;
+  const bool shuffle_batches = dataset.ContiguousInSequentialSource();
   return BatchStream(std::move(dataset), batch_size, shuffle, shuffle_batches, seed);
 }
 

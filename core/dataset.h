@@ -84,6 +84,9 @@ class Dataset {
           int64_t count)
       : source_(std::move(source)), offset_(offset), stride_(stride), count_(count) {}
 
+  // Whether this dataset's examples are contiguous rows of a sequential source (Note [Shuffling
+  // batches of a sequential source]).
+  bool ContiguousInSequentialSource() const { return source_->sequential() && stride_ == 1; }
   // Row `position` of this dataset in the source.
   int64_t StorageRow(int64_t position) const { return offset_ + position * stride_; }
   // Reads examples without range checks; positions are in [0, size()).
@@ -116,7 +119,9 @@ struct BatchOptions {
   // Drop each epoch's last batch when it has fewer than batch_size examples.
   bool drop_remainder = false;
   // Visit each epoch in a fresh permutation. Epoch e's order is a pure function of (seed, e),
-  // the same on every platform (Philox + Fisher-Yates).
+  // the same on every platform (Philox + Fisher-Yates). Over a contiguous part of a sequential
+  // source the permutation is of whole contiguous batches (Note [Shuffling batches of a
+  // sequential source]).
   bool shuffle = false;
   uint64_t seed = 0;
   // Passes over the dataset; kRepeatForever never ends.
@@ -148,7 +153,9 @@ class BatchIterator {
 
  private:
   BatchIterator(Dataset dataset, BatchOptions options)
-      : dataset_(std::move(dataset)), options_(options) {}
+      : dataset_(std::move(dataset)),
+        options_(options),
+        shuffle_batches_(options.shuffle && dataset_.ContiguousInSequentialSource()) {}
 
   // Prepares epoch_'s order (its permutation when shuffling).
   void StartEpoch();
@@ -160,8 +167,12 @@ class BatchIterator {
   BatchOptions options_;
   int64_t epoch_ = 0;
   int64_t next_position_ = 0;  // within the current epoch
+  int64_t epoch_batches_ = 0;  // batches returned from the current epoch
   int64_t batches_returned_ = 0;
-  std::vector<int64_t> order_;  // the epoch's permutation; empty when not shuffling
+  // The epoch's permutation (of batches when shuffle_batches_, else of examples); empty when not
+  // shuffling.
+  std::vector<int64_t> order_;
+  bool shuffle_batches_ = false;  // Note [Shuffling batches of a sequential source]
 };
 
 // The endless stream of batches over a dataset — epoch after epoch, each epoch in its own
@@ -175,15 +186,16 @@ class BatchIterator {
 //
 // Note [Shuffling batches of a sequential source]
 // Over a sequential source (a file: Note [Sequential sources] in core/example_source.h) a
-// shuffled stream does not draw each batch's rows from all over the dataset, which would make
-// every batch batch_size scattered reads (and, compressed, as many decompressions). It shuffles
-// the ORDER of the epoch's batches instead: epoch e visits batches in the permutation of
-// (seed, e) of [0, batches_per_epoch()), batch j being the contiguous rows
+// shuffled stream (and a shuffled BatchIterator) does not draw each batch's rows from all over
+// the dataset, which would make every batch batch_size scattered reads (and, compressed, as many
+// decompressions). It shuffles the ORDER of the epoch's batches instead: epoch e visits batches
+// in the permutation of (seed, e) of [0, batches_per_epoch()), batch j being the contiguous rows
 // [j * batch_size, (j + 1) * batch_size) in source order (the short last one anywhere in the
-// epoch), so each batch is one contiguous read. The examples within a batch stay neighbours;
-// shuffle the file once when it is written if its neighbours are correlated (a log sorted by
-// time or user). A strided shard of such a source is not contiguous, so it falls back to the
-// row-wise shuffle. Either way Get(i) is a pure function of (dataset, batch size, seed, i).
+// epoch; an iterator with drop_remainder leaves it out), so each batch is one contiguous read.
+// The examples within a batch stay neighbours: shuffle the file once when it is written if its
+// neighbours are correlated (a log sorted by time or user). A strided shard of such a source is
+// not contiguous, so it falls back to the row-wise shuffle. Either way Get(i) is a pure function
+// of (dataset, batch size, seed, i).
 //
 // Thread-safety: not synchronized (it caches the current epoch's permutation); one per worker.
 class BatchStream {

@@ -361,6 +361,36 @@ TEST_CASE("a shuffled stream over a sequential source shuffles whole contiguous 
   CHECK(seen == odd);
   // A source without the hint keeps the row-wise shuffle.
   CHECK_FALSE(ValueOrDie(BatchStream::Create(Numbered(50), 7, true, 5)).shuffles_batches());
+
+  // A shuffled iterator walks the contiguous batches in the permutation of (seed, epoch) too;
+  // with drop_remainder the short one is not among them.
+  for (bool drop : {false, true}) {
+    CAPTURE(drop);
+    BatchOptions options;
+    options.batch_size = 7;
+    options.shuffle = true;
+    options.seed = 5;
+    options.num_epochs = 2;
+    options.drop_remainder = drop;
+    BatchIterator it = ValueOrDie(BatchIterator::Create(data, options));
+    const int64_t batches = drop ? 7 : 8;
+    REQUIRE(it.batches_per_epoch() == batches);
+    for (int64_t e = 0; e < 2; ++e) {
+      Ids epoch;
+      for (int64_t k = 0; k < batches; ++k) {
+        std::optional<Batch> batch = ValueOrDie(it.Next());
+        REQUIRE(batch.has_value());
+        const Ids ids = batch->ids.at("id");
+        CHECK(ids.front() == RandomPermutation(batches, 5, e)[k] * 7);
+        CHECK(ids.size() == (ids.front() == 49 ? 1u : 7u));
+        epoch.insert(epoch.end(), ids.begin(), ids.end());
+      }
+      std::sort(epoch.begin(), epoch.end());
+      CHECK(epoch == Iota(drop ? 49 : 50));
+    }
+    CHECK_FALSE(ValueOrDie(it.Next()).has_value());
+    CHECK(it.epoch() == 2);
+  }
 }
 
 TEST_CASE("a batch larger than the dataset is the whole dataset, even near the int64 limit") {

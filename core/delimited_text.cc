@@ -75,7 +75,8 @@ using internal::kMaxLineBytes;
 // from run to run when they are close) and parses them into the batch. The scan's result is
 // written beside the file as `<path>.tsidx`, keyed by the file's size and a hash of its first and
 // last 64 KiB and of the format's checks, so a worker process opening the same file loads it in a
-// fraction of a scan (a day of Criteo is 45M lines: 360 MB of offsets, loaded at disk speed).
+// fraction of a scan (a day of Criteo is 45M lines: about 190 MB of offsets, loaded at disk
+// speed).
 
 // Lines closer than this are read as one run (the bytes between are read and dropped).
 constexpr uint64_t kMaxGapBytes = uint64_t{64} << 10;
@@ -302,7 +303,7 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
         std::upper_bound(first_rows_.begin(), first_rows_.end(), order[k].first) -
         first_rows_.begin() - 1);
     const internal::IndexedTextFile& file = *files_[f];
-    const std::vector<uint64_t>& starts = file.index.row_starts;
+    const internal::RowStarts& starts = file.index.row_starts;
     const int64_t first = first_rows_[f], last = first_rows_[f + 1];
     // Where row `local`'s line ends at the latest: the next row, the text's end, or the longest
     // line a row can have.

@@ -242,10 +242,20 @@ class Checksum {
 // "TSIDX\0v1" as a native word: a sidecar from a machine of the other byte order reads as not
 // an index, and is rebuilt.
 constexpr uint64_t kMagic = 0x3176005844495354ULL;
-constexpr uint64_t kVersion = 1;
-constexpr uint64_t kHeaderWords = 10;
+constexpr uint64_t kVersion = 2;
+constexpr uint64_t kHeaderWords = 11;
 constexpr uint64_t kHeaderBytes = kHeaderWords * 8;
 constexpr uint64_t kPointBytes = 3 * 8 + static_cast<uint64_t>(kGzipWindowBytes);
+
+// The sidecar's row starts: a base per block, a 32-bit delta per row (padded to 8 bytes), and
+// (row, start) for each far row. Precondition: the counts are bounded by a file size.
+uint64_t BlocksOf(uint64_t rows) {
+  return (rows + RowStarts::kBlockRows - 1) / RowStarts::kBlockRows;
+}
+uint64_t Padded(uint64_t bytes) { return (bytes + 7) / 8 * 8; }
+uint64_t RowStartsBytes(uint64_t rows, uint64_t far) {
+  return 8 * BlocksOf(rows) + Padded(4 * rows) + 16 * far;
+}
 
 void PutWord(std::string& out, uint64_t word) {
   char bytes[8];
@@ -264,6 +274,41 @@ absl::Status Malformed(const std::string& sidecar, absl::string_view what) {
 }
 
 }  // namespace
+
+void RowStarts::push_back(uint64_t start) {
+  const size_t row = deltas_.size();
+  if (row % kBlockRows == 0) bases_.push_back(start);
+  const uint64_t base = bases_.back();
+  if (start >= base && start - base < kFar) {
+    deltas_.push_back(static_cast<uint32_t>(start - base));
+  } else {
+    deltas_.push_back(kFar);
+    far_.emplace_back(row, start);
+  }
+}
+
+uint64_t RowStarts::Far(size_t row) const {
+  auto it = std::lower_bound(far_.begin(), far_.end(), std::make_pair(uint64_t{row}, uint64_t{0}));
+  return it != far_.end() && it->first == row ? it->second : 0;  // Assign checked it is there
+}
+
+bool RowStarts::Assign(std::vector<uint64_t> bases, std::vector<uint32_t> deltas,
+                       std::vector<std::pair<uint64_t, uint64_t>> far) {
+  if (bases.size() != (deltas.size() + kBlockRows - 1) / kBlockRows) return false;
+  size_t marked = 0;
+  for (const uint32_t delta : deltas) marked += delta == kFar ? 1 : 0;
+  if (marked != far.size()) return false;
+  for (size_t k = 0; k < far.size(); ++k) {
+    if (far[k].first >= deltas.size() || deltas[far[k].first] != kFar ||
+        (k > 0 && far[k].first <= far[k - 1].first)) {
+      return false;
+    }
+  }
+  bases_ = std::move(bases);
+  deltas_ = std::move(deltas);
+  far_ = std::move(far);
+  return true;
+}
 
 absl::StatusOr<LineIndex> BuildLineIndex(RandomAccessFile& file, const std::string& path,
                                          bool skip_bad_lines, LineCheck check) {
@@ -323,10 +368,10 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
   index.gzip = (h[2] & 1) != 0;
   index.file_size = h[3];
   index.text_size = h[6];
-  const uint64_t rows = h[7], points = h[9];
+  const uint64_t rows = h[7], points = h[9], far = h[10];
   // Sizes checked against the sidecar's own before anything is allocated for them.
-  if (h[2] > 1 || rows > size / 8 || points > size / kPointBytes ||
-      size != kHeaderBytes + 8 * rows + kPointBytes * points + 8 ||
+  if (h[2] > 1 || rows > size / 4 || points > size / kPointBytes || far > size / 16 ||
+      size != kHeaderBytes + RowStartsBytes(rows, far) + kPointBytes * points + 8 ||
       h[8] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return Malformed(sidecar, "its counts do not match its size");
   }
@@ -339,9 +384,22 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
     return Malformed(sidecar, "its checksum does not match");
   }
   index.skipped_lines = static_cast<int64_t>(h[8]);
-  index.row_starts.resize(static_cast<size_t>(rows));
-  if (rows > 0) std::memcpy(index.row_starts.data(), body.data(), 8 * rows);
-  const char* p = body.data() + 8 * rows;
+  const char* p = body.data();
+  std::vector<uint64_t> bases(static_cast<size_t>(BlocksOf(rows)));
+  std::vector<uint32_t> deltas(static_cast<size_t>(rows));
+  std::vector<std::pair<uint64_t, uint64_t>> far_rows(static_cast<size_t>(far));
+  if (!bases.empty()) std::memcpy(bases.data(), p, 8 * bases.size());
+  p += 8 * bases.size();
+  if (!deltas.empty()) std::memcpy(deltas.data(), p, 4 * deltas.size());
+  p += Padded(4 * rows);
+  for (auto& [row, start] : far_rows) {
+    row = GetWord(p);
+    start = GetWord(p + 8);
+    p += 16;
+  }
+  if (!index.row_starts.Assign(std::move(bases), std::move(deltas), std::move(far_rows))) {
+    return Malformed(sidecar, "its row blocks do not fit together");
+  }
   index.points.resize(static_cast<size_t>(points));
   index.windows.resize(static_cast<size_t>(points * kGzipWindowBytes));
   for (uint64_t k = 0; k < points; ++k, p += kPointBytes) {
@@ -367,11 +425,13 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
       return Malformed(sidecar, absl::StrCat("access point ", k, " is out of place"));
     }
   }
+  uint64_t previous = 0;
   for (uint64_t k = 0; k < rows; ++k) {
-    if (index.row_starts[k] >= index.text_size ||
-        (k > 0 && index.row_starts[k] <= index.row_starts[k - 1])) {
+    const uint64_t start = index.row_starts[k];
+    if (start >= index.text_size || (k > 0 && start <= previous)) {
       return Malformed(sidecar, absl::StrCat("row ", k, " is out of place"));
     }
+    previous = start;
   }
   return index;
 }
@@ -382,7 +442,8 @@ absl::Status SaveLineIndex(Env& env, const std::string& sidecar, const LineIndex
   for (const uint64_t word :
        {kMagic, kVersion, uint64_t{index.gzip ? 1u : 0u}, key.file_size, key.file_fingerprint,
         key.format_hash, index.text_size, static_cast<uint64_t>(index.row_starts.size()),
-        static_cast<uint64_t>(index.skipped_lines), static_cast<uint64_t>(index.points.size())}) {
+        static_cast<uint64_t>(index.skipped_lines), static_cast<uint64_t>(index.points.size()),
+        static_cast<uint64_t>(index.row_starts.far().size())}) {
     PutWord(header, word);
   }
   return WriteFileAtomically(
@@ -397,8 +458,18 @@ absl::Status SaveLineIndex(Env& env, const std::string& sidecar, const LineIndex
           return absl::OkStatus();
         };
         RETURN_IF_ERROR(write(header));
+        const RowStarts& starts = index.row_starts;
         RETURN_IF_ERROR(write(absl::string_view(
-            reinterpret_cast<const char*>(index.row_starts.data()), 8 * index.row_starts.size())));
+            reinterpret_cast<const char*>(starts.bases().data()), 8 * starts.bases().size())));
+        std::string deltas(static_cast<size_t>(Padded(4 * starts.size())), '\0');
+        if (!starts.empty()) std::memcpy(deltas.data(), starts.deltas().data(), 4 * starts.size());
+        RETURN_IF_ERROR(write(deltas));
+        std::string far;
+        for (const auto& [row, start] : starts.far()) {
+          PutWord(far, row);
+          PutWord(far, start);
+        }
+        RETURN_IF_ERROR(write(far));
         for (size_t k = 0; k < index.points.size(); ++k) {
           std::string point;
           PutWord(point, index.points[k].text_offset);

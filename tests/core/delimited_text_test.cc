@@ -362,16 +362,32 @@ TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corru
     REQUIRE(internal::SaveLineIndex(*Env::Default(), sidecar, key, forged).ok());
     return ValueOrDie(DelimitedTextSource::Open({path}, CriteoFormat()));
   };
-  auto swapped = forge([](internal::LineIndex& i) { std::swap(i.row_starts[3], i.row_starts[4]); });
+  // The index's row starts, with start `f(row, start)` instead.
+  auto remap = [](internal::LineIndex& i, auto f) {
+    internal::RowStarts starts;
+    for (size_t row = 0; row < i.row_starts.size(); ++row) {
+      starts.push_back(f(row, i.row_starts[row]));
+    }
+    i.row_starts = std::move(starts);
+  };
+  auto swapped = forge([&](internal::LineIndex& i) {
+    const uint64_t third = i.row_starts[3], fourth = i.row_starts[4];
+    remap(i, [&](size_t row, uint64_t start) {
+      return row == 3 ? fourth : row == 4 ? third : start;
+    });
+  });
   CHECK_FALSE(swapped->index_loaded(0));
-  auto past_end = forge([](internal::LineIndex& i) { i.row_starts.back() = i.text_size; });
+  auto past_end = forge([&](internal::LineIndex& i) {
+    const size_t last = i.row_starts.size() - 1;
+    const uint64_t end = i.text_size;
+    remap(i, [&](size_t row, uint64_t start) { return row == last ? end : start; });
+  });
   CHECK_FALSE(past_end->index_loaded(0));
   auto bad_bits = forge([](internal::LineIndex& i) { i.points[1].bits = 8; });
   CHECK_FALSE(bad_bits->index_loaded(0));
 
-  auto shifted = forge([](internal::LineIndex& i) {
-    for (uint64_t& start : i.row_starts) ++start;
-  });
+  auto shifted = forge(
+      [&](internal::LineIndex& i) { remap(i, [](size_t, uint64_t start) { return start + 1; }); });
   CHECK(shifted->index_loaded(0));
   CHECK(absl::IsDataLoss(shifted->Read(std::vector<int64_t>{0}).status()));
   auto moved_point = forge([](internal::LineIndex& i) { i.points[1].file_offset += 3; });
@@ -381,6 +397,31 @@ TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corru
   CHECK(longer->index_loaded(0));
   CHECK(absl::IsDataLoss(longer->Read(std::vector<int64_t>{5000}).status()));
   CHECK(ValueOrDie(longer->Read(std::vector<int64_t>{10})).size == 1);
+}
+
+TEST_CASE("row starts keep any sequence in about four bytes a row") {
+  // Near ones, one 4 GiB past its block's base, one before it (a forged index can say anything).
+  std::vector<uint64_t> values;
+  for (uint64_t k = 0; k < 200; ++k) values.push_back(k * 250);
+  values[70] = values[64] + (uint64_t{1} << 32);
+  values[71] = values[64] + (uint64_t{1} << 32) - 2;  // just fits
+  values[130] = 3;                                    // before its base
+  values.push_back(uint64_t{1} << 60);
+  internal::RowStarts starts;
+  for (const uint64_t v : values) starts.push_back(v);
+  REQUIRE(starts.size() == values.size());
+  for (size_t k = 0; k < values.size(); ++k) CHECK(starts[k] == values[k]);
+  CHECK(starts.far().size() == 3);
+  CHECK(starts.bases().size() == 4);
+  internal::RowStarts copy;
+  CHECK(copy.Assign(starts.bases(), starts.deltas(), starts.far()));
+  for (size_t k = 0; k < values.size(); ++k) CHECK(copy[k] == values[k]);
+  // Parts that do not fit together are refused.
+  CHECK_FALSE(copy.Assign({}, starts.deltas(), starts.far()));
+  CHECK_FALSE(copy.Assign(starts.bases(), starts.deltas(), {}));
+  auto far = starts.far();
+  far[0].first = 0;  // a row whose delta is not marked far
+  CHECK_FALSE(copy.Assign(starts.bases(), starts.deltas(), far));
 }
 
 TEST_CASE("rows of several files follow one another, plain and gzip alike") {

@@ -5,6 +5,9 @@
 // the file, which also checks every line, and is kept beside the data file as a sidecar
 // `<data>.tsidx` so that the next process to open the file loads it instead of scanning.
 //
+// Building and RowStarts are in text_index.cc, the sidecar in text_index_sidecar.cc, TextReader
+// in text_reader.cc.
+//
 // Example:
 //   ASSIGN_OR_RETURN(LineIndex index, BuildLineIndex(*file, path, /*skip_bad_lines=*/false,
 //                                                    check_line));
@@ -38,6 +41,8 @@ inline constexpr int64_t kMaxLineBytes = int64_t{1} << 20;
 inline constexpr int64_t kGzipWindowBytes = 32768;
 // Text between access points: a read decompresses half of it on average before its first byte.
 inline constexpr int64_t kGzipSpanBytes = int64_t{1} << 20;
+// Compressed input read at a time.
+inline constexpr uint64_t kGzipInputBytes = uint64_t{256} << 10;
 
 struct GzipAccessPoint {
   uint64_t text_offset = 0;  // where the deflate block starting here begins in the text

@@ -95,6 +95,8 @@ std::string DescribeEvaluation(const EvalResult& eval) {
   std::string out = absl::StrFormat("loss %.4f", eval.loss);
   if (eval.auc.has_value()) absl::StrAppendFormat(&out, ", AUC %.4f", *eval.auc);
   if (eval.accuracy.has_value()) absl::StrAppendFormat(&out, ", accuracy %.4f", *eval.accuracy);
+  if (eval.rmse.has_value()) absl::StrAppendFormat(&out, ", RMSE %.4f", *eval.rmse);
+  if (eval.mae.has_value()) absl::StrAppendFormat(&out, ", MAE %.4f", *eval.mae);
   absl::StrAppendFormat(&out, " (%d examples)", eval.examples);
   return out;
 }

@@ -69,6 +69,8 @@ void AddEvalFields(const EvalResult& result, nlohmann::json& out) {
   out["examples"] = result.examples;
   if (result.auc.has_value()) out["auc"] = *result.auc;
   if (result.accuracy.has_value()) out["accuracy"] = *result.accuracy;
+  if (result.rmse.has_value()) out["rmse"] = *result.rmse;
+  if (result.mae.has_value()) out["mae"] = *result.mae;
 }
 
 }  // namespace

@@ -25,6 +25,8 @@ void RecordRun(const TrainingRun& run, const std::string& workload, nlohmann::js
                             {"examples", e.result.examples}};
     if (e.result.auc.has_value()) point["auc"] = *e.result.auc;
     if (e.result.accuracy.has_value()) point["accuracy"] = *e.result.accuracy;
+    if (e.result.rmse.has_value()) point["rmse"] = *e.result.rmse;
+    if (e.result.mae.has_value()) point["mae"] = *e.result.mae;
     evaluations.push_back(std::move(point));
   }
   summary["evaluations"] = std::move(evaluations);

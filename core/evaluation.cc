@@ -1,12 +1,14 @@
 #include "core/evaluation.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "core/status.h"
 
 namespace tessera {
 
 EvalAccumulator::EvalAccumulator(const Model& model)
-    : binary_(model.graph().loss == LossKind::kSigmoidCrossEntropy) {
+    : loss_kind_(model.graph().loss) {
   const ResolvedGraph& graph = model.graph();
   for (const auto& [name, value] : graph.output_values) {
     if (value == graph.loss_value) logits_output_ = name;
@@ -35,7 +37,25 @@ absl::Status EvalAccumulator::Add(float mean_loss, int64_t examples, const Tenso
           "evaluate: output '", logits_output_, "' must be [", examples, ", width], not ",
           logits == nullptr ? std::string("missing") : logits->shape().ToString()));
     }
-    if (binary_) {
+    if (loss_kind_ == LossKind::kMeanSquaredError) {
+      if (logits->row_size() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "evaluate: a regression's output '", logits_output_, "' must be [", examples,
+            ", 1], not ", logits->shape().ToString()));
+      }
+      double squared = 0, absolute = 0;
+      for (int64_t b = 0; b < examples; ++b) {
+        const double error = static_cast<double>(logits->data()[b]) - labels.data()[b];
+        if (!std::isfinite(error)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("evaluate: example ", b, " has a non-finite prediction or label"));
+        }
+        squared += error * error;
+        absolute += std::abs(error);
+      }
+      squared_error_sum_ += squared;
+      absolute_error_sum_ += absolute;
+    } else if (loss_kind_ == LossKind::kSigmoidCrossEntropy) {
       // Both accumulators check the same things (sizes, 0/1 labels, NaN scores), so when the
       // first accepts the batch the second does too, and a rejected batch adds nothing.
       RETURN_IF_ERROR(auc_.Add(logits->values(), labels.values()));
@@ -55,7 +75,13 @@ absl::StatusOr<EvalResult> EvalAccumulator::Result() const {
   eval.examples = examples_;
   eval.loss = loss_sum_ / static_cast<double>(examples_);
   if (!logits_output_.empty()) {
-    if (binary_) {
+    const double n = static_cast<double>(examples_);
+    if (loss_kind_ == LossKind::kMeanSquaredError) {
+      eval.rmse = std::sqrt(squared_error_sum_ / n);
+      eval.mae = absolute_error_sum_ / n;
+      return eval;
+    }
+    if (loss_kind_ == LossKind::kSigmoidCrossEntropy) {
       if (absl::StatusOr<double> auc = auc_.Result(); auc.ok()) eval.auc = *auc;
     }
     ASSIGN_OR_RETURN(eval.accuracy, accuracy_.Result());

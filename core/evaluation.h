@@ -36,12 +36,17 @@ inline constexpr int64_t kEvalBatchSize = 512;
 
 struct EvalResult {
   int64_t examples = 0;
-  double loss = 0;  // the model's loss, example-weighted mean over the dataset
+  // The model's loss, example-weighted mean over the dataset: the logloss of a sigmoid
+  // cross-entropy model, the mean squared error of a regression.
+  double loss = 0;
   // Sigmoid cross-entropy models: AUC of the logits (nullopt when the data lacks a class) and
-  // the accuracy of logit > 0. Softmax models: the top-1 accuracy. Needs an output naming the
-  // loss's logits node; without one only `loss` is reported.
+  // the accuracy of logit > 0. Softmax models: the top-1 accuracy. Mean-squared-error models:
+  // the root mean squared error and the mean absolute error of the predictions. Needs an output
+  // naming the loss's logits node; without one only `loss` is reported.
   std::optional<double> auc;
   std::optional<double> accuracy;
+  std::optional<double> rmse;
+  std::optional<double> mae;
 };
 
 class EvalAccumulator {
@@ -64,10 +69,12 @@ class EvalAccumulator {
   absl::StatusOr<EvalResult> Result() const;
 
  private:
-  bool binary_;
+  LossKind loss_kind_;
   std::string logits_output_;
   int64_t examples_ = 0;
   double loss_sum_ = 0;
+  double squared_error_sum_ = 0;  // regressions only
+  double absolute_error_sum_ = 0;
   AucAccumulator auc_;
   AccuracyAccumulator accuracy_;
 };

@@ -451,4 +451,11 @@ absl::StatusOr<Tensor> MakeInitializedBlock(const InitializerSpec& spec, const S
   return block;
 }
 
+uint64_t DeriveParamSeed(uint64_t model_seed, int64_t index) {
+  constexpr uint64_t kParamSeedStream = 0x6d6f64656c;  // "model"
+  const PhiloxCounter bits =
+      CounterRandom(model_seed, kParamSeedStream).Bits(static_cast<uint64_t>(index));
+  return static_cast<uint64_t>(bits[0]) << 32 | bits[1];
+}
+
 }  // namespace tessera

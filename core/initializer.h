@@ -39,6 +39,11 @@ struct InitializerSpec {
 // minval, stddev < 0).
 absl::Status ValidateInitializer(const InitializerSpec& spec);
 
+// The initializer seed of parameter number `index` of a model seeded `model_seed`: 64 Philox
+// bits of (model_seed, index), so distinct parameters get unrelated streams. Part of what a
+// model seed means: never change it.
+uint64_t DeriveParamSeed(uint64_t model_seed, int64_t index);
+
 // Fills `block`, the rows [row_offset, row_offset + block.rows()) of a variable of `full_shape`.
 // InvalidArgument when the spec is invalid, or the block's trailing dims differ from
 // full_shape's, or the rows fall outside full_shape.

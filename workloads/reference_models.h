@@ -8,7 +8,8 @@
 //
 // Initialization is Keras-style: embeddings U(-0.05, 0.05), dense kernels glorot_uniform, biases
 // zeros. Every initializer's seed is derived from the one model seed and the parameter's
-// position (DeriveParamSeed), so one number reproduces the whole model.
+// position (DeriveParamSeed, core/initializer.h), so one number reproduces the whole model.
+// Both are written with core/model_builder.h.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -42,9 +43,5 @@ absl::StatusOr<ModelSpec> RecsysModelSpec(const RecsysModelOptions& options);
 
 // The fashion_mnist MLP. InvalidArgument naming the option when a size is < 1 (num_classes < 2).
 absl::StatusOr<ModelSpec> MlpModelSpec(const MlpModelOptions& options);
-
-// The initializer seed of parameter number `index` of a model seeded `model_seed`: 64 Philox
-// bits of (model_seed, index), so distinct parameters get unrelated streams.
-uint64_t DeriveParamSeed(uint64_t model_seed, int64_t index);
 
 }  // namespace tessera

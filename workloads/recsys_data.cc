@@ -20,6 +20,11 @@ constexpr int64_t kMaxSplitExamples = int64_t{1} << 30;
 constexpr uint64_t kModelStream = 0;
 constexpr uint64_t kTrainStream = 1;
 constexpr uint64_t kTestStream = 2;
+// Users' histories: user u's draws start at u * kHistoryDrawStride of this stream.
+constexpr uint64_t kHistoryStream = 3;
+constexpr int64_t kMaxHistoryLength = 64;
+constexpr int64_t kHistoryCandidatesPerItem = 4;
+constexpr uint64_t kHistoryDrawStride = 2 * kHistoryCandidatesPerItem * kMaxHistoryLength;
 
 // floor(n * x^3) for x ~ U(0, 1); the min guards the rounding of n * x^3 up to n.
 int64_t DrawHotId(PhiloxStream& rng, int64_t n) {
@@ -61,6 +66,7 @@ class RecsysSplit final : public ExampleSource {
               uint64_t stream)
       : model_(std::move(model)), count_(count), seed_(seed), stream_(stream) {
     schema_.id_features = {kRecsysItemFeature, kRecsysUserFeature};
+    if (!model_->History(0).empty()) schema_.id_list_features = {kRecsysHistoryFeature};
   }
 
   int64_t size() const override { return count_; }
@@ -82,6 +88,14 @@ class RecsysSplit final : public ExampleSource {
       users[k] = e.user;
       items[k] = e.item;
       batch.labels.data()[k] = e.label;
+    }
+    if (!schema_.id_list_features.empty()) {
+      IdList& history = batch.id_lists[kRecsysHistoryFeature];
+      for (int64_t k = 0; k < n; ++k) {
+        const std::vector<int64_t> items_liked = model_->History(users[k]);
+        history.ids.insert(history.ids.end(), items_liked.begin(), items_liked.end());
+        history.row_splits.push_back(static_cast<int64_t>(history.ids.size()));
+      }
     }
     return batch;
   }
@@ -106,6 +120,12 @@ absl::Status ValidateRecsysConfig(const RecsysConfig& c) {
   RETURN_IF_ERROR(at_least(c.latent_dim, 1, "latent_dim"));
   RETURN_IF_ERROR(at_least(c.num_train, 0, "num_train"));
   RETURN_IF_ERROR(at_least(c.num_test, 0, "num_test"));
+  RETURN_IF_ERROR(at_least(c.history_length, 0, "history_length"));
+  if (c.history_length > kMaxHistoryLength) {
+    return absl::InvalidArgumentError(absl::StrCat("recsys config: history_length is ",
+                                                   c.history_length, ", must be <= ",
+                                                   kMaxHistoryLength));
+  }
   if (!(c.bias_stddev >= 0) || !std::isfinite(c.bias_stddev)) {
     return absl::InvalidArgumentError(
         absl::StrCat("recsys config: bias_stddev is ", c.bias_stddev, ", must be finite and >= 0"));
@@ -135,6 +155,8 @@ absl::StatusOr<PlantedRecsysModel> PlantedRecsysModel::Create(const RecsysConfig
   model.item_factors_ = NormalTensor(rng, Shape{config.num_items, config.latent_dim}, 1.0);
   model.user_bias_ = NormalTensor(rng, Shape{config.num_users}, config.bias_stddev);
   model.item_bias_ = NormalTensor(rng, Shape{config.num_items}, config.bias_stddev);
+  model.seed_ = config.model_seed;
+  model.history_length_ = config.history_length;
   return model;
 }
 
@@ -145,6 +167,25 @@ float PlantedRecsysModel::Logit(int64_t user, int64_t item) const {
   float dot = 0;
   for (int64_t j = 0; j < k; ++j) dot += p[j] * q[j];
   return dot / std::sqrt(static_cast<float>(k)) + user_bias_.data()[user] + item_bias_.data()[item];
+}
+
+std::vector<int64_t> PlantedRecsysModel::History(int64_t user) const {
+  if (history_length_ == 0) return {};
+  PhiloxStream rng(seed_, kHistoryStream);
+  rng.Seek(static_cast<uint64_t>(user) * kHistoryDrawStride);
+  std::vector<std::pair<float, int64_t>> candidates;
+  for (int64_t c = 0; c < kHistoryCandidatesPerItem * history_length_; ++c) {
+    const int64_t item = DrawHotId(rng, num_items());
+    candidates.emplace_back(-Logit(user, item), item);
+  }
+  // Best first; ties (the same item drawn twice) by id, so the order is platform-independent.
+  std::sort(candidates.begin(), candidates.end());
+  std::vector<int64_t> history;
+  for (const auto& [negative_logit, item] : candidates) {
+    if (static_cast<int64_t>(history.size()) == history_length_) break;
+    if (std::find(history.begin(), history.end(), item) == history.end()) history.push_back(item);
+  }
+  return history;
 }
 
 RecsysExamples DrawRecsysExamples(const PlantedRecsysModel& model, int64_t count, uint64_t seed,

@@ -30,6 +30,8 @@ namespace tessera {
 // The id features of a recsys Dataset (one int64 id per example each).
 inline constexpr char kRecsysUserFeature[] = "user";
 inline constexpr char kRecsysItemFeature[] = "item";
+// The id-list feature of a recsys Dataset made with history_length > 0: the user's history.
+inline constexpr char kRecsysHistoryFeature[] = "history";
 
 struct RecsysConfig {
   int64_t num_users = 100000;  // U
@@ -41,10 +43,16 @@ struct RecsysConfig {
   uint64_t model_seed = 1;
   uint64_t train_seed = 2;
   uint64_t test_seed = 3;
+  // When > 0, each example also carries the user's history (kRecsysHistoryFeature): the
+  // history_length items the user likes best among 4 * history_length items drawn for that user
+  // alone (hot ones likelier), by planted logit. A function of the user and model_seed only, so
+  // a user has the same history in every example and split: a multi-hot feature through which a
+  // model learns a rare user's taste from the items' embeddings. At most 64.
+  int64_t history_length = 0;
 };
 
 // InvalidArgument naming the field when a size is < 1 (num_users, num_items, latent_dim) or < 0
-// (num_train, num_test), bias_stddev is negative or not finite, the planted model would exceed
+// (num_train, num_test), history_length is outside [0, 64], bias_stddev is negative or not finite, the planted model would exceed
 // 2^30 floats, or a split 2^30 examples.
 absl::Status ValidateRecsysConfig(const RecsysConfig& config);
 
@@ -65,10 +73,14 @@ class PlantedRecsysModel {
   // Pu[user] . Qi[item] / sqrt(k) + bu[user] + bi[item]; the caller guarantees
   // 0 <= user < num_users() and 0 <= item < num_items().
   float Logit(int64_t user, int64_t item) const;
+  // The user's history (RecsysConfig::history_length items, best first); empty when that is 0.
+  std::vector<int64_t> History(int64_t user) const;
 
  private:
   PlantedRecsysModel() = default;
 
+  uint64_t seed_ = 0;
+  int64_t history_length_ = 0;
   Tensor user_factors_, item_factors_, user_bias_, item_bias_;
 };
 

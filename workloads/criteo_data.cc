@@ -64,28 +64,39 @@ constexpr absl::Duration kProgressEvery = absl::Seconds(3);
 // Missing rates, spreads and vocabularies after the Criteo Kaggle training set's (the four
 // vocabularies over 1M there are capped at 1M, which keeps a data set of a few million lines
 // from being mostly unique values).
+// I1 .. I13: {log_mean, log_stddev, missing_rate}.
 constexpr std::array<CriteoIntegerFeature, kCriteoIntegerFeatures> kIntegerFeatures = {{
-    {0.5, 1.2, 0.45},  {1.5, 1.8, 0.0},   {2.0, 1.4, 0.21}, {1.8, 1.0, 0.22}, {7.5, 1.8, 0.026},
-    {3.5, 1.6, 0.22},  {1.5, 1.5, 0.04},  {2.5, 1.0, 0.0005}, {3.5, 1.3, 0.04},
-    {0.0, 0.8, 0.45},  {0.8, 1.0, 0.04},  {0.0, 1.0, 0.76}, {1.8, 1.0, 0.22},
+    {0.5, 1.2, 0.45},
+    {1.5, 1.8, 0.0},
+    {2.0, 1.4, 0.21},
+    {1.8, 1.0, 0.22},
+    {7.5, 1.8, 0.026},
+    {3.5, 1.6, 0.22},
+    {1.5, 1.5, 0.04},
+    {2.5, 1.0, 0.0005},
+    {3.5, 1.3, 0.04},
+    {0.0, 0.8, 0.45},
+    {0.8, 1.0, 0.04},
+    {0.0, 1.0, 0.76},
+    {1.8, 1.0, 0.22},
 }};
-constexpr std::array<CriteoCategoricalFeature, kCriteoCategoricalFeatures> kCategoricalFeatures =
-    {{
-        {1460, 3, 0.0},     {583, 3, 0.0},     {1000000, 6, 0.034}, {600000, 6, 0.034},
-        {305, 2, 0.0},      {24, 2, 0.0},      {12517, 4, 0.0},     {633, 3, 0.0},
-        {3, 2, 0.0},        {93145, 5, 0.0},   {5683, 4, 0.0},      {1000000, 6, 0.034},
-        {3194, 4, 0.0},     {27, 2, 0.0},      {14992, 4, 0.0},     {800000, 6, 0.034},
-        {10, 2, 0.0},       {5652, 4, 0.0},    {2173, 3, 0.44},     {4, 2, 0.44},
-        {900000, 6, 0.034}, {18, 2, 0.76},     {15, 2, 0.0},        {286181, 5, 0.034},
-        {105, 2, 0.44},     {142572, 5, 0.44},
-    }};
+// C1 .. C26, four a row: {vocabulary, zipf_power, missing_rate}.
+constexpr std::array<CriteoCategoricalFeature, kCriteoCategoricalFeatures> kCategoricalFeatures = {{
+    {1460, 3, 0.0},     {583, 3, 0.0},     {1000000, 6, 0.034}, {600000, 6, 0.034},
+    {305, 2, 0.0},      {24, 2, 0.0},      {12517, 4, 0.0},     {633, 3, 0.0},
+    {3, 2, 0.0},        {93145, 5, 0.0},   {5683, 4, 0.0},      {1000000, 6, 0.034},
+    {3194, 4, 0.0},     {27, 2, 0.0},      {14992, 4, 0.0},     {800000, 6, 0.034},
+    {10, 2, 0.0},       {5652, 4, 0.0},    {2173, 3, 0.44},     {4, 2, 0.44},
+    {900000, 6, 0.034}, {18, 2, 0.76},     {15, 2, 0.0},        {286181, 5, 0.034},
+    {105, 2, 0.44},     {142572, 5, 0.44},
+}};
 
 // N(0, 1), approximately, from 64 random bits: the sum of four 16-bit uniforms (Irwin-Hall),
 // rescaled to unit variance. Bounded by +-2 sqrt(3), and a few multiplies instead of a log and a
 // cosine: the generator computes ~40 of these per line.
 double ApproxNormal(uint64_t bits) {
-  const uint64_t sum = (bits & 0xffff) + (bits >> 16 & 0xffff) + (bits >> 32 & 0xffff) +
-                       (bits >> 48);
+  const uint64_t sum =
+      (bits & 0xffff) + (bits >> 16 & 0xffff) + (bits >> 32 & 0xffff) + (bits >> 48);
   constexpr double kSqrt3 = 1.7320508075688772;
   return ((static_cast<double>(sum) + 2.0) * (1.0 / 65536.0) - 2.0) * kSqrt3;
 }
@@ -116,9 +127,7 @@ struct Moments {
 // does not vary, which then contributes a constant the bias absorbs).
 double ScaleTo(double target, double measured) { return measured > 0 ? target / measured : 1.0; }
 
-char* AppendUnsigned(char* p, uint64_t value) {
-  return std::to_chars(p, p + 20, value).ptr;
-}
+char* AppendUnsigned(char* p, uint64_t value) { return std::to_chars(p, p + 20, value).ptr; }
 
 // log1p(value) for the small values most integer fields hold, looked up: std::log1p was an
 // eighth of the generator's time.
@@ -216,12 +225,12 @@ class DataFileWriter {
     return env_.RenameFile(temporary_, path_);
   }
 
-  uint64_t bytes_written() const { return offset_; }
-
  private:
   DataFileWriter(Env& env, std::string path, std::string temporary,
                  std::unique_ptr<WritableFile> file)
-      : env_(env), path_(std::move(path)), temporary_(std::move(temporary)),
+      : env_(env),
+        path_(std::move(path)),
+        temporary_(std::move(temporary)),
         file_(std::move(file)) {}
 
   absl::Status Deflate(const std::string& text, int flush) {
@@ -330,7 +339,8 @@ std::string JsonString(const std::string& s) {
 std::string Sidecar(const CriteoDataConfig& config, const PlantedCriteoModel& model,
                     const CriteoDataSummary& s) {
   std::vector<int64_t> vocabularies;
-  for (const CriteoCategoricalFeature& f : kCategoricalFeatures) vocabularies.push_back(f.vocabulary);
+  for (const CriteoCategoricalFeature& f : kCategoricalFeatures)
+    vocabularies.push_back(f.vocabulary);
   const auto rate = [](int64_t positives, int64_t n) {
     return n > 0 ? static_cast<double>(positives) / n : std::numeric_limits<double>::quiet_NaN();
   };
@@ -349,9 +359,8 @@ std::string Sidecar(const CriteoDataConfig& config, const PlantedCriteoModel& mo
       ",\n  \"bayes_log_loss\": ", JsonNumber(s.bayes_log_loss),
       ",\n  \"planted_bias\": ", JsonNumber(model.bias()),
       ",\n  \"integer_features\": ", kCriteoIntegerFeatures,
-      ",\n  \"categorical_features\": ", kCriteoCategoricalFeatures,
-      ",\n  \"vocabulary_sizes\": [", absl::StrJoin(vocabularies, ", "),
-      "],\n  \"seconds\": ", JsonNumber(s.seconds), "\n}\n");
+      ",\n  \"categorical_features\": ", kCriteoCategoricalFeatures, ",\n  \"vocabulary_sizes\": [",
+      absl::StrJoin(vocabularies, ", "), "],\n  \"seconds\": ", JsonNumber(s.seconds), "\n}\n");
 }
 
 }  // namespace
@@ -456,8 +465,8 @@ PlantedCriteoModel::Terms PlantedCriteoModel::DrawFeatures(PhiloxStream& rng,
   std::array<std::array<double, kLatentDim>, kInteractionFeatures.size()> latent;
   for (size_t i = 0; i < kInteractionFeatures.size(); ++i) {
     const int k = kInteractionFeatures[i];
-    const int64_t value = example.categories[k] < 0 ? kCategoricalFeatures[k].vocabulary
-                                                    : example.categories[k];
+    const int64_t value =
+        example.categories[k] < 0 ? kCategoricalFeatures[k].vocabulary : example.categories[k];
     for (int d = 0; d < kLatentDim; ++d) {
       latent[i][d] = ApproxNormal(ValueBits(k, value, kLatentSlot + d));
     }
@@ -505,8 +514,8 @@ absl::StatusOr<CriteoDataSummary> WriteCriteoData(const CriteoDataConfig& config
   }
   if (config.num_train < 0 || config.num_test < 0 || config.num_test > kMaxTestExamples) {
     return absl::InvalidArgumentError(
-        absl::StrCat("criteo data: num_train ", config.num_train, " and num_test ",
-                     config.num_test, " must be >= 0 (num_test at most ", kMaxTestExamples, ")"));
+        absl::StrCat("criteo data: num_train ", config.num_train, " and num_test ", config.num_test,
+                     " must be >= 0 (num_test at most ", kMaxTestExamples, ")"));
   }
   const absl::Time start = env->Now();
   RETURN_IF_ERROR(env->CreateDirectories(DirectoryOf(config.output_prefix)));
@@ -533,8 +542,7 @@ absl::StatusOr<CriteoDataSummary> WriteCriteoData(const CriteoDataConfig& config
   summary.planted_ctr = config.num_test > 0 ? test.probability_sum / config.num_test : kNaN;
   summary.bayes_log_loss = config.num_test > 0 ? test.log_loss_sum / config.num_test : kNaN;
   summary.seconds = absl::ToDoubleSeconds(env->Now() - start);
-  RETURN_IF_ERROR(WriteFileAtomically(*env, summary.sidecar_path,
-                                      Sidecar(config, model, summary),
+  RETURN_IF_ERROR(WriteFileAtomically(*env, summary.sidecar_path, Sidecar(config, model, summary),
                                       /*sync_directory=*/false));
   return summary;
 }

@@ -62,8 +62,7 @@ struct CriteoCategoricalFeature {
 
 // The fixed layout of the features, I1..I13 and C1..C26 in order.
 const std::array<CriteoIntegerFeature, kCriteoIntegerFeatures>& CriteoIntegerFeatures();
-const std::array<CriteoCategoricalFeature, kCriteoCategoricalFeatures>&
-CriteoCategoricalFeatures();
+const std::array<CriteoCategoricalFeature, kCriteoCategoricalFeatures>& CriteoCategoricalFeatures();
 
 // One example of the planted model.
 struct CriteoExample {
@@ -128,11 +127,11 @@ struct CriteoDataSummary {
   std::string train_path, test_path, sidecar_path;
   int64_t train_examples = 0, test_examples = 0;
   int64_t train_positives = 0, test_positives = 0;
-  double planted_ctr = 0;    // mean planted click probability over the test examples
-  double bayes_auc = 0;      // the AUC of the planted logits on the test examples; NaN without
-                             // both classes
-  double bayes_log_loss = 0; // the log-loss of the planted probabilities there; NaN when empty
-  double seconds = 0;        // wall time, by the Env's clock
+  double planted_ctr = 0;     // mean planted click probability over the test examples
+  double bayes_auc = 0;       // the AUC of the planted logits on the test examples; NaN without
+                              // both classes
+  double bayes_log_loss = 0;  // the log-loss of the planted probabilities there; NaN when empty
+  double seconds = 0;         // wall time, by the Env's clock
 };
 
 // Writes the train and test files and the sidecar PREFIX.json (counts, seed, click rates, the

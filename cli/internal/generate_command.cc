@@ -8,8 +8,8 @@ namespace tessera::cli {
 
 absl::Status RunGenerate(const GenerateOptions& options, Env* env, std::ostream& out) {
   if (options.kind != "criteo") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "unknown data set '%s'; 'tessera generate' writes: criteo", options.kind));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("unknown data set '%s'; 'tessera generate' writes: criteo", options.kind));
   }
   if (options.out.empty()) return absl::InvalidArgumentError("needs --out");
   CriteoDataConfig config;
@@ -20,10 +20,9 @@ absl::Status RunGenerate(const GenerateOptions& options, Env* env, std::ostream&
   config.seed = options.seed;
   config.progress = &out;
   ASSIGN_OR_RETURN(const CriteoDataSummary summary, WriteCriteoData(config, env));
-  const double ctr =
-      summary.train_examples > 0
-          ? static_cast<double>(summary.train_positives) / summary.train_examples
-          : 0.0;
+  const double ctr = summary.train_examples > 0
+                         ? static_cast<double>(summary.train_positives) / summary.train_examples
+                         : 0.0;
   out << absl::StrFormat(
       "tessera generate: %d train and %d test examples in %.1f s: %s, %s; click rate %.3f, "
       "Bayes-optimal test AUC %.4f (%s)\n",

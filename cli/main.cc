@@ -4,6 +4,7 @@
 //   $ tessera help                          # the commands, and every flag
 //   $ tessera serve --help                  # one command's usage and flags
 //   $ tessera serve --model /tmp/model      # serves until SIGINT or SIGTERM
+//   $ tessera generate criteo --out /tmp/c  # a synthetic Criteo-layout data set
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "cli/internal/generate_command.h"
 #include "cli/internal/inspect_command.h"
 #include "cli/internal/plot_command.h"
 #include "cli/internal/predict_command.h"
@@ -22,6 +24,7 @@
 #include "cli/internal/serve_command.h"
 #include "cluster/cluster_spec.h"
 #include "coordinator/command_line.h"
+#include "core/env.h"
 #include "core/logging.h"
 #include "core/status.h"
 
@@ -72,7 +75,14 @@ ABSL_FLAG(std::string, name, "",
           "serve: the model's name in URLs (default: the export's own with --model, the base "
           "path's last directory with --model_base_path)");
 ABSL_FLAG(std::string, out, "",
-          "plot: the SVG to write (default: the metrics file's name with .svg)");
+          "plot: the SVG to write (default: the metrics file's name with .svg); generate: the "
+          "output prefix (PREFIX.train.tsv, PREFIX.test.tsv, PREFIX.json)");
+ABSL_FLAG(int64_t, train_examples, 2'000'000, "generate: the training examples to write");
+ABSL_FLAG(int64_t, test_examples, 200'000, "generate: the test examples to write");
+ABSL_FLAG(bool, gzip, false, "generate: gzip the data files (.tsv.gz)");
+ABSL_FLAG(uint64_t, seed, 1,
+          "generate: the planted model's and the examples' seed (the files are a pure function "
+          "of it and the sizes)");
 ABSL_FLAG(bool, verify, false,
           "inspect: read an exported model's values and verify every checksum (serving verifies "
           "them as it reads them)");
@@ -174,6 +184,20 @@ loss, AUC or accuracy of every validation, each against the global step, as one 
 SVG (default: the metrics file's name with .svg).
 )",
        {"out", "log_level"}},
+      {"generate",
+       "tessera generate criteo --out PREFIX [--train_examples N] [--test_examples M] [--gzip] "
+       "[--seed S]",
+       R"(Writes a synthetic click log in the layout of Criteo's display advertising data:
+PREFIX.train.tsv and PREFIX.test.tsv (.tsv.gz with --gzip), one example a line, tab-separated:
+the label (0/1), 13 integer features and 26 categorical ones (8 hex characters), any of them
+empty when missing. The labels come from a planted model (per-feature effects of the integer
+fields' log1p and of every categorical value, plus dot products of latent vectors of a few
+categorical features) with a click rate of about 25%; PREFIX.json holds the counts, the seed,
+the click rates and the Bayes-optimal AUC and log-loss of the test examples (what the true
+probabilities score: no model can do better). The files are a pure function of --seed and the
+sizes; a progress line is printed every few seconds.
+)",
+       {"out", "train_examples", "test_examples", "gzip", "seed", "log_level"}},
   };
   return *commands;
 }
@@ -317,6 +341,20 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
   if (command == "plot") {
     if (args.size() != 1) return absl::InvalidArgumentError("plot needs exactly one METRICS_FILE");
     return tessera::cli::RunPlot(args[0], absl::GetFlag(FLAGS_out), std::cout);
+  }
+  if (command == "generate") {
+    if (args.size() != 1) {
+      return absl::InvalidArgumentError("generate needs exactly one data set name (criteo)");
+    }
+    tessera::cli::GenerateOptions options;
+    options.kind = args[0];
+    options.train_examples = absl::GetFlag(FLAGS_train_examples);
+    options.test_examples = absl::GetFlag(FLAGS_test_examples);
+    options.out = absl::GetFlag(FLAGS_out);
+    options.gzip = absl::GetFlag(FLAGS_gzip);
+    options.seed = absl::GetFlag(FLAGS_seed);
+    RETURN_IF_ERROR(Require(options.out, "out"));
+    return tessera::cli::RunGenerate(options, tessera::Env::Default(), std::cout);
   }
   if (command == "inspect") {
     if (args.size() != 1) return absl::InvalidArgumentError("inspect needs exactly one PATH");

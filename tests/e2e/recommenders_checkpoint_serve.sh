@@ -63,14 +63,12 @@ grep -q '"test_auc"' "$work/dlrm_summary.json"
 grep -q "C26_table" "$work/inspect.txt"
 # Two instances: the dense values as a list, the categorical values as their raw strings (the
 # model hashes them as training did), one with missing (empty) fields.
-cut -f2-40 "$work/criteo.test.tsv" | head -2 | python3 -c '
-import json, sys
-for line in sys.stdin:
-    f = line.rstrip("\n").split("\t")
-    inst = {"dense": [float(x) if x else 0.0 for x in f[:13]]}
-    for k in range(26):
-        inst["C%d" % (k + 1)] = f[13 + k]
-    print(json.dumps(inst))' >"$work/dlrm_instances.jsonl"
+head -2 "$work/criteo.test.tsv" | awk -F'\t' '{
+  printf "{\"dense\": ["
+  for (k = 2; k <= 14; ++k) printf "%s%s", (k > 2 ? ", " : ""), ($k == "" ? 0 : $k)
+  printf "]"
+  for (k = 15; k <= 40; ++k) printf ", \"C%d\": \"%s\"", k - 14, $k
+  print "}" }' >"$work/dlrm_instances.jsonl"
 check_served "$work/dlrm_model" "$work/dlrm_instances.jsonl"
 # A malformed line is named with its file and line; --skip_bad_lines counts it and goes on.
 head -100 "$work/criteo.test.tsv" >"$work/bad.tsv"

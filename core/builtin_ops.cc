@@ -4,6 +4,8 @@
 // Dense layers, activations, softmax and concat call the kernels of core/layers.h (the
 // per-instruction-set GEMMs and ReLU); the rest are Eigen expressions here.
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -123,16 +125,22 @@ OpDef ConcatOp() {
   return op;
 }
 
-// y = x_0 + x_1 + ...
-OpDef AddOp() {
+// An op of two or more inputs of one width, whose output has that width too.
+OpDef SameWidthOp(std::string name) {
   OpDef op;
-  op.name = "add";
+  op.name = std::move(name);
   op.min_inputs = 2;
   op.max_inputs = -1;
   op.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
     RETURN_IF_ERROR(SameWidths(args));
     return OpShape{args.input_widths[0], {}};
   };
+  return op;
+}
+
+// y = x_0 + x_1 + ...
+OpDef AddOp() {
+  OpDef op = SameWidthOp("add");
   op.forward = [](const OpForwardArgs& a, MatrixRef y) {
     y = a.inputs[0];
     for (size_t i = 1; i < a.inputs.size(); ++i) y += a.inputs[i];
@@ -147,14 +155,7 @@ OpDef AddOp() {
 
 // y = x_0 * x_1 * ... elementwise.
 OpDef MultiplyOp() {
-  OpDef op;
-  op.name = "multiply";
-  op.min_inputs = 2;
-  op.max_inputs = -1;
-  op.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    RETURN_IF_ERROR(SameWidths(args));
-    return OpShape{args.input_widths[0], {}};
-  };
+  OpDef op = SameWidthOp("multiply");
   op.forward = [](const OpForwardArgs& a, MatrixRef y) {
     y = a.inputs[0];
     for (size_t i = 1; i < a.inputs.size(); ++i) y.array() *= a.inputs[i].array();

@@ -18,11 +18,12 @@
 #include "core/model.h"
 #include "core/op_registry.h"
 #include "core/random.h"
+#include "tests/core/model_test_util.h"
 
 namespace tessera {
 namespace {
 
-using Variables = std::map<std::string, Tensor>;
+using testing::Variables;
 
 bool Contains(const absl::Status& status, const std::string& part) {
   return std::string(status.message()).find(part) != std::string::npos;
@@ -40,11 +41,7 @@ Variables InitVariables(const ModelSpec& spec) {
   return vars;
 }
 
-StepParams FullParams(const Variables& vars) {
-  StepParams params;
-  for (const auto& [name, value] : vars) params.full.emplace(name, value.view());
-  return params;
-}
+using testing::FullParams;
 
 Tensor Column(std::vector<float> values) {
   const int64_t n = static_cast<int64_t>(values.size());
@@ -373,33 +370,12 @@ TEST_CASE("hashed and id-list lookups from gathered rows equal the whole-table r
   for (int64_t u : users) CHECK((u >= 0 && u < 5));
   CHECK(std::find(users.begin(), users.end(), HashBucket(StringId("alice"), 5)) != users.end());
 
-  Variables gathered_rows;
-  StepParams params;
-  for (const auto& [name, value] : vars) {
-    auto ids = needed->find(name);
-    if (ids == needed->end()) {
-      params.full.emplace(name, value.view());
-      continue;
-    }
-    Tensor rows(value.shape().WithRows(static_cast<int64_t>(ids->second.size())));
-    for (size_t k = 0; k < ids->second.size(); ++k) {
-      rows.matrix().row(k) = value.matrix().row(ids->second[k]);
-    }
-    gathered_rows.emplace(name, std::move(rows));
-    params.gathered.emplace(name, EmbeddingRows{ids->second, gathered_rows.at(name).view()});
-  }
-  auto gathered = model->ForwardBackward(batch, params);
+  const testing::GatheredParams gathered_params = testing::Gather(vars, *needed);
+  auto gathered = model->ForwardBackward(batch, gathered_params.params);
   REQUIRE(gathered.ok());
   auto full = model->ForwardBackward(batch, FullParams(vars));
   REQUIRE(full.ok());
-  CHECK(gathered->loss == full->loss);
-  for (const auto& [name, grad] : full->dense_gradients) {
-    CHECK(gathered->dense_gradients.at(name).matrix() == grad.matrix());
-  }
-  for (const auto& [name, grad] : full->sparse_gradients) {
-    CHECK(gathered->sparse_gradients.at(name).indices == grad.indices);
-    CHECK(gathered->sparse_gradients.at(name).values.matrix() == grad.values.matrix());
-  }
+  testing::CheckSameStep(*gathered, *full);
 }
 
 TEST_CASE("a DLRM and a cross network built by the builder have exact gradients") {
@@ -434,25 +410,7 @@ TEST_CASE("a DLRM and a cross network built by the builder have exact gradients"
 }
 
 TEST_CASE("a program's own op joins a built model and trains") {
-  // y = x * s, elementwise by a learned vector.
-  OpDef scale;
-  scale.name = "builder_test_scale";
-  scale.params = {{"scale"}};
-  scale.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    return OpShape{args.input_widths[0], {Shape{args.input_widths[0]}}};
-  };
-  scale.forward = [](const OpForwardArgs& a, MatrixRef y) {
-    y = (a.inputs[0].array().rowwise() * a.params[0].col(0).transpose().array()).matrix();
-  };
-  scale.backward = [](const OpBackwardArgs& a) {
-    const auto s = a.params[0].col(0).transpose().array();
-    if (a.input_grads[0]) *a.input_grads[0] += (a.dy.array().rowwise() * s).matrix();
-    if (a.param_grads[0]) {
-      a.param_grads[0]->col(0) +=
-          (a.dy.array() * a.inputs[0].array()).colwise().sum().matrix().transpose();
-    }
-  };
-  REQUIRE(RegisterOp(std::move(scale)).ok());
+  REQUIRE(RegisterOp(testing::ScaleOp("builder_test_scale")).ok());
 
   ModelBuilder b("custom", 2);
   const ModelBuilder::Value e =

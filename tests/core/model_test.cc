@@ -11,6 +11,7 @@
 #include "core/initializer.h"
 #include "core/layers.h"
 #include "core/losses.h"
+#include "tests/core/model_test_util.h"
 #include "workloads/reference_models.h"
 
 namespace tessera {
@@ -411,33 +412,13 @@ TEST_CASE("gathered embedding rows give exactly the whole-table result") {
   CHECK(needed->at("user_embedding").ids() == Ids{0, 4});
   CHECK(needed->at("item_embedding").ids() == Ids{1, 3});
 
-  Variables gathered_rows;
-  StepParams params;
-  for (const auto& [name, value] : vars) {
-    auto ids = needed->find(name);
-    if (ids == needed->end()) {
-      params.full.emplace(name, value.view());
-      continue;
-    }
-    Tensor rows(value.shape().WithRows(static_cast<int64_t>(ids->second.size())));
-    for (size_t k = 0; k < ids->second.size(); ++k) {
-      rows.matrix().row(k) = value.matrix().row(ids->second[k]);
-    }
-    gathered_rows.emplace(name, std::move(rows));
-    params.gathered.emplace(name, EmbeddingRows{ids->second, gathered_rows.at(name).view()});
-  }
+  testing::GatheredParams gathered_params = testing::Gather(vars, *needed);
+  StepParams& params = gathered_params.params;
   auto gathered = model->ForwardBackward(batch, params);
   REQUIRE(gathered.ok());
   auto full = model->ForwardBackward(batch, FullParams(vars));
   REQUIRE(full.ok());
-  CHECK(gathered->loss == full->loss);
-  for (const auto& [name, grad] : full->dense_gradients) {
-    CHECK(gathered->dense_gradients.at(name).matrix() == grad.matrix());
-  }
-  for (const auto& [name, grad] : full->sparse_gradients) {
-    CHECK(gathered->sparse_gradients.at(name).indices == grad.indices);
-    CHECK(gathered->sparse_gradients.at(name).values.matrix() == grad.values.matrix());
-  }
+  testing::CheckSameStep(*gathered, *full);
   auto forward = model->Forward(batch, params);
   REQUIRE(forward.ok());
   CHECK(forward->outputs.at("logits").matrix() == full->outputs.at("logits").matrix());

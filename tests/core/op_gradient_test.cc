@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "tests/core/model_test_util.h"
 
 namespace tessera {
 namespace {
@@ -284,27 +285,7 @@ TEST_CASE("shape rules refuse inputs their op cannot take") {
   CHECK(infer("dot_interaction", {4, 4, 4})->width == 4 + 3);
 }
 
-// y = x * s, the example of op_registry.h.
-OpDef ScaleOp(const std::string& name) {
-  OpDef scale;
-  scale.name = name;
-  scale.params = {{"scale"}};
-  scale.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    return OpShape{args.input_widths[0], {Shape{args.input_widths[0]}}};
-  };
-  scale.forward = [](const OpForwardArgs& a, MatrixRef y) {
-    y = (a.inputs[0].array().rowwise() * a.params[0].col(0).transpose().array()).matrix();
-  };
-  scale.backward = [](const OpBackwardArgs& a) {
-    const auto s = a.params[0].col(0).transpose().array();
-    if (a.input_grads[0]) *a.input_grads[0] += (a.dy.array().rowwise() * s).matrix();
-    if (a.param_grads[0]) {
-      a.param_grads[0]->col(0) +=
-          (a.dy.array() * a.inputs[0].array()).colwise().sum().matrix().transpose();
-    }
-  };
-  return scale;
-}
+using testing::ScaleOp;
 
 TEST_CASE("a program registers its own op once, and its gradient checks like a built-in") {
   REQUIRE(RegisterOp(ScaleOp("test_scale")).ok());

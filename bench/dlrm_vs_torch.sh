@@ -9,7 +9,7 @@
 #
 # The data set comes from `tessera generate criteo` into PREFIX (default
 # /tmp/dlrm_vs_torch/criteo_N_M) and is reused when PREFIX.json says it has the sizes asked for.
-# Both sides train the model the common brief of examples/dlrm.cc describes (buckets 100000,
+# Both sides train examples/dlrm.cc's model at its defaults (buckets 100000,
 # dim 16, batch 512, Adagrad lr 0.05) and report their test AUC and log-loss and their training
 # examples/s (the training loop only: not reading, parsing, hashing or evaluation). PyTorch uses
 # --threads threads (default 1); dlrm runs with its own defaults plus the extra flags. Prints

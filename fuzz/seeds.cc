@@ -1,11 +1,13 @@
 // tessera_fuzz_seeds OUT_DIR: writes the seed corpus of the fuzz targets — the bodies (without
 // the envelope, as the targets take them; a slice's prefixed with its tail's size in words, see
 // round_trip_check.h) of small valid slices, manifests and models — into
-// OUT_DIR/{slice,manifest,model}/.
+// OUT_DIR/{slice,manifest,model}/, and small text files (a format byte, then the lines; see
+// decode_text_fuzzer.cc) into OUT_DIR/text/.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -116,6 +118,24 @@ int Main(int argc, char** argv) {
     ok &= Write(
         out / "model", name,
         model.ok() ? EncodeExportedModel(*model) : absl::StatusOr<std::string>(model.status()));
+  }
+  // Text: byte 0 picks Criteo's layout (even) or the short spec (odd); bit 1 skips bad lines.
+  const std::string criteo_line =
+      "1\t5\t\t3\t0\t1382\t4\t15\t2\t181\t1\t2\t\t2\t68fd1e64\t80e26c9b\tfb936136\t"
+      "7b4723c4\t25c83c98\t7e0ccccf\tde7995b8\t1f89b562\ta73ee510\ta8cd5504\tb2cb9c98\t"
+      "37c9c164\t2824a5f6\t1adce6ef\t8ba8b39a\t891b62e7\te5ba7672\tf54016b9\t21ddcdc9\t"
+      "b1252a9d\t07b5194c\t\t3a171ecb\tc5c50484\te8b83407\t9727dd16\n";
+  const std::vector<std::pair<std::string, std::string>> texts = {
+      {"criteo", std::string(1, '\0') + criteo_line + criteo_line},
+      {"criteo_skip", std::string(1, '\2') + criteo_line + "1\t2\tbad\n" + criteo_line},
+      {"spec", std::string(1, '\1') + "1,0.5,2,alice,a|b|c,x\n0,,-1,,,\r\n1,3,4,bob,z,"},
+  };
+  for (const auto& [name, text] : texts) {
+    const std::filesystem::path dir = out / "text";
+    std::filesystem::create_directories(dir);
+    std::ofstream file(dir / name, std::ios::binary);
+    file << text;
+    ok &= static_cast<bool>(file);
   }
   return ok ? 0 : 1;
 }

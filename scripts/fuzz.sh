@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Fuzzes the file readers of schema/ (DecodeSlice, DecodeManifest, DecodeExportedModel) with
-# libFuzzer: installs clang and its fuzzer runtime if missing, builds fuzz/ with clang, ASan and
+# Fuzzes the file readers of schema/ (DecodeSlice, DecodeManifest, DecodeExportedModel) and the
+# delimited-text reader (DelimitedTextSource) with libFuzzer: installs clang and its fuzzer runtime if missing, builds fuzz/ with clang, ASan and
 # UBSan in build-fuzz/, seeds each target with round-trip encodings (tessera_fuzz_seeds), and runs
 # each target for a bounded time. Exits non-zero when a target finds a crash; the reproducer is
 # left in build-fuzz/artifacts/.
 #
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [slice|manifest|model ...]
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [slice|manifest|model|text ...]
 #   SECONDS_PER_TARGET defaults to $FUZZ_SECONDS or 60. Extra libFuzzer flags: $FUZZ_FLAGS.
 #   Reproduce a crash: build-fuzz/fuzz/tessera_fuzz_decode_slice build-fuzz/artifacts/crash-...
 set -euo pipefail
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-${FUZZ_SECONDS:-60}}
 shift || true
 readers=("$@")
-[ ${#readers[@]} -eq 0 ] && readers=(slice manifest model)
+[ ${#readers[@]} -eq 0 ] && readers=(slice manifest model text)
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_BUILD_JOBS:-$(nproc)}
 

@@ -11,8 +11,9 @@
 //
 // Data: the recsys workload's clicks from a planted model (workloads/recsys_data.h) with each
 // user's history attached: the items the user likes best among some drawn for that user. The
-// history carries the user's taste through the items' embeddings, which every click trains, so
-// the model scores rare users far better than their own embedding could.
+// history carries the user's taste through the items' embeddings, which every click trains, where
+// a rare user's own embedding has seen few clicks. One pass over 1M clicks, four runs each: test
+// AUC 0.618-0.634 with the history, 0.619-0.620 without (--history_length=0).
 #include <cstdio>
 #include <string>
 
@@ -35,8 +36,8 @@ ABSL_FLAG(int64_t, items, 10000, "items in the data (rows of the shared item tab
 ABSL_FLAG(int64_t, user_buckets, 50000,
           "rows of the user table: user ids are hashed into it (core/hash.h)");
 ABSL_FLAG(int64_t, history_length, 10, "items in each user's history (0: no history)");
-ABSL_FLAG(int64_t, embedding_dim, 32, "embedding and tower width");
-ABSL_FLAG(int64_t, hidden, 64, "the user tower's hidden units");
+ABSL_FLAG(int64_t, embedding_dim, 8, "embedding and tower width");
+ABSL_FLAG(int64_t, hidden, 16, "the user tower's hidden units");
 ABSL_FLAG(int64_t, train_examples, 1000000, "training examples");
 ABSL_FLAG(int64_t, test_examples, 100000, "test examples");
 ABSL_FLAG(std::string, partitioner, "fixed:4",

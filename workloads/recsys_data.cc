@@ -160,13 +160,17 @@ absl::StatusOr<PlantedRecsysModel> PlantedRecsysModel::Create(const RecsysConfig
   return model;
 }
 
-float PlantedRecsysModel::Logit(int64_t user, int64_t item) const {
+float PlantedRecsysModel::Affinity(int64_t user, int64_t item) const {
   const int64_t k = latent_dim();
   const float* p = user_factors_.data() + user * k;
   const float* q = item_factors_.data() + item * k;
   float dot = 0;
   for (int64_t j = 0; j < k; ++j) dot += p[j] * q[j];
-  return dot / std::sqrt(static_cast<float>(k)) + user_bias_.data()[user] + item_bias_.data()[item];
+  return dot / std::sqrt(static_cast<float>(k));
+}
+
+float PlantedRecsysModel::Logit(int64_t user, int64_t item) const {
+  return Affinity(user, item) + user_bias_.data()[user] + item_bias_.data()[item];
 }
 
 std::vector<int64_t> PlantedRecsysModel::History(int64_t user) const {
@@ -176,7 +180,7 @@ std::vector<int64_t> PlantedRecsysModel::History(int64_t user) const {
   std::vector<std::pair<float, int64_t>> candidates;
   for (int64_t c = 0; c < kHistoryCandidatesPerItem * history_length_; ++c) {
     const int64_t item = DrawHotId(rng, num_items());
-    candidates.emplace_back(-Logit(user, item), item);
+    candidates.emplace_back(-Affinity(user, item), item);
   }
   // Best first; ties (the same item drawn twice) by id, so the order is platform-independent.
   std::sort(candidates.begin(), candidates.end());

@@ -44,8 +44,9 @@ struct RecsysConfig {
   uint64_t train_seed = 2;
   uint64_t test_seed = 3;
   // When > 0, each example also carries the user's history (kRecsysHistoryFeature): the
-  // history_length items the user likes best among 4 * history_length items drawn for that user
-  // alone (hot ones likelier), by planted logit. A function of the user and model_seed only, so
+  // history_length items that suit the user's taste best (by Affinity: the planted logit without
+  // the biases, which are the same for every user) among 4 * history_length items drawn for that
+  // user alone (hot ones likelier). A function of the user and model_seed only, so
   // a user has the same history in every example and split: a multi-hot feature through which a
   // model learns a rare user's taste from the items' embeddings. At most 64.
   int64_t history_length = 0;
@@ -73,6 +74,8 @@ class PlantedRecsysModel {
   // Pu[user] . Qi[item] / sqrt(k) + bu[user] + bi[item]; the caller guarantees
   // 0 <= user < num_users() and 0 <= item < num_items().
   float Logit(int64_t user, int64_t item) const;
+  // The taste part of the logit alone: Pu[user] . Qi[item] / sqrt(k).
+  float Affinity(int64_t user, int64_t item) const;
   // The user's history (RecsysConfig::history_length items, best first); empty when that is 0.
   std::vector<int64_t> History(int64_t user) const;
 

@@ -221,3 +221,55 @@ TEST_CASE("invalid recsys configs are rejected, naming the field") {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("a user's history is the same wherever the user appears, and suits the user") {
+  RecsysConfig config = SmallConfig();
+  config.num_train = 2000;
+  config.num_test = 2000;
+  config.history_length = 5;
+  auto data = GenerateRecsysData(config);
+  REQUIRE(data.ok());
+  CHECK(data->train.IdListFeatureNames() == std::vector<std::string>{kRecsysHistoryFeature});
+  auto model = PlantedRecsysModel::Create(config);
+  REQUIRE(model.ok());
+  for (const Dataset* split : {&data->train, &data->test}) {
+    const Batch batch = All(*split);
+    const IdList& history = batch.id_lists.at(kRecsysHistoryFeature);
+    REQUIRE(history.num_rows() == batch.size);
+    CHECK(history.weights.empty());
+    for (int64_t e = 0; e < batch.size; ++e) {
+      const int64_t user = batch.ids.at(kRecsysUserFeature)[e];
+      const std::vector<int64_t> want = model->History(user);
+      const std::vector<int64_t> got(history.ids.begin() + history.row_splits[e],
+                                     history.ids.begin() + history.row_splits[e + 1]);
+      REQUIRE(got == want);
+    }
+  }
+  // Distinct items in range, best suited first; most users get the whole length.
+  int64_t full = 0;
+  for (int64_t user = 0; user < 200; ++user) {
+    const std::vector<int64_t> items = model->History(user);
+    CHECK(items.size() <= 5);
+    full += items.size() == 5 ? 1 : 0;
+    for (size_t k = 0; k < items.size(); ++k) {
+      CHECK((items[k] >= 0 && items[k] < config.num_items));
+      for (size_t j = 0; j < k; ++j) CHECK(items[j] != items[k]);
+      if (k > 0) CHECK(model->Affinity(user, items[k - 1]) >= model->Affinity(user, items[k]));
+    }
+  }
+  CHECK(full > 150);
+  // Without a history length there is no history feature.
+  config.history_length = 0;
+  auto plain = GenerateRecsysData(config);
+  REQUIRE(plain.ok());
+  CHECK(plain->train.IdListFeatureNames().empty());
+  CHECK(All(plain->train).id_lists.empty());
+  config.history_length = 65;
+  CHECK(GenerateRecsysData(config).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tessera

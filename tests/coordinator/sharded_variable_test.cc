@@ -23,6 +23,8 @@
 #include "coordinator/internal/await.h"
 #include "coordinator/strategy.h"
 #include "core/initializer.h"
+#include "core/model.h"
+#include "core/model_builder.h"
 #include "core/partitioner.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
@@ -252,6 +254,47 @@ TEST_CASE("Gather under mod reads id from shard id % n at local row id / n") {
     CAPTURE(absl::StrJoin(ids, ","));
     CHECK_TENSOR(ValueOrDie(f.v.Gather(ids, ShardingStrategy::kMod), "Gather mod"),
                  RefRows(f.reference, storage_rows));
+  }
+}
+
+// What a worker does for an embedding bag: gather the bag's unique ids from the shards, then
+// combine them in the model. Under div (training's) and mod lookups alike, the bags equal those of
+// the whole table each lookup describes (under mod: id i is storage row offsets[i % n] + i / n).
+TEST_CASE("embedding bags over rows gathered by div and by mod lookups equal the whole table's") {
+  const LayoutCase layout = Layouts()[0];  // 32 rows over 3 shards
+  Fixture f = MakeFixture(layout);
+  ModelBuilder b("bags");
+  const ModelBuilder::Value bag =
+      b.Embedding(b.IdListInput("tags"), b.EmbeddingTable("v", 32, 3), "sqrtn", "bag");
+  b.Output("bag", bag);
+  b.Loss("mean_squared_error", b.Dot(bag, bag));
+  const Model model = ValueOrDie(Model::Create(ValueOrDie(b.Build(), "Build")), "Model");
+  Batch batch;
+  batch.size = 3;
+  IdList& tags = batch.id_lists["tags"];
+  tags.ids = {31, 4, 4, 17, 0, 29, 30, 2};
+  tags.row_splits = {0, 3, 3, 8};  // the middle example's bag is empty
+  tags.weights = {1, 0.5f, 2, 1, 1, 3, 1, 0.25f};
+  batch.labels = Tensor(Shape{3, 1});
+  const std::map<std::string, SortedIds> needed = ValueOrDie(model.RowsNeeded(batch), "needed");
+  const Ids& ids = needed.at("v").ids();
+
+  Tensor mod_table(Shape{32, 3});
+  for (int64_t id = 0; id < 32; ++id) {
+    mod_table.matrix().row(id) = f.reference.matrix().row(layout.offsets[id % 3] + id / 3);
+  }
+  for (const auto& [strategy, table] : {std::pair{ShardingStrategy::kDiv, &f.reference},
+                                        std::pair{ShardingStrategy::kMod, &mod_table}}) {
+    CAPTURE(ShardingStrategyName(strategy));
+    const Tensor rows = ValueOrDie(f.v.Gather(ids, strategy), "Gather");
+    StepParams gathered;
+    gathered.gathered.emplace("v", EmbeddingRows{ids, rows.view()});
+    StepParams whole;
+    whole.full.emplace("v", table->view());
+    const ForwardResult from_shards = ValueOrDie(model.Forward(batch, gathered), "gathered");
+    const ForwardResult from_table = ValueOrDie(model.Forward(batch, whole), "whole");
+    CHECK_TENSOR(from_shards.outputs.at("bag"), from_table.outputs.at("bag"));
+    CHECK(from_table.outputs.at("bag").matrix().row(1).isZero());
   }
 }
 

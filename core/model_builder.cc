@@ -142,8 +142,8 @@ ModelBuilder::Value ModelBuilder::Op(const std::string& op_name, const std::vect
 
 ModelBuilder::Value ModelBuilder::Dense(Value x, int64_t units, const std::string& activation,
                                         const std::string& name, bool bias) {
-  return Op(kOpDense, {x}, {{"units", static_cast<double>(units)}},
-            {{"activation", activation}}, name, bias ? 2 : 1);
+  return Op(kOpDense, {x}, {{"units", static_cast<double>(units)}}, {{"activation", activation}},
+            name, bias ? 2 : 1);
 }
 
 ModelBuilder::Value ModelBuilder::Relu(Value x, const std::string& name) {
@@ -167,8 +167,7 @@ ModelBuilder::Value ModelBuilder::Concat(const std::vector<Value>& xs, const std
 ModelBuilder::Value ModelBuilder::Add(const std::vector<Value>& xs, const std::string& name) {
   return Op("add", xs, {}, {}, name);
 }
-ModelBuilder::Value ModelBuilder::Multiply(const std::vector<Value>& xs,
-                                           const std::string& name) {
+ModelBuilder::Value ModelBuilder::Multiply(const std::vector<Value>& xs, const std::string& name) {
   return Op("multiply", xs, {}, {}, name);
 }
 ModelBuilder::Value ModelBuilder::Dot(Value a, Value b, const std::string& name) {

@@ -112,13 +112,15 @@ absl::StatusOr<ModelSpec> DlrmModel(const ExampleSchema& schema, const DlrmOptio
   return b.Build();
 }
 
-absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> OpenData(
-    const std::string& flag, const std::string& files, const TextFormat& format) {
+absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> OpenData(const std::string& flag,
+                                                                    const std::string& files,
+                                                                    const TextFormat& format) {
   const std::vector<std::string> paths = absl::StrSplit(files, ',', absl::SkipEmpty());
   if (paths.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " is required: files in Criteo's layout; `tessera generate criteo "
-        "--out=/tmp/criteo` writes /tmp/criteo.train.tsv and /tmp/criteo.test.tsv"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag,
+                     " is required: files in Criteo's layout; `tessera generate criteo "
+                     "--out=/tmp/criteo` writes /tmp/criteo.train.tsv and /tmp/criteo.test.tsv"));
   }
   absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> source =
       DelimitedTextSource::Open(paths, format);
@@ -165,13 +167,14 @@ absl::Status Run() {
                     {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
   ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
                                             job.train, job.batch_size));
-  std::printf("dlrm: %lld train / %lld test examples; %zu tables of %lld x %lld; %lld steps of "
-              "%lld, adagrad lr %g\n",
-              static_cast<long long>(job.train.size()), static_cast<long long>(job.test.size()),
-              schema.id_features.size() + schema.id_list_features.size(),
-              static_cast<long long>(options.buckets),
-              static_cast<long long>(options.embedding_dim), static_cast<long long>(job.steps),
-              static_cast<long long>(job.batch_size), absl::GetFlag(FLAGS_learning_rate));
+  std::printf(
+      "dlrm: %lld train / %lld test examples; %zu tables of %lld x %lld; %lld steps of "
+      "%lld, adagrad lr %g\n",
+      static_cast<long long>(job.train.size()), static_cast<long long>(job.test.size()),
+      schema.id_features.size() + schema.id_list_features.size(),
+      static_cast<long long>(options.buckets), static_cast<long long>(options.embedding_dim),
+      static_cast<long long>(job.steps), static_cast<long long>(job.batch_size),
+      absl::GetFlag(FLAGS_learning_rate));
   job.report = [](const EvalResult& eval, nlohmann::json& summary) {
     std::printf("dlrm: test logloss %.4f, AUC %.4f, accuracy %.4f\n", eval.loss,
                 eval.auc.value_or(0), eval.accuracy.value_or(0));

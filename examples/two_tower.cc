@@ -50,9 +50,9 @@ absl::StatusOr<ModelSpec> TwoTowerModel(int64_t user_buckets, int64_t items, int
                                         int64_t hidden, bool history, uint64_t seed) {
   ModelBuilder b("two_tower", seed);
   const ModelBuilder::Table item_table = b.EmbeddingTable("item_embedding", items, d);
-  ModelBuilder::Value user = b.Embedding(b.IdInput(kRecsysUserFeature, user_buckets),
-                                         b.EmbeddingTable("user_embedding", user_buckets, d),
-                                         "", "user_vector");
+  ModelBuilder::Value user =
+      b.Embedding(b.IdInput(kRecsysUserFeature, user_buckets),
+                  b.EmbeddingTable("user_embedding", user_buckets, d), "", "user_vector");
   if (history) {
     const ModelBuilder::Value liked =
         b.Embedding(b.IdListInput(kRecsysHistoryFeature), item_table, "mean", "history_vector");
@@ -92,19 +92,19 @@ absl::Status Run() {
                    TwoTowerModel(absl::GetFlag(FLAGS_user_buckets), data_config.num_items,
                                  absl::GetFlag(FLAGS_embedding_dim), absl::GetFlag(FLAGS_hidden),
                                  data_config.history_length > 0, flags.seed));
-  job.optimizer = {"adagrad",
-                   {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
-                    {"initial_accumulator_value", 0.0}}};
+  job.optimizer = {
+      "adagrad",
+      {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}, {"initial_accumulator_value", 0.0}}};
   ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
                                             job.train, job.batch_size));
-  std::printf("two_tower: %lld users hashed into %lld rows, %lld items, history of %lld; "
-              "%lld train / %lld test examples, Bayes AUC %.4f\n",
-              static_cast<long long>(data_config.num_users),
-              static_cast<long long>(absl::GetFlag(FLAGS_user_buckets)),
-              static_cast<long long>(data_config.num_items),
-              static_cast<long long>(data_config.history_length),
-              static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
-              data.bayes_auc);
+  std::printf(
+      "two_tower: %lld users hashed into %lld rows, %lld items, history of %lld; "
+      "%lld train / %lld test examples, Bayes AUC %.4f\n",
+      static_cast<long long>(data_config.num_users),
+      static_cast<long long>(absl::GetFlag(FLAGS_user_buckets)),
+      static_cast<long long>(data_config.num_items),
+      static_cast<long long>(data_config.history_length), static_cast<long long>(data.train.size()),
+      static_cast<long long>(data.test.size()), data.bayes_auc);
   const double bayes_auc = data.bayes_auc;
   job.report = [bayes_auc](const EvalResult& eval, nlohmann::json& summary) {
     std::printf("two_tower: test logloss %.4f, AUC %.4f (Bayes-optimal %.4f)\n", eval.loss,

@@ -44,9 +44,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   format.skip_bad_lines = (choice & 2) != 0;
   std::unique_ptr<tessera::MemEnv> env = tessera::NewMemEnv();
   const std::string path = "/data.txt";
-  if (!tessera::WriteFileAtomically(
-           *env, path, std::string(reinterpret_cast<const char*>(data) + 1, size - 1),
-           /*sync_directory=*/false)
+  if (!tessera::WriteFileAtomically(*env, path,
+                                    std::string(reinterpret_cast<const char*>(data) + 1, size - 1),
+                                    /*sync_directory=*/false)
            .ok()) {
     std::abort();
   }

@@ -163,8 +163,7 @@ TEST_CASE("the builder keeps the first mistake and names its node") {
   {
     ModelBuilder b("m");
     const ModelBuilder::Value ids = b.IdInput("user", /*hash_buckets=*/100);
-    b.Loss("sigmoid_cross_entropy",
-           b.Dense(b.Embedding(ids, b.EmbeddingTable("t", 50, 4)), 1));
+    b.Loss("sigmoid_cross_entropy", b.Dense(b.Embedding(ids, b.EmbeddingTable("t", 50, 4)), 1));
     // A hashed input fills exactly hash_buckets rows.
     const absl::Status status = b.Build().status();
     CHECK(status.code() == absl::StatusCode::kInvalidArgument);
@@ -205,11 +204,11 @@ TEST_CASE("embedding bags combine their rows by sum, mean and sqrtn, with weight
     std::vector<float> values;  // [3, 2]
   };
   const float s0 = std::sqrt(10.0f), s2 = std::sqrt(8.0f);
-  for (const Want& want : std::vector<Want>{
-           {"sum", {16, 20, 0, 0, 28, 32}},
-           {"mean", {4, 5, 0, 0, 7, 8}},
-           {"", {4, 5, 0, 0, 7, 8}},  // mean is the default
-           {"sqrtn", {16 / s0, 20 / s0, 0, 0, 28 / s2, 32 / s2}}}) {
+  for (const Want& want :
+       std::vector<Want>{{"sum", {16, 20, 0, 0, 28, 32}},
+                         {"mean", {4, 5, 0, 0, 7, 8}},
+                         {"", {4, 5, 0, 0, 7, 8}},  // mean is the default
+                         {"sqrtn", {16 / s0, 20 / s0, 0, 0, 28 / s2, 32 / s2}}}) {
     INFO("combiner '" << want.combiner << "'");
     const BagModel m = OneBag(want.combiner);
     auto model = Model::Create(m.spec);
@@ -262,8 +261,8 @@ TEST_CASE("malformed id lists are refused before any arithmetic") {
 ModelSpec TwoTower(const std::string& combiner, const std::string& loss) {
   ModelBuilder b("two_tower", 3);
   const ModelBuilder::Table items = b.EmbeddingTable("items", 6, 3);
-  const ModelBuilder::Value user = b.Embedding(
-      b.IdInput("user", /*hash_buckets=*/5), b.EmbeddingTable("users", 5, 3));
+  const ModelBuilder::Value user =
+      b.Embedding(b.IdInput("user", /*hash_buckets=*/5), b.EmbeddingTable("users", 5, 3));
   const ModelBuilder::Value history = b.Embedding(b.IdListInput("history"), items, combiner);
   const ModelBuilder::Value user_tower =
       b.Dense(b.Concat({user, history}), 3, "tanh", "user_tower");
@@ -390,8 +389,7 @@ TEST_CASE("a DLRM and a cross network built by the builder have exact gradients"
     const ModelBuilder::Value x = b.Dense(b.Log1p(b.DenseInput("dense", 2)), 3, "tanh");
     const ModelBuilder::Value e1 =
         b.Embedding(b.IdInput("c1", 7), b.EmbeddingTable("c1_table", 7, 3));
-    const ModelBuilder::Value e2 =
-        b.Embedding(b.IdInput("c2"), b.EmbeddingTable("c2_table", 3, 3));
+    const ModelBuilder::Value e2 = b.Embedding(b.IdInput("c2"), b.EmbeddingTable("c2_table", 3, 3));
     b.Loss("sigmoid_cross_entropy", b.Dense(b.DotInteraction({x, e1, e2}), 1));
     const ModelSpec spec = *b.Build();
     CheckGradients(spec, batch, InitVariables(spec));
@@ -456,7 +454,8 @@ TEST_CASE("a two-tower model learns planted preferences from multi-hot histories
       const int genre = random.Uniform() < 0.5 ? 0 : 3;
       std::vector<int64_t> history;
       const int length = 1 + static_cast<int>(random.Uniform() * 3);
-      for (int k = 0; k < length; ++k) history.push_back(genre + static_cast<int>(random.Uniform() * 3));
+      for (int k = 0; k < length; ++k)
+        history.push_back(genre + static_cast<int>(random.Uniform() * 3));
       histories.push_back(history);
       const int64_t item = static_cast<int64_t>(random.Uniform() * 6);
       batch.ids["user"].push_back(static_cast<int64_t>(random.Uniform() * 1000));

@@ -86,8 +86,8 @@ OpInstance Instantiate(const OpCase& config, int64_t batch, uint64_t seed) {
   }
   for (size_t j = 0; j < instance.shape.param_shapes.size(); ++j) {
     const Shape& s = instance.shape.param_shapes[j];
-    instance.params.push_back(AwayFromZero(s.rows(), s.rank() >= 2 ? s.row_size() : 1,
-                                           seed + 100 + j));
+    instance.params.push_back(
+        AwayFromZero(s.rows(), s.rank() >= 2 ? s.row_size() : 1, seed + 100 + j));
   }
   instance.upstream = AwayFromZero(batch, instance.shape.width, seed + 200);
   return instance;
@@ -147,8 +147,10 @@ TEST_CASE("every built-in op's backward matches finite differences of its forwar
     // Gradients are ADDED to what the buffers hold: start them at a known non-zero value.
     std::vector<RowMatrix> input_grads;
     std::vector<RowMatrix> param_grads;
-    for (const RowMatrix& x : instance.inputs) input_grads.push_back(RowMatrix::Constant(x.rows(), x.cols(), 0.5f));
-    for (const RowMatrix& p : instance.params) param_grads.push_back(RowMatrix::Constant(p.rows(), p.cols(), 0.5f));
+    for (const RowMatrix& x : instance.inputs)
+      input_grads.push_back(RowMatrix::Constant(x.rows(), x.cols(), 0.5f));
+    for (const RowMatrix& p : instance.params)
+      param_grads.push_back(RowMatrix::Constant(p.rows(), p.cols(), 0.5f));
     std::vector<MatrixRef> input_refs(input_grads.begin(), input_grads.end());
     std::vector<MatrixRef> param_refs(param_grads.begin(), param_grads.end());
     RowMatrix dy = instance.upstream;  // the kernel may overwrite it
@@ -193,7 +195,8 @@ TEST_CASE("a backward given null gradient buffers computes nothing it is not ask
     std::vector<RowMatrix> grads;
     for (const RowMatrix& x : instance.inputs) grads.push_back(RowMatrix::Zero(x.rows(), x.cols()));
     std::vector<RowMatrix> param_grads;
-    for (const RowMatrix& p : instance.params) param_grads.push_back(RowMatrix::Zero(p.rows(), p.cols()));
+    for (const RowMatrix& p : instance.params)
+      param_grads.push_back(RowMatrix::Zero(p.rows(), p.cols()));
     std::vector<MatrixRef> refs(grads.begin(), grads.end());
     std::vector<MatrixRef> param_refs(param_grads.begin(), param_grads.end());
     for (MatrixRef& g : refs) all.input_grads.push_back(&g);
@@ -220,8 +223,10 @@ TEST_CASE("ops compute what their names say on hand-checked values") {
   a << 1, 2, 3;
   b << 4, -5, 6;
   c << 0.5f, 2, -1;
-  CHECK(run({"add", {3, 3, 3}, {}, {}}, {a, b, c}).isApprox((RowMatrix(1, 3) << 5.5f, -1, 8).finished()));
-  CHECK(run({"multiply", {3, 3}, {}, {}}, {a, b}).isApprox((RowMatrix(1, 3) << 4, -10, 18).finished()));
+  CHECK(run({"add", {3, 3, 3}, {}, {}}, {a, b, c})
+            .isApprox((RowMatrix(1, 3) << 5.5f, -1, 8).finished()));
+  CHECK(run({"multiply", {3, 3}, {}, {}}, {a, b})
+            .isApprox((RowMatrix(1, 3) << 4, -10, 18).finished()));
   CHECK(run({"dot", {3, 3}, {}, {}}, {a, b})(0, 0) == doctest::Approx(12));
   // dot_interaction: the first input, then the dots of every pair i < j: (a.b, a.c, b.c).
   const RowMatrix interaction = run({"dot_interaction", {3, 3, 3}, {}, {}}, {a, b, c});

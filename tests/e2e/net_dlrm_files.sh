@@ -24,17 +24,11 @@ JSON
 common=(--cluster_spec="$work/spec.json" --train_data="$work/criteo.train.tsv"
         --test_data="$work/criteo.test.tsv" --buckets=5000 --embedding_dim=8 --bottom_mlp=16
         --top_mlp=32 --steps=60 --connect_timeout_s=60)
-for t in 0 1; do
-  "$tessera" ps --port "${ports[$((1 + t))]}" --task "$t" >"$work/ps$t.log" 2>&1 &
-  pids[ps$t]=$!
-done
-for t in 0 1; do
-  "$dlrm" "${common[@]}" --role=worker --task="$t" >"$work/worker$t.log" 2>&1 &
-  pids[worker$t]=$!
-done
+start_ps "$tessera" 2
+start_workers 2 "$dlrm" "${common[@]}"
 "$dlrm" "${common[@]}" --min_workers=2 --export_dir="$work/model" \
   --summary="$work/summary.json" >"$work/coordinator.log" 2>&1
-for t in 0 1; do wait "${pids[worker$t]}"; unset "pids[worker$t]"; done
+wait_workers 2
 
 grep -q "dlrm: test logloss" "$work/coordinator.log"
 ls "$work/criteo.train.tsv.tsidx" "$work/criteo.test.tsv.tsidx" >/dev/null
@@ -52,7 +46,7 @@ for t in 0 1; do
   echo "worker $t peak $peak MiB (training file $file_mib MiB; limit $half_mib MiB)"
   awk -v p="$peak" -v q="$half_mib" 'BEGIN { exit !(p > 0 && p < q) }'
 done
-for t in 0 1; do kill "${pids[ps$t]}"; wait "${pids[ps$t]}" 2>/dev/null || true; unset "pids[ps$t]"; done
+stop_ps 2
 
 "$tessera" inspect "$work/model" >"$work/inspect.txt"
 grep -q "C1_table" "$work/inspect.txt"

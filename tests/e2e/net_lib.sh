@@ -4,6 +4,10 @@
 #   free_ports N  N loopback ports free now (bound, then released), on one line
 #   exits_within PID SECONDS  waits (polling every 50 ms) until PID has exited; fails when it is
 #                 still running after SECONDS (then `wait PID` gives its status)
+#   start_ps TESSERA N   N `tessera ps` on ports[1..N] as tasks 0..N-1 (logs ps<t>.log, pids[ps<t>])
+#   start_workers N CMD...  N workers: CMD --role=worker --task=t (logs worker<t>.log,
+#                 pids[worker<t>])
+#   wait_workers N / stop_ps N  wait for the workers to exit / end the PS processes
 # At exit every process in pids is killed with SIGKILL; when the script fails, the last lines of
 # each log in $work are printed first (progress lines of the drivers left out).
 # TESSERA_E2E_KEEP=1 keeps $work (its path is printed) for a closer look.
@@ -38,5 +42,34 @@ exits_within() {
   while kill -0 "$1" 2>/dev/null; do
     python3 -c "import sys, time; sys.exit(time.time() > $deadline)" || return 1
     sleep 0.05
+  done
+}
+
+start_ps() {
+  local tessera=$1 t
+  for ((t = 0; t < $2; ++t)); do
+    "$tessera" ps --port "${ports[$((1 + t))]}" --task "$t" >"$work/ps$t.log" 2>&1 &
+    pids[ps$t]=$!
+  done
+}
+
+start_workers() {
+  local n=$1 t
+  shift
+  for ((t = 0; t < n; ++t)); do
+    "$@" --role=worker --task="$t" >"$work/worker$t.log" 2>&1 &
+    pids[worker$t]=$!
+  done
+}
+
+wait_workers() {
+  local t
+  for ((t = 0; t < $1; ++t)); do wait "${pids[worker$t]}"; unset "pids[worker$t]"; done
+}
+
+stop_ps() {
+  local t
+  for ((t = 0; t < $1; ++t)); do
+    kill "${pids[ps$t]}"; wait "${pids[ps$t]}" 2>/dev/null || true; unset "pids[ps$t]"
   done
 }

@@ -26,17 +26,11 @@ common=(--cluster_spec="$work/spec.json" "${model[@]}" --connect_timeout_s=60)
 parameter_bytes=$(( (200000 + 20000) * 500 * 4 ))
 quarter_mib=$(( parameter_bytes / 4 / 1048576 ))
 
-for t in 0 1; do
-  "$tessera" ps --port "${ports[$((1 + t))]}" --task "$t" >"$work/ps$t.log" 2>&1 &
-  pids[ps$t]=$!
-done
-for t in 0 1; do
-  "$recsys" "${common[@]}" --role=worker --task="$t" >"$work/worker$t.log" 2>&1 &
-  pids[worker$t]=$!
-done
+start_ps "$tessera" 2
+start_workers 2 "$recsys" "${common[@]}"
 "$recsys" "${common[@]}" --min_workers=2 --summary="$work/summary.json" \
   >"$work/coordinator.log" 2>&1
-for t in 0 1; do wait "${pids[worker$t]}"; unset "pids[worker$t]"; done
+wait_workers 2
 
 grep -q "test AUC" "$work/coordinator.log"
 python3 - "$work/summary.json" "$quarter_mib" <<'PY'
@@ -57,7 +51,7 @@ for t in 0 1; do
   echo "worker $t peak $peak MiB (limit $quarter_mib MiB)"
   awk -v p="$peak" -v q="$quarter_mib" 'BEGIN { exit !(p > 0 && p < q) }'
 done
-for t in 0 1; do kill "${pids[ps$t]}"; wait "${pids[ps$t]}" 2>/dev/null || true; unset "pids[ps$t]"; done
+stop_ps 2
 
 # 2. A worker of another job is refused, by name, on both sides.
 read -r -a ports < <(free_ports 3)

@@ -66,7 +66,7 @@ class RecsysSplit final : public ExampleSource {
               uint64_t stream)
       : model_(std::move(model)), count_(count), seed_(seed), stream_(stream) {
     schema_.id_features = {kRecsysItemFeature, kRecsysUserFeature};
-    if (!model_->History(0).empty()) schema_.id_list_features = {kRecsysHistoryFeature};
+    if (model_->history_length() > 0) schema_.id_list_features = {kRecsysHistoryFeature};
   }
 
   int64_t size() const override { return count_; }

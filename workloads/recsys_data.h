@@ -66,6 +66,7 @@ class PlantedRecsysModel {
   int64_t num_users() const { return user_factors_.rows(); }
   int64_t num_items() const { return item_factors_.rows(); }
   int64_t latent_dim() const { return user_factors_.row_size(); }
+  int64_t history_length() const { return history_length_; }
   const Tensor& user_factors() const { return user_factors_; }  // Pu: [U, k]
   const Tensor& item_factors() const { return item_factors_; }  // Qi: [I, k]
   const Tensor& user_bias() const { return user_bias_; }        // bu: [U]

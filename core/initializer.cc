@@ -10,6 +10,7 @@
 #include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/internal/philox_batch.h"
 #include "core/random.h"
 #include "core/status.h"
 
@@ -187,84 +188,52 @@ absl::Status CheckBlock(const ResolvedInitializer& init, const Shape& full_shape
 
 // Note [Batched generation]
 // Calling CounterRandom per element costs ~10 ns (uniform) and ~40 ns (normal: scalar libm log,
-// cos and sqrt), so a 100M-element variable would take seconds. The fill therefore computes 16
-// consecutive global indices at a time with the same Philox4x32-10 as core/random.h, written
-// lane-parallel so the compiler vectorizes it, and a branch-free Box-Muller in double precision
-// with polynomial log / sin / cos (accurate to ~1e-15, far below a float's 6e-8 rounding step).
-// What each element gets:
+// cos and sqrt), so a 100M-element variable would take seconds. The fill therefore computes 32
+// consecutive global indices at a time with the same Philox4x32-10 as core/random.h, on vector
+// registers (core/internal/philox_batch.h: its own intrinsics per instruction set, since
+// compilers shuffle 32x32 -> 64-bit products badly), and a branch-free Box-Muller in double
+// precision with polynomial log / sin / cos (accurate to ~1e-15, far below a float's 6e-8
+// rounding step). What each element gets:
 //   uniform kinds: minval + (maxval - minval) * u in float32, u = CounterRandom(seed,
 //                  stream).Uniform(g) exactly (so maxval itself can occur by rounding);
 //   normal kinds:  CounterRandom(seed, stream).Normal(g) up to the last float bit (the same
 //                  Philox words and the same Box-Muller formula; only libm is replaced).
 // Invariance needs every element computed by the same machine code whatever its block, so each
-// kernel is one out-of-line function that always produces a full batch of 16 lanes (a block's
+// kernel is one out-of-line function that always produces a full batch of 32 lanes (a block's
 // partial last batch goes through a buffer): no scalar epilogue whose rounding (FMA contraction)
-// could differ from the vector body. Measured on the 2-core build machine under load: 100M
-// elements in ~0.3 s (uniform kinds), ~0.6 s (random_normal), ~1.3 s (truncated_normal, whose
-// re-draws recompute a whole batch).
+// could differ from the vector body. Every element's value depends on its global index alone,
+// so the batch width is free to change. Measured on the 2-vCPU EPYC (AVX2, no AVX-512),
+// `bench/ps_init`: random_uniform ~320M floats/s on one thread (~140M with 16 lanes and the
+// compiler's own vectorization of Philox); random_normal ~35M/s, bound by its double-precision
+// log and cos.
 //
 // Note [Kernels per instruction set]
-// The two kernels are compiled twice, for x86-64-v4 (AVX-512: the 16 lanes of a batch in one
-// register) and for the baseline, and the loader picks the one the CPU runs (GCC's
-// target_clones), so the build needs no -march and the fast path costs nothing where it is
-// missing. Both give the same bits: the file is compiled with -ffp-contract=off (core/
-// CMakeLists.txt), so no instruction set fuses a multiply and an add (an FMA rounds once where
-// the baseline rounds twice), and every other operation (+, -, *, /, sqrt, conversions) is
-// correctly rounded on every path (tests/core/initializer_test.cc pins the bits, computed from a
-// build without the clones). On the dev EPYC the x86-64-v4 clone of random_uniform fills about
-// twice the baseline's floats/s (a TESSERA_NATIVE build compiles the whole file for the build
-// machine anyway). Before -ffp-contract=off, a TESSERA_NATIVE build on an FMA machine gave other
+// The kernels are compiled three times, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2) and the
+// baseline, and the loader picks the one the CPU runs (GCC's target_clones), so the build needs
+// no -march and the fast path costs nothing where it is missing. All give the same bits: the
+// file is compiled with -ffp-contract=off (core/CMakeLists.txt), so no instruction set fuses a
+// multiply and an add (an FMA rounds once where the baseline rounds twice), every other
+// operation (+, -, *, /, sqrt, conversions) is correctly rounded on every path, and Philox is
+// integer arithmetic (tests/core/initializer_test.cc pins the bits, computed from a build
+// without the clones; tests/core/random_test.cc checks every Philox variant against the scalar
+// generator). Before -ffp-contract=off, a TESSERA_NATIVE build on an FMA machine gave other
 // values than a baseline build.
-constexpr int kBatch = 16;
+constexpr int kBatch = 32;
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TESSERA_KERNEL __attribute__((noinline, target_clones("arch=x86-64-v4", "default")))
+#define TESSERA_KERNEL \
+  __attribute__((noinline, target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TESSERA_KERNEL ABSL_ATTRIBUTE_NOINLINE
 #endif
 
-constexpr uint32_t kPhiloxMul0 = 0xD2511F53;
-constexpr uint32_t kPhiloxMul1 = 0xCD9E8D57;
-constexpr uint32_t kPhiloxWeyl0 = 0x9E3779B9;
-constexpr uint32_t kPhiloxWeyl1 = 0xBB67AE85;
-
-// Words 0 and 1 of CounterRandom(seed, stream).Bits(first + j) for the 16 lanes j. Always
-// inlined, like the helpers below, so each kernel's clone compiles them for its instruction set.
+// Words 0 and 1 of CounterRandom(seed, stream).Bits(first + j) for the 32 lanes j: Philox on
+// the widest vectors the CPU has (core/internal/philox_batch.h).
+static_assert(kBatch == internal::kPhiloxLanes);
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PhiloxBatch(uint64_t seed, uint64_t stream,
                                                      uint64_t first, uint32_t* word0,
                                                      uint32_t* word1) {
-  alignas(64) uint32_t c0[kBatch], c1[kBatch], c2[kBatch], c3[kBatch];
-  for (int j = 0; j < kBatch; ++j) {
-    const uint64_t index = first + j;
-    c0[j] = static_cast<uint32_t>(index);
-    c1[j] = static_cast<uint32_t>(index >> 32);
-    c2[j] = static_cast<uint32_t>(stream);
-    c3[j] = static_cast<uint32_t>(stream >> 32);
-  }
-  uint32_t k0 = static_cast<uint32_t>(seed);
-  uint32_t k1 = static_cast<uint32_t>(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += kPhiloxWeyl0;
-      k1 += kPhiloxWeyl1;
-    }
-    // Without the pragma GCC unrolls these 16 lanes into scalar code before it vectorizes.
-#pragma GCC unroll 1
-    for (int j = 0; j < kBatch; ++j) {
-      const uint64_t p0 = static_cast<uint64_t>(kPhiloxMul0) * c0[j];
-      const uint64_t p1 = static_cast<uint64_t>(kPhiloxMul1) * c2[j];
-      const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[j] ^ k0;
-      const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[j] ^ k1;
-      c0[j] = n0;
-      c1[j] = static_cast<uint32_t>(p1);
-      c2[j] = n2;
-      c3[j] = static_cast<uint32_t>(p0);
-    }
-  }
-  for (int j = 0; j < kBatch; ++j) {
-    word0[j] = c0[j];
-    word1[j] = c1[j];
-  }
+  internal::PhiloxBatch(seed, stream, first, word0, word1);
 }
 
 // ln(x) for x in [1, 2^24], branch-free: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), and
@@ -345,7 +314,7 @@ TESSERA_KERNEL void NormalKernel(uint64_t seed, uint64_t stream, uint64_t first,
 }
 
 // Standard normals truncated to [-2, 2]; see Note [Initializer streams] for the re-draws. A
-// re-draw batch holds attempt k for all 16 indices, and a lane takes it only while it still
+// re-draw batch holds attempt k for all 32 indices, and a lane takes it only while it still
 // needs one, so each element's value depends on its own index and attempts alone.
 void TruncatedNormalKernel(uint64_t seed, uint64_t first, float* out) {
   NormalKernel(seed, kTruncatedNormalStream, first, out);

@@ -3,7 +3,10 @@
 #include <cmath>
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <vector>
+
+#include "core/internal/philox_batch.h"
 
 namespace tessera {
 namespace {
@@ -23,6 +26,33 @@ TEST_CASE("counter randomness is a pure function of seed, stream and index") {
   CHECK(a.Uniform(123) != c.Uniform(123));
   CHECK(a.Uniform(123) != d.Uniform(123));
   CHECK(a.Normal(5) == b.Normal(5));
+}
+
+TEST_CASE("every batched Philox variant equals the scalar generator, across word carries") {
+  const std::vector<internal::PhiloxBatchVariant> variants = internal::RunnablePhiloxBatches();
+  REQUIRE(!variants.empty());
+  // Counters whose low word wraps inside a batch, at 0, in the middle and at the very top.
+  const uint64_t firsts[] = {0, 1, 0xfffffff8, 0xfffffffc, 0x1fffffff5, 0x123456789abcdef0,
+                             0xfffffffffffffff0};
+  const uint64_t seeds[] = {0, 1, 0xdeadbeefcafef00d};
+  const uint64_t streams[] = {0, 0x100000003, ~uint64_t{0}};
+  for (const auto& variant : variants) {
+    CAPTURE(variant.name);
+    for (uint64_t seed : seeds) {
+      for (uint64_t stream : streams) {
+        const CounterRandom scalar(seed, stream);
+        for (uint64_t first : firsts) {
+          uint32_t word0[internal::kPhiloxLanes], word1[internal::kPhiloxLanes];
+          variant.fn(seed, stream, first, word0, word1);
+          for (int j = 0; j < internal::kPhiloxLanes; ++j) {
+            const PhiloxCounter bits = scalar.Bits(first + static_cast<uint64_t>(j));
+            CHECK(word0[j] == bits[0]);
+            CHECK(word1[j] == bits[1]);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("the stream's uniforms and normals have the right moments") {

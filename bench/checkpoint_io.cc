@@ -194,11 +194,13 @@ absl::Status Run(int argc, char** argv) {
   ASSIGN_OR_RETURN(const Tensor saved_rows, table.Gather(probe));
   std::vector<double> write_mbs, save_mbs, read_mbs, prefaulted_mbs, restore_mbs;
   const int32_t rounds = absl::GetFlag(FLAGS_rounds);
+  // One run: every save carries its id, so the exactness check below compares like with like.
+  const RunId run = RunId::Random();
   for (int32_t r = 0; r < rounds; ++r) {
     const std::string plain = dir + "/plain.bin", ckpt = absl::StrCat(dir, "/ckpt-", r);
     ASSIGN_OR_RETURN(double write_s, PlainWrite(plain, bytes, pattern));
     Clock::time_point start = Clock::now();
-    RETURN_IF_ERROR(SaveCheckpoint(strategy, ckpt, r));
+    RETURN_IF_ERROR(SaveCheckpoint(strategy, ckpt, r, run));
     const double save_s = Seconds(start);
     ASSIGN_OR_RETURN(double prefaulted_s, PlainRead(plain, bytes, piece, prefaulted.data()));
     ASSIGN_OR_RETURN(double read_s, PlainRead(plain, bytes, piece, nullptr));
@@ -227,7 +229,7 @@ absl::Status Run(int argc, char** argv) {
   // The restore is exact, slots included: saving the restored state again writes the same
   // slice files (checked once, outside the timing).
   const std::string last = absl::StrCat(dir, "/ckpt-", rounds - 1);
-  RETURN_IF_ERROR(SaveCheckpoint(strategy, dir + "/again", rounds - 1));
+  RETURN_IF_ERROR(SaveCheckpoint(strategy, dir + "/again", rounds - 1, run));
   ASSIGN_OR_RETURN(const bool same, SameSliceFiles(last, dir + "/again"));
   if (!same) return absl::InternalError("the restored state saves differently from the saved one");
   fs::remove_all(dir);

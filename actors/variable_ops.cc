@@ -211,8 +211,10 @@ void ApplySparseGradientAsync(ShardClient& client, const VariableHandle& v,
   if (!grouping.ok()) return done(Annotate(grouping.status(), what()));
   absl::StatusOr<std::vector<IndexedSlices>> parts = SplitRowsByShard(*grouping, grad.values);
   if (!parts.ok()) return done(Annotate(parts.status(), what()));
+  // Every shard, even one without rows: each application is one step of the variable's optimizer
+  // on all its shards (Note [One step count per variable] in core/shard_state.h).
   FanOut<ApplySparseGradientOp>(
-      client, v, grouping->touched_shards,
+      client, v, AllShards(v),
       [&](int64_t s, size_t) { return ApplySparseGradientOp{std::move((*parts)[s])}; },
       IgnoreVersions(std::move(done)));
 }

@@ -47,6 +47,54 @@ std::vector<const ShardedVariable*> CheckpointedVariables(const ParameterServerS
   return out;
 }
 
+// Note [ON_READ variables in checkpoints]
+// TF saves a sync-on-read variable as its reduced value (the SUM, the MEAN or the first
+// replica's copy) under the variable's name, and a restore gives each replica its share: the
+// value divided by the number of replicas for SUM (so the sum reads back unchanged), the value
+// itself otherwise. Tessera does the same, whatever the number of workers on either side: the
+// coordinator reads the reduced value (ON_READ variables are per-worker metrics and counters,
+// small, and read whole by every Read anyway), writes it as the variable's one slice file
+// (no slots, step 0), and on restore assigns every worker's copy its share. Being an ordinary
+// manifest entry, the value also restores into an ON_WRITE variable of the same name and shape,
+// and an ON_WRITE variable's entry into an ON_READ one (its slots are ignored). A checkpoint
+// written before ON_READ variables were saved lacks them: the copies keep their values, with a
+// warning. A PS node recovered from a checkpoint (RestoreShardsOf) brings back its ON_WRITE
+// shards only: a lost node's ON_READ copies start again from their initial value.
+std::vector<const ShardedVariable*> OnReadVariables(const ParameterServerStrategy& s) {
+  std::vector<const ShardedVariable*> out;
+  for (const auto& [name, variable] : s.variables()) {
+    if (variable.is_on_read()) out.push_back(&variable);
+  }
+  return out;
+}
+
+// Note [ON_READ variables in checkpoints]: writes each variable's reduced value and adds its
+// manifest entry; file names continue the ON_WRITE variables' numbering from `first_index`.
+absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
+                        const std::string& dir, const CheckpointId& checkpoint, size_t first_index,
+                        CheckpointManifest& manifest) {
+  for (size_t i = 0; i < variables.size(); ++i) {
+    const ShardedVariable& v = *variables[i];
+    ASSIGN_OR_RETURN(Tensor value, v.Read());
+    TensorSlice slice;
+    slice.variable = v.name();
+    slice.full_shape = v.shape();
+    slice.dtype = v.dtype();
+    slice.value = std::move(value);
+    slice.checkpoint = checkpoint;
+    const std::string file = SliceFileName(first_index + i, v.name(), 0, 1);
+    RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
+                             absl::StrCat("saving ON_READ variable ", v.name())));
+    CheckpointVariable entry;
+    entry.name = v.name();
+    entry.shape = v.shape();
+    entry.dtype = v.dtype();
+    entry.slices.push_back(SliceFileRef{file, 0, v.shape().rows()});
+    manifest.variables.push_back(std::move(entry));
+  }
+  return absl::OkStatus();
+}
+
 // Sends `make_op(i, handle, s)` (an Op) to every shard s of every variable i (with `only`: to
 // each shard it accepts) from one actor and joins the results; a shard not asked leaves its
 // result default-constructed.
@@ -175,6 +223,8 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
     }
     manifest.variables.push_back(std::move(entry));
   }
+  RETURN_IF_ERROR(
+      SaveOnRead(OnReadVariables(strategy), dir, checkpoint, variables.size(), manifest));
   return WriteManifest(dir, manifest);
 }
 
@@ -288,6 +338,52 @@ absl::Status LoadShards(const ParameterServerStrategy& strategy,
       .status();
 }
 
+// Note [ON_READ variables in checkpoints]: every worker's copy of each variable gets its share
+// of the saved value. Every ON_READ value is read and checked before any copy changes.
+absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
+                           const CheckpointManifest& manifest, const std::string& dir) {
+  std::vector<ShardedVariable> copies;  // one single-shard variable per worker copy
+  std::vector<Tensor> shares;           // what each of them gets
+  for (const ShardedVariable* v : OnReadVariables(strategy)) {
+    const auto entry =
+        std::find_if(manifest.variables.begin(), manifest.variables.end(),
+                     [v](const CheckpointVariable& e) { return e.name == v->name(); });
+    if (entry == manifest.variables.end()) {
+      Log().warn(
+          "restoring {}: the checkpoint has no ON_READ variable {} (saved before ON_READ "
+          "variables were checkpointed?); its copies keep their values",
+          dir, v->name());
+      continue;
+    }
+    if (entry->shape != v->shape() || entry->dtype != v->dtype()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable ", v->name(), ": the checkpoint in ", dir, " has ",
+                       entry->shape.ToString(), " ", DTypeName(entry->dtype),
+                       " but the variable is ", v->shape().ToString(), " ", DTypeName(v->dtype())));
+    }
+    ASSIGN_OR_RETURN(TensorSlice saved, ReadSliceBlock(dir, *entry, 0, v->shape().rows()));
+    const int64_t n = static_cast<int64_t>(v->Variables().size());
+    Tensor share = std::move(saved.value);
+    if (v->aggregation() == VariableAggregation::kSum && n > 0) {
+      for (float& x : share.values()) x /= static_cast<float>(n);
+    }
+    for (int32_t k = 0; k < n; ++k) {
+      ASSIGN_OR_RETURN(VariableHandle copy, v->ForWorker(k));
+      copies.emplace_back(&strategy.system(), std::move(copy));
+      shares.push_back(share);
+    }
+  }
+  std::vector<const ShardedVariable*> targets;
+  for (const ShardedVariable& c : copies) targets.push_back(&c);
+  return AskEveryShard<RestoreOp>(strategy.system(), targets,
+                                  [&shares](size_t i, const VariableHandle&, size_t) {
+                                    TensorSlice slice;  // no name: the copy's own
+                                    slice.value = std::move(shares[i]);
+                                    return RestoreOp{std::move(slice)};
+                                  })
+      .status();
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
@@ -306,6 +402,7 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
   }
   if (!manifest.ok()) return manifest.status();
   RETURN_IF_ERROR(LoadShards(strategy, variables, *manifest, dir, nullptr));
+  RETURN_IF_ERROR(RestoreOnRead(strategy, *manifest, dir));
   return manifest->global_step;
 }
 

@@ -2,14 +2,16 @@
 //
 // Save: every shard writes its block, slots and step straight from its memory into its own slice
 // file (SaveOp), all in parallel; the manifest is written last (schema/checkpoint_io.h:
-// temporary file, fsync, rename), so a checkpoint is complete or invisible. Restore: into the strategy's current layout, whatever
-// layout saved it (N shards -> M shards, sharded <-> unsharded): each shard reads only the slice
-// files its rows overlap; names, shapes and dtypes are checked with messages that say what
-// differs. Export: the model graph, its serving signature and every variable merged into one
-// unsharded tensor (schema/model_io.h), streamed from the shards; an export can also be restored
-// as a checkpoint.
+// temporary file, fsync, rename), so a checkpoint is complete or invisible. Restore: into the
+// strategy's current layout, whatever layout saved it (N shards -> M shards, sharded <->
+// unsharded): each shard reads only the slice files its rows overlap; names, shapes and dtypes are
+// checked with messages that say what differs. Export: the model graph, its serving signature and
+// every variable merged into one unsharded tensor (schema/model_io.h), streamed from the shards; an
+// export can also be restored as a checkpoint.
 //
-// ON_READ variables (per-worker metrics) are not checkpointed.
+// ON_READ variables (per-worker metrics and counters) are saved as their reduced value and
+// restored as each worker's share of it, as TF does (Note [ON_READ variables in checkpoints] in
+// checkpoint.cc).
 //
 // Thread-safety: call from the driver's thread; shards serialize their own work.
 #pragma once
@@ -29,10 +31,10 @@
 
 namespace tessera {
 
-// Saves every (ON_WRITE) variable of `strategy` into `dir` (created if missing) as run `run`'s
-// checkpoint of `global_step`: the manifest and every slice file carry that identity (Note
-// [Checkpoint identity], core/checkpoint.h). The checkpoint is visible once its manifest lands.
-// A complete checkpoint is never overwritten in place: FailedPrecondition when `dir` already
+// Saves every variable of `strategy` (ON_READ ones reduced) into `dir` (created if missing) as
+// run `run`'s checkpoint of `global_step`: the manifest and every slice file carry that identity
+// (Note [Checkpoint identity], core/checkpoint.h). The checkpoint is visible once its manifest
+// lands. A complete checkpoint is never overwritten in place: FailedPrecondition when `dir` already
 // holds a manifest. Slice files an incomplete save left are replaced. CheckpointManager saves
 // into a fresh temporary directory and renames it into place.
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
@@ -41,8 +43,9 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step);
 
-// Restores every (ON_WRITE) variable of `strategy` from the checkpoint in `dir` and returns its
-// global step. NotFound without a manifest, or when the checkpoint lacks a variable;
+// Restores every variable of `strategy` (ON_READ ones: each copy its share) from the checkpoint
+// in `dir` and returns its global step. NotFound without a manifest, or when the checkpoint lacks
+// an ON_WRITE variable (a missing ON_READ one is a warning: its copies keep their values);
 // InvalidArgument naming the variable when its shape or dtype differ, or when it was trained
 // with another optimizer (Note [Resuming an optimizer] in checkpoint.cc: a changed
 // hyperparameter is logged, not refused); DataLoss naming the file for a slice file of another

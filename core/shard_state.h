@@ -32,10 +32,21 @@
 // row (saturating), allocated at the first sparse update (a variable only ever updated densely,
 // or never, has none); the hot path adds one increment per id to an update that already writes
 // the id's row (~0.9 ns per id, against ~65 ns per id of a sparse Adagrad apply of 32-float
-// rows), and keeps no running total: rows_touched counts the nonzero counters when asked. Gathers, reads, restores and optimizer changes count nothing. Counts are this
-// process's history: a checkpoint does not hold them (its format is unchanged), and a restore
-// keeps them. HottestRows scans the counters once with a K-element heap (O(rows log K), no
-// allocation beyond K): ~1 ms for 600,000 rows (bench/shard_stats).
+// rows), and keeps no running total: rows_touched counts the nonzero counters when asked. Gathers,
+// reads, restores and optimizer changes count nothing. Counts are this process's history: a
+// checkpoint does not hold them (its format is unchanged), and a restore keeps them. HottestRows
+// scans the counters once with a K-element heap (O(rows log K), no allocation beyond K): ~1 ms for
+// 600,000 rows (bench/shard_stats).
+//
+// Note [One step count per variable]
+// A rule such as Adam corrects its moments by the optimizer's step count, so the count must mean
+// the same on every shard of a variable: the number of gradient applications to the variable.
+// Every application reaches every shard — a sparse gradient sends the shards none of whose rows
+// it names an empty update (0 rows), which steps their count and changes nothing else — so all
+// shards of a variable count alike, a checkpoint records that one count, and a restore into
+// another number of shards continues exactly as the original layout would (tests/coordinator/
+// checkpoint_test.cc). Before, a shard counted only the updates that named its rows, shards
+// diverged, and a restored shard took the largest count of the slices it read.
 //
 // Thread-safety: none, const methods included (they may initialize rows). A ShardState is owned
 // by one actor (or one thread) at a time.
@@ -174,7 +185,8 @@ class ShardState {
   // One optimizer step with a gradient of the block's shape. FailedPrecondition without an
   // optimizer; InvalidArgument on a shape mismatch.
   absl::Status ApplyDenseGradient(ConstTensorView grad);
-  // One optimizer step on the rows `local_ids` only; duplicate ids are summed first.
+  // One optimizer step on the rows `local_ids` only (none: the step count alone advances, Note
+  // [One step count per variable]); duplicate ids are summed first.
   // FailedPrecondition without an optimizer; InvalidArgument for an id out of range or rows of the
   // wrong shape.
   absl::Status ApplySparseGradient(absl::Span<const int64_t> local_ids, ConstTensorView rows);

@@ -1,17 +1,18 @@
 // Checkpoints on the in-process cluster: save with N shards, restore into M, slots included;
 // exports; the checkpoint manager.
-#include <doctest/doctest.h>
+#include "coordinator/checkpoint.h"
 
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 
-#include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
 #include "core/logging.h"
@@ -19,9 +20,9 @@
 #include "core/version.h"
 #include "schema/checkpoint_io.h"
 #include "schema/model_io.h"
+#include "tests/captured_log.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "workloads/reference_models.h"
-#include "tests/captured_log.h"
 
 namespace tessera {
 namespace {
@@ -99,6 +100,47 @@ TEST_CASE("a checkpoint saved with N shards restores into M shards with its opti
   }
 }
 
+// Rows `ids`, each row's gradient `scale` times a fixed pattern.
+IndexedSlices RowsGradient(std::vector<int64_t> ids, float scale) {
+  IndexedSlices g;
+  g.values = Tensor(Shape{static_cast<int64_t>(ids.size()), 3});
+  for (int64_t k = 0; k < g.values.size(); ++k) g.values.data()[k] = scale * (k % 5 - 2);
+  g.indices = std::move(ids);
+  return g;
+}
+
+TEST_CASE("Adam resumed on another number of shards continues exactly, rows never named included") {
+  // Adam's bias correction reads the step count: the gradients below name only shard 0's rows
+  // three times, then every row; the other shards must still count four steps.
+  const std::string dir = TempDir("adam_steps");
+  VariableOptions options = EmbeddingOptions();
+  options.optimizer = OptimizerSpec{"adam", {{"learning_rate", 0.1}}};
+  auto source_cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy source(*source_cluster, Fixed(4));
+  const ShardedVariable original = *source.CreateVariable(options);
+  std::vector<int64_t> every_row(13);
+  for (int64_t i = 0; i < 13; ++i) every_row[static_cast<size_t>(i)] = i;
+  for (int step = 0; step < 3; ++step) {
+    REQUIRE(Apply(source_cluster->system(), original, RowsGradient({0, 1}, 1.0f + step)).ok());
+  }
+  REQUIRE(Apply(source_cluster->system(), original, RowsGradient(every_row, 0.5f)).ok());
+  REQUIRE(SaveCheckpoint(source, dir, 4).ok());
+  const CheckpointManifest manifest = *ReadManifest(dir);
+  CHECK((*FindVariable(manifest, "emb"))->step == 4);
+
+  auto target_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy target(*target_cluster, Fixed(3));
+  options.initializer = {"zeros", {}, 0};
+  const ShardedVariable restored = *target.CreateVariable(options);
+  REQUIRE(RestoreCheckpoint(target, dir).ok());
+  for (int step = 0; step < 2; ++step) {
+    REQUIRE(Apply(source_cluster->system(), original, RowsGradient(every_row, -1.5f)).ok());
+    REQUIRE(Apply(target_cluster->system(), restored, RowsGradient(every_row, -1.5f)).ok());
+  }
+  CHECK(testing::SameTensor(*restored.Read(), *original.Read()));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("restoring names what differs: a missing variable, another shape") {
   const std::string dir = TempDir("differs");
   auto cluster = testing::StartCluster(1, 1);
@@ -127,6 +169,110 @@ TEST_CASE("restoring names what differs: a missing variable, another shape") {
 
   CHECK(RestoreCheckpoint(strategy, TempDir("empty")).status().code() ==
         absl::StatusCode::kNotFound);
+  fs::remove_all(dir);
+}
+
+VariableOptions OnReadOptions(const std::string& name, VariableAggregation aggregation) {
+  VariableOptions options;
+  options.name = name;
+  options.shape = Shape{2, 2};
+  options.synchronization = VariableSynchronization::kOnRead;
+  options.aggregation = aggregation;
+  return options;
+}
+
+TEST_CASE("ON_READ variables are saved reduced and restored as each worker's share, as TF does") {
+  const std::string dir = TempDir("on_read");
+  const std::pair<const char*, VariableAggregation> kinds[] = {
+      {"sum", VariableAggregation::kSum},
+      {"mean", VariableAggregation::kMean},
+      {"first", VariableAggregation::kOnlyFirstReplica}};
+  // Three workers whose copies hold 1, 2 and 3: sum 6, mean 2, first 1.
+  auto source_cluster = testing::StartCluster(2, 3);
+  ParameterServerStrategy source(*source_cluster, Fixed(2));
+  REQUIRE(source.CreateVariable(EmbeddingOptions()).ok());
+  for (const auto& [name, aggregation] : kinds) {
+    const ShardedVariable v = *source.CreateVariable(OnReadOptions(name, aggregation));
+    for (int32_t k = 0; k < 3; ++k) {
+      testing::AssignCopy(*source_cluster, v, k, static_cast<float>(k + 1));
+    }
+  }
+  REQUIRE(SaveCheckpoint(source, dir, 7).ok());
+  const CheckpointManifest manifest = *ReadManifest(dir);
+  for (const auto& [name, aggregation] : kinds) {
+    const CheckpointVariable* entry = *FindVariable(manifest, name);
+    CHECK(entry->slices.size() == 1);
+    CHECK(!entry->optimizer.has_value());
+  }
+
+  // Restored over two workers: every copy gets its share, and each variable reads the same.
+  auto target_cluster = testing::StartCluster(1, 2);
+  ParameterServerStrategy target(*target_cluster, Fixed(3));
+  REQUIRE(target.CreateVariable(EmbeddingOptions()).ok());
+  std::map<std::string, ShardedVariable> restored;
+  for (const auto& [name, aggregation] : kinds) {
+    restored.emplace(name, *target.CreateVariable(OnReadOptions(name, aggregation)));
+  }
+  const absl::StatusOr<int64_t> step = RestoreCheckpoint(target, dir);
+  REQUIRE_MESSAGE(step.ok(), step.status().ToString());
+  CHECK(*step == 7);
+  const std::map<std::string, std::pair<float, float>> want = {// {each copy, Read}
+                                                               {"sum", {3.0f, 6.0f}},
+                                                               {"mean", {2.0f, 2.0f}},
+                                                               {"first", {1.0f, 1.0f}}};
+  for (const auto& [name, values] : want) {
+    CAPTURE(name);
+    for (int32_t k = 0; k < 2; ++k) {
+      CHECK(testing::SameTensor(testing::ReadCopy(*target_cluster, restored.at(name), k),
+                                Tensor(Shape{2, 2}, values.first)));
+    }
+    CHECK(testing::SameTensor(*restored.at(name).Read(), Tensor(Shape{2, 2}, values.second)));
+  }
+
+  // The saved value is an ordinary entry: it restores into an ON_WRITE variable of that name.
+  auto plain_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy plain(*plain_cluster, Fixed(2));
+  REQUIRE(plain.CreateVariable(EmbeddingOptions()).ok());
+  VariableOptions on_write = OnReadOptions("sum", VariableAggregation::kSum);
+  on_write.synchronization = VariableSynchronization::kOnWrite;
+  const ShardedVariable sum = *plain.CreateVariable(on_write);
+  REQUIRE(RestoreCheckpoint(plain, dir).ok());
+  CHECK(testing::SameTensor(*sum.Read(), Tensor(Shape{2, 2}, 6.0f)));
+
+  // Another shape is refused naming both; the copies are unchanged.
+  auto wide_cluster = testing::StartCluster(1, 2);
+  ParameterServerStrategy wide(*wide_cluster, Fixed(2));
+  REQUIRE(wide.CreateVariable(EmbeddingOptions()).ok());
+  VariableOptions wider = OnReadOptions("mean", VariableAggregation::kMean);
+  wider.shape = Shape{2, 3};
+  const ShardedVariable mean = *wide.CreateVariable(wider);
+  testing::AssignCopy(*wide_cluster, mean, 0, 5.0f);
+  const absl::Status refused = RestoreCheckpoint(wide, dir).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.message().find("[2, 2]") != std::string::npos);
+  CHECK(refused.message().find("[2, 3]") != std::string::npos);
+  CHECK(testing::SameTensor(testing::ReadCopy(*wide_cluster, mean, 0), Tensor(Shape{2, 3}, 5.0f)));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint without an ON_READ variable restores, keeping its copies, with a warning") {
+  const std::string dir = TempDir("no_on_read");
+  auto source_cluster = testing::StartCluster(1, 2);
+  ParameterServerStrategy source(*source_cluster, Fixed(2));
+  REQUIRE(source.CreateVariable(EmbeddingOptions()).ok());
+  REQUIRE(SaveCheckpoint(source, dir, 3).ok());
+
+  auto target_cluster = testing::StartCluster(1, 2);
+  ParameterServerStrategy target(*target_cluster, Fixed(2));
+  REQUIRE(target.CreateVariable(EmbeddingOptions()).ok());
+  const ShardedVariable count =
+      *target.CreateVariable(OnReadOptions("count", VariableAggregation::kSum));
+  testing::AssignCopy(*target_cluster, count, 1, 4.0f);
+  testing::CapturedLog log;
+  const absl::StatusOr<int64_t> step = RestoreCheckpoint(target, dir);
+  REQUIRE_MESSAGE(step.ok(), step.status().ToString());
+  CHECK(log.text().find("no ON_READ variable count") != std::string::npos);
+  CHECK(testing::SameTensor(*count.Read(), Tensor(Shape{2, 2}, 4.0f)));
   fs::remove_all(dir);
 }
 

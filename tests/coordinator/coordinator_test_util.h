@@ -20,8 +20,8 @@
 #include <caf/stateful_actor.hpp>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,7 +39,11 @@
 #include "absl/time/time.h"
 #include "actors/error.h"
 #include "actors/replica.h"
+#include "actors/shard_client.h"
+#include "actors/variable_ops.h"
 #include "cluster/cluster.h"
+#include "coordinator/internal/await.h"
+#include "coordinator/sharded_variable.h"
 #include "core/closure.h"
 #include "core/tensor.h"
 
@@ -249,6 +253,28 @@ inline void AfterSleep(ReplicaContext& ctx, const caf::actor& tk, int32_t ms,
       ->request(tk, caf::infinite, tk_sleep_atom::value, ms)
       .then([then](bool) { then(absl::OkStatus()); },
             [then](caf::error& err) { then(ErrorToStatus(err)); });
+}
+
+// Sets worker `slot`'s copy of the ON_READ variable `v` to `value` everywhere (what a closure on
+// that worker would do).
+inline void AssignCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot, float value) {
+  const absl::StatusOr<VariableHandle> copy = v.ForWorker(slot);
+  REQUIRE_MESSAGE(copy.ok(), copy.status().ToString());
+  const absl::Status s = internal::AwaitStatus(
+      cluster.system(), [copy = *copy, value](caf::event_based_actor* self, auto done) {
+        ShardClient client(self);
+        AssignAsync(client, copy, AssignKind::kAssign, Tensor(copy.shape, value), std::move(done));
+      });
+  REQUIRE_MESSAGE(s.ok(), s.ToString());
+}
+
+// Worker `slot`'s copy of the ON_READ variable `v`.
+inline Tensor ReadCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot) {
+  absl::StatusOr<VariableHandle> copy = v.ForWorker(slot);
+  REQUIRE_MESSAGE(copy.ok(), copy.status().ToString());
+  const absl::StatusOr<Tensor> value = ShardedVariable(&cluster.system(), *std::move(copy)).Read();
+  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
+  return *value;
 }
 
 }  // namespace tessera::testing

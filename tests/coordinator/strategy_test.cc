@@ -313,16 +313,6 @@ ShardedVariable CreateOnRead(ParameterServerStrategy& strategy, const std::strin
   return ValueOrDie(strategy.CreateVariable(options), name.c_str());
 }
 
-void AssignCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot, float value) {
-  const VariableHandle copy = ValueOrDie(v.ForWorker(slot), "ForWorker");
-  const absl::Status s = internal::AwaitStatus(
-      cluster.system(), [copy, value](caf::event_based_actor* self, auto done) {
-        ShardClient client(self);
-        AssignAsync(client, copy, AssignKind::kAssign, Tensor(copy.shape, value), std::move(done));
-      });
-  REQUIRE_MESSAGE(s.ok(), s.ToString());
-}
-
 TEST_CASE("an ON_READ variable has one copy per worker and Read reduces them") {
   auto cluster = testing::StartCluster(2, 3);
   ParameterServerStrategy strategy(*cluster);
@@ -347,7 +337,7 @@ TEST_CASE("an ON_READ variable has one copy per worker and Read reduces them") {
   CHECK(absl::IsInvalidArgument(sum.ForWorker(-1).status()));
 
   for (const ShardedVariable* v : {&sum, &mean, &first}) {
-    for (int32_t k = 0; k < 3; ++k) AssignCopy(*cluster, *v, k, static_cast<float>(k + 1));
+    for (int32_t k = 0; k < 3; ++k) testing::AssignCopy(*cluster, *v, k, static_cast<float>(k + 1));
   }
   CHECK_TENSOR(ValueOrDie(sum.Read()), Tensor(Shape{2, 2}, 6.0f));
   CHECK_TENSOR(ValueOrDie(mean.Read()), Tensor(Shape{2, 2}, 2.0f));

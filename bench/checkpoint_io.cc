@@ -20,6 +20,8 @@
 // Per mode the figure is the median round; the last line is one JSON object with both sides and
 // `save_ratio`, `restore_ratio` (target >= 0.8; against the fresh-memory read). The restored
 // values and slots are checked against the saved ones.
+#include "schema/checkpoint_io.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -29,21 +31,20 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
+#include "bench/internal/scratch_dir.h"
 #include "cluster/cluster.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/strategy.h"
 #include "core/status.h"
-#include "schema/checkpoint_io.h"
 
 ABSL_FLAG(int64_t, rows, 4194304, "rows of the variable (x 64 floats: 4M rows = 1 GiB)");
 ABSL_FLAG(int64_t, shards, 4, "shards of the variable");
@@ -51,7 +52,8 @@ ABSL_FLAG(int32_t, ps, 2, "parameter-server tasks");
 ABSL_FLAG(int32_t, rounds, 3, "rounds of (baseline, checkpoint)");
 ABSL_FLAG(std::string, optimizer, "adagrad",
           "the variable's optimizer: adagrad (values + one slot saved) or none (values only)");
-ABSL_FLAG(std::string, dir, "", "scratch directory (default: a fresh one under /tmp)");
+ABSL_FLAG(std::string, dir, "",
+          "scratch directory, kept (default: a fresh one under /tmp, removed at the end)");
 
 namespace tessera {
 namespace {
@@ -150,11 +152,8 @@ absl::StatusOr<bool> SameSliceFiles(const std::string& a, const std::string& b) 
 
 absl::Status Run(int argc, char** argv) {
   std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
-  std::string dir = absl::GetFlag(FLAGS_dir);
-  if (dir.empty()) {
-    dir = (fs::temp_directory_path() / ("tessera_ckpt_io_" + std::to_string(getpid()))).string();
-  }
-  fs::create_directories(dir);
+  const bench::ScratchDir scratch(absl::GetFlag(FLAGS_dir), "tessera_ckpt_io");
+  const std::string& dir = scratch.path();
   const int64_t rows = absl::GetFlag(FLAGS_rows), width = 64;
   const std::string optimizer = absl::GetFlag(FLAGS_optimizer);
   if (optimizer != "adagrad" && optimizer != "none") {
@@ -232,7 +231,6 @@ absl::Status Run(int argc, char** argv) {
   RETURN_IF_ERROR(SaveCheckpoint(strategy, dir + "/again", rounds - 1, run));
   ASSIGN_OR_RETURN(const bool same, SameSliceFiles(last, dir + "/again"));
   if (!same) return absl::InternalError("the restored state saves differently from the saved one");
-  fs::remove_all(dir);
 
   nlohmann::json out;
   out["bench"] = "checkpoint_io";

@@ -15,12 +15,12 @@
 //   build/bench/scale --users=100000 --items=10000 --embedding_dim=256   # a quick look
 //   build/bench/scale --torch=off --networked=false
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,17 +28,17 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
+#include "bench/internal/scratch_dir.h"
 #include "core/status.h"
 #include "workloads/recsys_data.h"
 
@@ -53,7 +53,8 @@ ABSL_FLAG(std::string, partitioner, "fixed:4", "how the embeddings are sharded")
 ABSL_FLAG(bool, checkpoint, true, "measure checkpoint save and restore");
 ABSL_FLAG(bool, networked, true, "measure the networked run's per-process memory");
 ABSL_FLAG(std::string, torch, "auto", "run the PyTorch comparison: auto (when importable), on, off");
-ABSL_FLAG(std::string, work_dir, "", "scratch directory (default: a fresh one under /tmp)");
+ABSL_FLAG(std::string, work_dir, "",
+          "scratch directory, kept (default: a fresh one under /tmp, removed at the end)");
 ABSL_FLAG(std::string, recsys, "", "the recsys driver (default: next to this program's build)");
 ABSL_FLAG(std::string, tessera, "", "the tessera binary (default: next to this program's build)");
 
@@ -226,9 +227,8 @@ absl::Status Run(int argc, char** argv) {
   std::string recsys = absl::GetFlag(FLAGS_recsys), tessera = absl::GetFlag(FLAGS_tessera);
   if (recsys.empty()) recsys = build + "/examples/recsys";
   if (tessera.empty()) tessera = build + "/cli/tessera";
-  std::string work = absl::GetFlag(FLAGS_work_dir);
-  if (work.empty()) work = absl::StrCat("/tmp/tessera-scale-", getpid());
-  fs::create_directories(work);
+  const bench::ScratchDir scratch(absl::GetFlag(FLAGS_work_dir), "tessera-scale");
+  const std::string& work = scratch.path();
   std::printf("scale: U=%lld I=%lld D=%lld: parameters %s, parameters + slots %s; work in %s\n",
               static_cast<long long>(users), static_cast<long long>(items),
               static_cast<long long>(dim), Gib(parameter_bytes).c_str(), Gib(state_bytes).c_str(),
@@ -417,7 +417,6 @@ absl::Status Run(int argc, char** argv) {
   } else {
     std::printf("pytorch: not run (%s)\n", have_torch ? "--torch=off" : "python3-torch missing");
   }
-  fs::remove_all(work);
   std::printf("%s\n", out.dump().c_str());
   return absl::OkStatus();
 }

@@ -38,11 +38,12 @@ std::string SliceFileName(size_t variable_index, const std::string& name, int64_
                       ".slice");
 }
 
-// The ON_WRITE variables, in name order.
-std::vector<const ShardedVariable*> CheckpointedVariables(const ParameterServerStrategy& s) {
+// The ON_WRITE variables (or, `on_read`, the ON_READ ones), in name order.
+std::vector<const ShardedVariable*> VariablesOf(const ParameterServerStrategy& s,
+                                                bool on_read = false) {
   std::vector<const ShardedVariable*> out;
   for (const auto& [name, variable] : s.variables()) {
-    if (!variable.is_on_read()) out.push_back(&variable);
+    if (variable.is_on_read() == on_read) out.push_back(&variable);
   }
   return out;
 }
@@ -60,13 +61,6 @@ std::vector<const ShardedVariable*> CheckpointedVariables(const ParameterServerS
 // written before ON_READ variables were saved lacks them: the copies keep their values, with a
 // warning. A PS node recovered from a checkpoint (RestoreShardsOf) brings back its ON_WRITE
 // shards only: a lost node's ON_READ copies start again from their initial value.
-std::vector<const ShardedVariable*> OnReadVariables(const ParameterServerStrategy& s) {
-  std::vector<const ShardedVariable*> out;
-  for (const auto& [name, variable] : s.variables()) {
-    if (variable.is_on_read()) out.push_back(&variable);
-  }
-  return out;
-}
 
 // Note [ON_READ variables in checkpoints]: writes each variable's reduced value and adds its
 // manifest entry; file names continue the ON_WRITE variables' numbering from `first_index`.
@@ -198,7 +192,7 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
         dir, " already holds a checkpoint: a complete checkpoint is never overwritten in place"));
   }
   const CheckpointId checkpoint{run, global_step};
-  const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
+  const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
   ASSIGN_OR_RETURN(auto saved, AskEveryShard<SaveOp>(
                                    strategy.system(), variables,
                                    [dir, checkpoint](size_t i, const VariableHandle& h, size_t s) {
@@ -223,8 +217,8 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
     }
     manifest.variables.push_back(std::move(entry));
   }
-  RETURN_IF_ERROR(
-      SaveOnRead(OnReadVariables(strategy), dir, checkpoint, variables.size(), manifest));
+  RETURN_IF_ERROR(SaveOnRead(VariablesOf(strategy, /*on_read=*/true), dir, checkpoint,
+                             variables.size(), manifest));
   return WriteManifest(dir, manifest);
 }
 
@@ -344,7 +338,7 @@ absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
                            const CheckpointManifest& manifest, const std::string& dir) {
   std::vector<ShardedVariable> copies;  // one single-shard variable per worker copy
   std::vector<Tensor> shares;           // what each of them gets
-  for (const ShardedVariable* v : OnReadVariables(strategy)) {
+  for (const ShardedVariable* v : VariablesOf(strategy, /*on_read=*/true)) {
     const auto entry =
         std::find_if(manifest.variables.begin(), manifest.variables.end(),
                      [v](const CheckpointVariable& e) { return e.name == v->name(); });
@@ -388,7 +382,7 @@ absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
 
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
                                           const std::string& dir) {
-  const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
+  const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
   caf::actor_system& system = strategy.system();
   absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
   if (absl::IsNotFound(manifest.status())) {
@@ -409,7 +403,7 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
 absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
                                         const std::string& dir, int32_t ps_task,
                                         const RunId& run) {
-  const std::vector<const ShardedVariable*> variables = CheckpointedVariables(strategy);
+  const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
   ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadManifest(dir));
   if (!run.empty() && !manifest.run_id.empty() && manifest.run_id != run) {
     return absl::FailedPreconditionError(

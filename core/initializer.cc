@@ -227,14 +227,8 @@ constexpr int kBatch = 32;
 #define TESSERA_KERNEL ABSL_ATTRIBUTE_NOINLINE
 #endif
 
-// Words 0 and 1 of CounterRandom(seed, stream).Bits(first + j) for the 32 lanes j: Philox on
-// the widest vectors the CPU has (core/internal/philox_batch.h).
+// Philox words of the 32 lanes come from core/internal/philox_batch.h.
 static_assert(kBatch == internal::kPhiloxLanes);
-ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PhiloxBatch(uint64_t seed, uint64_t stream,
-                                                     uint64_t first, uint32_t* word0,
-                                                     uint32_t* word1) {
-  internal::PhiloxBatch(seed, stream, first, word0, word1);
-}
 
 // ln(x) for x in [1, 2^24], branch-free: x = m * 2^e with m in [sqrt(1/2), sqrt(2)), and
 // ln(m) = 2 atanh(s) with s = (m - 1) / (m + 1), |s| <= 0.172, summed to s^17 (error < 1e-15).
@@ -289,7 +283,7 @@ ABSL_ATTRIBUTE_ALWAYS_INLINE inline double CosOfTurn(uint32_t k) {
 TESSERA_KERNEL void UniformKernel(uint64_t seed, uint64_t stream, uint64_t first,
                                            float minval, float width, float* out) {
   alignas(64) uint32_t word0[kBatch], word1[kBatch];
-  PhiloxBatch(seed, stream, first, word0, word1);
+  internal::PhiloxBatch(seed, stream, first, word0, word1);
   for (int j = 0; j < kBatch; ++j) out[j] = minval + width * UniformFromBits(word0[j]);
 }
 
@@ -299,7 +293,7 @@ TESSERA_KERNEL void UniformKernel(uint64_t seed, uint64_t stream, uint64_t first
 TESSERA_KERNEL void NormalKernel(uint64_t seed, uint64_t stream, uint64_t first,
                                           float* out) {
   alignas(64) uint32_t word0[kBatch], word1[kBatch];
-  PhiloxBatch(seed, stream, first, word0, word1);
+  internal::PhiloxBatch(seed, stream, first, word0, word1);
   alignas(64) double radius[kBatch], cosine[kBatch];
   for (int j = 0; j < kBatch; ++j) {
     const double log_u1 = LogOfPositive((word0[j] >> 8) + 1.0) - 24 * 0.69314718055994530942;

@@ -76,8 +76,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // manifest entries carry their checkpoint's identity (CheckpointId, core/checkpoint.h); 6: a
 // worker asks for the variable directory with its task and JobDescription, and is refused when
 // its job differs; 7: ShardInfo carries update counts and hottest rows, InfoOp and stats_atom
-// ask for K of them.
-constexpr int32_t kProtocolVersion = 7;
+// ask for K of them; 8: closures carry their queue and resolved mark, updates their UpdateId
+// (Note [Exactly-once updates], core/update_ledger.h), ShardInfo the step and duplicates.
+constexpr int32_t kProtocolVersion = 8;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -286,7 +287,8 @@ typename Inspector::result_type inspect(Inspector& f, ClosureValues& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Closure& x) {
-  return f(caf::meta::type_name("tessera::Closure"), x.id, x.function, x.args);
+  return f(caf::meta::type_name("tessera::Closure"), x.id, x.function, x.args, x.queue,
+           x.resolved_below);
 }
 
 template <class Inspector>
@@ -351,7 +353,13 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
   return f(caf::meta::type_name("tessera::ShardInfo"), x.name, x.full_shape, x.row_offset,
            x.block_shape, x.dtype, x.optimizer, x.version, x.bytes, x.updates, x.rows_touched,
-           x.hottest_rows);
+           x.hottest_rows, x.step, x.duplicate_updates);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, UpdateId& x) {
+  return f(caf::meta::type_name("tessera::UpdateId"), x.queue, x.closure, x.sequence,
+           x.resolved_below);
 }
 
 template <class Inspector>
@@ -379,22 +387,22 @@ typename Inspector::result_type inspect(Inspector& f, GatherOp& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, AssignOp& x) {
-  return f(caf::meta::type_name("tessera::AssignOp"), x.kind, x.value);
+  return f(caf::meta::type_name("tessera::AssignOp"), x.kind, x.value, x.update);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ScatterRowsOp& x) {
-  return f(caf::meta::type_name("tessera::ScatterRowsOp"), x.op, x.rows);
+  return f(caf::meta::type_name("tessera::ScatterRowsOp"), x.op, x.rows, x.update);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ApplyDenseGradientOp& x) {
-  return f(caf::meta::type_name("tessera::ApplyDenseGradientOp"), x.grad);
+  return f(caf::meta::type_name("tessera::ApplyDenseGradientOp"), x.grad, x.update);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ApplySparseGradientOp& x) {
-  return f(caf::meta::type_name("tessera::ApplySparseGradientOp"), x.grad);
+  return f(caf::meta::type_name("tessera::ApplySparseGradientOp"), x.grad, x.update);
 }
 
 template <class Inspector>

@@ -94,20 +94,30 @@ using WorkerResources = std::map<std::string, std::shared_ptr<void>, std::less<>
 // the resources are the worker's, shared by its closures.
 class ReplicaContext {
  public:
-  // `self` is the worker actor; it outlives the context.
+  // `self` is the worker actor; it outlives the context. `closure` is the closure it runs: its
+  // updates are named after it (closure id 0: not named).
   ReplicaContext(worker_actor::pointer self, WorkerInfo info,
                  std::shared_ptr<const FunctionRegistry> registry,
-                 std::shared_ptr<WorkerResources> resources)
+                 std::shared_ptr<WorkerResources> resources, const Closure& closure)
       : self_(self),
         shards_(self),
         info_(info),
         registry_(std::move(registry)),
-        resources_(std::move(resources)) {}
+        resources_(std::move(resources)) {
+    if (closure.id != 0) {
+      updates_ = std::make_shared<UpdateNamer>(closure.queue, closure.id, closure.resolved_below);
+      shards_.NameUpdates(updates_);
+    }
+  }
 
   worker_actor::pointer self() const { return self_; }
   // The client that sends this closure's shard operations (actors/variable_ops.h), straight to
-  // the shards.
+  // the shards. Every update it sends carries the closure's identity, so a shard applies it once
+  // however often the closure runs (Note [Exactly-once updates] in core/update_ledger.h).
   ShardClient& shards() { return shards_; }
+  // What names this closure's updates, for a ShardClient of the function's own
+  // (ShardClient::NameUpdates); null for a context without a closure id.
+  const std::shared_ptr<UpdateNamer>& update_namer() const { return updates_; }
   const WorkerInfo& worker() const { return info_; }
 
   // This worker's instance of resource `name`, built on first use. NotFound for an unregistered
@@ -146,6 +156,7 @@ class ReplicaContext {
   WorkerInfo info_;
   std::shared_ptr<const FunctionRegistry> registry_;
   std::shared_ptr<WorkerResources> resources_;
+  std::shared_ptr<UpdateNamer> updates_;
   bool caching_ = false;
   std::map<std::string, Tensor> cache_;
 };

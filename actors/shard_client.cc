@@ -95,6 +95,11 @@ void ShardClient::SendBatch(caf::scheduled_actor* self, const shard_actor& shard
 }
 
 void ShardClient::Call(const VariableHandle& v, int64_t shard, ShardOp op, Reply reply) {
+  if (namer_ != nullptr) {
+    if (UpdateId* update = UpdateIdOf(op); update != nullptr && !update->tagged()) {
+      *update = namer_->Next(v.name, shard);
+    }
+  }
   // The reply may run after the handle is gone: it keeps what renders the shard's name (only
   // rendered on error; a variable's name is short enough to copy without allocating, usually).
   auto pending = std::make_shared<PendingReply>();

@@ -45,6 +45,7 @@
 #include "actors/shard_actor.h"
 #include "actors/variable_handle.h"
 #include "core/shard_op.h"
+#include "core/update_ledger.h"
 
 namespace tessera {
 
@@ -64,6 +65,10 @@ class ShardClient {
   ShardClient& operator=(const ShardClient&) = delete;
 
   caf::scheduled_actor* self() const { return self_; }
+
+  // From now on, every update sent without an UpdateId gets the next one `namer` gives for its
+  // shard (a closure's updates, Note [Exactly-once updates] in core/update_ledger.h). Null: none.
+  void NameUpdates(std::shared_ptr<UpdateNamer> namer) { namer_ = std::move(namer); }
 
   // Sends `op` to shard `shard` of `v`; `reply` gets the result or the annotated error.
   void Call(const VariableHandle& v, int64_t shard, ShardOp op, Reply reply);
@@ -99,6 +104,7 @@ class ShardClient {
 
   caf::scheduled_actor* self_;
   std::vector<ps_node_actor> ps_nodes_;
+  std::shared_ptr<UpdateNamer> namer_;
   std::map<int32_t, Batch> batches_;  // by PS task
 };
 

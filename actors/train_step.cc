@@ -74,7 +74,7 @@ StepParams BindValues(const ModelVariables& vars, const StepFetch& fetch,
 // vars.by_param), then one gradient op per touched shard, all in one flush.
 void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
                      std::shared_ptr<StepFetch> fetch, std::vector<Tensor> values,
-                     Done<StepOutcome> done) {
+                     std::shared_ptr<UpdateNamer> updates, Done<StepOutcome> done) {
   const StepParams params = BindValues(*vars, *fetch, values);
   StepResult& result = fetch->scratch->result;
   if (absl::Status s =
@@ -98,6 +98,7 @@ void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVari
   };
   {
     ShardClient gradients(self, vars->ps_nodes);
+    gradients.NameUpdates(std::move(updates));
     for (auto& [name, grad] : result.dense_gradients) {
       ApplyDenseGradientAsync(gradients, vars->by_param.at(name), std::move(grad), ack(slot++));
     }
@@ -146,12 +147,12 @@ void FetchStepValues(
 }  // namespace
 
 void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
-                    Batch batch, Done<StepOutcome> done) {
+                    Batch batch, std::shared_ptr<UpdateNamer> updates, Done<StepOutcome> done) {
   FetchStepValues(self, vars, std::move(batch),
-                  [self, vars, done = std::move(done)](auto fetched) {
+                  [self, vars, updates = std::move(updates), done = std::move(done)](auto fetched) {
                     if (!fetched.ok()) return done(fetched.status());
                     ComputeAndApply(self, vars, std::move(fetched->first),
-                                    std::move(fetched->second), done);
+                                    std::move(fetched->second), updates, done);
                   });
 }
 

@@ -78,9 +78,11 @@ struct ForwardOutcome {
 
 // Runs one step on `batch` from actor `self`; `done` gets the batch's mean loss once every
 // gradient has been applied by its shard (so a finished closure's updates are visible to later
-// reads), or the first error (a bad batch, an unavailable shard).
+// reads), or the first error (a bad batch, an unavailable shard). `updates` names the gradients
+// (a closure's ReplicaContext::update_namer(), so that a re-run applies none twice); null: they
+// go unnamed.
 void TrainStepAsync(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
-                    Batch batch, Done<StepOutcome> done);
+                    Batch batch, std::shared_ptr<UpdateNamer> updates, Done<StepOutcome> done);
 
 // Forward only, as evaluation runs it: the same reads as TrainStepAsync (gathered rows, whole
 // dense values), then Model::Forward; no gradient, no write. `done` gets the outcome or the first

@@ -12,14 +12,15 @@
 #include "cluster/port_check.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/cluster_coordinator.h"
+#include "coordinator/cluster_status.h"
 #include "coordinator/evaluation.h"
-#include "coordinator/job_description.h"
 #include "coordinator/internal/progress.h"
+#include "coordinator/job_description.h"
 #include "coordinator/train_step_closure.h"
 #include "coordinator/training_steps.h"
+#include "core/logging.h"
 #include "core/model.h"
 #include "core/optimizer.h"
-#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -132,10 +133,10 @@ absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
 }
 
 // Prints the closure statistics and records the run's parameter-server fields in `summary`.
-void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& cluster,
-                      const ParameterServerTrainingOptions& options,
-                      const Partitioner& partitioner, int64_t first_step,
-                      int64_t final_step, const std::string& label, nlohmann::json& summary) {
+void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
+                      const ParameterServerTrainingOptions& options, const Partitioner& partitioner,
+                      int64_t first_step, int64_t final_step, const std::string& label,
+                      nlohmann::json& summary) {
   const ClosureStats stats = coordinator.stats();
   const WorkerPoolStatus pool = coordinator.workers();
   std::printf("%s: closures scheduled %lld, completed %lld, retried %lld, cancelled %lld; worker "
@@ -167,6 +168,22 @@ void RecordStatistics(const ClusterCoordinator& coordinator, const Cluster& clus
                           {"lost_steps", r.lost_steps}});
   }
   summary["ps_recoveries"] = recoveries;
+  // Each shard's optimizer step and the repeated updates it dropped (Note [Exactly-once
+  // updates], core/update_ledger.h): with every update applied once, a shard's step is the
+  // global step, unless a PS recovery rolled it back to a checkpoint.
+  nlohmann::json shards = nlohmann::json::array();
+  int64_t duplicates = 0;
+  for (const PsNodeStatus& node : QueryPsStatus(cluster, absl::Seconds(5), /*hottest_rows=*/0)) {
+    for (const ShardInfo& shard : node.stats.shards) {
+      shards.push_back({{"name", shard.name},
+                        {"ps_task", node.task},
+                        {"step", shard.step},
+                        {"duplicate_updates", shard.duplicate_updates}});
+      duplicates += shard.duplicate_updates;
+    }
+  }
+  summary["shards"] = shards;
+  summary["duplicate_updates"] = duplicates;
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ absl::Status RegisterTrainStep(FunctionRegistry& registry,
         if (!batches.ok()) return done(batches.status());
         absl::StatusOr<Batch> batch = (*batches)->Get(*index);
         if (!batch.ok()) return done(batch.status());
-        TrainStepAsync(ctx.self(), vars, *std::move(batch),
+        TrainStepAsync(ctx.self(), vars, *std::move(batch), ctx.update_namer(),
                        [done](absl::StatusOr<StepOutcome> outcome) {
                          if (!outcome.ok()) return done(outcome.status());
                          ClosureValues out;

@@ -8,8 +8,10 @@
 // examples_per_sec, loss, and queue_depth, running, closures_completed, worker_failures,
 // worker_restarts on parameter servers}], at most kSummaryPoints, merged beyond), events
 // (checkpoints and PS recoveries), and evaluations again with each validation's time and seconds;
-// peak_rss_bytes (RunTrainingJob, once the run is over); mode, ps, workers and the closure and
-// worker statistics (TrainOnParameterServers, TrainLocally); and a program's evaluation fields
+// peak_rss_bytes (RunTrainingJob, once the run is over); mode, ps, workers, the closure and
+// worker statistics, and each shard's optimizer step and repeated updates dropped (shards:
+// [{name, ps_task, step, duplicate_updates}], duplicate_updates: their sum)
+// (TrainOnParameterServers, TrainLocally); and a program's evaluation fields
 // (test_loss, test_auc, ...).
 //
 // Thread-safety: pure functions.

@@ -42,6 +42,11 @@ struct Closure {
   ClosureId id = 0;          // assigned by the ClosureQueue
   std::string function;      // a registered replica function
   ClosureValues args;
+  // Which queue issued `id` (random per queue), and, as dispatched, the lowest id of that queue
+  // not yet resolved: what the closure's updates carry so that each shard applies them once
+  // (Note [Exactly-once updates] in core/update_ledger.h).
+  uint64_t queue = 0;
+  ClosureId resolved_below = 0;
 };
 
 enum class RemoteValueState : int { kNotReady, kAborted, kReady, kFailed, kCancelled };

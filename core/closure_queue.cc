@@ -1,5 +1,6 @@
 #include "core/closure_queue.h"
 
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -7,7 +8,20 @@
 
 namespace tessera {
 
-ClosureQueue::ClosureQueue(int64_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+namespace {
+
+// A queue's identity: random, so no two queues (two coordinators, or one started again) are
+// likely ever to share one (Note [Exactly-once updates]); never 0.
+uint64_t NewQueueIdentity() {
+  std::random_device device;
+  const uint64_t id = (uint64_t{device()} << 32) ^ device();
+  return id == 0 ? 1 : id;
+}
+
+}  // namespace
+
+ClosureQueue::ClosureQueue(int64_t capacity)
+    : capacity_(capacity < 1 ? 1 : capacity), identity_(NewQueueIdentity()) {}
 
 absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args,
                                                   bool* was_empty) {
@@ -22,6 +36,8 @@ absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureV
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
   Entry entry;
   entry.closure.id = next_id_++;
+  entry.closure.queue = identity_;
+  unresolved_.insert(entry.closure.id);
   entry.closure.function = std::move(function);
   entry.closure.args = std::move(args);
   entry.value = std::make_shared<RemoteValue::Shared>();
@@ -42,6 +58,7 @@ std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
     queue_.pop_front();
     ++entry.attempt;
     entry.worker = worker;
+    entry.closure.resolved_below = *unresolved_.begin();  // this closure's own id at most
     out = Dispatch{entry.closure, entry.attempt};
     running_.emplace(entry.closure.id, std::move(entry));
     wake_producers = static_cast<int64_t>(queue_.size()) == capacity_ / 2;
@@ -61,6 +78,7 @@ void ClosureQueue::Complete(ClosureId id, int64_t attempt, absl::StatusOr<Closur
     result_ok = result.ok();
     const WorkerId worker = *it->second.worker;
     running_.erase(it);
+    unresolved_.erase(id);
     if (result.ok()) {
       ++stats_.completed;
       ++stats_.completed_by_worker[worker];
@@ -89,6 +107,7 @@ void ClosureQueue::RequeueLocked(Entry entry) {
       fatal_error_.has_value() ? fatal_error_ : pending_error_;
   if (error.has_value()) {
     ++stats_.cancelled;
+    unresolved_.erase(entry.closure.id);
     RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
                          absl::CancelledError(absl::StrCat(
                              "cancelled: its attempt was lost after an error: ",
@@ -151,6 +170,7 @@ void ClosureQueue::Shutdown(absl::Status status) {
     absl::MutexLock lock(&mu_);
     for (auto& [id, entry] : running_) {
       ++stats_.cancelled;
+      unresolved_.erase(id);
       RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled,
                            absl::CancelledError(absl::StrCat("cancelled: ", status.ToString())));
     }
@@ -205,6 +225,7 @@ absl::Status ClosureQueue::TakeErrorLocked() {
 void ClosureQueue::CancelQueuedLocked(const absl::Status& why) {
   for (Entry& entry : queue_) {
     ++stats_.cancelled;
+    unresolved_.erase(entry.closure.id);
     RemoteValue::Resolve(*entry.value, RemoteValueState::kCancelled, why);
   }
   queue_.clear();

@@ -25,13 +25,14 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/closure.h"
 
@@ -125,12 +126,15 @@ class ClosureQueue {
   }
 
   const int64_t capacity_;
+  const uint64_t identity_;  // Closure::queue of every closure it issues
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // something finished, or an error was set
   absl::CondVar room_;     // the queue drained to half its capacity, or an error
   ClosureId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   std::map<ClosureId, Entry> running_ ABSL_GUARDED_BY(mu_);
+  // Closures queued or running: the lowest is every dispatch's Closure::resolved_below.
+  std::set<ClosureId> unresolved_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> pending_error_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> fatal_error_ ABSL_GUARDED_BY(mu_);
   ClosureStats stats_ ABSL_GUARDED_BY(mu_);

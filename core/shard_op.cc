@@ -1,5 +1,6 @@
 #include "core/shard_op.h"
 
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_join.h"
@@ -123,15 +124,42 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, LoadOp& op, const SliceStore*
   return VersionOf(s);
 }
 
+// Whether an op carries an UpdateId (it updates rows).
+template <class Op, class = void>
+constexpr bool kUpdatesRows = false;
+template <class Op>
+constexpr bool kUpdatesRows<Op, std::void_t<decltype(&Op::update)>> = true;
+
 }  // namespace
 
 absl::string_view ShardOpName(const ShardOp& op) {
   return std::visit([](const auto& o) -> absl::string_view { return o.kName; }, op);
 }
 
+UpdateId* UpdateIdOf(ShardOp& op) {
+  return std::visit(
+      [](auto& o) -> UpdateId* {
+        if constexpr (kUpdatesRows<std::decay_t<decltype(o)>>) {
+          return &o.update;
+        } else {
+          return nullptr;
+        }
+      },
+      op);
+}
+
 absl::StatusOr<ShardOpResult> ApplyShardOp(ShardState& shard, ShardOp op,
                                            const SliceStore* store) {
-  return std::visit([&](auto& o) { return Apply(shard, o, store); }, op);
+  const UpdateId* update = UpdateIdOf(op);
+  if (update == nullptr || !update->tagged()) {
+    return std::visit([&](auto& o) { return Apply(shard, o, store); }, op);
+  }
+  const UpdateId id = *update;
+  if (shard.AlreadyApplied(id)) return VersionOf(shard);
+  absl::StatusOr<ShardOpResult> result =
+      std::visit([&](auto& o) { return Apply(shard, o, store); }, op);
+  if (result.ok()) shard.RecordApplied(id);
+  return result;
 }
 
 }  // namespace tessera

@@ -26,6 +26,8 @@
 //
 // Ids are block-local (global id minus the shard's row offset). Every result carries, or is, the
 // shard's version after the op. Errors follow ShardState's contract: the shard is unchanged.
+// An op that updates rows may carry an UpdateId; one the shard applied already is answered with
+// its version and not applied again (Note [Exactly-once updates], core/update_ledger.h).
 //
 // Thread-safety: ops and results are values; ApplyShardOp mutates only the shard it is given.
 #pragma once
@@ -46,6 +48,7 @@
 #include "core/scatter.h"
 #include "core/shard_state.h"
 #include "core/tensor.h"
+#include "core/update_ledger.h"
 
 namespace tessera {
 
@@ -93,7 +96,8 @@ struct AssignOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "assign";
   AssignKind kind = AssignKind::kAssign;
-  Tensor value;  // the block's shape
+  Tensor value;     // the block's shape
+  UpdateId update;  // Note [Exactly-once updates] (core/update_ledger.h)
 };
 
 struct ScatterRowsOp {
@@ -101,18 +105,21 @@ struct ScatterRowsOp {
   static constexpr const char* kName = "scatter";
   ScatterOp op = ScatterOp::kAdd;
   IndexedSlices rows;  // block-local indices
+  UpdateId update;
 };
 
 struct ApplyDenseGradientOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "apply_gradient";
   Tensor grad;  // the block's shape
+  UpdateId update;
 };
 
 struct ApplySparseGradientOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "apply_sparse_gradient";
   IndexedSlices grad;  // block-local indices; repeats are summed
+  UpdateId update;
 };
 
 struct SetOptimizerOp {
@@ -155,6 +162,10 @@ using ShardOpResult = std::variant<ShardVersion, ShardValue, ShardInfo, TensorSl
 
 // "gather", "apply_sparse_gradient", ...: the op's name for messages.
 absl::string_view ShardOpName(const ShardOp& op);
+
+// The UpdateId of an op that updates rows (assign, scatter, dense and sparse gradients); null
+// for any other op.
+UpdateId* UpdateIdOf(ShardOp& op);
 
 // The file I/O behind SaveOp and LoadOp (schema/ writes slice files; core cannot include it).
 class SliceStore {

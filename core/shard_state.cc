@@ -138,7 +138,15 @@ ShardInfo ShardState::Info(int32_t hottest_rows) const {
   info.updates = updates_;
   info.rows_touched = rows_touched();
   info.hottest_rows = HottestRows(hottest_rows);
+  info.step = slots_.step;
+  info.duplicate_updates = duplicate_updates_;
   return info;
+}
+
+bool ShardState::AlreadyApplied(const UpdateId& id) {
+  if (!applied_.Applied(id)) return false;
+  ++duplicate_updates_;
+  return true;
 }
 
 void ShardState::CountRowUpdates(absl::Span<const int64_t> local_ids) {
@@ -349,6 +357,7 @@ absl::Status ShardState::Restore(const TensorSlice& slice) {
     slots_ = optimizer_->CreateSlots(value_.shape());
   }
   slots_.step = slice.step;
+  applied_.Clear();
   ++version_;
   return absl::OkStatus();
 }
@@ -363,6 +372,7 @@ absl::Status ShardState::Restore(TensorSlice&& slice) {
     slots_ = optimizer_->CreateSlots(value_.shape());
   }
   slots_.step = slice.step;
+  applied_.Clear();
   ++version_;
   return absl::OkStatus();
 }

@@ -67,6 +67,7 @@
 #include "core/optimizer.h"
 #include "core/scatter.h"
 #include "core/tensor.h"
+#include "core/update_ledger.h"
 
 namespace tessera {
 
@@ -126,6 +127,12 @@ struct ShardInfo {
   // The rows most often updated, most first (ties: lower row first), at most the K asked for;
   // rows never updated are not listed. Empty unless asked for (Info(k)).
   std::vector<HotRow> hottest_rows;
+  // The optimizer's step: gradient applications to the variable (Note [One step count per
+  // variable]); 0 without an optimizer.
+  int64_t step = 0;
+  // Updates answered as applied without applying them: repeats of an update the shard had
+  // applied, from a closure's earlier attempt (Note [Exactly-once updates]).
+  int64_t duplicate_updates = 0;
 };
 
 class ShardState {
@@ -191,6 +198,12 @@ class ShardState {
   // wrong shape.
   absl::Status ApplySparseGradient(absl::Span<const int64_t> local_ids, ConstTensorView rows);
 
+  // Note [Exactly-once updates] (core/update_ledger.h), for ApplyShardOp: whether the update `id`
+  // names was applied here already (counted as a duplicate when it was; always false for an
+  // untagged id), and remembering an applied one. A restore forgets them all.
+  bool AlreadyApplied(const UpdateId& id);
+  void RecordApplied(const UpdateId& id) { applied_.Record(id); }
+
   // Replaces the optimizer with the rule `spec` names and fresh slots (step 0). Setting the rule
   // the shard already has (same name and hyperparameters, defaults filled in) changes nothing and
   // keeps the slots. InvalidArgument for an unknown or invalid spec or a non-floating dtype.
@@ -240,6 +253,9 @@ class ShardState {
   std::vector<uint32_t> row_updates_;  // per block row; empty until the first sparse update
   int64_t dense_updates_ = 0;          // counted for every row
   int64_t updates_ = 0;
+  // Note [Exactly-once updates].
+  UpdateLedger applied_;
+  int64_t duplicate_updates_ = 0;
 };
 
 }  // namespace tessera

@@ -287,7 +287,8 @@ TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind")
       ReadOp{},
       GatherOp{Ids{4, 1, 4}},
       AssignOp{AssignKind::kSub, Tensor(Shape{2, 3}, 1.5f)},
-      ScatterRowsOp{ScatterOp::kMax, IndexedSlices{Ids{4, 1}, Tensor(Shape{2, 3}, 1.5f)}},
+      ScatterRowsOp{ScatterOp::kMax, IndexedSlices{Ids{4, 1}, Tensor(Shape{2, 3}, 1.5f)},
+                    UpdateId{0xabcdef0123456789, 12, 3, 9}},
       ApplyDenseGradientOp{Tensor(Shape{2, 3}, -2.0f)},
       ApplySparseGradientOp{IndexedSlices{Ids{0}, Tensor(Shape{1, 3}, 3.0f)}},
       SetOptimizerOp{OptimizerSpec{"adam", {{"beta_1", 0.8}}}},
@@ -309,6 +310,10 @@ TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind")
   CHECK(rows.op == ScatterOp::kMax);
   CHECK(rows.rows.indices == Ids{4, 1});
   CHECK(SameTensor(rows.rows.values, Tensor(Shape{2, 3}, 1.5f)));
+  CHECK(rows.update.queue == 0xabcdef0123456789);
+  CHECK(rows.update.closure == 12);
+  CHECK(rows.update.sequence == 3);
+  CHECK(rows.update.resolved_below == 9);
   const ShardOp restore_back = RoundTrip(ops[9]);
   const auto& restore = std::get<RestoreOp>(restore_back);
   CHECK(SameTensor(restore.slice.slots.at(0), snapshot.slots[0]));
@@ -390,9 +395,11 @@ TEST_CASE("closure values round-trip with their names and types, and print witho
   CHECK(*back.Get<int64_t>("") == 0);
   CHECK(RoundTrip(ClosureValues()).empty());
 
-  Closure closure{9, "train_step", values};
+  Closure closure{9, "train_step", values, /*queue=*/0x1234567890abcdef, /*resolved_below=*/5};
   const Closure closure_back = RoundTrip(closure);
   CHECK(closure_back.id == 9);
+  CHECK(closure_back.queue == 0x1234567890abcdef);
+  CHECK(closure_back.resolved_below == 5);
   CHECK(closure_back.function == "train_step");
   CHECK(*closure_back.args.Get<int64_t>("batch") == -7);
 
@@ -477,7 +484,8 @@ TEST_CASE("messages print tensors by shape, never by value") {
   CHECK(caf::deep_to_string(GatherOp{Ids{1, 2}}) == "tessera::GatherOp(tessera::Ids([1, 2]))");
   // A ShardOp prints its kind's index, then the op.
   CHECK(caf::deep_to_string(ShardOp(ApplyDenseGradientOp{Tensor(Shape{500, 8})})) ==
-        "5, tessera::ApplyDenseGradientOp(tessera::Tensor([500, 8]))");
+        "5, tessera::ApplyDenseGradientOp(tessera::Tensor([500, 8]), "
+        "tessera::UpdateId(0, 0, 0, 0))");
 }
 
 TEST_CASE("the worker pool's status round-trips with its slots") {

@@ -277,4 +277,20 @@ inline Tensor ReadCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot)
   return *value;
 }
 
+// The ShardInfo of each shard of `v` (ON_WRITE), in order.
+inline std::vector<ShardInfo> ShardInfos(Cluster& cluster, const ShardedVariable& v) {
+  std::vector<ShardInfo> out;
+  const VariableHandle h = v.handle();
+  for (int64_t s = 0; s < h.num_shards(); ++s) {
+    absl::StatusOr<ShardInfo> info = internal::Await<ShardInfo>(
+        cluster.system(), [h, s](caf::event_based_actor* self, Done<ShardInfo> done) {
+          ShardClient client(self);
+          client.Call<InfoOp>(h, s, InfoOp{}, std::move(done));
+        });
+    REQUIRE_MESSAGE(info.ok(), info.status().ToString());
+    out.push_back(*std::move(info));
+  }
+  return out;
+}
+
 }  // namespace tessera::testing

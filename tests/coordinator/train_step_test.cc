@@ -58,9 +58,9 @@ struct Fixture {
 
   absl::StatusOr<StepOutcome> Step(Batch batch) {
     return internal::Await<StepOutcome>(
-        cluster->system(), [this, batch = std::move(batch)](caf::event_based_actor* self,
-                                                            Done<StepOutcome> done) {
-          TrainStepAsync(self, vars, batch, std::move(done));
+        cluster->system(),
+        [this, batch = std::move(batch)](caf::event_based_actor* self, Done<StepOutcome> done) {
+          TrainStepAsync(self, vars, batch, nullptr, std::move(done));
         });
   }
 };

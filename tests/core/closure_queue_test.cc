@@ -158,6 +158,31 @@ TEST_CASE("closures are dispatched in the order they were scheduled, with their 
   CHECK_FALSE(queue.NextFor(1).has_value());
 }
 
+TEST_CASE("a dispatch names its queue and the lowest closure the queue has not resolved") {
+  ClosureQueue queue(/*capacity=*/10), other(/*capacity=*/10);
+  for (int i = 0; i < 4; ++i) MustEnqueue(queue, i);
+  MustEnqueue(other, 0);
+  const Dispatch a = MustNext(queue, 1), b = MustNext(queue, 2), c = MustNext(queue, 3);
+  CHECK(a.closure.queue != 0);
+  CHECK(b.closure.queue == a.closure.queue);
+  CHECK(MustNext(other, 1).closure.queue != a.closure.queue);  // random per queue
+  CHECK(a.closure.resolved_below == a.closure.id);
+  CHECK(c.closure.resolved_below == a.closure.id);  // a still runs
+  queue.Complete(b.closure.id, b.attempt, ClosureValues{});
+  queue.Complete(a.closure.id, a.attempt, ClosureValues{});
+  // a and b resolved; c runs, d is queued: c is the lowest.
+  const Dispatch d = MustNext(queue, 4);
+  CHECK(d.closure.resolved_below == c.closure.id);
+  // c's worker dies: c runs again, still the lowest; once it completes, d's re-run names d.
+  REQUIRE(queue.WorkerLost(3));
+  const Dispatch c2 = MustNext(queue, 5);
+  CHECK(c2.closure.id == c.closure.id);
+  CHECK(c2.closure.resolved_below == c.closure.id);
+  queue.Complete(c2.closure.id, c2.attempt, ClosureValues{});
+  REQUIRE(queue.Requeue(d.closure.id, d.attempt));
+  CHECK(MustNext(queue, 6).closure.resolved_below == d.closure.id);
+}
+
 TEST_CASE("Join with no closure scheduled returns at once and Done is true") {
   ClosureQueue queue(/*capacity=*/4);
   CHECK(queue.JoinWithin(absl::ZeroDuration()).ok());

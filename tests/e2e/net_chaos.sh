@@ -4,7 +4,9 @@
 # random worker process several times (each comes back after a short delay, as a preempted
 # machine would) and one PS process once (restarted at its address; the coordinator restores its
 # shards from the latest checkpoint). Checks: every scheduled closure completed, the PS recovery
-# is in the summary, and the model still reaches its test AUC.
+# is in the summary, every shard PS 0 holds applied each step's gradients exactly once (its
+# optimizer step is the global step, however often closures ran again), and the model still
+# reaches its test AUC.
 # With "standby", the cluster has a `tessera ps --standby` and the killed PS is not restarted:
 # the coordinator restores its shards onto the standby instead.
 #   net_chaos.sh RECSYS_BINARY TESSERA_BINARY [standby]
@@ -100,10 +102,16 @@ if kills == 0 or s["worker_failures"] < 1:
     problems.append(f"{kills} worker kills, {s['worker_failures']} failures seen")
 if len(s["ps_recoveries"]) != 1 or s["ps_recoveries"][0]["node"] != replacement:
     problems.append(f"ps_recoveries: {s['ps_recoveries']} (expected one, onto {replacement})")
+# PS 0 was never lost: exactly-once updates leave each of its shards at the global step.
+ps0 = [shard for shard in s["shards"] if shard["ps_task"] == 0]
+if not ps0 or any(shard["step"] != s["global_step"] for shard in ps0):
+    problems.append(f"PS 0's shard steps {[(x['name'], x['step']) for x in ps0]} "
+                    f"!= global step {s['global_step']}")
 if s["test_auc"] < 0.66:  # the simulation reaches 0.678 on this data
     problems.append(f"test AUC {s['test_auc']:.4f} < 0.66")
 print(f"net chaos: {s['closures_completed']}/{s['closures_scheduled']} closures, "
       f"{s['worker_failures']} worker failures, recoveries {s['ps_recoveries']}, "
+      f"{s['duplicate_updates']} repeated updates dropped, "
       f"AUC {s['test_auc']:.4f}")
 sys.exit("; ".join(problems) if problems else 0)
 PY

@@ -1,0 +1,187 @@
+// Exactly-once updates (core/update_ledger.h): the ledger a shard keeps, the names a closure's
+// attempts give their updates, and ApplyShardOp dropping a repeat (core/shard_op.h).
+#include "core/update_ledger.h"
+
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/indexed_slices.h"
+#include "core/shard_op.h"
+#include "core/shard_state.h"
+
+namespace tessera {
+namespace {
+
+constexpr uint64_t kQueue = 0xfeed;
+
+UpdateId Id(int64_t closure, int64_t sequence = 0, int64_t resolved_below = 1,
+            uint64_t queue = kQueue) {
+  return UpdateId{queue, closure, sequence, resolved_below};
+}
+
+TEST_CASE("a ledger knows the updates it recorded, by queue, closure and sequence") {
+  UpdateLedger ledger;
+  CHECK_FALSE(ledger.Applied(Id(3)));
+  ledger.Record(Id(3));
+  CHECK(ledger.Applied(Id(3)));
+  CHECK_FALSE(ledger.Applied(Id(3, /*sequence=*/1)));    // the closure's next update
+  CHECK_FALSE(ledger.Applied(Id(4)));                    // another closure
+  CHECK_FALSE(ledger.Applied(Id(3, 0, 1, kQueue + 1)));  // another queue's closure 3
+  CHECK(ledger.size() == 1);
+  ledger.Clear();
+  CHECK_FALSE(ledger.Applied(Id(3)));
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("an untagged update is never a repeat and is not remembered") {
+  UpdateLedger ledger;
+  ledger.Record(UpdateId{});
+  CHECK_FALSE(ledger.Applied(UpdateId{}));
+  CHECK(ledger.size() == 0);
+}
+
+TEST_CASE("a newer resolved mark forgets the closures below it, and only those") {
+  UpdateLedger ledger;
+  for (int64_t c = 1; c <= 10; ++c) {
+    ledger.Record(Id(c, 0));
+    ledger.Record(Id(c, 1));
+  }
+  CHECK(ledger.size() == 20);
+  // Closures 1..6 were resolved when closure 12 was dispatched.
+  CHECK_FALSE(ledger.Applied(Id(12, 0, /*resolved_below=*/7)));
+  CHECK(ledger.size() == 8);
+  CHECK(ledger.Applied(Id(7, 1, /*resolved_below=*/1)));  // an older mark changes nothing
+  CHECK(ledger.Applied(Id(10, 0, 1)));
+  CHECK(ledger.size() == 8);
+  // An update of a resolved closure is not remembered (nothing asks about it again).
+  ledger.Record(Id(3, 5, 7));
+  CHECK(ledger.size() == 8);
+  // Marks are per queue.
+  ledger.Record(Id(2, 0, 1, kQueue + 1));
+  CHECK(ledger.Applied(Id(2, 0, 1, kQueue + 1)));
+  CHECK_FALSE(ledger.Applied(Id(2, 0, 1)));
+}
+
+TEST_CASE("the ledger is bounded: the least recent queue and the oldest ids go first") {
+  UpdateLedger ledger;
+  for (int q = 0; q < UpdateLedger::kMaxRememberedQueues; ++q) ledger.Record(Id(1, 0, 1, 100 + q));
+  CHECK(ledger.Applied(Id(1, 0, 1, 100)));  // queue 100 is now the most recently used
+  ledger.Record(Id(1, 0, 1, 999));          // evicts queue 101
+  CHECK(ledger.evicted() == 1);
+  CHECK(ledger.Applied(Id(1, 0, 1, 100)));
+  CHECK_FALSE(ledger.Applied(Id(1, 0, 1, 101)));
+  CHECK(ledger.Applied(Id(1, 0, 1, 999)));
+
+  UpdateLedger one;
+  for (int64_t k = 0; k <= UpdateLedger::kMaxRememberedUpdates; ++k) one.Record(Id(1, k));
+  CHECK(one.size() == UpdateLedger::kMaxRememberedUpdates);
+  CHECK(one.evicted() == 1);
+  CHECK_FALSE(one.Applied(Id(1, 0)));  // the oldest went
+  CHECK(one.Applied(Id(1, UpdateLedger::kMaxRememberedUpdates)));
+}
+
+TEST_CASE("a closure's attempts name their updates alike: per shard, in the order sent") {
+  auto names = [] {
+    UpdateNamer namer(kQueue, /*closure=*/9, /*resolved_below=*/4);
+    return std::vector<UpdateId>{namer.Next("emb", 0), namer.Next("emb", 1), namer.Next("emb", 0),
+                                 namer.Next("bias", 0)};
+  };
+  const std::vector<UpdateId> first = names(), second = names();
+  REQUIRE(first.size() == second.size());
+  for (size_t k = 0; k < first.size(); ++k) {
+    CHECK(first[k].queue == kQueue);
+    CHECK(first[k].closure == 9);
+    CHECK(first[k].resolved_below == 4);
+    CHECK(first[k].sequence == second[k].sequence);
+  }
+  CHECK(first[0].sequence == 0);
+  CHECK(first[1].sequence == 0);  // another shard counts on its own
+  CHECK(first[2].sequence == 1);
+  CHECK(first[3].sequence == 0);
+}
+
+std::vector<float> Values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+ShardState AdagradShard() {
+  ShardSpec spec;
+  spec.variable = "emb";
+  spec.full_shape = Shape{4, 2};
+  spec.rows = 4;
+  spec.initializer = InitializerSpec{"ones", {}, 0};
+  spec.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
+  absl::StatusOr<ShardState> shard = ShardState::Create(spec);
+  REQUIRE(shard.ok());
+  return *std::move(shard);
+}
+
+ShardOp Sparse(int64_t row, float g, UpdateId id) {
+  return ApplySparseGradientOp{IndexedSlices{Ids{row}, Tensor(Shape{1, 2}, g)}, id};
+}
+
+TEST_CASE("a shard applies a named update once and answers its repeat with its version") {
+  ShardState shard = AdagradShard();
+  REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, Id(5)), nullptr).ok());
+  const std::vector<float> once = Values(shard.Read());
+  const int64_t version = shard.version();
+  absl::StatusOr<ShardOpResult> repeat = ApplyShardOp(shard, Sparse(1, 7.0f, Id(5)), nullptr);
+  REQUIRE(repeat.ok());
+  CHECK(std::get<ShardVersion>(*repeat).version == version);
+  CHECK(Values(shard.Read()) == once);
+  CHECK(shard.version() == version);
+  ShardInfo info = shard.Info();
+  CHECK(info.step == 1);
+  CHECK(info.duplicate_updates == 1);
+
+  // The closure's next update to this shard, and untagged updates, apply.
+  REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, Id(5, 1)), nullptr).ok());
+  REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, UpdateId{}), nullptr).ok());
+  REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, UpdateId{}), nullptr).ok());
+  info = shard.Info();
+  CHECK(info.step == 4);
+  CHECK(info.duplicate_updates == 1);
+}
+
+TEST_CASE("every row update is named: assign, scatter and dense gradients repeat as nothing") {
+  ShardState shard = AdagradShard();
+  REQUIRE(ApplyShardOp(shard, AssignOp{AssignKind::kAdd, Tensor(Shape{4, 2}, 1.0f), Id(1)}, nullptr)
+              .ok());
+  REQUIRE(ApplyShardOp(shard,
+                       ScatterRowsOp{ScatterOp::kAdd,
+                                     IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 1.0f)}, Id(2)},
+                       nullptr)
+              .ok());
+  REQUIRE(
+      ApplyShardOp(shard, ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f), Id(3)}, nullptr).ok());
+  const std::vector<float> value = Values(shard.Read());
+  REQUIRE(ApplyShardOp(shard, AssignOp{AssignKind::kAdd, Tensor(Shape{4, 2}, 1.0f), Id(1)}, nullptr)
+              .ok());
+  REQUIRE(ApplyShardOp(shard,
+                       ScatterRowsOp{ScatterOp::kAdd,
+                                     IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 1.0f)}, Id(2)},
+                       nullptr)
+              .ok());
+  REQUIRE(
+      ApplyShardOp(shard, ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f), Id(3)}, nullptr).ok());
+  CHECK(Values(shard.Read()) == value);
+  CHECK(shard.Info().duplicate_updates == 3);
+  CHECK(shard.Info().step == 1);
+}
+
+TEST_CASE("a failed update is not remembered, and a restore forgets the applied ones") {
+  ShardState shard = AdagradShard();
+  CHECK_FALSE(ApplyShardOp(shard, Sparse(9, 1.0f, Id(5)), nullptr).ok());  // row out of range
+  REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, Id(5)), nullptr).ok());
+  CHECK(shard.Info().step == 1);
+  CHECK(shard.Info().duplicate_updates == 0);
+
+  REQUIRE(shard.Restore(shard.Snapshot()).ok());
+  REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, Id(5)), nullptr).ok());  // applies again
+  CHECK(shard.Info().step == 2);
+  CHECK(shard.Info().duplicate_updates == 0);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,10 +1,9 @@
 #include "actors/messages.h"
 
-#include "core/job_description.h"
-
 #include <algorithm>
 #include <caf/binary_deserializer.hpp>
 #include <cstddef>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -263,6 +262,8 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<VariableHandle>("tessera::VariableHandle");
   cfg.add_message_type<VariableDirectory>("tessera::VariableDirectory");
   cfg.add_message_type<shard_actor>("tessera::shard_actor");
+  cfg.add_message_type<std::map<std::string, shard_actor>>(
+      "std::map<std::string, tessera::shard_actor>");
   cfg.add_message_type<ps_node_actor>("tessera::ps_node_actor");
   cfg.add_error_category(kErrorCategory, RenderError);
 }

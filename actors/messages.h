@@ -49,6 +49,8 @@ using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
 using list_atom = caf::atom_constant<caf::atom("list")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
+using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
+using lease_atom = caf::atom_constant<caf::atom("lease")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
@@ -77,7 +79,8 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // worker asks for the variable directory with its task and JobDescription, and is refused when
 // its job differs; 7: ShardInfo carries update counts and hottest rows, InfoOp and stats_atom
 // ask for K of them; 8: closures carry their queue and resolved mark, updates their UpdateId
-// (Note [Exactly-once updates], core/update_ledger.h), ShardInfo the step and duplicates.
+// (Note [Exactly-once updates], core/update_ledger.h), ShardInfo the step and duplicates; a PS
+// node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom.
 constexpr int32_t kProtocolVersion = 8;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,

@@ -1,11 +1,12 @@
 #include "actors/ps_node_actor.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <caf/exit_reason.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message_id.hpp>
 #include <caf/system_messages.hpp>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <utility>
 
@@ -142,30 +143,69 @@ void DropShard(NodePointer self, const std::string& name) {
   self->state.shards->erase(it);
 }
 
+// The names of the shards `owner` owns here.
+std::vector<std::string> ShardsOf(const PsNodeState& state, const caf::actor_addr& owner) {
+  std::vector<std::string> names;
+  for (const auto& [name, holder] : state.owner_of) {
+    if (holder == owner) names.push_back(name);
+  }
+  return names;
+}
+
+// Drops every shard `owner` owns and forgets the owner (Note [Shards die with their
+// coordinator]); `why` says what became of it.
+void DropOwner(NodePointer self, caf::actor_addr owner, const std::string& why) {
+  PsNodeState& state = self->state;
+  const std::vector<std::string> dropped = ShardsOf(state, owner);
+  for (const std::string& name : dropped) {
+    DropShard(self, name);
+    state.owner_of.erase(name);
+  }
+  state.owners.erase(owner);
+  if (!dropped.empty()) {
+    Log().warn("dropped {} shard(s) of a coordinator that is gone ({}): {}", dropped.size(), why,
+               absl::StrJoin(dropped, ", "));
+  }
+}
+
+// Watches `owner` (a new proxy of a known owner replaces the old one) and cancels its lease.
+void WatchOwner(NodePointer self, const caf::actor& owner) {
+  PsNodeState::Owner& entry = self->state.owners[owner.address()];
+  if (caf::actor_cast<caf::actor_control_block*>(entry.handle) !=
+      caf::actor_cast<caf::actor_control_block*>(owner)) {
+    entry.handle = owner;
+    self->monitor(owner);
+  }
+  entry.lease.reset();
+}
+
 }  // namespace
 
-ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
+ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::timespan lease) {
   self->state.task = task;
+  self->state.lease = lease;
   StopShardsOnExit(self);
   // A monitored shard that went down is forgotten; the node carries on. An owner that went down
   // takes its shards with it (Note [Shards die with their coordinator]).
   self->set_down_handler([self](caf::down_msg& msg) {
     PsNodeState& state = self->state;
-    if (state.owners.erase(msg.source) > 0) {
-      std::vector<std::string> dropped;
-      for (auto it = state.owner_of.begin(); it != state.owner_of.end();) {
-        if (it->second != msg.source) {
-          ++it;
-          continue;
-        }
-        dropped.push_back(it->first);
-        DropShard(self, it->first);
-        it = state.owner_of.erase(it);
+    if (auto owner = state.owners.find(msg.source); owner != state.owners.end()) {
+      // A down from a proxy the node no longer watches (the owner came back on a newer
+      // connection first) is stale.
+      if (caf::actor_cast<caf::actor_control_block*>(owner->second.handle) !=
+          caf::actor_cast<caf::actor_control_block*>(msg.source)) {
+        return;
       }
-      if (!dropped.empty()) {
-        Log().warn("dropped {} shard(s) of a coordinator that is gone ({}): {}",
-                   dropped.size(), self->system().render(msg.reason), absl::StrJoin(dropped, ", "));
-      }
+      const std::string why = self->system().render(msg.reason);
+      const size_t held = ShardsOf(state, owner->first).size();
+      if (state.lease.count() <= 0 || held == 0) return DropOwner(self, owner->first, why);
+      const uint64_t lease = ++state.leases_started;
+      owner->second.lease = lease;
+      Log().warn(
+          "the coordinator that owns {} shard(s) is gone ({}): keeping them for {} s, "
+          "for it to reclaim",
+          held, why, std::chrono::duration<double>(state.lease).count());
+      self->delayed_send(self, state.lease, lease_atom::value, lease);
       return;
     }
     auto& shards = *state.shards;
@@ -182,6 +222,17 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
       [self](create_shard_atom, const ShardSpec& spec,
              const caf::actor& owner) -> caf::result<shard_actor> {
         const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+        // A shard of a lost owner still under its lease gives way to a new owner's (Note
+        // [Shards die with their coordinator]).
+        if (auto held = self->state.owner_of.find(name); held != self->state.owner_of.end()) {
+          auto holder = self->state.owners.find(held->second);
+          if (holder != self->state.owners.end() && holder->second.lease.has_value() &&
+              !(owner && owner.address() == held->second)) {
+            Log().info("shard {} of a lost coordinator gives way to a new one's", name);
+            DropShard(self, name);
+            self->state.owner_of.erase(held);
+          }
+        }
         if (self->state.shards->count(name) > 0) {
           return StatusToError(absl::AlreadyExistsError(
               absl::StrCat("ps node ", self->state.task, " already holds shard ", name)));
@@ -196,7 +247,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         self->state.shards->emplace(name, actor);
         self->state.by_id.emplace(actor.id(), actor);
         if (owner) {
-          if (self->state.owners.insert(owner.address()).second) self->monitor(owner);
+          WatchOwner(self, owner);
           self->state.owner_of[name] = owner.address();
         }
         auto promise = self->make_response_promise<shard_actor>();
@@ -275,13 +326,34 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task) {
         self->state.task = task;
         return caf::unit;
       },
+      [self](reclaim_atom, const caf::actor& owner) -> std::map<std::string, shard_actor> {
+        std::map<std::string, shard_actor> held;
+        if (!owner || self->state.owners.count(owner.address()) == 0) return held;
+        const bool was_lost = self->state.owners[owner.address()].lease.has_value();
+        WatchOwner(self, owner);
+        for (const std::string& name : ShardsOf(self->state, owner.address())) {
+          held.emplace(name, self->state.shards->at(name));
+        }
+        if (was_lost) Log().info("the coordinator is back: it reclaimed {} shard(s)", held.size());
+        return held;
+      },
+      [self](lease_atom, uint64_t lease) {
+        for (auto& [owner, entry] : self->state.owners) {
+          if (entry.lease == lease) {
+            return DropOwner(
+                self, owner,
+                absl::StrCat("not back within its lease of ",
+                             std::chrono::duration<double>(self->state.lease).count(), " s"));
+          }
+        }
+      },
       [](ping_atom) -> pong_atom { return pong_atom::value; },
       [self](batch_atom, std::vector<ShardCall>& calls) { return ServeBatch(self, calls); },
   };
 }
 
-ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task) {
-  return system.spawn(PsNodeActor, task);
+ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task, caf::timespan lease) {
+  return system.spawn(PsNodeActor, task, lease);
 }
 
 }  // namespace tessera

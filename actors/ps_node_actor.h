@@ -17,6 +17,10 @@
 //                                           without k: 5)
 //   (adopt_atom, int32_t task)              void                      FailedPrecondition (not a
 //                                                                     standby), InvalidArgument
+//   (reclaim_atom, owner)                   map name -> shard_actor:  - (none held: an empty map)
+//                                           the shards it holds for
+//                                           owner, lease cancelled
+//   (lease_atom, uint64_t lease)            - (the node's own timer: drops a lost owner's shards)
 //   (ping_atom)                             pong_atom                 -
 //   (batch_atom, std::vector<ShardCall>)    std::vector<ShardReply>,  - (each reply carries its
 //                                            in call order             call's error, Unavailable
@@ -42,12 +46,20 @@
 // Note [Shards die with their coordinator]
 // The coordinator creates every shard with its Cluster's session actor as owner. When that
 // actor goes down — the coordinator exited, was killed, or its connection was lost (a kill -9
-// closes it at once; a hung process misses the middleman's heartbeats) — the node drops the
-// shards it owned. Otherwise a coordinator started again (--resume) against running PS
-// processes would find every name taken, and shards nobody can reach would hold their memory
-// for the life of the process. Dropping them loses nothing that could still be used: a
-// coordinator that lost its connection to a PS treats that PS as lost and restores its shards
-// from the latest checkpoint, under the same names (PS recovery in cluster_coordinator.h).
+// closes it at once; a hung or stopped process misses the middleman's heartbeats) — the node
+// keeps the owner's shards for a lease (`lease`, `tessera ps --shard_lease_s`; 0 drops them at
+// once), serving whoever still asks, and then drops them. Within the lease:
+//   - the same coordinator, back (a process that was stopped or stalled for longer than the
+//     connection timeout), sends reclaim_atom with its session actor: the node cancels the lease
+//     and answers with the shards it holds for that owner, so the coordinator re-adopts them —
+//     values, slots, steps and the applied-update ledgers as they are — instead of restoring a
+//     checkpoint (ClusterCoordinator's PS recovery);
+//   - another coordinator (one started again with --resume) that creates a shard under a name an
+//     orphaned shard holds supersedes it: the orphan is dropped and the new shard created.
+// After the lease nobody can reach the shards through the lost owner; dropping them then keeps
+// orphans from holding their memory for the life of the process. Owners are compared by address
+// (node and actor id), which a new connection to the same session actor keeps; a down message
+// from an owner's earlier proxy, once a newer one is watched, is stale and ignored.
 //
 // Note [Shards initialize themselves]
 // Building a shard — allocating its block and slots and filling its rows from the initializer —
@@ -86,6 +98,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -95,17 +108,18 @@
 
 namespace tessera {
 
-using ps_node_actor =
-    caf::typed_actor<caf::replies_to<create_shard_atom, ShardSpec, caf::actor>::with<shard_actor>,
-                     caf::replies_to<drop_shard_atom, std::string, caf::actor>::with<void>,
-                     caf::replies_to<lookup_atom, std::string>::with<shard_actor>,      //
-                     caf::replies_to<list_atom>::with<std::vector<std::string>>,        //
-                     caf::replies_to<stats_atom>::with<PsNodeStats>,                    //
-                     caf::replies_to<stats_atom, int32_t>::with<PsNodeStats>,           //
-                     caf::replies_to<adopt_atom, int32_t>::with<void>,                  //
-                     caf::replies_to<ping_atom>::with<pong_atom>,                       //
-                     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<
-                         std::vector<ShardReply>>>;
+using ps_node_actor = caf::typed_actor<
+    caf::replies_to<create_shard_atom, ShardSpec, caf::actor>::with<shard_actor>,
+    caf::replies_to<drop_shard_atom, std::string, caf::actor>::with<void>,
+    caf::replies_to<lookup_atom, std::string>::with<shard_actor>,                         //
+    caf::replies_to<list_atom>::with<std::vector<std::string>>,                           //
+    caf::replies_to<stats_atom>::with<PsNodeStats>,                                       //
+    caf::replies_to<stats_atom, int32_t>::with<PsNodeStats>,                              //
+    caf::replies_to<adopt_atom, int32_t>::with<void>,                                     //
+    caf::replies_to<reclaim_atom, caf::actor>::with<std::map<std::string, shard_actor>>,  //
+    caf::reacts_to<lease_atom, uint64_t>,                                                 //
+    caf::replies_to<ping_atom>::with<pong_atom>,                                          //
+    caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;
 
 // The task of a standby PS node that no coordinator has adopted yet.
 constexpr int32_t kStandbyTask = -1;
@@ -117,17 +131,26 @@ struct PsNodeState {
   std::shared_ptr<std::map<std::string, shard_actor>> shards =
       std::make_shared<std::map<std::string, shard_actor>>();
   std::map<caf::actor_id, shard_actor> by_id;  // the same shards, by actor id (for batches)
-  // Note [Shards die with their coordinator]: each owned shard's owner, and the owners watched.
+  // Note [Shards die with their coordinator]: each owned shard's owner; each owner's handle
+  // (the proxy watched now) and, while it is gone, the lease that will drop its shards.
+  struct Owner {
+    caf::actor handle;
+    std::optional<uint64_t> lease;  // the pending lease_atom's number
+  };
   std::map<std::string, caf::actor_addr> owner_of;
-  std::set<caf::actor_addr> owners;
+  std::map<caf::actor_addr, Owner> owners;
+  caf::timespan lease{0};
+  uint64_t leases_started = 0;
 };
 
-// The behaviour of PS node `task` (its index among the PS tasks, or kStandbyTask).
+// The behaviour of PS node `task` (its index among the PS tasks, or kStandbyTask); a lost
+// owner's shards are kept for `lease` (Note [Shards die with their coordinator]).
 ps_node_actor::behavior_type PsNodeActor(ps_node_actor::stateful_pointer<PsNodeState> self,
-                                         int32_t task);
+                                         int32_t task, caf::timespan lease);
 
 // Spawns PS node `task`. The caller must make it exit before the system shuts down (its shards
 // follow it).
-ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task);
+ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task,
+                          caf::timespan lease = caf::timespan{0});
 
 }  // namespace tessera

@@ -62,6 +62,9 @@ ABSL_FLAG(std::optional<int32_t>, task, std::nullopt,
           "--cluster_spec or TF_CONFIG, else 0");
 ABSL_FLAG(bool, standby, false,
           "ps: start as a standby that a coordinator adopts in place of a lost PS (no --task)");
+ABSL_FLAG(double, shard_lease_s, 30,
+          "ps: how long the shards of a coordinator that went silent or away are kept for it to "
+          "come back and reclaim them (0: dropped at once)");
 ABSL_FLAG(int32_t, threads, 0,
           "ps: scheduler threads (0: one per core; 1 when several nodes share a small machine); "
           "serve: threads answering requests (0: one per core)");
@@ -165,9 +168,13 @@ tessera_ps_bytes; per shard, labelled {variable, shard}: tessera_ps_shard_rows,
 tessera_ps_shard_bytes, tessera_ps_shard_updates_total, tessera_ps_shard_version) and
 process_resident_memory_bytes are served at GET /metrics (and /monitoring/prometheus/metrics) on
 --metrics_host (loopback by default); its URL is printed.
+A coordinator that goes silent (a stopped or stalled process) or away leaves its shards here for
+--shard_lease_s (30 s): back within it, the coordinator reclaims them as they are; after it they
+are dropped (a coordinator started again with --resume restores the checkpoint).
 )",
-       {"task", "standby", "port", "cluster_spec", "host", "threads", "metrics_port",
-        "metrics_host", "tls_cert", "tls_key", "tls_ca", "max_message_bytes", "log_level"}},
+       {"task", "standby", "port", "cluster_spec", "host", "threads", "shard_lease_s",
+        "metrics_port", "metrics_host", "tls_cert", "tls_key", "tls_ca", "max_message_bytes",
+        "log_level"}},
       {"inspect",
        "tessera inspect PATH [--verify]",
        R"(Describes a checkpoint (its variables, optimizers, slots and slice files) or an exported
@@ -286,6 +293,12 @@ absl::Status RunPsCommand() {
       {absl::GetFlag(FLAGS_port), absl::GetFlag(FLAGS_task), absl::GetFlag(FLAGS_standby)}, config,
       options));
   options.threads = absl::GetFlag(FLAGS_threads);
+  const double lease_s = absl::GetFlag(FLAGS_shard_lease_s);
+  if (!(lease_s >= 0 && lease_s <= 1e6)) {  // NaN too
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard_lease_s=", lease_s, " must be between 0 and 1e6 seconds"));
+  }
+  options.shard_lease = absl::Seconds(lease_s);
   options.network.bind = absl::GetFlag(FLAGS_host);
   options.network.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.network.tls_key = absl::GetFlag(FLAGS_tls_key);

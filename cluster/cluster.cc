@@ -170,6 +170,24 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
   }
 }
 
+absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task, absl::Duration timeout) {
+  if (!networked()) return absl::FailedPreconditionError("an in-process PS cannot be reconnected");
+  if (task < 0 || task >= options_.num_ps) {
+    return absl::InvalidArgumentError(absl::StrCat("no PS task ", task));
+  }
+  NetworkOptions network = network_;
+  network.connect_timeout = std::min(network_.connect_timeout, timeout);
+  NodeAddress address;
+  {
+    absl::MutexLock lock(&mu_);
+    address = ps_addresses_[task];
+  }
+  ASSIGN_OR_RETURN(ps_node_actor node, ConnectAndAdopt(*system_, address, task, network));
+  absl::MutexLock lock(&mu_);
+  ps_nodes_[task] = node;
+  return node;
+}
+
 std::vector<std::string> Cluster::ps_addresses() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;

@@ -85,6 +85,10 @@ class Cluster {
   // restarted process, waited for up to the connect timeout). Errors as ConnectToNode;
   // FailedPrecondition in process.
   absl::StatusOr<ps_node_actor> ReplacePs(int32_t task);
+  // Networked mode: PS task `task`'s node where it is now, connected afresh (a connection lost
+  // while its process lives on: the coordinator was stopped or stalled), within `timeout`, and
+  // made the task's node. Errors as ConnectToNode; FailedPrecondition in process.
+  absl::StatusOr<ps_node_actor> ReconnectPs(int32_t task, absl::Duration timeout);
   // Networked mode: where each PS task is now (its spec address, or the standby that replaced
   // it), as "host:port".
   std::vector<std::string> ps_addresses() const;

@@ -3,11 +3,13 @@
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
-
+#include <chrono>
 #include <deque>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "actors/error.h"
 #include "coordinator/checkpoint.h"
 #include "core/logging.h"
 #include "core/status.h"
@@ -163,8 +165,20 @@ absl::Status ClusterCoordinator::Join() {
   }
 }
 
+// Note [A stalled coordinator re-adopts its shards]
+// A PS connection is lost in two ways: the PS process died, or this coordinator stopped answering
+// (SIGSTOP, a VM pause, a long stall) for longer than the connection timeout, and the PS closed
+// the connection. In the second case the PS process is alive and keeps this coordinator's
+// shards for its lease (Note [Shards die with their coordinator], actors/ps_node_actor.h). So a
+// recovery first connects to the task's address afresh, briefly (kReadoptConnectTimeout: a live
+// process accepts at once; a dead one must not delay the failover to a standby by much), and asks
+// for the shards it holds for this coordinator's session. When every shard placed on the task is
+// there, the variables point at them and training resumes: no checkpoint is read and no update
+// is lost. Otherwise (a restarted process holds nothing, a shard died) the shards it gave back
+// are dropped and the recovery restores from the checkpoint as before.
 void ClusterCoordinator::Recover(int32_t task) {
   const absl::Time start = absl::Now();
+  if (Readopt(task, start)) return;
   const int64_t completed = queue_->stats().completed;
   Cluster& cluster = strategy_.cluster();
   const std::string address = cluster.ps_addresses().at(task);
@@ -199,19 +213,60 @@ void ClusterCoordinator::Recover(int32_t task) {
   absl::StatusOr<int64_t> step =
       RestoreShardsOf(strategy_, *latest, task, options_.recovery_run);
   if (!step.ok()) return fail(step.status());
-  caf::anon_send(actor_, watch_ps_atom::value, *node, task, placement);
-  ++generation_;
-  caf::anon_send(actor_, directory_atom::value, Directory());
   PsRecovery report;
   report.ps_task = task;
-  report.node = cluster.ps_addresses().at(task);
   report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   report.checkpoint = *latest;
   report.checkpoint_step = *step;
   report.lost_steps = std::max<int64_t>(0, options_.first_step + completed - *step);
-  Log().info("ps {} restored on {} from {} (step {}) in {:.2f} s; the updates of {} steps to its "
-             "shards were lost", task, report.node, *latest, *step, report.seconds,
-             report.lost_steps);
+  Log().info(
+      "ps {} restored on {} from {} (step {}) in {:.2f} s; the updates of {} steps to its "
+      "shards were lost",
+      task, cluster.ps_addresses().at(task), *latest, *step, report.seconds, report.lost_steps);
+  Resume(task, *node, std::move(report));
+}
+
+bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
+  constexpr absl::Duration kReadoptConnectTimeout = absl::Milliseconds(500);
+  Cluster& cluster = strategy_.cluster();
+  absl::StatusOr<ps_node_actor> node = cluster.ReconnectPs(task, kReadoptConnectTimeout);
+  if (!node.ok()) return false;  // gone: the checkpoint path says so
+  std::map<std::string, shard_actor> held;
+  absl::Status asked;
+  caf::scoped_actor self(system_);
+  self->request(*node, std::chrono::seconds(10), reclaim_atom::value, cluster.session())
+      .receive([&](std::map<std::string, shard_actor>& shards) { held = std::move(shards); },
+               [&](caf::error& err) { asked = ErrorToStatus(err); });
+  if (asked.ok()) asked = strategy_.AdoptShardsOn(task, held);
+  if (!asked.ok()) {
+    if (!held.empty()) {
+      Log().warn("ps {} gave back only part of its shards ({}): dropping them to restore all", task,
+                 asked.message());
+    }
+    for (const auto& [name, shard] : held) {
+      self->request(*node, std::chrono::seconds(10), drop_shard_atom::value, name,
+                    cluster.session())
+          .receive([] {}, [](caf::error&) {});
+    }
+    return false;
+  }
+  PsRecovery report;
+  report.ps_task = task;
+  report.readopted = true;
+  report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  Log().info(
+      "ps {} ({}) was cut off, not lost: re-adopted its {} shard(s) as they are in {:.2f} "
+      "s, nothing restored",
+      task, cluster.ps_addresses().at(task), held.size(), report.seconds);
+  Resume(task, *node, std::move(report));
+  return true;
+}
+
+void ClusterCoordinator::Resume(int32_t task, const ps_node_actor& node, PsRecovery report) {
+  caf::anon_send(actor_, watch_ps_atom::value, node, task, strategy_.DescribePlacement(task));
+  ++generation_;
+  caf::anon_send(actor_, directory_atom::value, Directory());
+  report.node = strategy_.cluster().ps_addresses().at(task);
   absl::MutexLock lock(&mu_);
   recoveries_.push_back(std::move(report));
 }

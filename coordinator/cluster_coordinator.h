@@ -76,7 +76,11 @@ struct PsRecovery {
   int32_t ps_task = 0;
   std::string node;             // "host:port" of the node now serving the task
   double seconds = 0;           // from the loss to training resuming
-  std::string checkpoint;       // the directory restored from
+  // The PS process was alive and still held the shards (the connection was lost because this
+  // coordinator was stopped or stalled): they were re-adopted as they are, with nothing
+  // restored and nothing lost (Note [A stalled coordinator re-adopts its shards]).
+  bool readopted = false;
+  std::string checkpoint;       // the directory restored from (none when re-adopted)
   int64_t checkpoint_step = 0;  // its global step
   int64_t lost_steps = 0;       // steps completed after that checkpoint: their updates to the
                                 // restored shards are gone
@@ -149,6 +153,12 @@ class ClusterCoordinator {
   VariableDirectory Directory();
   // Restores PS `task` (see the class comment); a failure is the fatal PS-unavailable error.
   void Recover(int32_t task);
+  // Recover's first try: PS `task`'s process at its address still holds this coordinator's
+  // shards, and takes them back (Note [A stalled coordinator re-adopts its shards]). False, with
+  // nothing changed but the task's node, when it does not.
+  bool Readopt(int32_t task, absl::Time start);
+  // Training goes on with PS `task` served by `node` again: workers get a new directory.
+  void Resume(int32_t task, const ps_node_actor& node, PsRecovery report);
 
   ParameterServerStrategy& strategy_;
   caf::actor_system& system_;

@@ -163,6 +163,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
     recoveries.push_back({{"ps_task", r.ps_task},
                           {"node", r.node},
                           {"recovery_seconds", r.seconds},
+                          {"readopted", r.readopted},
                           {"checkpoint", r.checkpoint},
                           {"checkpoint_step", r.checkpoint_step},
                           {"lost_steps", r.lost_steps}});

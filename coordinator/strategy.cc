@@ -359,6 +359,32 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShards
   return touched;
 }
 
+absl::Status ParameterServerStrategy::AdoptShardsOn(
+    int32_t task, const std::map<std::string, shard_actor>& held) {
+  std::vector<std::string> missing;
+  for (const PlacedShard& placed : shards_) {
+    const std::string name =
+        ShardName(placed.spec.variable, placed.spec.shard_index, placed.spec.num_shards);
+    if (placed.task == task && held.count(name) == 0) missing.push_back(name);
+  }
+  if (!missing.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("ps ", task, " no longer holds ", absl::StrJoin(missing, ", ")));
+  }
+  for (const PlacedShard& placed : shards_) {
+    if (placed.task != task) continue;
+    const shard_actor& shard =
+        held.at(ShardName(placed.spec.variable, placed.spec.shard_index, placed.spec.num_shards));
+    ShardedVariable& variable = variables_.at(placed.variable);
+    if (placed.per_worker_copy) {
+      variable.ReplaceCopy(placed.index, shard);
+    } else {
+      variable.ReplaceShard(placed.index, shard);
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::vector<VariableHandle> ParameterServerStrategy::Handles() const {
   std::vector<VariableHandle> out;
   for (const auto& [name, variable] : variables_) {

@@ -122,6 +122,11 @@ class ParameterServerStrategy {
   // brings their values back. On error the shards it created are dropped and no variable is
   // touched.
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
+  // Networked: points the variables at `held`, the live shards PS `task`'s node gave back to
+  // this coordinator (reclaim_atom, Note [Shards die with their coordinator] in
+  // actors/ps_node_actor.h), by name. NotFound, naming the missing, and no variable touched,
+  // unless every shard placed on `task` is among them.
+  absl::Status AdoptShardsOn(int32_t task, const std::map<std::string, shard_actor>& held);
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
   std::vector<VariableHandle> Handles() const;
 

@@ -91,6 +91,10 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
     return absl::InvalidArgumentError(
         absl::StrCat("--metrics_port=", *options.metrics_port, " is not a port"));
   }
+  if (options.shard_lease < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard_lease_s=", absl::ToDoubleSeconds(options.shard_lease), " is negative"));
+  }
   if (options.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--threads=", options.threads, " is negative"));
   }
@@ -119,7 +123,9 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
       const std::string name =
           options.standby ? std::string("standby") : absl::StrCat("ps ", options.task);
       SetLogRole(name);
-      ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task);
+      ps_node_actor node =
+          SpawnPsNode(system, options.standby ? kStandbyTask : options.task,
+                      caf::timespan(absl::ToInt64Nanoseconds(options.shard_lease)));
       // The metrics port is bound first: when it is taken, nothing listens.
       std::unique_ptr<PsMetrics> metrics;
       absl::StatusOr<MetricsServer> metrics_server = MetricsServer{};

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "cluster/cluster_spec.h"
 #include "cluster/network.h"
 
@@ -39,6 +40,9 @@ struct PsOptions {
   int32_t task = 0;           // this node's index in the cluster's "ps" list
   bool standby = false;       // a standby (Cluster::ReplacePs) instead of task `task`
   int32_t threads = 0;        // scheduler threads; 0: one per core
+  // How long a lost coordinator's shards are kept for it to reclaim (Note [Shards die with their
+  // coordinator], actors/ps_node_actor.h); 0: dropped at once.
+  absl::Duration shard_lease = absl::Seconds(30);
   NetworkOptions network;     // bind address and TLS
   // The Prometheus page (cli/internal/ps_metrics.h): none without a port; 0: a free port
   // (printed).

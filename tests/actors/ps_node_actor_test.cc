@@ -4,6 +4,7 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -400,6 +401,44 @@ TEST_CASE("a PS node drops the shards of an owner that goes down, and keeps the 
   names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"bias", "emb/part_0"});
+}
+
+TEST_CASE("a lost owner's shards are kept for the lease, give way to a new owner, then go") {
+  DeterministicSystem fixture;
+  const ps_node_actor node =
+      fixture.Track(SpawnPsNode(fixture.system(), 0, std::chrono::seconds(30)));
+  auto spawn_owner = [&] {
+    return fixture.Track(fixture.system().spawn(
+        [](int) -> caf::behavior { return {[](ping_atom) { return pong_atom::value; }}; }, 0));
+  };
+  const caf::actor lost = spawn_owner();
+  const caf::actor stranger = spawn_owner();
+  const shard_actor kept = CreateShard(fixture, node, TestShardSpec(0, 3, 9, 2), lost);
+  CreateShard(fixture, node, TestShardSpec(1, 3, 9, 2), lost);
+  CreateShard(fixture, node, TestShardSpec(2, 3, 9, 2), lost);
+  using Held = std::map<std::string, shard_actor>;
+  // The owner, alive, gets its shards back by name; anybody else gets none.
+  absl::StatusOr<Held> held = fixture.Ask<Held>(node, reclaim_atom::value, lost);
+  REQUIRE(held.ok());
+  CHECK(held->size() == 3);
+  CHECK(held->at("emb/part_0") == kept);
+  CHECK(fixture.Ask<Held>(node, reclaim_atom::value, stranger)->empty());
+
+  caf::anon_send_exit(lost, caf::exit_reason::kill);
+  fixture.Run();
+  fixture.AdvanceTime(std::chrono::seconds(29));
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(names->size() == 3);                  // kept for the lease
+  CHECK(fixture.AskOp(kept, ReadOp{}).ok());  // and still served
+  // A new coordinator creating one of the names supersedes the orphan.
+  CHECK(
+      fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(1, 3, 9, 2), stranger)
+          .ok());
+  fixture.AdvanceTime(std::chrono::seconds(2));  // the lease is over
+  names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(*names == std::vector<std::string>{"emb/part_1"});  // the new owner's alone
 }
 
 TEST_CASE("a standby PS node is adopted as the lost task once, and a PS node keeps its own task") {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End to end across real processes on loopback: the coordinator dies (kill -9) in the middle of
 # training and is started again with --resume, while 2 `tessera ps` and 2 recsys worker processes
-# keep running. Checks: each PS dropped the dead coordinator's shards (so the new one could
-# create its variables under the same names), the workers waited for the new coordinator and
+# keep running. Checks: each PS kept the dead coordinator's shards for their lease and let the
+# new coordinator's shards take their names, the workers waited for the new coordinator and
 # joined it, the run continued from the latest checkpoint, every closure of the resumed run
 # completed, and the model still reaches its test AUC.
 #   net_coordinator_restart.sh RECSYS_BINARY TESSERA_BINARY
@@ -43,9 +43,9 @@ kill -9 "$coordinator"
 wait "$coordinator" 2>/dev/null || true
 echo "restart: killed the coordinator after $(ls -d "$work"/ckpt/ckpt-* | wc -l) checkpoint(s)"
 for t in 0 1; do
-  for _ in $(seq 100); do grep -q "dropped .* of a coordinator that is gone" "$work/ps$t.log" && break; sleep 0.05; done
-  grep -q "dropped .* of a coordinator that is gone" "$work/ps$t.log" ||
-    { echo "ps $t did not drop the dead coordinator's shards"; exit 1; }
+  for _ in $(seq 100); do grep -q "the coordinator that owns .* is gone" "$work/ps$t.log" && break; sleep 0.05; done
+  grep -q "the coordinator that owns .* is gone" "$work/ps$t.log" ||
+    { echo "ps $t did not notice the dead coordinator"; exit 1; }
 done
 coordinate --resume
 
@@ -55,6 +55,10 @@ if ! timeout 180 tail --pid="$coordinator" -f /dev/null; then
 fi
 wait "$coordinator" || status=$?
 [ "$status" = 0 ] || { echo "the resumed coordinator failed ($status)"; exit 1; }
+for t in 0 1; do
+  grep -q "of a lost coordinator gives way to a new one's" "$work/ps$t.log" ||
+    { echo "ps $t did not let the new coordinator's shards replace the dead one's"; exit 1; }
+done
 for i in 0 1; do
   wait "${workers[$i]}" || { echo "worker $i failed"; exit 1; }
   grep -q "lost the coordinator" "$work/worker$i.log" ||

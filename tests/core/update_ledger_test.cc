@@ -146,25 +146,14 @@ TEST_CASE("a shard applies a named update once and answers its repeat with its v
 
 TEST_CASE("every row update is named: assign, scatter and dense gradients repeat as nothing") {
   ShardState shard = AdagradShard();
-  REQUIRE(ApplyShardOp(shard, AssignOp{AssignKind::kAdd, Tensor(Shape{4, 2}, 1.0f), Id(1)}, nullptr)
-              .ok());
-  REQUIRE(ApplyShardOp(shard,
-                       ScatterRowsOp{ScatterOp::kAdd,
-                                     IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 1.0f)}, Id(2)},
-                       nullptr)
-              .ok());
-  REQUIRE(
-      ApplyShardOp(shard, ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f), Id(3)}, nullptr).ok());
+  const std::vector<ShardOp> updates = {
+      AssignOp{AssignKind::kAdd, Tensor(Shape{4, 2}, 1.0f), Id(1)},
+      ScatterRowsOp{ScatterOp::kAdd, IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 1.0f)}, Id(2)},
+      ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f), Id(3)},
+  };
+  for (const ShardOp& op : updates) REQUIRE(ApplyShardOp(shard, op, nullptr).ok());
   const std::vector<float> value = Values(shard.Read());
-  REQUIRE(ApplyShardOp(shard, AssignOp{AssignKind::kAdd, Tensor(Shape{4, 2}, 1.0f), Id(1)}, nullptr)
-              .ok());
-  REQUIRE(ApplyShardOp(shard,
-                       ScatterRowsOp{ScatterOp::kAdd,
-                                     IndexedSlices{Ids{0}, Tensor(Shape{1, 2}, 1.0f)}, Id(2)},
-                       nullptr)
-              .ok());
-  REQUIRE(
-      ApplyShardOp(shard, ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f), Id(3)}, nullptr).ok());
+  for (const ShardOp& op : updates) REQUIRE(ApplyShardOp(shard, op, nullptr).ok());
   CHECK(Values(shard.Read()) == value);
   CHECK(shard.Info().duplicate_updates == 3);
   CHECK(shard.Info().step == 1);

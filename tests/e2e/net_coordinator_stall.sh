@@ -12,11 +12,7 @@ recsys=$1
 tessera=$2
 source "$(dirname "$0")/net_lib.sh"
 read -r -a ports < <(free_ports 5)
-cat >"$work/spec.json" <<JSON
-{"cluster": {"coordinator": ["127.0.0.1:${ports[0]}"],
-             "ps": ["127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"],
-             "worker": ["127.0.0.1:${ports[3]}", "127.0.0.1:${ports[4]}"]}}
-JSON
+write_spec 2 2
 common=(--cluster_spec="$work/spec.json" --users=20000 --items=2000 --train_examples=1500000
         --test_examples=20000 --connect_timeout_s=60)
 start_ps "$tessera" 2

@@ -4,6 +4,8 @@
 #   free_ports N  N loopback ports free now (bound, then released), on one line
 #   exits_within PID SECONDS  waits (polling every 50 ms) until PID has exited; fails when it is
 #                 still running after SECONDS (then `wait PID` gives its status)
+#   write_spec P W  $work/spec.json: the coordinator on ports[0], P PS on ports[1..P], W workers
+#                 on the next W ports (all on 127.0.0.1)
 #   start_ps TESSERA N   N `tessera ps` on ports[1..N] as tasks 0..N-1 (logs ps<t>.log, pids[ps<t>])
 #   start_workers N CMD...  N workers: CMD --role=worker --task=t (logs worker<t>.log,
 #                 pids[worker<t>])
@@ -43,6 +45,17 @@ exits_within() {
     python3 -c "import sys, time; sys.exit(time.time() > $deadline)" || return 1
     sleep 0.05
   done
+}
+
+write_spec() {
+  python3 - "$1" "$2" "${ports[@]}" >"$work/spec.json" <<'PY'
+import json, sys
+ps, workers, ports = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+address = lambda k: f"127.0.0.1:{ports[k]}"
+print(json.dumps({"cluster": {"coordinator": [address(0)],
+                              "ps": [address(1 + t) for t in range(ps)],
+                              "worker": [address(1 + ps + t) for t in range(workers)]}}))
+PY
 }
 
 start_ps() {

@@ -51,6 +51,8 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
+// A shard's background writer (actors/shard_actor.cc), local only.
+using write_atom = caf::atom_constant<caf::atom("write")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
@@ -425,7 +427,7 @@ typename Inspector::result_type inspect(Inspector& f, RestoreOp& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SaveOp& x) {
-  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file, x.checkpoint);
+  return f(caf::meta::type_name("tessera::SaveOp"), x.dir, x.file, x.checkpoint, x.in_background);
 }
 
 template <class Inspector>

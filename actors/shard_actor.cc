@@ -1,16 +1,36 @@
 #include "actors/shard_actor.h"
 
+#include <memory>
 #include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "core/shard_op.h"
 #include "schema/checkpoint_io.h"
 
 namespace tessera {
 namespace {
 
 using ShardPointer = shard_actor::stateful_pointer<ShardActorState>;
+
+// Writes one shard's copy for a SaveOp::in_background (Note [Checkpoints without pausing],
+// coordinator/checkpoint.cc) on a thread of its own, answers the save's requester (the shard
+// delegates the request to it) and exits.
+using snapshot_writer = caf::typed_actor<caf::replies_to<write_atom>::with<ShardOpResult>>;
+
+snapshot_writer::behavior_type SnapshotWriter(snapshot_writer::pointer self,
+                                              std::shared_ptr<const ShardSnapshot> snapshot,
+                                              SaveOp op, std::shared_ptr<const SliceStore> store) {
+  return {
+      [self, snapshot, op, store](write_atom) -> caf::result<ShardOpResult> {
+        self->quit();
+        absl::StatusOr<SavedSlice> saved = WriteSnapshot(*snapshot, op, *store);
+        if (!saved.ok()) return StatusToError(saved.status());
+        return ShardOpResult(*std::move(saved));
+      },
+  };
+}
 
 // The handlers, over the state's shard (or its build error).
 shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceStore> store) {
@@ -19,8 +39,15 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
   // behaviour.
   ShardActorState& state = self->state;
   return {
-      [&state](ShardOp& op) -> caf::result<ShardOpResult> {
+      [self, &state](ShardOp& op) -> caf::result<ShardOpResult> {
         if (state.shard == nullptr) return StatusToError(state.build_error);
+        if (auto* save = std::get_if<SaveOp>(&op); save != nullptr && save->in_background) {
+          // The copy is this op's cut: later ops in the mailbox change the shard, not the copy.
+          auto snapshot = std::make_shared<const ShardSnapshot>(SnapshotOf(*state.shard));
+          auto writer =
+              self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
+          return self->delegate(writer, write_atom::value);
+        }
         absl::StatusOr<ShardOpResult> result =
             ApplyShardOp(*state.shard, std::move(op), state.store.get());
         if (!result.ok()) return StatusToError(result.status());

@@ -1,11 +1,12 @@
 #include "coordinator/checkpoint.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <caf/system_messages.hpp>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -13,9 +14,9 @@
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
 #include "actors/shard_client.h"
-#include "core/fan_in.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
+#include "core/fan_in.h"
 #include "core/logging.h"
 #include "core/status.h"
 #include "core/version.h"
@@ -64,17 +65,28 @@ std::vector<const ShardedVariable*> VariablesOf(const ParameterServerStrategy& s
 
 // Note [ON_READ variables in checkpoints]: writes each variable's reduced value and adds its
 // manifest entry; file names continue the ON_WRITE variables' numbering from `first_index`.
+// The reduced values of the ON_READ `variables`, read now (at the checkpoint's cut).
+absl::StatusOr<std::vector<Tensor>> ReadOnRead(
+    const std::vector<const ShardedVariable*>& variables) {
+  std::vector<Tensor> values;
+  for (const ShardedVariable* v : variables) {
+    ASSIGN_OR_RETURN(Tensor value, v->Read());
+    values.push_back(std::move(value));
+  }
+  return values;
+}
+
 absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
-                        const std::string& dir, const CheckpointId& checkpoint, size_t first_index,
+                        std::vector<Tensor> values, const std::string& dir,
+                        const CheckpointId& checkpoint, size_t first_index,
                         CheckpointManifest& manifest) {
   for (size_t i = 0; i < variables.size(); ++i) {
     const ShardedVariable& v = *variables[i];
-    ASSIGN_OR_RETURN(Tensor value, v.Read());
     TensorSlice slice;
     slice.variable = v.name();
     slice.full_shape = v.shape();
     slice.dtype = v.dtype();
-    slice.value = std::move(value);
+    slice.value = std::move(values[i]);
     slice.checkpoint = checkpoint;
     const std::string file = SliceFileName(first_index + i, v.name(), 0, 1);
     RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
@@ -91,12 +103,14 @@ absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
 
 // Sends `make_op(i, handle, s)` (an Op) to every shard s of every variable i (with `only`: to
 // each shard it accepts) from one actor and joins the results; a shard not asked leaves its
-// result default-constructed.
+// result default-constructed. With `on_cut`, each op is followed by an InfoOp to its shard, and
+// `on_cut` runs once every shard has answered its InfoOp (or failed to): by then each shard has
+// taken up its op (one sender, one mailbox: in order), though its result may come later.
 using ShardFilter = std::function<bool(const VariableHandle&, size_t shard)>;
 template <class Op, class MakeOp>
 absl::StatusOr<std::vector<std::vector<typename Op::Result>>> AskEveryShard(
-    caf::actor_system& system, const std::vector<const ShardedVariable*>& variables,
-    MakeOp make_op, ShardFilter only = nullptr) {
+    caf::actor_system& system, const std::vector<const ShardedVariable*>& variables, MakeOp make_op,
+    ShardFilter only = nullptr, std::function<void()> on_cut = nullptr) {
   using Result = typename Op::Result;
   struct Asked {
     size_t variable;
@@ -109,7 +123,7 @@ absl::StatusOr<std::vector<std::vector<typename Op::Result>>> AskEveryShard(
     }
   }
   using Results = std::vector<std::vector<Result>>;
-  return internal::Await<Results>(system, [&variables, &asked, make_op](
+  return internal::Await<Results>(system, [&variables, &asked, make_op, on_cut](
                                               caf::event_based_actor* self, auto done) {
     auto join = FanIn<Result>::Start(
         asked.size(), [self, done, asked, &variables](absl::StatusOr<std::vector<Result>> all) {
@@ -131,12 +145,18 @@ absl::StatusOr<std::vector<std::vector<typename Op::Result>>> AskEveryShard(
       join->Arrive(0, absl::UnavailableError(
                           absl::StrCat("a shard became unavailable (", to_string(down.reason), ")")));
     });
+    std::shared_ptr<FanIn<ShardInfo>> cut;
+    if (on_cut) {
+      cut = FanIn<ShardInfo>::Start(asked.size(),
+                                    [on_cut](absl::StatusOr<std::vector<ShardInfo>>) { on_cut(); });
+    }
     ShardClient client(self);
     for (size_t k = 0; k < asked.size(); ++k) {
       const VariableHandle& h = variables[asked[k].variable]->handle();
       self->monitor(h.shards[asked[k].shard]);
       client.Call<Op>(h, static_cast<int64_t>(asked[k].shard),
                       make_op(asked[k].variable, h, asked[k].shard), join->Slot(k));
+      if (cut) client.Call<InfoOp>(h, static_cast<int64_t>(asked[k].shard), InfoOp{}, cut->Slot(k));
     }
   });
 }
@@ -182,8 +202,30 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
 
 }  // namespace
 
+// Note [Checkpoints without pausing]
+// A checkpoint is a cut: the state after exactly the closures before its step. The driver joins
+// the coordinator (the closures in flight finish; workers go idle only for that tail), and then,
+// instead of keeping dispatch stopped while every shard writes its file (seconds for gigabytes),
+// it waits only for the copy: each shard gets a SaveOp::in_background, copies its block, slots
+// and step in its mailbox (memory bandwidth, ~5 GB/s) and hands the copy to a writer thread of
+// its own, which answers the SaveOp once the file is written; an InfoOp sent right behind it
+// from the same actor is answered once the copy is taken (one sender, one mailbox: in order,
+// across processes too), so when every InfoOp is answered no later update can reach a copy and
+// training resumes (`on_cut`). ON_READ values are read before that. The manifest is written once
+// every file is, while training runs; a save that fails leaves no manifest (an incomplete
+// checkpoint, removed by the next save). The price is memory: each shard holds a copy of itself
+// until its file is written.
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
-                            int64_t global_step, const RunId& run) {
+                            int64_t global_step, const RunId& run, std::function<void()> on_cut) {
+  // Whatever happens, a caller waiting for the cut is released, once.
+  auto once = std::make_shared<std::once_flag>();
+  const std::function<void()> release = [on_cut, once] {
+    if (on_cut) std::call_once(*once, on_cut);
+  };
+  struct Release {
+    std::function<void()> run;
+    ~Release() { run(); }
+  } release_on_exit{release};
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
@@ -193,13 +235,17 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   }
   const CheckpointId checkpoint{run, global_step};
   const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
+  const std::vector<const ShardedVariable*> on_read = VariablesOf(strategy, /*on_read=*/true);
+  ASSIGN_OR_RETURN(std::vector<Tensor> on_read_values, ReadOnRead(on_read));
+  const bool in_background = static_cast<bool>(on_cut);
   ASSIGN_OR_RETURN(auto saved, AskEveryShard<SaveOp>(
                                    strategy.system(), variables,
-                                   [dir, checkpoint](size_t i, const VariableHandle& h, size_t s) {
-                                     return SaveOp{dir,
-                                                   SliceFileName(i, h.name, s, h.num_shards()),
-                                                   checkpoint};
-                                   }));
+                                   [dir, checkpoint, in_background](
+                                       size_t i, const VariableHandle& h, size_t s) {
+                                     return SaveOp{dir, SliceFileName(i, h.name, s, h.num_shards()),
+                                                   checkpoint, in_background};
+                                   },
+                                   nullptr, on_cut ? release : nullptr));
   CheckpointManifest manifest;
   manifest.global_step = global_step;
   manifest.run_id = run;
@@ -217,8 +263,8 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
     }
     manifest.variables.push_back(std::move(entry));
   }
-  RETURN_IF_ERROR(SaveOnRead(VariablesOf(strategy, /*on_read=*/true), dir, checkpoint,
-                             variables.size(), manifest));
+  RETURN_IF_ERROR(
+      SaveOnRead(on_read, std::move(on_read_values), dir, checkpoint, variables.size(), manifest));
   return WriteManifest(dir, manifest);
 }
 

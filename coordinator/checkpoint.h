@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,8 +38,14 @@ namespace tessera {
 // lands. A complete checkpoint is never overwritten in place: FailedPrecondition when `dir` already
 // holds a manifest. Slice files an incomplete save left are replaced. CheckpointManager saves
 // into a fresh temporary directory and renames it into place.
+// With `on_cut`, the shards write while training goes on (Note [Checkpoints without pausing] in
+// checkpoint.cc): `on_cut` runs (on another thread, once, whatever happens) as soon as every
+// shard has copied its state, and the call returns once the files and the manifest are written.
+// The caller must keep every update away from the variables until `on_cut` (it joined its
+// coordinator before, and schedules nothing until then).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
-                            int64_t global_step, const RunId& run);
+                            int64_t global_step, const RunId& run,
+                            std::function<void()> on_cut = nullptr);
 // The same as a run of its own (a fresh RunId).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step);

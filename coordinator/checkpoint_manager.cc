@@ -217,10 +217,14 @@ absl::StatusOr<std::optional<std::string>> CheckpointManager::ResumeRun() {
 }
 
 absl::StatusOr<std::string> CheckpointManager::Save(const ParameterServerStrategy& strategy,
-                                                    int64_t global_step) {
-  return Save(global_step, [this, &strategy, global_step](const std::string& dir) {
-    return SaveCheckpoint(strategy, dir, global_step, run_id_);
-  });
+                                                    int64_t global_step,
+                                                    std::function<void()> on_cut) {
+  absl::StatusOr<std::string> saved =
+      Save(global_step, [this, &strategy, global_step, &on_cut](const std::string& dir) {
+        return SaveCheckpoint(strategy, dir, global_step, run_id_, std::exchange(on_cut, nullptr));
+      });
+  if (on_cut) on_cut();  // the save ended before it reached the shards
+  return saved;
 }
 
 absl::StatusOr<std::string> CheckpointManager::Save(

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -77,8 +78,11 @@ class CheckpointManager {
   const RunId& run_id() const { return run_id_; }
 
   // Saves every variable of `strategy` as root/ckpt-<global_step> (SaveCheckpoint), then applies
-  // retention. Returns the checkpoint's directory. See the other Save for the rules.
-  absl::StatusOr<std::string> Save(const ParameterServerStrategy& strategy, int64_t global_step);
+  // retention. Returns the checkpoint's directory. See the other Save for the rules. With
+  // `on_cut`, the shards write while training goes on and `on_cut` runs once they have copied
+  // their state (SaveCheckpoint's `on_cut`; also run when the save fails before).
+  absl::StatusOr<std::string> Save(const ParameterServerStrategy& strategy, int64_t global_step,
+                                   std::function<void()> on_cut = nullptr);
 
   // The same with the checkpoint written by `write` into the (temporary) directory it is given,
   // created first through the Env; `write` must write the manifest last, with this run's id.

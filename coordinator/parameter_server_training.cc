@@ -1,10 +1,9 @@
 #include "coordinator/parameter_server_training.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -111,23 +110,13 @@ absl::StatusOr<std::optional<std::string>> StartingPoint(
   return latest;
 }
 
-// Saves the checkpoint of `step` in the middle of training. On a networked cluster that restores
-// lost PS nodes (`recovers_ps`), a save that finds a PS gone (Unavailable) is retried, up to three
-// times, each once the coordinator has joined again: by then the lost PS is being restored.
+// Saves the checkpoint of `step` in the middle of training, the shards writing while training
+// goes on once `on_cut` has run (Note [Checkpoints without pausing], coordinator/checkpoint.cc).
 absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
-                                const ParameterServerStrategy& strategy,
-                                ClusterCoordinator& coordinator, bool recovers_ps, int64_t step,
-                                const std::string& label) {
-  absl::StatusOr<std::string> saved = checkpoints.Save(strategy, step);
-  for (int attempt = 1; attempt < 4 && absl::IsUnavailable(saved.status()) && recovers_ps;
-       ++attempt) {
-    Log().warn("{}: checkpoint at step {} failed ({}); retrying after the recovery", label, step,
-               saved.status().message());
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-    RETURN_IF_ERROR(coordinator.Join());
-    saved = checkpoints.Save(strategy, step);
-  }
-  ASSIGN_OR_RETURN(std::string dir, std::move(saved));
+                                               const ParameterServerStrategy& strategy,
+                                               int64_t step, const std::string& label,
+                                               std::function<void()> on_cut) {
+  ASSIGN_OR_RETURN(std::string dir, checkpoints.Save(strategy, step, std::move(on_cut)));
   if (!internal::Progress::OnTerminal()) Log().info("{}: saved {}", label, dir);
   return dir;
 }
@@ -246,13 +235,14 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                       options.restart_delay);
   }
 
-  const bool recovers_ps = !coordinator_options.recovery_checkpoints.empty();
   const int64_t test_examples = job.test.size();
   StepCadence cadence;
   if (checkpoints.has_value()) {
     cadence.checkpoint_every = options.checkpoint_every;
-    cadence.checkpoint = [&](int64_t step) {
-      return SaveDuringTraining(*checkpoints, strategy, *coordinator, recovers_ps, step, label);
+    cadence.checkpoint = [&](int64_t step, std::function<void()> on_cut) {
+      // In the foreground the cut is the end of the save.
+      if (!options.checkpoint_in_background) on_cut = nullptr;
+      return SaveDuringTraining(*checkpoints, strategy, step, label, std::move(on_cut));
     };
   }
   if (test_examples > 0) {

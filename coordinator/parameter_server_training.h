@@ -51,6 +51,10 @@ struct ParameterServerTrainingOptions {
   // first). With export_dir, the trained model is exported there at the end.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  // A checkpoint during training is written while training goes on, which waits only for the
+  // shards' copies (Note [Checkpoints without pausing], coordinator/checkpoint.cc); false: it
+  // waits for the whole write (and no PS holds a copy of its shards meanwhile).
+  bool checkpoint_in_background = true;
   bool resume = false;
   bool overwrite_checkpoints = false;
   std::string export_dir;

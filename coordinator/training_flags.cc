@@ -26,6 +26,10 @@ ABSL_FLAG(int32_t, closures_per_worker, 1,
           "compute)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (on parameter servers: sim or networked)");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(bool, checkpoint_in_background, true,
+          "on parameter servers: a checkpoint during training pauses it only while each shard "
+          "copies its state, and is written while training goes on (each PS holds a copy of its "
+          "shards meanwhile); false: training waits until it is written");
 ABSL_FLAG(int64_t, eval_every, 0,
           "steps between validations on the test set while training (0: only at the end)");
 ABSL_FLAG(bool, resume, false,
@@ -189,9 +193,11 @@ std::vector<FlagGroup> TrainingFlagGroups() {
       {"Training (the simulation by default)",
        {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary",
         "log_level", "v"}},
-      {"Monitoring", {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
+      {"Monitoring",
+       {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
       {"Checkpoints and export",
-       {"checkpoint_dir", "checkpoint_every", "resume", "overwrite_checkpoints", "export_dir"}},
+       {"checkpoint_dir", "checkpoint_every", "checkpoint_in_background", "resume",
+        "overwrite_checkpoints", "export_dir"}},
       {"Networked cluster (--cluster_spec or the TF_CONFIG environment variable)",
        {"cluster_spec", "role", "task", "min_workers", "worker_wait_s", "connect_timeout_s",
         "threads", "bind", "tls_cert", "tls_key", "tls_ca", "max_message_bytes"}},
@@ -233,6 +239,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  options.checkpoint_in_background = absl::GetFlag(FLAGS_checkpoint_in_background);
   options.resume = absl::GetFlag(FLAGS_resume);
   options.overwrite_checkpoints = absl::GetFlag(FLAGS_overwrite_checkpoints);
   options.export_dir = absl::GetFlag(FLAGS_export_dir);

@@ -51,6 +51,11 @@ struct TrainingRun {
   double wall_seconds = 0;  // the training loop only: not set-up, data or evaluation
   double startup_seconds = 0;  // from the process's start to its first training step
   double final_loss = 0;    // example-weighted mean loss of the last ~5% of steps
+  // Training waited for the checkpoints taken during it this long: their cuts (the shards'
+  // copies), not their writing (Note [Checkpoints without pausing], coordinator/checkpoint.cc).
+  double checkpoint_pause_seconds = 0;
+  // ... and for a checkpoint's writing to end before the next one (or the end of training).
+  double checkpoint_wait_seconds = 0;
   // Validations every --eval_every steps, in step order (each evaluates the variables as they
   // were while training went on: asynchronous training has no global step boundary).
   std::vector<StepEvaluation> evaluations;

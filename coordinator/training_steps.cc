@@ -2,15 +2,73 @@
 
 #include <algorithm>
 #include <deque>
+#include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/internal/progress.h"
 #include "coordinator/train_step_closure.h"
+#include "core/logging.h"
 #include "core/process.h"
 #include "core/status.h"
 
 namespace tessera {
+namespace {
+
+// A checkpoint being written while training goes on (StepCadence::checkpoint).
+class BackgroundSave {
+ public:
+  // Starts `checkpoint(step, ...)` on a thread of its own; returns once it has taken its cut or
+  // ended.
+  BackgroundSave(const CheckpointFunction& checkpoint, int64_t step)
+      : step_(step), start_(internal::MonotonicSeconds()) {
+    thread_ = std::thread([this, checkpoint] {
+      absl::StatusOr<std::string> result = checkpoint(step_, [this] { Mark(&cut_); });
+      {
+        absl::MutexLock lock(&mu_);
+        result_ = std::move(result);
+      }
+      Mark(&ended_);
+    });
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](BackgroundSave* save) { return save->cut_ || save->ended_; }, this));
+    pause_seconds_ = internal::MonotonicSeconds() - start_;
+  }
+  ~BackgroundSave() {
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int64_t step() const { return step_; }
+  // How long training waited for the cut.
+  double pause_seconds() const { return pause_seconds_; }
+  // Waits until the checkpoint is written: its directory, or its error; and the seconds the
+  // whole save took.
+  std::pair<absl::StatusOr<std::string>, double> Finish() {
+    thread_.join();
+    absl::MutexLock lock(&mu_);
+    return {std::move(result_), internal::MonotonicSeconds() - start_};
+  }
+
+ private:
+  void Mark(bool* flag) {
+    absl::MutexLock lock(&mu_);
+    *flag = true;
+  }
+
+  const int64_t step_;
+  const double start_;
+  double pause_seconds_ = 0;
+  absl::Mutex mu_;
+  bool cut_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusOr<std::string> result_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace
 
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,
                                              int64_t steps, const std::string& label,
@@ -57,6 +115,23 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   auto every = [steps](int64_t period, int64_t reached) {
     return period > 0 && reached % period == 0 && reached < steps;
   };
+  std::unique_ptr<BackgroundSave> saving;  // the checkpoint being written, if any
+  // Waits for it; an Unavailable failure (a PS lost meanwhile) skips it with a warning.
+  auto finish_save = [&]() -> absl::Status {
+    if (saving == nullptr) return absl::OkStatus();
+    const double wait_start = internal::MonotonicSeconds();
+    auto [dir, seconds] = saving->Finish();
+    run.checkpoint_wait_seconds += internal::MonotonicSeconds() - wait_start;
+    const int64_t at = saving->step();
+    saving.reset();
+    if (absl::IsUnavailable(dir.status())) {
+      Log().warn("{}: checkpoint of step {} skipped: {}", label, at, dir.status().message());
+      return absl::OkStatus();
+    }
+    RETURN_IF_ERROR(dir.status());
+    if (monitor != nullptr) monitor->RecordCheckpoint(at, seconds, *dir);
+    return absl::OkStatus();
+  };
   for (int64_t step = first_step; step < steps; ++step) {
     ClosureValues args;
     args.Set(kTrainStepBatch, step);  // the batch index is the global step
@@ -70,15 +145,14 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     if (cadence.checkpoint && every(cadence.checkpoint_every, step + 1)) {
       RETURN_IF_ERROR(coordinator.Join());
       RETURN_IF_ERROR(collect(true));
-      const double save_start = internal::MonotonicSeconds();
-      ASSIGN_OR_RETURN(const std::string dir, cadence.checkpoint(step + 1));
-      if (monitor != nullptr) {
-        monitor->RecordCheckpoint(step + 1, internal::MonotonicSeconds() - save_start, dir);
-      }
+      RETURN_IF_ERROR(finish_save());
+      saving = std::make_unique<BackgroundSave>(cadence.checkpoint, step + 1);
+      run.checkpoint_pause_seconds += saving->pause_seconds();
     }
   }
   RETURN_IF_ERROR(coordinator.Join());
   RETURN_IF_ERROR(collect(true));
+  RETURN_IF_ERROR(finish_save());
   run.steps = done_steps - first_step;
   run.wall_seconds = internal::MonotonicSeconds() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;

@@ -18,16 +18,22 @@
 
 namespace tessera {
 
-// Called with the global step reached; what a checkpoint cadence runs. Returns the checkpoint's
-// directory.
-using CheckpointFunction = std::function<absl::StatusOr<std::string>(int64_t global_step)>;
+// Called with the global step reached, on a thread of its own; what a checkpoint cadence runs.
+// It must call `on_cut` (once) as soon as training may go on — every shard has copied its state
+// (Note [Checkpoints without pausing], coordinator/checkpoint.cc) — or end without calling it.
+// Returns the checkpoint's directory once written.
+using CheckpointFunction =
+    std::function<absl::StatusOr<std::string>(int64_t global_step, std::function<void()> on_cut)>;
 // Starts an evaluation of the model as it is at a global step (PendingEvaluation::Schedule).
 using EvaluateFunction = std::function<absl::StatusOr<PendingEvaluation>(int64_t global_step)>;
 
 // What runs between steps.
 struct StepCadence {
   // Every `checkpoint_every` steps (0: never; never at the last step, which the caller saves):
-  // join the coordinator and call `checkpoint`.
+  // join the coordinator, start `checkpoint` and go on training once it has taken its cut. At
+  // most one checkpoint is written at a time: the next one (or the end of training) waits for
+  // the previous to be written first. A checkpoint that fails with Unavailable (a PS lost while
+  // it was written) is skipped with a warning; any other error ends the run.
   int64_t checkpoint_every = 0;
   CheckpointFunction checkpoint;
   // Every `eval_every` steps (0: never; never at the last step, which the caller evaluates):

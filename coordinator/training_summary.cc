@@ -19,6 +19,8 @@ void RecordRun(const TrainingRun& run, const std::string& workload, nlohmann::js
   summary["startup_seconds"] = run.startup_seconds;
   summary["examples_per_sec"] = ExamplesPerSecond(run);
   summary["final_loss"] = run.final_loss;
+  summary["checkpoint_pause_seconds"] = run.checkpoint_pause_seconds;
+  summary["checkpoint_wait_seconds"] = run.checkpoint_wait_seconds;
   nlohmann::json evaluations = nlohmann::json::array();
   for (const StepEvaluation& e : run.evaluations) {
     nlohmann::json point = {{"step", e.step}, {"loss", e.result.loss},

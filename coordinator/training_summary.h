@@ -1,15 +1,16 @@
 // The JSON summary of a training run (--summary): what tests/e2e and bench/ scripts read.
 //
-// Fields: workload, steps, examples, wall_seconds, startup_seconds, examples_per_sec, final_loss
-// and evaluations ([{step, loss, examples, auc, accuracy}], auc and accuracy when the model has
-// them) (RecordRun); the run's record from its TrainingMonitor (RecordMonitor): version,
-// configuration, start_time, end_time (ISO-8601 UTC) and their _unix_time twins, status,
-// history (the monitor's points: [{step, time, seconds, interval_seconds, steps, examples,
-// examples_per_sec, loss, and queue_depth, running, closures_completed, worker_failures,
-// worker_restarts on parameter servers}], at most kSummaryPoints, merged beyond), events
-// (checkpoints and PS recoveries), and evaluations again with each validation's time and seconds;
-// peak_rss_bytes (RunTrainingJob, once the run is over); mode, ps, workers, the closure and
-// worker statistics, and each shard's optimizer step and repeated updates dropped (shards:
+// Fields: workload, steps, examples, wall_seconds, startup_seconds, examples_per_sec, final_loss,
+// checkpoint_pause_seconds (training's wait for checkpoints' cuts) and evaluations ([{step, loss,
+// examples, auc, accuracy}], auc and accuracy when the model has them) (RecordRun); the run's
+// record from its TrainingMonitor (RecordMonitor): version, configuration, start_time, end_time
+// (ISO-8601 UTC) and their _unix_time twins, status, history (the monitor's points: [{step, time,
+// seconds, interval_seconds, steps, examples, examples_per_sec, loss, and queue_depth, running,
+// closures_completed, worker_failures, worker_restarts on parameter servers}], at most
+// kSummaryPoints, merged beyond), events (checkpoints and PS recoveries), and evaluations again
+// with each validation's time and seconds; peak_rss_bytes (RunTrainingJob, once the run is over);
+// mode, ps, workers, the closure and worker statistics, and each shard's optimizer step and
+// repeated updates dropped (shards:
 // [{name, ps_task, step, duplicate_updates}], duplicate_updates: their sum)
 // (TrainOnParameterServers, TrainLocally); and a program's evaluation fields
 // (test_loss, test_auc, ...).

@@ -64,6 +64,26 @@ absl::Status RequireStore(const SliceStore* store, const ShardState& s, absl::st
       absl::StrCat(s.name(), ": ", op, " needs a slice store (none was given to the shard)"));
 }
 
+// What a save wrote, for the manifest.
+absl::StatusOr<SavedSlice> Write(const TensorSliceView& slice, const ShardSpec& spec,
+                                 std::optional<OptimizerSpec> optimizer, const SaveOp& op,
+                                 const SliceStore& store) {
+  RETURN_IF_ERROR(Annotate(
+      store.Write(absl::StrCat(op.dir, "/", op.file), slice),
+      absl::StrCat("saving ", ShardName(spec.variable, spec.shard_index, spec.num_shards))));
+  SavedSlice saved;
+  saved.ref = SliceFileRef{op.file, spec.row_offset, spec.rows};
+  saved.slot_names = slice.slot_names;
+  saved.step = slice.step;
+  saved.optimizer = std::move(optimizer);
+  return saved;
+}
+
+std::optional<OptimizerSpec> OptimizerOf(const ShardState& s) {
+  if (s.optimizer() == nullptr) return std::nullopt;
+  return s.optimizer()->spec();
+}
+
 // Writes the shard's block, slots and step straight from the shard's memory: the shard serves
 // nothing else meanwhile, so the block cannot change under the write.
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore* store) {
@@ -78,13 +98,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore*
   for (const Tensor& slot : s.slots().tensors) slice.slots.push_back(slot.view());
   slice.step = s.slots().step;
   slice.checkpoint = op.checkpoint;
-  RETURN_IF_ERROR(Annotate(store->Write(absl::StrCat(op.dir, "/", op.file), slice),
-                           absl::StrCat("saving ", s.name())));
-  SavedSlice saved;
-  saved.ref = SliceFileRef{op.file, s.row_offset(), s.spec().rows};
-  saved.slot_names = std::move(slice.slot_names);
-  saved.step = slice.step;
-  if (s.optimizer() != nullptr) saved.optimizer = s.optimizer()->spec();
+  ASSIGN_OR_RETURN(SavedSlice saved, Write(slice, s.spec(), OptimizerOf(s), op, *store));
   return saved;
 }
 
@@ -134,6 +148,17 @@ constexpr bool kUpdatesRows<Op, std::void_t<decltype(&Op::update)>> = true;
 
 absl::string_view ShardOpName(const ShardOp& op) {
   return std::visit([](const auto& o) -> absl::string_view { return o.kName; }, op);
+}
+
+absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,
+                                         const SliceStore& store) {
+  TensorSliceView slice = ViewOf(snapshot.slice);
+  slice.checkpoint = op.checkpoint;
+  return Write(slice, snapshot.spec, snapshot.optimizer, op, store);
+}
+
+ShardSnapshot SnapshotOf(const ShardState& shard) {
+  return ShardSnapshot{shard.Snapshot(), shard.spec(), OptimizerOf(shard)};
 }
 
 UpdateId* UpdateIdOf(ShardOp& op) {

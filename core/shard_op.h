@@ -145,6 +145,10 @@ struct SaveOp {
   std::string dir;          // the checkpoint directory
   std::string file;         // the slice file's name in it
   CheckpointId checkpoint;  // the checkpoint the file belongs to (written into it)
+  // Written while the shard serves on: the shard actor copies its block, slots and step and a
+  // writer of its own writes the copy, answering once written (Note [Checkpoints without
+  // pausing], coordinator/checkpoint.cc). ApplyShardOp itself always writes in place.
+  bool in_background = false;
 };
 
 struct LoadOp {
@@ -178,6 +182,18 @@ class SliceStore {
                                                 const CheckpointVariable& variable,
                                                 int64_t offset, int64_t rows) const = 0;
 };
+
+// A shard's block, slots and step, copied (ShardState::Snapshot), with what a save records of it.
+struct ShardSnapshot {
+  TensorSlice slice;
+  ShardSpec spec;
+  std::optional<OptimizerSpec> optimizer;  // the rule's full spec; none without one
+};
+ShardSnapshot SnapshotOf(const ShardState& shard);
+// Writes `snapshot` as `op` says, through `store`: SaveOp's work, off the shard
+// (SaveOp::in_background). The same file and result as ApplyShardOp's SaveOp.
+absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,
+                                         const SliceStore& store);
 
 // Applies `op` to `shard`. `store` serves SaveOp and LoadOp (FailedPrecondition without one).
 // Errors are ShardState's (InvalidArgument, FailedPrecondition), with the shard unchanged, or the

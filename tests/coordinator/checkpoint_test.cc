@@ -12,7 +12,9 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
 #include "core/logging.h"
@@ -98,6 +100,38 @@ TEST_CASE("a checkpoint saved with N shards restores into M shards with its opti
       fs::remove_all(dir);
     }
   }
+}
+
+TEST_CASE("a checkpoint written while training goes on holds the state at its cut") {
+  const std::string dir = TempDir("cut");
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(3));
+  VariableOptions options = EmbeddingOptions();
+  options.shape = Shape{200'000, 16};  // tens of MB with its slots: the write takes a while
+  const ShardedVariable v = testing::ValueOrDie(strategy.CreateVariable(options));
+  IndexedSlices g;
+  g.indices = {0, 70'000, 199'999, 5};
+  g.values = Tensor(Shape{4, 16}, 0.25f);
+  REQUIRE(Apply(cluster->system(), v, g).ok());
+  const Tensor at_cut = testing::ValueOrDie(v.Read());
+
+  absl::Notification cut;
+  absl::Status saved;
+  std::thread save(
+      [&] { saved = SaveCheckpoint(strategy, dir, 7, RunId::Random(), [&] { cut.Notify(); }); });
+  cut.WaitForNotification();
+  for (int k = 0; k < 20; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());  // after the cut
+  save.join();
+  REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+
+  auto target_cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy target(*target_cluster, Fixed(2));
+  options.initializer = {"zeros", {}, 0};
+  const ShardedVariable restored = testing::ValueOrDie(target.CreateVariable(options));
+  REQUIRE(RestoreCheckpoint(target, dir).ok());
+  CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_cut));
+  CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_cut));  // it trained on
+  fs::remove_all(dir);
 }
 
 // Rows `ids`, each row's gradient `scale` times a fixed pattern.

@@ -82,7 +82,8 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // its job differs; 7: ShardInfo carries update counts and hottest rows, InfoOp and stats_atom
 // ask for K of them; 8: closures carry their queue and resolved mark, updates their UpdateId
 // (Note [Exactly-once updates], core/update_ledger.h), ShardInfo the step and duplicates; a PS
-// node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom.
+// node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
+// SaveOp::in_background.
 constexpr int32_t kProtocolVersion = 8;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,

@@ -33,6 +33,13 @@ shard_actor CreateShard(DeterministicSystem& fixture, const ps_node_actor& node,
   return *shard;
 }
 
+// An actor standing for a coordinator's session: a shard owner.
+caf::actor SpawnOwner(DeterministicSystem& fixture) {
+  // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
+  return fixture.Track(fixture.system().spawn(
+      [](int) -> caf::behavior { return {[](ping_atom) { return pong_atom::value; }}; }, 0));
+}
+
 // Monitors `actors` and records each one's exit reason as it goes down. The watcher's handle is
 // kept (CAF terminates an actor nobody references) and tracked, so a failing test still ends it.
 struct DownWatcher {
@@ -361,13 +368,8 @@ TEST_CASE("dropping a shard stops it and leaves the node and its other shards ru
 TEST_CASE("a PS node drops the shards of an owner that goes down, and keeps the others") {
   DeterministicSystem fixture;
   const ps_node_actor node = SpawnTestNode(fixture, 0);
-  auto spawn_owner = [&] {
-    // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
-    return fixture.Track(fixture.system().spawn(
-        [](int) -> caf::behavior { return {[](ping_atom) { return pong_atom::value; }}; }, 0));
-  };
-  const caf::actor gone = spawn_owner();
-  const caf::actor alive = spawn_owner();
+  const caf::actor gone = SpawnOwner(fixture);
+  const caf::actor alive = SpawnOwner(fixture);
   const shard_actor owned = CreateShard(fixture, node, TestShardSpec(0, 3, 9, 2), gone);
   CreateShard(fixture, node, TestShardSpec(1, 3, 9, 2), gone);
   const shard_actor other = CreateShard(fixture, node, TestShardSpec(2, 3, 9, 2), alive);
@@ -387,7 +389,7 @@ TEST_CASE("a PS node drops the shards of an owner that goes down, and keeps the 
   CHECK(fixture.AskOp(other, ReadOp{}).ok());
   CHECK(fixture.AskOp(unowned, ReadOp{}).ok());
   // The names are free again: a new coordinator creates the same variable.
-  const caf::actor successor = spawn_owner();
+  const caf::actor successor = SpawnOwner(fixture);
   CHECK(fixture.Ask<shard_actor>(node, create_shard_atom::value, TestShardSpec(0, 3, 9, 2),
                                  successor)
             .ok());
@@ -407,12 +409,8 @@ TEST_CASE("a lost owner's shards are kept for the lease, give way to a new owner
   DeterministicSystem fixture;
   const ps_node_actor node =
       fixture.Track(SpawnPsNode(fixture.system(), 0, std::chrono::seconds(30)));
-  auto spawn_owner = [&] {
-    return fixture.Track(fixture.system().spawn(
-        [](int) -> caf::behavior { return {[](ping_atom) { return pong_atom::value; }}; }, 0));
-  };
-  const caf::actor lost = spawn_owner();
-  const caf::actor stranger = spawn_owner();
+  const caf::actor lost = SpawnOwner(fixture);
+  const caf::actor stranger = SpawnOwner(fixture);
   const shard_actor kept = CreateShard(fixture, node, TestShardSpec(0, 3, 9, 2), lost);
   CreateShard(fixture, node, TestShardSpec(1, 3, 9, 2), lost);
   CreateShard(fixture, node, TestShardSpec(2, 3, 9, 2), lost);

@@ -201,8 +201,9 @@ TEST_CASE("restoring names what differs: a missing variable, another shape") {
   CHECK(missing.code() == absl::StatusCode::kNotFound);
   CHECK(missing.message().find("items") != std::string::npos);
 
-  CHECK(RestoreCheckpoint(strategy, TempDir("empty")).status().code() ==
-        absl::StatusCode::kNotFound);
+  const std::string empty = TempDir("empty");
+  CHECK(RestoreCheckpoint(strategy, empty).status().code() == absl::StatusCode::kNotFound);
+  fs::remove_all(empty);
   fs::remove_all(dir);
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "actors/coordinator_actor.h"
 #include "actors/error.h"
+#include "actors/mirrored_replica_actor.h"
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
 #include "actors/worker_actor.h"
@@ -265,6 +266,7 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::map<std::string, shard_actor>>(
       "std::map<std::string, tessera::shard_actor>");
   cfg.add_message_type<ps_node_actor>("tessera::ps_node_actor");
+  RegisterMirroredTypes(cfg);
   cfg.add_error_category(kErrorCategory, RenderError);
 }
 

@@ -19,6 +19,13 @@ ABSL_FLAG(std::optional<std::string>, mode, std::nullopt,
           "sim (parameter servers and workers in this process), local (the single-thread "
           "baseline) or net (a networked cluster, from --cluster_spec or TF_CONFIG); default: net "
           "when --cluster_spec or TF_CONFIG gives a cluster, else sim");
+ABSL_FLAG(std::string, strategy, "ps",
+          "ps: asynchronous training, variables on parameter servers; mirrored: synchronous "
+          "training, a copy of every variable on each worker, gradients all-reduced between "
+          "them (--batch_size is then each worker's share of a step)");
+ABSL_FLAG(std::string, on_replica_loss, "restore",
+          "mirrored strategy, a worker lost: restore (wait for it, resume everyone from the latest "
+          "checkpoint) or continue (go on without it, the global batch shrinks)");
 ABSL_FLAG(int32_t, ps, 2, "parameter-server tasks");
 ABSL_FLAG(int32_t, workers, 2, "worker tasks");
 ABSL_FLAG(int32_t, closures_per_worker, 1,
@@ -191,8 +198,8 @@ absl::Status ReadDashboardFlags(TrainingFlags& flags) {
 std::vector<FlagGroup> TrainingFlagGroups() {
   return {
       {"Training (the simulation by default)",
-       {"mode", "ps", "workers", "closures_per_worker", "eval_every", "seed", "summary",
-        "log_level", "v"}},
+       {"mode", "strategy", "on_replica_loss", "ps", "workers", "closures_per_worker", "eval_every",
+        "seed", "summary", "log_level", "v"}},
       {"Monitoring",
        {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
       {"Checkpoints and export",
@@ -234,6 +241,22 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   ASSIGN_OR_RETURN(const std::optional<TrainingMode> mode, ModeFlag());
   flags.mode = mode.value_or(TrainingMode::kSimulation);
   ParameterServerTrainingOptions& options = flags.parameter_servers;
+  if (const std::string strategy = absl::GetFlag(FLAGS_strategy); strategy == "mirrored") {
+    flags.strategy = TrainingStrategy::kMirrored;
+  } else if (strategy != "ps") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--strategy must be ps or mirrored, not '", strategy, "'"));
+  }
+  if (const std::string loss = absl::GetFlag(FLAGS_on_replica_loss); loss == "continue") {
+    flags.on_replica_loss = ReplicaLossPolicy::kContinue;
+  } else if (loss != "restore") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--on_replica_loss must be restore or continue, not '", loss, "'"));
+  }
+  if (flags.mode == TrainingMode::kLocal && flags.strategy == TrainingStrategy::kMirrored) {
+    return absl::InvalidArgumentError(
+        "--strategy=mirrored trains on the workers (--mode=sim or net), not --mode=local");
+  }
   options.ps = absl::GetFlag(FLAGS_ps);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);

@@ -1,5 +1,6 @@
 // The command-line flags every training program shares, and what they say:
-//   --mode=sim|local|net, --ps, --workers, --closures_per_worker, --checkpoint_dir,
+//   --mode=sim|local|net, --strategy=ps|mirrored, --on_replica_loss=restore|continue, --ps,
+//   --workers, --closures_per_worker, --checkpoint_dir,
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
 //   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, --log_level,
 //   -v, --dashboard_port, --dashboard_host, --dashboard_keep_serving, and networked mode's
@@ -30,6 +31,7 @@
 #include "absl/strings/string_view.h"
 #include "coordinator/command_line.h"
 #include "coordinator/dashboard.h"
+#include "coordinator/mirrored_training.h"
 #include "coordinator/parameter_server_training.h"
 
 namespace tessera {
@@ -40,6 +42,11 @@ enum class TrainingMode {
   kNetworked,   // --mode=net (the default with --cluster_spec or TF_CONFIG): a networked cluster
 };
 
+enum class TrainingStrategy {
+  kParameterServer,  // --strategy=ps: asynchronous, variables on parameter servers (the default)
+  kMirrored,         // --strategy=mirrored: synchronous, a copy per worker (mirrored_training.h)
+};
+
 enum class TrainingRole {
   kCoordinator,  // --role=coordinator (or a "chief" task): schedules, checkpoints (the default)
   kWorker,       // --role=worker (or a "worker" task): serves train steps (networked mode only)
@@ -48,6 +55,9 @@ enum class TrainingRole {
 struct TrainingFlags {
   TrainingMode mode = TrainingMode::kSimulation;
   TrainingRole role = TrainingRole::kCoordinator;
+  TrainingStrategy strategy = TrainingStrategy::kParameterServer;
+  // --on_replica_loss (the mirrored strategy): restore (the default) or continue.
+  ReplicaLossPolicy on_replica_loss = ReplicaLossPolicy::kRestore;
   int32_t task = 0;  // the worker's task (a worker's --task, or its task's index)
   // Everything but the partitioner, which the program sets.
   ParameterServerTrainingOptions parameter_servers;

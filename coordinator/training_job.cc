@@ -1,21 +1,21 @@
 #include "coordinator/training_job.h"
 
-#include "absl/strings/str_cat.h"
-
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
+#include "coordinator/internal/run_dashboard.h"
 #include "coordinator/local_training.h"
 #include "coordinator/metrics_file.h"
+#include "coordinator/mirrored_training.h"
 #include "coordinator/parameter_server_training.h"
-#include "coordinator/internal/run_dashboard.h"
 #include "coordinator/training_monitor.h"
 #include "coordinator/training_run.h"
 #include "coordinator/training_summary.h"
 #include "coordinator/worker_role.h"
 #include "core/logging.h"
 #include "core/process.h"
-#include "core/version.h"
 #include "core/status.h"
+#include "core/version.h"
 
 namespace tessera {
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
@@ -69,6 +69,7 @@ nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
   nlohmann::json config = {
       {"workload", job.name},
       {"mode", ModeName(flags.mode)},
+      {"strategy", flags.strategy == TrainingStrategy::kMirrored ? "mirrored" : "ps"},
       {"steps", job.steps},
       {"batch_size", job.batch_size},
       {"optimizer", {{"name", job.optimizer.name}, {"params", job.optimizer.params}}},
@@ -101,6 +102,8 @@ absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
   absl::StatusOr<TrainingRun> trained =
       flags.mode == TrainingMode::kLocal
           ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor)
+      : flags.strategy == TrainingStrategy::kMirrored
+          ? TrainMirrored(job, options, flags.on_replica_loss, flags.eval_every, summary)
           : TrainOnParameterServers(job, options, flags.eval_every, summary);
   if (!trained.ok()) {
     monitor->Finish(trained.status());
@@ -144,6 +147,9 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) 
              worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"),
              ModeName(flags.mode), VersionLine());
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
+    if (flags.strategy == TrainingStrategy::kMirrored) {
+      return ServeAsReplica(job, flags.parameter_servers, flags.task);
+    }
     return ServeAsWorker(job, flags.parameter_servers, flags.task);
   }
   ParameterServerTrainingOptions options = flags.parameter_servers;

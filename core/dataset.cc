@@ -243,9 +243,15 @@ absl::StatusOr<BatchStream> BatchStream::Create(Dataset dataset, int64_t batch_s
   return BatchStream(std::move(dataset), batch_size, shuffle, shuffle_batches, seed);
 }
 
-absl::StatusOr<Batch> BatchStream::Get(int64_t index) {
+absl::StatusOr<Batch> BatchStream::Get(int64_t index) { return GetPart(index, 0, 1); }
+
+absl::StatusOr<Batch> BatchStream::GetPart(int64_t index, int64_t part, int64_t parts,
+                                           int64_t* batch_size) {
   if (index < 0) {
     return absl::InvalidArgumentError(absl::StrCat("batch index ", index, " is negative"));
+  }
+  if (parts < 1 || part < 0 || part >= parts) {
+    return absl::InvalidArgumentError(absl::StrCat("part ", part, " of ", parts, " parts"));
   }
   const int64_t per_epoch = batches_per_epoch();
   const int64_t epoch = index / per_epoch;
@@ -258,8 +264,11 @@ absl::StatusOr<Batch> BatchStream::Get(int64_t index) {
   if (shuffle_ && shuffle_batches_) batch = order_[batch];
   const int64_t begin = batch * batch_size_;
   const int64_t count = std::min(batch_size_, dataset_.size() - begin);
-  if (!shuffle_ || shuffle_batches_) return dataset_.SliceUnchecked(begin, count);
-  return dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(begin, count));
+  if (batch_size != nullptr) *batch_size = count;
+  const int64_t first = begin + count * part / parts;
+  const int64_t size = begin + count * (part + 1) / parts - first;
+  if (!shuffle_ || shuffle_batches_) return dataset_.SliceUnchecked(first, size);
+  return dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(first, size));
 }
 
 std::vector<int64_t> RandomPermutation(int64_t n, uint64_t seed, uint64_t stream) {

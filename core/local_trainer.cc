@@ -25,6 +25,12 @@ absl::StatusOr<LocalTrainer> LocalTrainer::Create(ModelSpec spec, const Optimize
     trainer.variable_by_index_.push_back(&stored);
     trainer.slots_by_index_.push_back(&slots);
   }
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].trainable) continue;
+    trainer.packed_size_ += params[p].shape.num_elements();
+    if (trainer.model_->IsEmbedding(static_cast<int>(p)))
+      trainer.packed_size_ += params[p].shape.rows();
+  }
   trainer.workspace_ = std::make_unique<StepWorkspace>();
   trainer.result_ = std::make_unique<StepResult>();
   trainer.eval_result_ = std::make_unique<ForwardResult>();
@@ -50,6 +56,80 @@ absl::StatusOr<float> LocalTrainer::TrainStep(const Batch& batch) {
   return result_->loss;
 }
 
+absl::StatusOr<float> LocalTrainer::ComputeGradients(const Batch& batch, float scale,
+                                                     absl::Span<float> packed) {
+  if (static_cast<int64_t>(packed.size()) != packed_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed gradients of ", packed.size(), " floats, not ", packed_size_));
+  }
+  RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_));
+  const std::vector<ParamSpec>& params = model_->spec().params;
+  float* at = packed.data();
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].trainable) continue;
+    const int64_t size = params[p].shape.num_elements();
+    if (!model_->IsEmbedding(static_cast<int>(p))) {
+      const float* grad = result_->dense_gradients.at(params[p].name).data();
+      for (int64_t i = 0; i < size; ++i) at[i] = grad[i] * scale;
+      at += size;
+      continue;
+    }
+    // A table: its block of rows, zero but for the batch's rows, then the marks.
+    const int64_t rows = params[p].shape.rows();
+    const int64_t width = params[p].shape.row_size();
+    std::fill(at, at + size + rows, 0.0f);
+    const IndexedSlices& grad = result_->sparse_gradients.at(params[p].name);
+    float* marks = at + size;
+    for (size_t k = 0; k < grad.indices.size(); ++k) {
+      const int64_t row = grad.indices[k];
+      const float* from = grad.values.data() + static_cast<int64_t>(k) * width;
+      float* to = at + row * width;
+      for (int64_t j = 0; j < width; ++j) to[j] += from[j] * scale;
+      marks[row] = 1.0f;
+    }
+    at += size + rows;
+  }
+  return result_->loss;
+}
+
+absl::Status LocalTrainer::ApplyPackedGradients(absl::Span<const float> packed) {
+  if (static_cast<int64_t>(packed.size()) != packed_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed gradients of ", packed.size(), " floats, not ", packed_size_));
+  }
+  const std::vector<ParamSpec>& params = model_->spec().params;
+  const float* at = packed.data();
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].trainable) continue;
+    const Shape& shape = params[p].shape;
+    const int64_t size = shape.num_elements();
+    Tensor& value = *variable_by_index_[p];
+    OptimizerSlots& slots = *slots_by_index_[p];
+    if (!model_->IsEmbedding(static_cast<int>(p))) {
+      RETURN_IF_ERROR(optimizer_->ApplyDense(value.view(), slots, ConstTensorView(at, shape)));
+      at += size;
+      continue;
+    }
+    const int64_t rows = shape.rows();
+    const int64_t width = shape.row_size();
+    const float* marks = at + size;
+    marked_rows_.clear();
+    marked_values_.clear();
+    for (int64_t row = 0; row < rows; ++row) {
+      if (marks[row] == 0.0f) continue;
+      marked_rows_.push_back(row);
+      marked_values_.insert(marked_values_.end(), at + row * width, at + (row + 1) * width);
+    }
+    const int64_t marked = static_cast<int64_t>(marked_rows_.size());
+    RETURN_IF_ERROR(
+        optimizer_->ApplySparse(value.view(), slots, marked_rows_,
+                                ConstTensorView(marked_values_.data(), shape.WithRows(marked))));
+    at += size + rows;
+  }
+  ++steps_;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TrainProgress> LocalTrainer::Train(BatchIterator& batches, int64_t max_steps) {
   TrainProgress progress;
   double loss_sum = 0;
@@ -66,6 +146,10 @@ absl::StatusOr<TrainProgress> LocalTrainer::Train(BatchIterator& batches, int64_
   }
   if (progress.examples > 0) progress.mean_loss = loss_sum / progress.examples;
   return progress;
+}
+
+absl::Status LocalTrainer::Forward(const Batch& batch, ForwardResult& result) {
+  return model_->Forward(batch, params_, *workspace_, result);
 }
 
 absl::StatusOr<EvalResult> LocalTrainer::Evaluate(const Dataset& dataset, int64_t batch_size) {
@@ -107,6 +191,29 @@ absl::Status LocalTrainer::SetVariable(absl::string_view name, const Tensor& val
       CheckSameShape(value.shape(), it->second.shape(), absl::StrCat("SetVariable '", name, "'")));
   // Copy in place: params_ holds views onto the stored tensor.
   std::copy(value.data(), value.data() + value.size(), it->second.data());
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::SetSlots(absl::string_view name, OptimizerSlots slots) {
+  auto it = slots_.find(std::string(name));
+  if (it == slots_.end()) return absl::NotFoundError(absl::StrCat("no variable '", name, "'"));
+  const Shape& shape = variables_.at(it->first).shape();
+  if (slots.tensors.size() != it->second.tensors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' has ", it->second.tensors.size(),
+                                                   " optimizer slots, not ", slots.tensors.size()));
+  }
+  for (const Tensor& slot : slots.tensors) {
+    RETURN_IF_ERROR(CheckSameShape(slot.shape(), shape, absl::StrCat("a slot of '", name, "'")));
+  }
+  if (slots.step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "': negative step ", slots.step));
+  }
+  // Copy in place, as SetVariable: the slots' addresses stay those slots_by_index_ holds.
+  for (size_t i = 0; i < slots.tensors.size(); ++i) {
+    std::copy(slots.tensors[i].data(), slots.tensors[i].data() + slots.tensors[i].size(),
+              it->second.tensors[i].data());
+  }
+  it->second.step = slots.step;
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 //
 //   fashion_mnist                              # simulation: 2 PS, 2 workers, 10 epochs, Adam
 //   fashion_mnist --mode=local                 # the single-thread baseline
+//   fashion_mnist --strategy=mirrored          # synchronous: 2 replicas, gradients all-reduced
 //   fashion_mnist --epochs=3 --inject_worker_failures=2 --summary=run.json
 //
 // What a program states is here: its model, its data, its flags. The training loop, the shared
@@ -83,7 +84,9 @@ int main(int argc, char** argv) {
   help.usage = "fashion_mnist [flags]";
   help.about =
       "Trains an MLP 784-256-128-10 on Fashion-MNIST (Debian's dataset-fashion-mnist), "
-      "asynchronously on parameter servers: in this process by default (--mode=sim), as the "
+      "asynchronously on parameter servers (--strategy=ps, the default) or synchronously with a "
+      "copy of the model on every worker (--strategy=mirrored): in this process by default "
+      "(--mode=sim), as the "
       "single-thread baseline (--mode=local), or as the coordinator or a worker of a networked "
       "cluster (--cluster_spec or TF_CONFIG; README, \"Deploy on several machines\").\n";
   help.groups.push_back({"Model, data and schedule", {}, __FILE__});  // the flags above

@@ -562,7 +562,8 @@ TEST_CASE("a dataset over a source reads only the rows its batches ask for") {
   CHECK(ValueOrDie(stream.Get(12345)).ids.at("id") == batch.ids.at("id"));  // a re-run: the same
 }
 
-TEST_CASE("a source's read error reaches the reader, and a source breaking its contract is caught") {
+TEST_CASE(
+    "a source's read error reaches the reader, and a source breaking its contract is caught") {
   const Dataset data =
       ValueOrDie(Dataset::FromSource(std::make_shared<PositionSource>(10, std::set<int64_t>{7})));
   CHECK(ValueOrDie(data.Slice(0, 7)).size == 7);
@@ -571,7 +572,7 @@ TEST_CASE("a source's read error reaches the reader, and a source breaking its c
   options.batch_size = 4;
   BatchIterator it = ValueOrDie(BatchIterator::Create(data, options));
   CHECK(ValueOrDie(it.Next()).has_value());  // rows 0..3
-  const auto bad = it.Next();                 // rows 4..7
+  const auto bad = it.Next();                // rows 4..7
   CHECK(absl::IsDataLoss(bad.status()));
   CHECK(bad.status().message() == "row 7 is corrupt");
 
@@ -613,6 +614,36 @@ TEST_CASE("a source's read error reaches the reader, and a source breaking its c
     CHECK(status.message().find("history") != absl::string_view::npos);
   }
   CHECK(absl::IsInvalidArgument(Dataset::FromSource(nullptr).status()));
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("the parts of a stream's batch are the batch, split in order, sizes within one") {
+  const Dataset d = Numbered(50);
+  BatchStream whole = ValueOrDie(BatchStream::Create(d, 12, /*shuffle=*/true, 3));
+  BatchStream parts = ValueOrDie(BatchStream::Create(d, 12, /*shuffle=*/true, 3));
+  for (int64_t index : {0, 4, 5, 9}) {  // batch 4 is the epoch's last: 2 examples
+    CAPTURE(index);
+    const Ids want = AlignedIds(ValueOrDie(whole.Get(index)));
+    Ids got;
+    for (int64_t part = 0; part < 3; ++part) {
+      int64_t size = -1;
+      const Batch batch = ValueOrDie(parts.GetPart(index, part, 3, &size));
+      CHECK(size == static_cast<int64_t>(want.size()));
+      CHECK(batch.size * 3 >= size - 2);
+      CHECK(batch.size * 3 <= size + 2);
+      const Ids ids = AlignedIds(batch);
+      got.insert(got.end(), ids.begin(), ids.end());
+    }
+    CHECK(got == want);
+  }
+  CHECK(absl::IsInvalidArgument(parts.GetPart(0, 3, 3).status()));
+  CHECK(absl::IsInvalidArgument(parts.GetPart(0, 0, 0).status()));
+  CHECK(absl::IsInvalidArgument(parts.GetPart(-1, 0, 1).status()));
 }
 
 }  // namespace

@@ -1,0 +1,462 @@
+#include "actors/mirrored_replica_actor.h"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "actors/error.h"
+#include "core/evaluation.h"
+#include "core/status.h"
+
+namespace tessera {
+namespace {
+
+namespace internal_clock {
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace internal_clock
+
+// How far ahead of this replica its neighbour's collectives may be (Note [Collectives between
+// replicas]): one is normal, a few tolerate slow links; beyond that the message is a peer out of
+// step and is dropped.
+constexpr int64_t kMaxCollectivesAhead = 4;
+
+// One all-reduce in progress (Note [Collectives between replicas]).
+struct Collective {
+  int64_t id = -1;
+  std::vector<float> buffer;
+  std::optional<RingAllReduce> ring;
+  // Called once: OK with the reduced buffer, or the collective's error.
+  std::function<void(absl::Status, std::vector<float>&)> finish;
+};
+
+struct ReplicaState {
+  static inline const char* name = "tessera.mirrored_replica";
+  MirroredReplicaOptions options;
+  std::optional<MirroredReplica> replica;
+  // The ring (none until linked).
+  int32_t rank = 0;
+  int32_t members = 0;
+  int64_t batch_size = 0;
+  mirrored_replica_actor next;
+  std::optional<BatchStream> stream;  // global batches of members * batch_size
+  std::optional<Collective> active;
+  std::map<int64_t, std::vector<RingChunk>> early;
+  int64_t finished_through = -1;  // the highest collective finished (or aborted) here
+  std::vector<float> gradients;   // a step's buffer, kept for the next one
+  ForwardResult eval_result;
+};
+
+using Self = mirrored_replica_actor::stateful_pointer<ReplicaState>;
+
+void Fail(Self self, int64_t id, const absl::Status& error);
+
+// Ends the active collective (OK or not) and drops messages for collectives up to it.
+void Finish(Self self, const absl::Status& status) {
+  ReplicaState& s = self->state;
+  Collective done = std::move(*s.active);
+  s.active.reset();
+  s.finished_through = std::max(s.finished_through, done.id);
+  s.early.erase(s.early.begin(), s.early.upper_bound(s.finished_through));
+  done.finish(status, done.buffer);
+}
+
+// Takes in one ring message for the active collective; false when it failed.
+bool Take(Self self, const RingChunk& chunk) {
+  ReplicaState& s = self->state;
+  absl::StatusOr<std::optional<RingChunk>> out = s.active->ring->Receive(chunk);
+  if (!out.ok()) {
+    Fail(self, s.active->id, Annotate(out.status(), "from the previous replica"));
+    return false;
+  }
+  if (out->has_value()) self->send(s.next, mirror_ring_atom::value, s.active->id, std::move(**out));
+  if (s.active->ring->done()) Finish(self, absl::OkStatus());
+  return true;
+}
+
+// Starts collective `id` over `buffer` (the replica's contribution); `finish` gets the reduced
+// buffer. A collective the ring already aborted fails at once.
+void StartCollective(Self self, int64_t id, std::vector<float> buffer,
+                     std::function<void(absl::Status, std::vector<float>&)> finish) {
+  ReplicaState& s = self->state;
+  if (s.active.has_value()) {
+    Fail(self, s.active->id,
+         absl::AbortedError(absl::StrCat("collective ", s.active->id, " was overtaken by ", id)));
+  }
+  if (id <= s.finished_through) {
+    finish(absl::AbortedError(absl::StrCat("collective ", id, " was aborted by the ring")), buffer);
+    return;
+  }
+  s.active.emplace();
+  s.active->id = id;
+  s.active->buffer = std::move(buffer);
+  s.active->finish = std::move(finish);
+  absl::StatusOr<RingAllReduce> ring =
+      RingAllReduce::Create(s.rank, s.members, absl::MakeSpan(s.active->buffer), ReduceOp::kSum,
+                            s.options.ring_chunk_elements);
+  if (!ring.ok()) {
+    Finish(self, ring.status());
+    return;
+  }
+  s.active->ring.emplace(*std::move(ring));
+  for (RingChunk& chunk : s.active->ring->Start()) {
+    self->send(s.next, mirror_ring_atom::value, id, std::move(chunk));
+  }
+  if (auto it = s.early.find(id); it != s.early.end()) {
+    std::vector<RingChunk> waiting = std::move(it->second);
+    s.early.erase(it);
+    for (const RingChunk& chunk : waiting) {
+      if (!Take(self, chunk)) return;
+    }
+  }
+  if (s.active.has_value() && s.active->id == id && s.active->ring->done()) {
+    Finish(self, absl::OkStatus());
+  }
+}
+
+// Ends collective `id` (and any earlier one in progress) with `error` here, and passes the abort
+// on around the ring, once.
+void Fail(Self self, int64_t id, const absl::Status& error) {
+  ReplicaState& s = self->state;
+  const bool active = s.active.has_value() && s.active->id <= id;
+  if (id <= s.finished_through && !active) return;
+  if (active) Finish(self, error);
+  s.finished_through = std::max(s.finished_through, id);
+  s.early.erase(s.early.begin(), s.early.upper_bound(s.finished_through));
+  if (s.next) self->send(s.next, mirror_abort_atom::value, id);
+}
+
+absl::Status CheckLinked(const ReplicaState& s) {
+  if (s.members == 0) {
+    return absl::FailedPreconditionError("this replica is not in a ring yet");
+  }
+  return absl::OkStatus();
+}
+
+// This replica's share of global batch `step`: rows [size * rank / members, size * (rank + 1) /
+// members), so the shares differ by at most one example (none when the batch is smaller than
+// the ring); and the global batch's size.
+struct Share {
+  std::optional<Batch> batch;
+  int64_t global_size = 0;
+};
+
+absl::StatusOr<Share> ShareOf(ReplicaState& s, int64_t step) {
+  Share share;
+  ASSIGN_OR_RETURN(Batch batch, s.stream->GetPart(step, s.rank, s.members, &share.global_size));
+  if (batch.size > 0) share.batch = std::move(batch);
+  return share;
+}
+
+// Steps [first, first + count) of a request, collectives [collective, collective + count): each
+// step computes this replica's gradients, all-reduces them and applies the result, then the next
+// step starts (Note [Collectives between replicas]).
+struct StepRange {
+  int64_t collective = 0;
+  int64_t first = 0;
+  int64_t count = 0;
+};
+
+void RunSteps(Self self, StepRange range, MirrorStepResult done,
+              caf::typed_response_promise<MirrorStepResult> promise) {
+  ReplicaState& s = self->state;
+  const int64_t k = static_cast<int64_t>(done.loss_sums.size());
+  if (k == range.count) {
+    promise.deliver(std::move(done));
+    return;
+  }
+  const int64_t collective = range.collective + k;
+  absl::StatusOr<Share> share = ShareOf(s, range.first + k);
+  LocalTrainer& trainer = s.replica->trainer();
+  // The buffer is reused from step to step (ComputeGradients writes all of it).
+  std::vector<float> buffer = std::move(s.gradients);
+  buffer.resize(trainer.packed_gradients_size());
+  double loss_sum = 0;
+  int64_t examples = 0;
+  absl::Status computed = share.status();
+  if (computed.ok() && !share->batch.has_value()) {
+    std::fill(buffer.begin(), buffer.end(), 0.0f);  // an empty share adds nothing
+  } else if (computed.ok()) {
+    // Each share's gradient weighs its part of the global batch, so the sum over the replicas
+    // is the gradient of the global batch's mean loss, whatever the shares' sizes.
+    const Batch& batch = *share->batch;
+    const float scale = static_cast<float>(batch.size) / static_cast<float>(share->global_size);
+    absl::StatusOr<float> loss = trainer.ComputeGradients(batch, scale, absl::MakeSpan(buffer));
+    computed = loss.status();
+    if (loss.ok()) {
+      loss_sum = static_cast<double>(*loss) * static_cast<double>(batch.size);
+      examples = batch.size;
+    }
+  }
+  if (!computed.ok()) {
+    s.gradients = std::move(buffer);
+    Fail(self, collective, absl::AbortedError("a replica's step failed"));
+    promise.deliver(StatusToError(computed));
+    return;
+  }
+  StartCollective(self, collective, std::move(buffer),
+                  [self, range, done = std::move(done), promise, loss_sum, examples](
+                      absl::Status status, std::vector<float>& reduced) mutable {
+                    if (status.ok()) {
+                      status = self->state.replica->trainer().ApplyPackedGradients(reduced);
+                    }
+                    self->state.gradients = std::move(reduced);
+                    if (!status.ok()) {
+                      promise.deliver(StatusToError(status));
+                      return;
+                    }
+                    done.loss_sums.push_back(loss_sum);
+                    done.examples.push_back(examples);
+                    RunSteps(self, range, std::move(done), promise);
+                  });
+}
+
+// Rounds [done, rounds) of a ring probe over `buffer`.
+void Probe(Self self, int64_t collective, int64_t done, int64_t rounds, std::vector<float> buffer,
+           double start, caf::typed_response_promise<double> promise) {
+  if (done == rounds) {
+    promise.deliver(internal_clock::Seconds() - start);
+    return;
+  }
+  StartCollective(self, collective + done, std::move(buffer),
+                  [self, collective, done, rounds, start, promise](
+                      absl::Status status, std::vector<float>& reduced) mutable {
+                    if (!status.ok()) {
+                      promise.deliver(StatusToError(status));
+                      return;
+                    }
+                    Probe(self, collective, done + 1, rounds, std::move(reduced), start, promise);
+                  });
+}
+
+mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
+  return {
+      [self](mirror_link_atom, MirrorRing ring) -> caf::result<bool> {
+        ReplicaState& s = self->state;
+        if (ring.members < 1 || ring.rank < 0 || ring.rank >= ring.members || ring.batch_size < 1) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("a ring place of rank ", ring.rank, " among ", ring.members,
+                           " replicas of ", ring.batch_size, " examples each")));
+        }
+        if (const std::string differences = JobDifferences(ring.job, s.options.job);
+            !differences.empty()) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("this replica runs another job than the driver: ", differences)));
+        }
+        absl::StatusOr<BatchStream> stream =
+            BatchStream::Create(s.options.train, ring.members * ring.batch_size,
+                                /*shuffle=*/true, s.options.seed);
+        if (!stream.ok()) return StatusToError(stream.status());
+        if (s.active.has_value()) {
+          Fail(self, s.active->id, absl::AbortedError("the ring changed"));
+        }
+        s.early.clear();
+        s.finished_through = std::max(s.finished_through, ring.next_collective - 1);
+        s.rank = ring.rank;
+        s.members = ring.members;
+        s.batch_size = ring.batch_size;
+        s.stream.emplace(*std::move(stream));
+        if (ring.next || ring.next_address.empty()) {
+          s.next = caf::actor_cast<mirrored_replica_actor>(ring.next);
+          return true;
+        }
+        if (!s.options.linker) {
+          return StatusToError(absl::InvalidArgumentError(
+              "a ring by address needs a networked replica (one with a linker)"));
+        }
+        // Connecting blocks: a detached helper does it, and the reply waits for it.
+        auto promise = self->make_response_promise<bool>();
+        ReplicaLinker linker = s.options.linker;
+        auto helper =
+            self->spawn<caf::detached>([linker](caf::event_based_actor*) -> caf::behavior {
+              return {[linker](const std::string& address) -> caf::result<caf::actor> {
+                absl::StatusOr<caf::actor> next = linker(address);
+                if (!next.ok()) return StatusToError(next.status());
+                return *next;
+              }};
+            });
+        self->request(helper, caf::infinite, ring.next_address)
+            .then(
+                [self, promise, helper](const caf::actor& next) mutable {
+                  self->state.next = caf::actor_cast<mirrored_replica_actor>(next);
+                  caf::anon_send_exit(helper, caf::exit_reason::user_shutdown);
+                  promise.deliver(true);
+                },
+                [promise, helper](caf::error& error) mutable {
+                  caf::anon_send_exit(helper, caf::exit_reason::user_shutdown);
+                  promise.deliver(std::move(error));
+                });
+        return promise;
+      },
+      [self](mirror_step_atom, int64_t collective, int64_t step,
+             int64_t count) -> caf::result<MirrorStepResult> {
+        ReplicaState& s = self->state;
+        if (absl::Status linked = CheckLinked(s); !linked.ok()) return StatusToError(linked);
+        if (count < 1 || count > kMaxStepsPerRequest) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("a request for ", count, " steps (1 to ", kMaxStepsPerRequest, ")")));
+        }
+        auto promise = self->make_response_promise<MirrorStepResult>();
+        RunSteps(self, {collective, step, count}, MirrorStepResult(), promise);
+        return promise;
+      },
+      [self](mirror_run_atom, int64_t collective, const std::string& function,
+             const ClosureValues& args) -> caf::result<ClosureValues> {
+        ReplicaState& s = self->state;
+        if (absl::Status linked = CheckLinked(s); !linked.ok()) return StatusToError(linked);
+        const MirroredFunctions* functions = s.options.functions.get();
+        auto fn =
+            functions == nullptr ? MirroredFunctions::const_iterator() : functions->find(function);
+        if (functions == nullptr || fn == functions->end()) {
+          Fail(self, collective, absl::NotFoundError("no such function"));
+          return StatusToError(absl::NotFoundError(
+              absl::StrCat("no replica function '", function, "' is registered")));
+        }
+        MirroredReplicaContext ctx(*s.replica, s.rank, s.members);
+        absl::StatusOr<ClosureValues> result = fn->second(ctx, args);
+        absl::StatusOr<std::vector<float>> packed =
+            result.ok() ? s.replica->PackWrites(ctx.held_writes(), s.rank, s.members)
+                        : absl::StatusOr<std::vector<float>>(result.status());
+        if (!packed.ok()) {
+          Fail(self, collective, absl::AbortedError("a replica's function failed"));
+          return StatusToError(packed.status());
+        }
+        auto promise = self->make_response_promise<ClosureValues>();
+        StartCollective(
+            self, collective, *std::move(packed),
+            [self, promise, result = *std::move(result), writes = std::move(ctx.held_writes())](
+                absl::Status status, std::vector<float>& reduced) mutable {
+              if (status.ok()) status = self->state.replica->ApplyWrites(writes, reduced);
+              if (!status.ok()) {
+                promise.deliver(StatusToError(status));
+              } else {
+                promise.deliver(std::move(result));
+              }
+            });
+        return promise;
+      },
+      [self](mirror_create_atom, const MirroredVariableSpec& spec) -> caf::result<bool> {
+        absl::Status created = self->state.replica->CreateVariable(spec);
+        if (!created.ok()) return StatusToError(created);
+        return true;
+      },
+      [self](mirror_read_atom, const std::string& name) -> caf::result<TensorSlice> {
+        absl::StatusOr<TensorSlice> slice = self->state.replica->Slice(name);
+        if (!slice.ok()) return StatusToError(slice.status());
+        return *std::move(slice);
+      },
+      [self](mirror_load_atom, const TensorSlice& slice) -> caf::result<bool> {
+        absl::Status loaded = self->state.replica->Load(slice);
+        if (!loaded.ok()) return StatusToError(loaded);
+        return true;
+      },
+      [self](mirror_eval_atom, int64_t index) -> caf::result<ClosureValues> {
+        ReplicaState& s = self->state;
+        if (index < 0) {
+          return StatusToError(absl::OutOfRangeError(absl::StrCat("test batch ", index)));
+        }
+        ClosureValues out;
+        const int64_t begin = index * kEvalBatchSize;
+        if (begin >= s.options.test.size()) {
+          out.Set("examples", int64_t{0});  // past the test set: nothing
+          return out;
+        }
+        const int64_t count = std::min(kEvalBatchSize, s.options.test.size() - begin);
+        absl::StatusOr<Batch> batch = s.options.test.Slice(begin, count);
+        if (!batch.ok()) return StatusToError(batch.status());
+        absl::Status forward = s.replica->trainer().Forward(*batch, s.eval_result);
+        if (!forward.ok()) return StatusToError(forward);
+        if (!s.eval_result.loss.has_value()) {
+          return StatusToError(absl::InvalidArgumentError("the test set has no labels"));
+        }
+        out.Set("loss", static_cast<double>(*s.eval_result.loss));
+        out.Set("examples", count);
+        out.Set("labels", Tensor::Copy(batch->labels.view()));
+        EvalAccumulator names(s.replica->trainer().model());
+        if (const Tensor* logits = names.Logits(s.eval_result.outputs); logits != nullptr) {
+          out.Set("logits", Tensor::Copy(logits->view()));
+        }
+        return out;
+      },
+      [self](mirror_probe_atom, int64_t collective, int64_t elements,
+             int64_t rounds) -> caf::result<double> {
+        if (absl::Status linked = CheckLinked(self->state); !linked.ok()) {
+          return StatusToError(linked);
+        }
+        if (elements < 0 || elements > kMaxProbeElements || rounds < 1 ||
+            rounds > kMaxStepsPerRequest) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("a ring probe of ", rounds, " rounds of ", elements, " floats (at most ",
+                           kMaxStepsPerRequest, " rounds of ", kMaxProbeElements, ")")));
+        }
+        auto promise = self->make_response_promise<double>();
+        std::vector<float> buffer(static_cast<size_t>(elements), 1.0f);
+        Probe(self, collective, 0, rounds, std::move(buffer), internal_clock::Seconds(), promise);
+        return promise;
+      },
+      [self](mirror_ring_atom, int64_t collective, RingChunk& chunk) {
+        ReplicaState& s = self->state;
+        if (s.active.has_value() && s.active->id == collective) {
+          Take(self, chunk);
+          return;
+        }
+        if (collective <= s.finished_through) {
+          // Only a peer out of step (or one not told of an abort yet) sends for a collective
+          // this replica has finished: pass the abort on.
+          if (s.next) self->send(s.next, mirror_abort_atom::value, collective);
+          return;
+        }
+        if (collective > s.finished_through + kMaxCollectivesAhead) return;  // out of step
+        s.early[collective].push_back(std::move(chunk));
+      },
+      [self](mirror_abort_atom, int64_t collective) {
+        Fail(self, collective,
+             absl::AbortedError(absl::StrCat("collective ", collective,
+                                             " was aborted: a replica failed or left the ring")));
+      },
+  };
+}
+
+mirrored_replica_actor::behavior_type ReplicaActor(Self self,
+                                                   std::shared_ptr<MirroredReplicaOptions> options,
+                                                   std::shared_ptr<MirroredReplica> replica) {
+  self->state.options = std::move(*options);
+  self->state.replica.emplace(std::move(*replica));
+  return ReplicaBehavior(self);
+}
+
+}  // namespace
+
+absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& system,
+                                                            MirroredReplicaOptions options) {
+  ASSIGN_OR_RETURN(MirroredReplica replica,
+                   MirroredReplica::Create(options.model, options.optimizer));
+  return system.spawn(ReplicaActor, std::make_shared<MirroredReplicaOptions>(std::move(options)),
+                      std::make_shared<MirroredReplica>(std::move(replica)));
+}
+
+void RegisterMirroredTypes(caf::actor_system_config& cfg) {
+  cfg.add_message_type<MirrorRing>("tessera::MirrorRing");
+  cfg.add_message_type<MirrorStepResult>("tessera::MirrorStepResult");
+  cfg.add_message_type<RingChunk>("tessera::RingChunk");
+  cfg.add_message_type<MirroredVariableSpec>("tessera::MirroredVariableSpec");
+  cfg.add_message_type<VariableSynchronization>("tessera::VariableSynchronization");
+  cfg.add_message_type<VariableAggregation>("tessera::VariableAggregation");
+  cfg.add_message_type<mirrored_replica_actor>("tessera::mirrored_replica_actor");
+}
+
+std::string to_string(VariableSynchronization sync) {
+  return std::string(SynchronizationName(sync));
+}
+std::string to_string(VariableAggregation aggregation) {
+  return std::string(AggregationName(aggregation));
+}
+
+}  // namespace tessera

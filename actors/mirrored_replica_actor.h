@@ -1,0 +1,167 @@
+// The mirrored replica actor: one replica of a mirrored strategy (docs/design.md §3.13) — its
+// copy of every variable (core/mirrored_replica.h), its part of the training data, and its place
+// in the ring the replicas all-reduce over (Note [Ring all-reduce] in core/collective.h). In the
+// simulation the strategy spawns one per worker slot; across processes each worker process
+// (--role=worker --strategy=mirrored) spawns one and publishes it at its address in the cluster
+// spec, and every replica connects to the next one itself, so ring traffic flows worker to
+// worker, never through the coordinator.
+//
+//   request                                     reply             errors
+//   (link, MirrorRing)                          bool              InvalidArgument (a rank out of
+//                                                                 range, another job: naming
+//                                                                 every difference), the linker's
+//   (step, collective, first step, count)       MirrorStepResult  Aborted, the model's, a peer's;
+//                                                                 InvalidArgument (a count
+//                                                                 outside 1..kMaxStepsPerRequest)
+//   (run, collective, function, ClosureValues)  ClosureValues     NotFound (no such function),
+//                                                                 the function's, Aborted
+//   (create, MirroredVariableSpec)              bool              as
+//   MirroredReplica::CreateVariable (read, name)                                TensorSlice
+//   NotFound (load, TensorSlice)                         bool              as MirroredReplica::Load
+//   (eval, test batch index)                    ClosureValues     OutOfRange (< 0), the model's;
+//                                                                 past the test set: examples 0
+//   (probe, collective, elements, rounds)       double            InvalidArgument (a size or
+//                                                                 count out of range), Aborted:
+//                                                                 the seconds `rounds` all-reduces
+//                                                                 of a buffer of `elements` floats
+//                                                                 took here (collectives
+//                                                                 collective.. + rounds - 1): the
+//                                                                 ring's bandwidth, as
+//                                                                 bench/allreduce measures it
+//   (ring, collective, RingChunk)               —                 (from the previous replica)
+//   (abort, collective)                         —                 —
+//
+// Note [Collectives between replicas]
+// The driver numbers every synchronous call (a step, a run) with a collective id, the same on
+// every replica, increasing; a request for k steps uses k consecutive ids, and the replicas run
+// them back to back, each step starting as soon as the previous one is applied, without a round
+// trip to the driver between steps. A call computes the replica's contribution, then all-reduces it
+// around the ring; the reply goes out once the replica has the reduced values and has applied
+// them. A replica can be asked for collective c after its neighbour has already sent it c's
+// first messages: those wait in `early` until c starts here (at most a few collectives ahead;
+// more is a peer out of step, dropped). A collective ends with an error on every replica when
+// any one fails: the driver sends (abort, c) to all of them once a replica fails or dies, and a
+// replica that sees something no healthy peer sends (a message for a collective it has
+// finished, a segment of the wrong length) aborts c and passes the abort on around the ring.
+//
+// Thread-safety: a CAF actor.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "actors/messages.h"
+#include "core/collective.h"
+#include "core/dataset.h"
+#include "core/job_description.h"
+#include "core/mirrored_replica.h"
+
+namespace tessera {
+
+using mirror_link_atom = caf::atom_constant<caf::atom("m_link")>;
+using mirror_step_atom = caf::atom_constant<caf::atom("m_step")>;
+using mirror_ring_atom = caf::atom_constant<caf::atom("m_ring")>;
+using mirror_run_atom = caf::atom_constant<caf::atom("m_run")>;
+using mirror_create_atom = caf::atom_constant<caf::atom("m_create")>;
+using mirror_read_atom = caf::atom_constant<caf::atom("m_read")>;
+using mirror_load_atom = caf::atom_constant<caf::atom("m_load")>;
+using mirror_abort_atom = caf::atom_constant<caf::atom("m_abort")>;
+using mirror_eval_atom = caf::atom_constant<caf::atom("m_eval")>;
+using mirror_probe_atom = caf::atom_constant<caf::atom("m_probe")>;
+
+// The largest buffer a ring probe may ask for: 1 Gi floats.
+inline constexpr int64_t kMaxProbeElements = int64_t{1} << 30;
+
+// The most steps one step request may ask for.
+inline constexpr int64_t kMaxStepsPerRequest = 1000;
+
+// A replica's place in the ring.
+struct MirrorRing {
+  int32_t rank = 0;
+  int32_t members = 1;
+  int64_t batch_size = 1;    // examples per replica per step: a global batch is members * this
+  caf::actor next;           // the next replica, or
+  std::string next_address;  // (networked) where it is published: the replica connects itself
+  JobDescription job;        // the driver's job; a replica of another job refuses the ring
+  // The driver's next collective id: everything before it is over (a replica that joins late,
+  // a replacement, takes in the ring's next messages rather than dropping them as out of step).
+  int64_t next_collective = 0;
+};
+
+// A replica's shares of the steps of a request, one entry per step.
+struct MirrorStepResult {
+  std::vector<double> loss_sums;  // its mean loss times its examples
+  std::vector<int64_t> examples;  // its slice of the global batch (0 when that is empty)
+};
+
+using mirrored_replica_actor = caf::typed_actor<
+    caf::replies_to<mirror_link_atom, MirrorRing>::with<bool>,
+    caf::replies_to<mirror_step_atom, int64_t, int64_t, int64_t>::with<MirrorStepResult>,
+    caf::replies_to<mirror_run_atom, int64_t, std::string, ClosureValues>::with<ClosureValues>,
+    caf::replies_to<mirror_create_atom, MirroredVariableSpec>::with<bool>,
+    caf::replies_to<mirror_read_atom, std::string>::with<TensorSlice>,
+    caf::replies_to<mirror_load_atom, TensorSlice>::with<bool>,
+    caf::replies_to<mirror_eval_atom, int64_t>::with<ClosureValues>,
+    caf::replies_to<mirror_probe_atom, int64_t, int64_t, int64_t>::with<double>,
+    caf::reacts_to<mirror_ring_atom, int64_t, RingChunk>,
+    caf::reacts_to<mirror_abort_atom, int64_t>>;
+
+// Connects to the replica published at an address (networked mode; blocking, run off the actor's
+// thread).
+using ReplicaLinker = std::function<absl::StatusOr<caf::actor>(const std::string& address)>;
+
+// What a replica is built from: the same in every process of a job.
+struct MirroredReplicaOptions {
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  Dataset train;
+  Dataset test;
+  uint64_t seed = 1;                                   // the training data's shuffling
+  std::shared_ptr<const MirroredFunctions> functions;  // may be null: no replica functions
+  JobDescription job;
+  ReplicaLinker linker;  // networked mode only
+  int64_t ring_chunk_elements = kDefaultRingChunkElements;
+};
+
+// Spawns a replica: the model initialized, not yet in a ring. The replica's errors at creation
+// (a bad model or optimizer) are returned here.
+absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& system,
+                                                            MirroredReplicaOptions options);
+
+// Registers the messages above (RegisterTesseraTypes calls it).
+void RegisterMirroredTypes(caf::actor_system_config& cfg);
+
+// Serialization.
+std::string to_string(VariableSynchronization sync);
+std::string to_string(VariableAggregation aggregation);
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, MirrorRing& x) {
+  return f(caf::meta::type_name("tessera::MirrorRing"), x.rank, x.members, x.batch_size, x.next,
+           x.next_address, x.job, x.next_collective);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, MirrorStepResult& x) {
+  return f(caf::meta::type_name("tessera::MirrorStepResult"), x.loss_sums, x.examples);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RingChunk& x) {
+  return f(caf::meta::type_name("tessera::RingChunk"), x.chunk, x.step, x.values);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, MirroredVariableSpec& x) {
+  return f(caf::meta::type_name("tessera::MirroredVariableSpec"), x.name, x.shape, x.dtype,
+           x.initializer, x.synchronization, x.aggregation);
+}
+
+}  // namespace tessera

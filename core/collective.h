@@ -1,0 +1,132 @@
+// Collectives between the replicas of a mirrored strategy, as plain data and pure arithmetic apart
+// from any transport: the reduce operations (TF's tf.distribute.ReduceOp), the ring all-reduce
+// one replica runs, and what the strategy does with per-replica values on the driver (Reduce,
+// Gather).
+//
+// Note [Ring all-reduce]
+// N replicas each hold a buffer of the same length L and all end with the element-wise sum (or
+// mean) of the N buffers. The buffer is cut into chunks of at most `chunk_elements` floats, and
+// each chunk runs its own ring independently, so chunks pipeline: while replica r reduces one
+// chunk's segment the network carries another's. Within a chunk the N replicas form a ring
+// (r sends only to r + 1 and receives only from r - 1, mod N) and the chunk is cut into N
+// segments (RingSegments). A chunk takes 2(N - 1) steps:
+//   - reduce-scatter, steps s = 0 .. N-2: r sends segment (r - s) and adds the segment it
+//     receives, (r - s - 1), into its own. After the last one r holds segment (r + 1) summed over
+//     every replica; with kMean it divides it by N there, once.
+//   - all-gather, steps N-1+t for t = 0 .. N-2: r sends segment (r + 1 - t) and copies the
+//     segment it receives, (r - t), over its own.
+// What r sends at step k > 0 is exactly the segment it received at step k - 1, so a replica
+// sends the next step of a chunk as soon as it has taken in the previous one, and each replica
+// sends and receives 2(N - 1)/N of the buffer in all — the bandwidth-optimal ring. Every final
+// segment is computed by one replica and copied verbatim to the others, so the N results are the
+// same bits, whatever the order messages arrive in. One replica (N = 1) needs no step: the
+// result is its buffer (divided by 1).
+//
+// Thread-safety: RingAllReduce is a value one owner drives; the functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/tensor.h"
+
+namespace tessera {
+
+// The numeric values are part of the wire format: never renumber.
+enum class ReduceOp : int32_t { kSum = 0, kMean = 1 };
+
+absl::string_view ReduceOpName(ReduceOp op);  // "sum", "mean"
+// "sum" or "mean"; InvalidArgument otherwise.
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
+
+// [begin, end) of a buffer.
+struct RingSpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
+
+// The `members` segments of [begin, end): consecutive, sizes differing by at most one (the
+// longer ones first), some empty when the range is shorter than `members`.
+// Precondition: members >= 1, begin <= end.
+std::vector<RingSpan> RingSegments(int64_t begin, int64_t end, int32_t members);
+
+// The default largest chunk: 256 Ki floats (1 MiB), so a 4 MiB tensor pipelines in 4 chunks.
+inline constexpr int64_t kDefaultRingChunkElements = int64_t{1} << 18;
+
+// One ring message: step `step` of chunk `chunk`, the segment's values.
+struct RingChunk {
+  int64_t chunk = 0;
+  int32_t step = 0;
+  Tensor values;  // rank 1
+};
+
+// One replica's part in a ring all-reduce of a buffer (Note [Ring all-reduce]).
+//
+// Example (the actor that drives it forwards what it returns to replica rank + 1):
+//   ASSIGN_OR_RETURN(RingAllReduce ring, RingAllReduce::Create(rank, n, buffer, ReduceOp::kMean));
+//   for (RingChunk& out : ring.Start()) send(next, std::move(out));
+//   ... on each message `in` from rank - 1:
+//   ASSIGN_OR_RETURN(std::optional<RingChunk> out, ring.Receive(in));
+//   if (out) send(next, std::move(*out));
+//   if (ring.done()) ... buffer holds the result ...
+class RingAllReduce {
+ public:
+  // Replica `rank` of `members`, reducing `data` in place (which must outlive the ring), in
+  // chunks of at most `chunk_elements` floats. InvalidArgument unless 0 <= rank < members and
+  // chunk_elements >= 1.
+  static absl::StatusOr<RingAllReduce> Create(int32_t rank, int32_t members, absl::Span<float> data,
+                                              ReduceOp op,
+                                              int64_t chunk_elements = kDefaultRingChunkElements);
+
+  // The first step of every chunk, to send to replica rank + 1. Call once, first. With one
+  // member (or an empty buffer) nothing: the ring is done at once.
+  std::vector<RingChunk> Start();
+
+  // Takes in a message from replica rank - 1 and returns the chunk's next step to send, if any.
+  // InvalidArgument (and nothing changes) for a chunk out of range, a step other than the one
+  // the chunk expects next (messages of a chunk arrive in order), or a segment of the wrong
+  // length — a peer whose buffer differs from this one's.
+  absl::StatusOr<std::optional<RingChunk>> Receive(const RingChunk& in);
+
+  // Every chunk has taken in its last step: the buffer holds the result.
+  bool done() const { return chunks_done_ == static_cast<int64_t>(next_step_.size()); }
+  int32_t rank() const { return rank_; }
+  int32_t members() const { return members_; }
+  int64_t num_chunks() const { return static_cast<int64_t>(next_step_.size()); }
+
+ private:
+  RingAllReduce(int32_t rank, int32_t members, absl::Span<float> data, ReduceOp op,
+                int64_t chunk_elements);
+
+  // The segment of chunk `c` this replica sends at step `step`, and the one it receives.
+  RingSpan Sent(int64_t chunk, int32_t step) const;
+  RingSpan Received(int64_t chunk, int32_t step) const;
+  RingSpan Segment(int64_t chunk, int64_t index) const;
+  RingChunk Message(int64_t chunk, int32_t step) const;
+
+  int32_t rank_;
+  int32_t members_;
+  absl::Span<float> data_;
+  ReduceOp op_;
+  int64_t chunk_elements_;
+  std::vector<int32_t> next_step_;  // per chunk: the step it expects next
+  int64_t chunks_done_ = 0;
+};
+
+// -- The driver's side of per-replica values --------------------------------------------------
+
+// Combines one tensor per replica (TF's strategy.reduce): their sum or mean. InvalidArgument for
+// no values or shapes that differ (naming both).
+absl::StatusOr<Tensor> ReducePerReplica(ReduceOp op, absl::Span<const Tensor> values);
+// The per-replica tensors concatenated along their first axis, in replica order (TF's
+// strategy.gather(value, axis=0)). InvalidArgument for no values, a scalar, or trailing
+// dimensions that differ.
+absl::StatusOr<Tensor> GatherPerReplica(absl::Span<const Tensor> values);
+
+}  // namespace tessera

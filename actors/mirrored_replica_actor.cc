@@ -240,7 +240,9 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
   return {
       [self](mirror_link_atom, MirrorRing ring) -> caf::result<bool> {
         ReplicaState& s = self->state;
-        if (ring.members < 1 || ring.rank < 0 || ring.rank >= ring.members || ring.batch_size < 1) {
+        if (ring.members < 1 || ring.members > kMaxRingMembers || ring.rank < 0 ||
+            ring.rank >= ring.members || ring.batch_size < 1 ||
+            ring.batch_size > kMaxElements / ring.members) {
           return StatusToError(absl::InvalidArgumentError(
               absl::StrCat("a ring place of rank ", ring.rank, " among ", ring.members,
                            " replicas of ", ring.batch_size, " examples each")));
@@ -363,11 +365,11 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
           return StatusToError(absl::OutOfRangeError(absl::StrCat("test batch ", index)));
         }
         ClosureValues out;
-        const int64_t begin = index * kEvalBatchSize;
-        if (begin >= s.options.test.size()) {
+        if (index >= (s.options.test.size() + kEvalBatchSize - 1) / kEvalBatchSize) {
           out.Set("examples", int64_t{0});  // past the test set: nothing
           return out;
         }
+        const int64_t begin = index * kEvalBatchSize;
         const int64_t count = std::min(kEvalBatchSize, s.options.test.size() - begin);
         absl::StatusOr<Batch> batch = s.options.test.Slice(begin, count);
         if (!batch.ok()) return StatusToError(batch.status());

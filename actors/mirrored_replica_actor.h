@@ -1,4 +1,4 @@
-// The mirrored replica actor: one replica of a mirrored strategy (docs/design.md §3.13) — its
+// The mirrored replica actor: one replica of a mirrored strategy (docs/design.md §3.14) — its
 // copy of every variable (core/mirrored_replica.h), its part of the training data, and its place
 // in the ring the replicas all-reduce over (Note [Ring all-reduce] in core/collective.h). In the
 // simulation the strategy spawns one per worker slot; across processes each worker process
@@ -76,8 +76,8 @@ using mirror_abort_atom = caf::atom_constant<caf::atom("m_abort")>;
 using mirror_eval_atom = caf::atom_constant<caf::atom("m_eval")>;
 using mirror_probe_atom = caf::atom_constant<caf::atom("m_probe")>;
 
-// The largest buffer a ring probe may ask for: 1 Gi floats.
-inline constexpr int64_t kMaxProbeElements = int64_t{1} << 30;
+// The largest buffer a ring probe may ask for: 64 Mi floats (256 MiB).
+inline constexpr int64_t kMaxProbeElements = int64_t{1} << 26;
 
 // The most steps one step request may ask for.
 inline constexpr int64_t kMaxStepsPerRequest = 1000;

@@ -1,5 +1,5 @@
 // MirroredStrategy: synchronous data-parallel training on the worker replicas, TF's
-// tf.distribute.MirroredStrategy / MultiWorkerMirroredStrategy (docs/design.md §3.13).
+// tf.distribute.MirroredStrategy / MultiWorkerMirroredStrategy (docs/design.md §3.14).
 //
 // Every replica (actors/mirrored_replica_actor.h) holds a copy of every variable; a step runs on
 // all of them at once, each on its share of the global batch, and their gradients are combined

@@ -40,7 +40,7 @@ std::vector<RingSpan> RingSegments(int64_t begin, int64_t end, int32_t members) 
 absl::StatusOr<RingAllReduce> RingAllReduce::Create(int32_t rank, int32_t members,
                                                     absl::Span<float> data, ReduceOp op,
                                                     int64_t chunk_elements) {
-  if (members < 1 || rank < 0 || rank >= members) {
+  if (members < 1 || members > kMaxRingMembers || rank < 0 || rank >= members) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring all-reduce: rank ", rank, " is not one of ", members, " members"));
   }
@@ -66,8 +66,12 @@ RingAllReduce::RingAllReduce(int32_t rank, int32_t members, absl::Span<float> da
 RingSpan RingAllReduce::Segment(int64_t chunk, int64_t index) const {
   const int64_t begin = chunk * chunk_elements_;
   const int64_t end = std::min<int64_t>(begin + chunk_elements_, data_.size());
-  const int32_t i = static_cast<int32_t>(((index % members_) + members_) % members_);
-  return RingSegments(begin, end, members_)[i];
+  const int64_t i = ((index % members_) + members_) % members_;
+  // RingSegments(begin, end, members_)[i], without building the others.
+  const int64_t base = (end - begin) / members_;
+  const int64_t longer = (end - begin) % members_;
+  const int64_t first = begin + i * base + std::min(i, longer);
+  return {first, first + base + (i < longer ? 1 : 0)};
 }
 
 RingSpan RingAllReduce::Sent(int64_t chunk, int32_t step) const {

@@ -56,6 +56,9 @@ struct RingSpan {
 // Precondition: members >= 1, begin <= end.
 std::vector<RingSpan> RingSegments(int64_t begin, int64_t end, int32_t members);
 
+// The most members a ring may have (a bound on what a message can make a replica allocate).
+inline constexpr int32_t kMaxRingMembers = 4096;
+
 // The default largest chunk: 256 Ki floats (1 MiB), so a 4 MiB tensor pipelines in 4 chunks.
 inline constexpr int64_t kDefaultRingChunkElements = int64_t{1} << 18;
 
@@ -79,7 +82,7 @@ class RingAllReduce {
  public:
   // Replica `rank` of `members`, reducing `data` in place (which must outlive the ring), in
   // chunks of at most `chunk_elements` floats. InvalidArgument unless 0 <= rank < members and
-  // chunk_elements >= 1.
+  // 0 < members <= kMaxRingMembers and chunk_elements >= 1.
   static absl::StatusOr<RingAllReduce> Create(int32_t rank, int32_t members, absl::Span<float> data,
                                               ReduceOp op,
                                               int64_t chunk_elements = kDefaultRingChunkElements);

@@ -58,7 +58,7 @@ class LocalTrainer {
   // (then no variable has changed).
   absl::StatusOr<float> TrainStep(const Batch& batch);
 
-  // -- A step in two halves around an all-reduce (the mirrored strategy, docs/design.md §3.13) --
+  // -- A step in two halves around an all-reduce (the mirrored strategy, docs/design.md §3.14) --
   // Note [Packed gradients]
   // A replica of a mirrored strategy computes its gradients, the replicas combine them with one
   // all-reduce of one flat buffer, and each applies the result. The buffer holds every trainable

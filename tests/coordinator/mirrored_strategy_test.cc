@@ -7,13 +7,16 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "actors/error.h"
 #include "cluster/cluster.h"
 #include "coordinator/checkpoint.h"
 #include "coordinator/mirrored_training.h"
@@ -472,6 +475,71 @@ TEST_CASE("mirrored training: --on_replica_loss=continue goes on with the replic
   CHECK(run.steps == 100);
   REQUIRE(run.eval.has_value());
   CHECK(run.eval->accuracy.value_or(0) > 0.5);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Asks `replica` and returns the error's status (OK for a reply).
+template <class Reply, class... Ts>
+absl::Status Ask(caf::actor_system& system, const mirrored_replica_actor& replica, Ts&&... xs) {
+  caf::scoped_actor self{system};
+  absl::Status out = absl::DeadlineExceededError("no answer");
+  self->request(replica, std::chrono::seconds(20), std::forward<Ts>(xs)...)
+      .receive([&](Reply&) { out = absl::OkStatus(); },
+               [&](caf::error& error) { out = ErrorToStatus(error); });
+  return out;
+}
+
+TEST_CASE("a replica refuses forged requests and stays in service") {
+  const Workload mlp = SmallMlp(40);
+  ActorSystem actors;
+  std::unique_ptr<MirroredStrategy> strategy =
+      StartMirrored(*actors.system, mlp, {"sgd", {}}, 2, 4);
+  const mirrored_replica_actor replica = strategy->replicas()[0].actor;
+  caf::actor_system& system = *actors.system;
+  for (const auto& [members, rank, batch] : {std::tuple<int32_t, int32_t, int64_t>{0, 0, 4},
+                                             {1 << 30, 0, 4},
+                                             {2, 2, 4},
+                                             {2, -1, 4},
+                                             {2, 0, 0},
+                                             {2, 0, int64_t{1} << 62}}) {
+    MirrorRing ring;
+    ring.members = members;
+    ring.rank = rank;
+    ring.batch_size = batch;
+    CHECK(absl::IsInvalidArgument(Ask<bool>(system, replica, mirror_link_atom::value, ring)));
+  }
+  MirrorRing other_job;
+  other_job.job = {{"batch_size", "999"}};
+  const absl::Status refused = Ask<bool>(system, replica, mirror_link_atom::value, other_job);
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK(absl::StrContains(refused.message(), "batch_size"));
+  CHECK(absl::IsInvalidArgument(Ask<MirrorStepResult>(system, replica, mirror_step_atom::value,
+                                                      int64_t{99}, int64_t{0}, int64_t{0})));
+  CHECK(absl::IsInvalidArgument(Ask<double>(system, replica, mirror_probe_atom::value, int64_t{99},
+                                            int64_t{1} << 40, int64_t{1})));
+  CHECK(absl::IsOutOfRange(
+      Ask<ClosureValues>(system, replica, mirror_eval_atom::value, int64_t{-1})));
+  CHECK(Ask<ClosureValues>(system, replica, mirror_eval_atom::value, int64_t{1} << 62).ok());
+  CHECK(absl::IsNotFound(
+      Ask<TensorSlice>(system, replica, mirror_read_atom::value, std::string("nope"))));
+  TensorSlice partial;
+  partial.variable = mlp.model.params[0].name;
+  partial.value = Tensor(Shape{1});
+  CHECK(absl::IsInvalidArgument(Ask<bool>(system, replica, mirror_load_atom::value, partial)));
+  // Ring messages of no collective, of a far one, or of the wrong length: dropped or aborted.
+  caf::anon_send(replica, mirror_ring_atom::value, int64_t{-5}, RingChunk{0, 0, Tensor(Shape{3})});
+  caf::anon_send(replica, mirror_ring_atom::value, int64_t{1} << 40,
+                 RingChunk{7, 9, Tensor(Shape{3})});
+  caf::anon_send(replica, mirror_abort_atom::value, int64_t{-3});
+  // The strategy trains on.
+  for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
+  const PerReplica<Tensor> copies = ValueOrDie(strategy->ReadPerReplica(mlp.model.params[0].name));
+  CHECK(BitIdentical(copies.values[0], copies.values[1]));
 }
 
 }  // namespace

@@ -9,7 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
 #include "coordinator/internal/await.h"
-#include "core/logging.h"
+#include "core/aggregation.h"
+#include "core/initializer.h"
 #include "core/status.h"
 #include "schema/checkpoint_io.h"
 
@@ -168,16 +169,21 @@ absl::Status MirroredStrategy::Link() {
 }
 
 absl::Status MirroredStrategy::CreateVariable(const MirroredVariableSpec& spec) {
-  absl::Status created = AskAll<bool>(-1, [spec](caf::event_based_actor* self,
-                                                 const mirrored_replica_actor& a, size_t) {
-                           return self->request(a, caf::infinite, mirror_create_atom::value, spec);
-                         }).status();
-  if (!created.ok()) {
-    // A replica that refused refused for a reason every replica shares (the spec), unless one
-    // was lost; either way the variable does not stand half-created: the others drop it when
-    // they are formed again. Strip the replica prefix for a spec error.
-    return created;
+  // What the replicas would refuse alike is refused here first, before any replica has it.
+  if (spec.name.empty()) return absl::InvalidArgumentError("a variable needs a name");
+  for (const MirroredVariableSpec& existing : variables_) {
+    if (existing.name == spec.name) {
+      return absl::AlreadyExistsError(absl::StrCat("a variable named '", spec.name, "' exists"));
+    }
   }
+  RETURN_IF_ERROR(ValidateAggregation(spec.synchronization, spec.aggregation, spec.dtype));
+  RETURN_IF_ERROR(Shape::Make(spec.shape.dims()).status());
+  RETURN_IF_ERROR(ValidateInitializer(spec.initializer));
+  // A replica refuses now only a name a model parameter holds (each alike) or by being lost.
+  RETURN_IF_ERROR(AskAll<bool>(-1, [spec](caf::event_based_actor* self,
+                                          const mirrored_replica_actor& a, size_t) {
+                    return self->request(a, caf::infinite, mirror_create_atom::value, spec);
+                  }).status());
   variables_.push_back(spec);
   return absl::OkStatus();
 }
@@ -211,8 +217,6 @@ absl::StatusOr<Tensor> MirroredStrategy::Read(const std::string& name) {
 }
 
 absl::Status MirroredStrategy::Assign(const std::string& name, const Tensor& value) {
-  ASSIGN_OR_RETURN(PerReplica<Tensor> current, ReadPerReplica(name));
-  (void)current;
   TensorSlice slice;
   slice.variable = name;
   slice.full_shape = value.shape();

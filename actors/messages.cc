@@ -104,6 +104,22 @@ caf::error LoadTensor(caf::deserializer& source, Tensor& tensor) {
     return WireError(absl::StrCat("tensor of shape ", shape.ToString(), " has more than ",
                                   kMaxElements, " elements"));
   }
+  // From a buffer (the network's case): one copy straight into the tensor, nothing zeroed first.
+  if (auto* binary = dynamic_cast<caf::binary_deserializer*>(&source); binary != nullptr) {
+    const size_t bytes = static_cast<size_t>(elements) * sizeof(float);
+    if (binary->remaining() < bytes) {
+      return WireError(absl::StrCat("tensor ", shape.ToString(), " needs ", bytes,
+                                    " bytes but only ", binary->remaining(), " remain"));
+    }
+    if (elements > 0) {
+      tensor = Tensor::Copy(ConstTensorView(
+          reinterpret_cast<const float*>(binary->remainder().data()), std::move(shape)));
+      binary->skip(bytes);
+    } else {
+      tensor = Tensor(std::move(shape));
+    }
+    return caf::none;
+  }
   std::vector<float> values;
   if (auto err = ReadRaw(source, elements, values, absl::StrCat("tensor ", shape.ToString()))) {
     return err;

@@ -69,9 +69,9 @@ void Finish(Self self, const absl::Status& status) {
 }
 
 // Takes in one ring message for the active collective; false when it failed.
-bool Take(Self self, const RingChunk& chunk) {
+bool Take(Self self, RingChunk chunk) {
   ReplicaState& s = self->state;
-  absl::StatusOr<std::optional<RingChunk>> out = s.active->ring->Receive(chunk);
+  absl::StatusOr<std::optional<RingChunk>> out = s.active->ring->Receive(std::move(chunk));
   if (!out.ok()) {
     Fail(self, s.active->id, Annotate(out.status(), "from the previous replica"));
     return false;
@@ -112,8 +112,8 @@ void StartCollective(Self self, int64_t id, std::vector<float> buffer,
   if (auto it = s.early.find(id); it != s.early.end()) {
     std::vector<RingChunk> waiting = std::move(it->second);
     s.early.erase(it);
-    for (const RingChunk& chunk : waiting) {
-      if (!Take(self, chunk)) return;
+    for (RingChunk& chunk : waiting) {
+      if (!Take(self, std::move(chunk))) return;
     }
   }
   if (s.active.has_value() && s.active->id == id && s.active->ring->done()) {
@@ -406,7 +406,7 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
       [self](mirror_ring_atom, int64_t collective, RingChunk& chunk) {
         ReplicaState& s = self->state;
         if (s.active.has_value() && s.active->id == collective) {
-          Take(self, chunk);
+          Take(self, std::move(chunk));
           return;
         }
         if (collective <= s.finished_through) {

@@ -6,30 +6,27 @@
 // spec, and every replica connects to the next one itself, so ring traffic flows worker to
 // worker, never through the coordinator.
 //
-//   request                                     reply             errors
-//   (link, MirrorRing)                          bool              InvalidArgument (a rank out of
-//                                                                 range, another job: naming
-//                                                                 every difference), the linker's
-//   (step, collective, first step, count)       MirrorStepResult  Aborted, the model's, a peer's;
-//                                                                 InvalidArgument (a count
-//                                                                 outside 1..kMaxStepsPerRequest)
-//   (run, collective, function, ClosureValues)  ClosureValues     NotFound (no such function),
-//                                                                 the function's, Aborted
-//   (create, MirroredVariableSpec)              bool              as
-//   MirroredReplica::CreateVariable (read, name)                                TensorSlice
-//   NotFound (load, TensorSlice)                         bool              as MirroredReplica::Load
-//   (eval, test batch index)                    ClosureValues     OutOfRange (< 0), the model's;
-//                                                                 past the test set: examples 0
-//   (probe, collective, elements, rounds)       double            InvalidArgument (a size or
-//                                                                 count out of range), Aborted:
-//                                                                 the seconds `rounds` all-reduces
-//                                                                 of a buffer of `elements` floats
-//                                                                 took here (collectives
-//                                                                 collective.. + rounds - 1): the
-//                                                                 ring's bandwidth, as
-//                                                                 bench/allreduce measures it
-//   (ring, collective, RingChunk)               —                 (from the previous replica)
-//   (abort, collective)                         —                 —
+// clang-format off
+//   request                                      reply             errors
+//   (link, MirrorRing)                           bool              InvalidArgument (a bad place,
+//                                                                  another job), the linker's
+//   (step, collective, first step, count)        MirrorStepResult  Aborted, the model's,
+//                                                                  InvalidArgument (a count
+//                                                                  outside 1..kMaxStepsPerRequest)
+//   (run, collective, function, ClosureValues)   ClosureValues     NotFound, the function's,
+//                                                                  Aborted
+//   (create, MirroredVariableSpec)               bool              as CreateVariable's
+//   (read, name)                                 TensorSlice       NotFound
+//   (load, TensorSlice)                          bool              as MirroredReplica::Load
+//   (eval, test batch index)                     ClosureValues     OutOfRange (< 0); past the
+//                                                                  test set: examples 0
+//   (probe, collective, elements, rounds)        double            InvalidArgument, Aborted
+//   (ring, collective, RingChunk)                —                 (from the previous replica)
+//   (abort, collective)                          —                 —
+// clang-format on
+// A probe all-reduces a buffer of `elements` floats `rounds` times (collectives collective ..
+// collective + rounds - 1) and answers the seconds it took here: the ring's bandwidth, as
+// bench/allreduce measures it.
 //
 // Note [Collectives between replicas]
 // The driver numbers every synchronous call (a step, a run) with a collective id, the same on

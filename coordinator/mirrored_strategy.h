@@ -16,13 +16,17 @@
 //   Gather(per_replica)      concatenated along the first axis (strategy.gather)
 //
 // Note [A lost replica]
-// A synchronous step needs every replica: when one dies, its request fails and the driver aborts
-// the collective on the others (Note [Collectives between replicas]), so the step fails on all of
-// them with an error naming the lost replica, and no replica applies anything for it. What
-// follows is the driver's choice (coordinator/mirrored_training.h): as TF's multi-worker mirrored
-// strategy does, wait for the worker to be back and resume everyone from the latest checkpoint
-// (Replace, then a restore); or, where TF cannot, go on with the replicas left (Drop: the ring
-// is formed again without it, the global batch shrinks, the summary says so).
+// A synchronous step needs every replica. While a request is out the driver monitors every
+// replica; when one dies its request fails and the driver aborts the collective on the others
+// (Note [Collectives between replicas]), so the request fails on all of them with an error
+// naming the lost replica. A replica lost before it sent its share leaves the step applied
+// nowhere; one lost during the all-gather may leave the survivors one step apart (a survivor
+// that had every segment applied the step, one still waiting for the lost replica's did not).
+// What follows is the driver's choice (coordinator/mirrored_training.h): as TF's multi-worker
+// mirrored strategy does, wait for the worker to be back and resume everyone from the latest
+// checkpoint (Replace, then Restore); or, where TF cannot, go on with the replicas left (Drop,
+// then Resync: every survivor becomes a copy of the one that applied the most, so the replicas
+// agree again and no step is applied twice; the global batch shrinks, the summary says so).
 //
 // Thread-safety: not synchronized; the driver's thread. Calls block that thread (never an
 // actor's).

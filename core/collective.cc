@@ -86,9 +86,8 @@ RingSpan RingAllReduce::Received(int64_t chunk, int32_t step) const {
 
 RingChunk RingAllReduce::Message(int64_t chunk, int32_t step) const {
   const RingSpan span = Sent(chunk, step);
-  Tensor values(Shape{span.size()});
-  std::copy(data_.begin() + span.begin, data_.begin() + span.end, values.data());
-  return {chunk, step, std::move(values)};
+  return {chunk, step,
+          Tensor::Copy(ConstTensorView(data_.data() + span.begin, Shape{span.size()}))};
 }
 
 std::vector<RingChunk> RingAllReduce::Start() {
@@ -98,7 +97,7 @@ std::vector<RingChunk> RingAllReduce::Start() {
   return out;
 }
 
-absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(const RingChunk& in) {
+absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(RingChunk in) {
   if (in.chunk < 0 || in.chunk >= num_chunks()) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring all-reduce: chunk ", in.chunk, " is not one of ", num_chunks()));
@@ -116,14 +115,18 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(const RingChunk&
                      in.values.shape().ToString(), " values where this replica's segment has ",
                      span.size(), " (the replicas' buffers differ)"));
   }
+  // What this replica sends at step k + 1 is the segment it takes in at step k: the incoming
+  // message becomes the outgoing one, its buffer reused (one pass over the segment, no
+  // allocation).
   float* segment = data_.data() + span.begin;
-  const float* values = in.values.data();
+  float* values = in.values.data();
   const int64_t size = span.size();
   if (in.step < members_ - 1) {
-    for (int64_t i = 0; i < size; ++i) segment[i] += values[i];
     if (in.step == members_ - 2 && op_ == ReduceOp::kMean) {
       const float scale = 1.0f / static_cast<float>(members_);
-      for (int64_t i = 0; i < size; ++i) segment[i] *= scale;
+      for (int64_t i = 0; i < size; ++i) segment[i] = values[i] = (segment[i] + values[i]) * scale;
+    } else {
+      for (int64_t i = 0; i < size; ++i) segment[i] = values[i] = segment[i] + values[i];
     }
   } else {
     std::copy(values, values + size, segment);
@@ -133,7 +136,8 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(const RingChunk&
     ++chunks_done_;
     return std::optional<RingChunk>();
   }
-  return std::optional<RingChunk>(Message(in.chunk, in.step + 1));
+  ++in.step;
+  return std::optional<RingChunk>(std::move(in));
 }
 
 absl::StatusOr<Tensor> ReducePerReplica(ReduceOp op, absl::Span<const Tensor> values) {

@@ -75,7 +75,7 @@ struct RingChunk {
 //   ASSIGN_OR_RETURN(RingAllReduce ring, RingAllReduce::Create(rank, n, buffer, ReduceOp::kMean));
 //   for (RingChunk& out : ring.Start()) send(next, std::move(out));
 //   ... on each message `in` from rank - 1:
-//   ASSIGN_OR_RETURN(std::optional<RingChunk> out, ring.Receive(in));
+//   ASSIGN_OR_RETURN(std::optional<RingChunk> out, ring.Receive(std::move(in)));
 //   if (out) send(next, std::move(*out));
 //   if (ring.done()) ... buffer holds the result ...
 class RingAllReduce {
@@ -91,11 +91,12 @@ class RingAllReduce {
   // member (or an empty buffer) nothing: the ring is done at once.
   std::vector<RingChunk> Start();
 
-  // Takes in a message from replica rank - 1 and returns the chunk's next step to send, if any.
+  // Takes in a message from replica rank - 1 and returns the chunk's next step to send, if any
+  // (the same message, its values updated in place).
   // InvalidArgument (and nothing changes) for a chunk out of range, a step other than the one
   // the chunk expects next (messages of a chunk arrive in order), or a segment of the wrong
   // length — a peer whose buffer differs from this one's.
-  absl::StatusOr<std::optional<RingChunk>> Receive(const RingChunk& in);
+  absl::StatusOr<std::optional<RingChunk>> Receive(RingChunk in);
 
   // Every chunk has taken in its last step: the buffer holds the result.
   bool done() const { return chunks_done_ == static_cast<int64_t>(next_step_.size()); }

@@ -48,7 +48,7 @@ std::vector<std::vector<float>> RunRing(int32_t members, int64_t length, ReduceO
     RingChunk message = std::move(in_flight[from].front());
     in_flight[from].pop_front();
     const int32_t to = (from + 1) % members;
-    std::optional<RingChunk> next = ValueOrDie(rings[to].Receive(message));
+    std::optional<RingChunk> next = ValueOrDie(rings[to].Receive(std::move(message)));
     if (next.has_value()) in_flight[to].push_back(std::move(*next));
   }
   for (const RingAllReduce& ring : rings) REQUIRE(ring.done());

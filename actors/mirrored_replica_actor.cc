@@ -440,8 +440,12 @@ absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& s
                                                             MirroredReplicaOptions options) {
   ASSIGN_OR_RETURN(MirroredReplica replica,
                    MirroredReplica::Create(options.model, options.optimizer));
-  return system.spawn(ReplicaActor, std::make_shared<MirroredReplicaOptions>(std::move(options)),
-                      std::make_shared<MirroredReplica>(std::move(replica)));
+  // Detached: a replica computes for milliseconds at a stretch and its weights and slots stay in
+  // one core's caches; on a thread of its own it never migrates between scheduler threads
+  // (measured: its GEMMs and optimizer took ~30% more CPU on the shared scheduler).
+  return system.spawn<caf::detached>(ReplicaActor,
+                                     std::make_shared<MirroredReplicaOptions>(std::move(options)),
+                                     std::make_shared<MirroredReplica>(std::move(replica)));
 }
 
 void RegisterMirroredTypes(caf::actor_system_config& cfg) {

@@ -127,8 +127,8 @@ struct MirroredReplicaOptions {
   int64_t ring_chunk_elements = kDefaultRingChunkElements;
 };
 
-// Spawns a replica: the model initialized, not yet in a ring. The replica's errors at creation
-// (a bad model or optimizer) are returned here.
+// Spawns a replica on a thread of its own (detached): the model initialized, not yet in a ring.
+// Its errors at creation (a bad model or optimizer) are returned here.
 absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& system,
                                                             MirroredReplicaOptions options);
 

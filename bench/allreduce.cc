@@ -71,6 +71,7 @@
 #include "actors/mirrored_replica_actor.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/scratch_dir.h"
+#include "bench/internal/socket_io.h"
 #include "cluster/cluster.h"
 #include "cluster/cluster_spec.h"
 #include "cluster/network.h"
@@ -111,6 +112,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 using bench::Median;
+using bench::ReadAll;
+using bench::WriteAll;
 
 constexpr char kName[] = "allreduce";
 // How long a child may take to exit once told to (EndRun, the TCP sink's end).
@@ -499,30 +502,6 @@ class Children {
 // -- Raw TCP -------------------------------------------------------------------------------------
 
 constexpr size_t kTcpBuffer = 4 << 20;  // the receiver's reads
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::write(fd, p, n);  // SIGPIPE is ignored
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::read(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
 
 void SetNoDelay(int fd) {
   int one = 1;

@@ -60,6 +60,7 @@
 #include "actors/ps_node_actor.h"
 #include "actors/shard_actor.h"
 #include "bench/internal/bench_main.h"
+#include "bench/internal/socket_io.h"
 #include "cluster/cluster.h"
 #include "cluster/network.h"
 #include "core/status.h"
@@ -68,8 +69,9 @@ ABSL_FLAG(std::vector<std::string>, sizes_kib,
           std::vector<std::string>({"1", "4", "16", "64", "256", "1024", "4096"}),
           "payload sizes in KiB");
 ABSL_FLAG(int32_t, rounds, 3, "interleaved rounds; every figure is the median round");
-ABSL_FLAG(int64_t, bytes_per_measurement, 128 << 20,
-          "payload bytes moved per measurement (ops = this / size, clamped to --min_ops..--max_ops)");
+ABSL_FLAG(
+    int64_t, bytes_per_measurement, 128 << 20,
+    "payload bytes moved per measurement (ops = this / size, clamped to --min_ops..--max_ops)");
 ABSL_FLAG(int64_t, min_ops, 16, "least operations per measurement");
 ABSL_FLAG(int64_t, max_ops, 1000, "most operations per measurement");
 ABSL_FLAG(int64_t, inflight, 1, "bandwidth rows: requests in flight (both sides)");
@@ -82,11 +84,13 @@ namespace tessera {
 namespace {
 
 using bench::Median;
+using bench::ReadAll;
+using bench::WriteAll;
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-constexpr int64_t kDim = 64;                       // floats per row
+constexpr int64_t kDim = 64;                         // floats per row
 constexpr int64_t kRowBytes = kDim * sizeof(float);  // 256
 constexpr char kTableName[] = "table";
 
@@ -114,28 +118,6 @@ struct TcpHeader {
   uint64_t body_bytes;
   uint64_t unused;
 };
-
-bool WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::write(fd, p, n);  // SIGPIPE is ignored (main)
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t k = ::read(fd, p, n);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
 
 void SetNoDelay(int fd) {
   int one = 1;
@@ -426,15 +408,16 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
   ConfigureActorSystem(cfg);
   RETURN_IF_ERROR(ConfigureNetwork(cfg, BenchNetwork()));
   caf::actor_system system(cfg);
-  ASSIGN_OR_RETURN(caf::actor node, ConnectToNode(system, {"127.0.0.1", ps.caf_port}, "net_ops",
-                                                  BenchNetwork()));
+  ASSIGN_OR_RETURN(caf::actor node,
+                   ConnectToNode(system, {"127.0.0.1", ps.caf_port}, "net_ops", BenchNetwork()));
   ASSIGN_OR_RETURN(TcpClient tcp, TcpClient::Connect(ps.tcp_port, max_bytes));
   const int64_t table_rows = static_cast<int64_t>(max_bytes) / kRowBytes;
   ASSIGN_OR_RETURN(shard_actor table, CreateShard(system, node, kTableName, table_rows));
-  std::printf("PS process %d: CAF node on 127.0.0.1:%u, TCP server on 127.0.0.1:%u; shard %s "
-              "[%lld, %lld] float32\n",
-              static_cast<int>(ps.pid), ps.caf_port, ps.tcp_port, kTableName,
-              static_cast<long long>(table_rows), static_cast<long long>(kDim));
+  std::printf(
+      "PS process %d: CAF node on 127.0.0.1:%u, TCP server on 127.0.0.1:%u; shard %s "
+      "[%lld, %lld] float32\n",
+      static_cast<int>(ps.pid), ps.caf_port, ps.tcp_port, kTableName,
+      static_cast<long long>(table_rows), static_cast<long long>(kDim));
 
   std::mt19937_64 rng(7);
   // Per size: the prebuilt messages and the paths measuring them.
@@ -467,8 +450,8 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
       const auto* v = std::get_if<ShardValue>(&result);
       if (v == nullptr) return absl::InternalError("a reply that is not a shard value");
       if (v->value.size() * static_cast<int64_t>(sizeof(float)) != bytes) {
-        return absl::InternalError(absl::StrCat("a reply of ", v->value.size() * 4,
-                                                " bytes, expected ", bytes));
+        return absl::InternalError(
+            absl::StrCat("a reply of ", v->value.size() * 4, " bytes, expected ", bytes));
       }
       return absl::OkStatus();
     };
@@ -483,21 +466,21 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
                        absl::GetFlag(FLAGS_min_ops), absl::GetFlag(FLAGS_max_ops));
     s.paths.push_back({"gather", [=, &system](int64_t ops, int64_t n) {
                          return RunActor<ShardOpResult>(system, table_actor, gather_msg, ops, n,
-                                                     check_value);
+                                                        check_value);
                        }});
     s.paths.push_back({"tcp_pull", [=, &tcp](int64_t ops, int64_t n) {
                          return tcp.Run(0, static_cast<size_t>(bytes), ops, n);
                        }});
     s.paths.push_back({"scatter_add", [=, &system](int64_t ops, int64_t n) {
                          return RunActor<ShardOpResult>(system, table_actor, scatter_msg, ops, n,
-                                                  check_version);
+                                                        check_version);
                        }});
     s.paths.push_back({"tcp_push", [=, &tcp](int64_t ops, int64_t n) {
                          return tcp.Run(static_cast<size_t>(bytes), 8, ops, n);
                        }});
     s.paths.push_back({"dense_read", [=, &system](int64_t ops, int64_t n) {
                          return RunActor<ShardOpResult>(system, dense_actor, read_msg, ops, n,
-                                                     check_value);
+                                                        check_value);
                        }});
     plan.push_back(std::move(s));
   }
@@ -513,9 +496,8 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
   std::vector<std::map<std::string, std::vector<double>>> mb_per_s(plan.size());
   // The 1 KiB pipelined rows: ops_per_s[path@inflight].
   std::map<std::string, std::vector<double>> pipelined;
-  const auto small = std::find_if(plan.begin(), plan.end(), [](const Size& s) {
-    return s.bytes == 1024;
-  });
+  const auto small =
+      std::find_if(plan.begin(), plan.end(), [](const Size& s) { return s.bytes == 1024; });
   for (int32_t r = 0; r < rounds; ++r) {
     for (size_t i = 0; i < plan.size(); ++i) {
       for (Path& p : plan[i].paths) {
@@ -555,8 +537,8 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
                  d = m["dense_read"] / m["tcp_pull"];
     std::printf("%6lldKiB %6lld %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f %8.3f\n",
                 static_cast<long long>(plan[i].bytes / 1024), static_cast<long long>(plan[i].ops),
-                m["gather"], m["scatter_add"], m["dense_read"], m["tcp_pull"], m["tcp_push"], g,
-                s, d);
+                m["gather"], m["scatter_add"], m["dense_read"], m["tcp_pull"], m["tcp_push"], g, s,
+                d);
     Json row;
     row["bytes"] = plan[i].bytes;
     row["ops"] = plan[i].ops;
@@ -604,11 +586,11 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
         m[p.key] = Median(pipelined[absl::StrCat(p.key, "@", n)]);
         pj[absl::StrCat(p.key, "_ops_per_s_inflight", n)] = m[p.key];
       }
-      std::printf("  %3lld in flight: gather %.0f, tcp_pull %.0f (%.3f); scatter_add %.0f, "
-                  "tcp_push %.0f (%.3f); dense_read %.0f\n",
-                  static_cast<long long>(n), m["gather"], m["tcp_pull"],
-                  m["gather"] / m["tcp_pull"], m["scatter_add"], m["tcp_push"],
-                  m["scatter_add"] / m["tcp_push"], m["dense_read"]);
+      std::printf(
+          "  %3lld in flight: gather %.0f, tcp_pull %.0f (%.3f); scatter_add %.0f, "
+          "tcp_push %.0f (%.3f); dense_read %.0f\n",
+          static_cast<long long>(n), m["gather"], m["tcp_pull"], m["gather"] / m["tcp_pull"],
+          m["scatter_add"], m["tcp_push"], m["scatter_add"] / m["tcp_push"], m["dense_read"]);
       pj[absl::StrCat("gather_vs_tcp_inflight", n)] = m["gather"] / m["tcp_pull"];
       pj[absl::StrCat("scatter_add_vs_tcp_inflight", n)] = m["scatter_add"] / m["tcp_push"];
     }

@@ -21,6 +21,7 @@
 #include "coordinator/job_description.h"
 #include "coordinator/mirrored_strategy.h"
 #include "coordinator/training_monitor.h"
+#include "core/env.h"
 #include "core/exported_model.h"
 #include "core/logging.h"
 #include "core/model.h"
@@ -325,6 +326,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     for (const ParamSpec& param : job.model.params) {
       ASSIGN_OR_RETURN(exported.variables[param.name], strategy->Read(param.name));
     }
+    RETURN_IF_ERROR(Env::Default()->CreateDirectories(options.export_dir));
     RETURN_IF_ERROR(WriteExportedModel(options.export_dir, exported));
     std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
   }

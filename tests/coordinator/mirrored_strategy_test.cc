@@ -25,6 +25,7 @@
 #include "core/partitioner.h"
 #include "core/random.h"
 #include "schema/checkpoint_io.h"
+#include "schema/model_io.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "tests/temp_dir.h"
 #include "workloads/fashion_mnist.h"
@@ -442,9 +443,21 @@ TEST_CASE("mirrored training: lost replicas are restored from the latest checkpo
   options.inject_worker_failures = 2;
   options.checkpoint_dir = dir.path();
   options.checkpoint_every = 10;
+  testing::TempDir exported;
+  options.export_dir = exported.path() + "/model";  // created by the export
   nlohmann::json summary;
   const TrainingRun run =
       ValueOrDie(TrainMirrored(MlpJob(300), options, ReplicaLossPolicy::kRestore, 0, summary));
+  // The export holds the final values: the final checkpoint's.
+  const ExportedModel model = ValueOrDie(ReadExportedModel(options.export_dir));
+  CHECK(model.step == 100);
+  const std::string final_checkpoint = dir.path() + "/ckpt-100";
+  const CheckpointManifest manifest = ValueOrDie(ReadManifest(final_checkpoint));
+  for (const CheckpointVariable& variable : manifest.variables) {
+    const TensorSlice saved =
+        ValueOrDie(ReadSliceBlock(final_checkpoint, variable, 0, variable.shape.rows()));
+    CHECK_MESSAGE(BitIdentical(saved.value, model.variables.at(variable.name)), variable.name);
+  }
   CHECK(summary["replicas_lost"] == 2);
   CHECK(summary["replicas_in_sync"] == 3);
   CHECK(summary["global_step"] == 100);

@@ -5,6 +5,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -113,6 +114,8 @@ void StartCollective(Self self, int64_t id, std::vector<float> buffer,
     std::vector<RingChunk> waiting = std::move(it->second);
     s.early.erase(it);
     for (RingChunk& chunk : waiting) {
+      // A chunk past the collective's end (only a peer out of step sends one) is dropped.
+      if (!s.active.has_value() || s.active->id != id) break;
       if (!Take(self, std::move(chunk))) return;
     }
   }
@@ -155,85 +158,121 @@ absl::StatusOr<Share> ShareOf(ReplicaState& s, int64_t step) {
   return share;
 }
 
-// Steps [first, first + count) of a request, collectives [collective, collective + count): each
-// step computes this replica's gradients, all-reduces them and applies the result, then the next
-// step starts (Note [Collectives between replicas]).
-struct StepRange {
-  int64_t collective = 0;
-  int64_t first = 0;
+// A request's run of collectives, one after the other (steps, or probe rounds). Each starts once
+// the previous one has ended. One that ends inside StartCollective (a ring of one, or the last
+// messages already waiting) is followed by the next in RunSteps' / Probe's own loop rather than
+// from its callback, so a long request never nests a call per collective.
+struct Sequence {
+  int64_t collective = 0;  // the first collective's id
+  int64_t first = 0;       // steps: the first global batch
   int64_t count = 0;
+  int64_t done = 0;
+  bool in_call = false;  // inside StartCollective
+  bool ended_in_call = false;
 };
 
-void RunSteps(Self self, StepRange range, MirrorStepResult done,
-              caf::typed_response_promise<MirrorStepResult> promise) {
+// Steps [first, first + count) of a request, collectives [collective, collective + count): each
+// computes this replica's gradients, all-reduces them and applies the result.
+struct StepRun : Sequence {
+  MirrorStepResult result;
+  caf::typed_response_promise<MirrorStepResult> promise;
+};
+
+void RunSteps(Self self, std::shared_ptr<StepRun> run) {
   ReplicaState& s = self->state;
-  const int64_t k = static_cast<int64_t>(done.loss_sums.size());
-  if (k == range.count) {
-    promise.deliver(std::move(done));
-    return;
-  }
-  const int64_t collective = range.collective + k;
-  absl::StatusOr<Share> share = ShareOf(s, range.first + k);
-  LocalTrainer& trainer = s.replica->trainer();
-  // The buffer is reused from step to step (ComputeGradients writes all of it).
-  std::vector<float> buffer = std::move(s.gradients);
-  buffer.resize(trainer.packed_gradients_size());
-  double loss_sum = 0;
-  int64_t examples = 0;
-  absl::Status computed = share.status();
-  if (computed.ok() && !share->batch.has_value()) {
-    std::fill(buffer.begin(), buffer.end(), 0.0f);  // an empty share adds nothing
-  } else if (computed.ok()) {
-    // Each share's gradient weighs its part of the global batch, so the sum over the replicas
-    // is the gradient of the global batch's mean loss, whatever the shares' sizes.
-    const Batch& batch = *share->batch;
-    const float scale = static_cast<float>(batch.size) / static_cast<float>(share->global_size);
-    absl::StatusOr<float> loss = trainer.ComputeGradients(batch, scale, absl::MakeSpan(buffer));
-    computed = loss.status();
-    if (loss.ok()) {
-      loss_sum = static_cast<double>(*loss) * static_cast<double>(batch.size);
-      examples = batch.size;
+  for (;;) {
+    if (run->done == run->count) {
+      run->promise.deliver(std::move(run->result));
+      return;
     }
+    const int64_t collective = run->collective + run->done;
+    absl::StatusOr<Share> share = ShareOf(s, run->first + run->done);
+    LocalTrainer& trainer = s.replica->trainer();
+    // The buffer is reused from step to step (ComputeGradients writes all of it).
+    std::vector<float> buffer = std::move(s.gradients);
+    buffer.resize(trainer.packed_gradients_size());
+    double loss_sum = 0;
+    int64_t examples = 0;
+    absl::Status computed = share.status();
+    if (computed.ok() && !share->batch.has_value()) {
+      std::fill(buffer.begin(), buffer.end(), 0.0f);  // an empty share adds nothing
+    } else if (computed.ok()) {
+      // Each share's gradient weighs its part of the global batch, so the sum over the replicas
+      // is the gradient of the global batch's mean loss, whatever the shares' sizes.
+      const Batch& batch = *share->batch;
+      const float scale = static_cast<float>(batch.size) / static_cast<float>(share->global_size);
+      absl::StatusOr<float> loss = trainer.ComputeGradients(batch, scale, absl::MakeSpan(buffer));
+      computed = loss.status();
+      if (loss.ok()) {
+        loss_sum = static_cast<double>(*loss) * static_cast<double>(batch.size);
+        examples = batch.size;
+      }
+    }
+    if (!computed.ok()) {
+      s.gradients = std::move(buffer);
+      Fail(self, collective, absl::AbortedError("a replica's step failed"));
+      run->promise.deliver(StatusToError(computed));
+      return;
+    }
+    run->in_call = true;
+    run->ended_in_call = false;
+    StartCollective(
+        self, collective, std::move(buffer),
+        [self, run, loss_sum, examples](absl::Status status, std::vector<float>& reduced) {
+          if (status.ok()) {
+            status = self->state.replica->trainer().ApplyPackedGradients(reduced);
+          }
+          self->state.gradients = std::move(reduced);
+          if (!status.ok()) {
+            run->promise.deliver(StatusToError(status));
+            return;
+          }
+          run->result.loss_sums.push_back(loss_sum);
+          run->result.examples.push_back(examples);
+          ++run->done;
+          if (run->in_call) {
+            run->ended_in_call = true;
+          } else {
+            RunSteps(self, run);
+          }
+        });
+    run->in_call = false;
+    if (!run->ended_in_call) return;  // the ring goes on; its last message calls back
   }
-  if (!computed.ok()) {
-    s.gradients = std::move(buffer);
-    Fail(self, collective, absl::AbortedError("a replica's step failed"));
-    promise.deliver(StatusToError(computed));
-    return;
-  }
-  StartCollective(self, collective, std::move(buffer),
-                  [self, range, done = std::move(done), promise, loss_sum, examples](
-                      absl::Status status, std::vector<float>& reduced) mutable {
-                    if (status.ok()) {
-                      status = self->state.replica->trainer().ApplyPackedGradients(reduced);
-                    }
-                    self->state.gradients = std::move(reduced);
-                    if (!status.ok()) {
-                      promise.deliver(StatusToError(status));
-                      return;
-                    }
-                    done.loss_sums.push_back(loss_sum);
-                    done.examples.push_back(examples);
-                    RunSteps(self, range, std::move(done), promise);
-                  });
 }
 
-// Rounds [done, rounds) of a ring probe over `buffer`.
-void Probe(Self self, int64_t collective, int64_t done, int64_t rounds, std::vector<float> buffer,
-           double start, caf::typed_response_promise<double> promise) {
-  if (done == rounds) {
-    promise.deliver(internal_clock::Seconds() - start);
-    return;
+// `count` all-reduces of a buffer of `elements` floats (a ring probe).
+struct ProbeRun : Sequence {
+  std::vector<float> buffer;
+  double start = 0;
+  caf::typed_response_promise<double> promise;
+};
+
+void Probe(Self self, std::shared_ptr<ProbeRun> run) {
+  for (;;) {
+    if (run->done == run->count) {
+      run->promise.deliver(internal_clock::Seconds() - run->start);
+      return;
+    }
+    run->in_call = true;
+    run->ended_in_call = false;
+    StartCollective(self, run->collective + run->done, std::move(run->buffer),
+                    [self, run](absl::Status status, std::vector<float>& reduced) {
+                      run->buffer = std::move(reduced);
+                      if (!status.ok()) {
+                        run->promise.deliver(StatusToError(status));
+                        return;
+                      }
+                      ++run->done;
+                      if (run->in_call) {
+                        run->ended_in_call = true;
+                      } else {
+                        Probe(self, run);
+                      }
+                    });
+    run->in_call = false;
+    if (!run->ended_in_call) return;
   }
-  StartCollective(self, collective + done, std::move(buffer),
-                  [self, collective, done, rounds, start, promise](
-                      absl::Status status, std::vector<float>& reduced) mutable {
-                    if (!status.ok()) {
-                      promise.deliver(StatusToError(status));
-                      return;
-                    }
-                    Probe(self, collective, done + 1, rounds, std::move(reduced), start, promise);
-                  });
 }
 
 mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
@@ -306,7 +345,12 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
               absl::StrCat("a request for ", count, " steps (1 to ", kMaxStepsPerRequest, ")")));
         }
         auto promise = self->make_response_promise<MirrorStepResult>();
-        RunSteps(self, {collective, step, count}, MirrorStepResult(), promise);
+        auto run = std::make_shared<StepRun>();
+        run->collective = collective;
+        run->first = step;
+        run->count = count;
+        run->promise = promise;
+        RunSteps(self, run);
         return promise;
       },
       [self](mirror_run_atom, int64_t collective, const std::string& function,
@@ -400,7 +444,13 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
         }
         auto promise = self->make_response_promise<double>();
         std::vector<float> buffer(static_cast<size_t>(elements), 1.0f);
-        Probe(self, collective, 0, rounds, std::move(buffer), internal_clock::Seconds(), promise);
+        auto run = std::make_shared<ProbeRun>();
+        run->collective = collective;
+        run->count = rounds;
+        run->buffer = std::move(buffer);
+        run->start = internal_clock::Seconds();
+        run->promise = promise;
+        Probe(self, run);
         return promise;
       },
       [self](mirror_ring_atom, int64_t collective, RingChunk& chunk) {

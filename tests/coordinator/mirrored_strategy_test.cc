@@ -557,3 +557,23 @@ TEST_CASE("a replica refuses forged requests and stays in service") {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("mirrored: a request of the most steps runs them in a loop, not nested calls") {
+  const Workload mlp = SmallMlp(64);
+  ActorSystem actors;
+  // One replica: every all-reduce ends at once, inside the step that starts it.
+  std::unique_ptr<MirroredStrategy> strategy =
+      StartMirrored(*actors.system, mlp, {"sgd", {{"learning_rate", 0.01}}}, 1, 4);
+  const std::vector<MirroredStrategy::StepResult> steps =
+      ValueOrDie(strategy->TrainSteps(0, kMaxStepsPerRequest));
+  CHECK(steps.size() == static_cast<size_t>(kMaxStepsPerRequest));
+  CHECK(ValueOrDie(strategy->AppliedSteps(mlp.model)).values[0] == kMaxStepsPerRequest);
+  CHECK(ValueOrDie(strategy->ProbeRing(1000, kMaxStepsPerRequest)) >= 0);
+  CHECK(absl::IsInvalidArgument(strategy->TrainSteps(0, kMaxStepsPerRequest + 1).status()));
+}
+
+}  // namespace
+}  // namespace tessera

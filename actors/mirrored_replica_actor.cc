@@ -466,6 +466,21 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
           return;
         }
         if (collective > s.finished_through + kMaxCollectivesAhead) return;  // out of step
+        // A healthy neighbour is at most one collective ahead, a buffer's worth; more is a peer
+        // out of step, and the collective it floods is aborted rather than held in memory.
+        int64_t waiting = chunk.values.size();
+        for (const auto& [id, chunks] : s.early) {
+          for (const RingChunk& held : chunks) waiting += held.values.size();
+        }
+        const int64_t limit =
+            std::max<int64_t>(2 * s.replica->trainer().packed_gradients_size(), kMaxProbeElements);
+        if (waiting > limit) {
+          Fail(self, collective,
+               absl::ResourceExhaustedError(absl::StrCat("collective ", collective,
+                                                         ": the previous replica sent more than ",
+                                                         limit, " floats ahead of this one")));
+          return;
+        }
         s.early[collective].push_back(std::move(chunk));
       },
       [self](mirror_abort_atom, int64_t collective) {

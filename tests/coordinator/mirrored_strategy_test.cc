@@ -577,3 +577,28 @@ TEST_CASE("mirrored: a request of the most steps runs them in a loop, not nested
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("a replica flooded with ring messages ahead aborts that collective, not its memory") {
+  const Workload mlp = SmallMlp(64);
+  ActorSystem actors;
+  std::unique_ptr<MirroredStrategy> strategy =
+      StartMirrored(*actors.system, mlp, {"sgd", {{"learning_rate", 0.01}}}, 2, 4);
+  // 5 x 64 MiB for the next collective (0): beyond what a neighbour one step ahead could send.
+  const int64_t floats = kMaxProbeElements / 4;
+  for (int i = 0; i < 5; ++i) {
+    caf::anon_send(strategy->replicas()[0].actor, mirror_ring_atom::value, int64_t{0},
+                   RingChunk{0, 0, Tensor(Shape{floats})});
+  }
+  // Collective 0 was aborted on every replica: its step fails, the next one trains.
+  absl::StatusOr<MirroredStrategy::StepResult> flooded = strategy->TrainStep(0);
+  CHECK(absl::IsAborted(flooded.status()));
+  CheckOk(strategy->TrainStep(0).status());
+  const PerReplica<Tensor> copies = ValueOrDie(strategy->ReadPerReplica(mlp.model.params[0].name));
+  CHECK(BitIdentical(copies.values[0], copies.values[1]));
+}
+
+}  // namespace
+}  // namespace tessera

@@ -24,13 +24,9 @@
 #include "schema/model_io.h"
 
 namespace tessera {
-namespace {
 
-namespace fs = std::filesystem;
-
-// "hidden/kernel" shard 1 of 4 -> "v3.hidden_kernel.part-1-of-4.slice": a plain, unique name.
-std::string SliceFileName(size_t variable_index, const std::string& name, int64_t shard,
-                          int64_t num_shards) {
+std::string CheckpointSliceFileName(size_t variable_index, const std::string& name, int64_t shard,
+                                    int64_t num_shards) {
   std::string safe = name;
   for (char& c : safe) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) c = '_';
@@ -38,6 +34,10 @@ std::string SliceFileName(size_t variable_index, const std::string& name, int64_
   return absl::StrCat("v", variable_index, ".", safe, ".part-", shard, "-of-", num_shards,
                       ".slice");
 }
+
+namespace {
+
+namespace fs = std::filesystem;
 
 // The ON_WRITE variables (or, `on_read`, the ON_READ ones), in name order.
 std::vector<const ShardedVariable*> VariablesOf(const ParameterServerStrategy& s,
@@ -88,7 +88,7 @@ absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
     slice.dtype = v.dtype();
     slice.value = std::move(values[i]);
     slice.checkpoint = checkpoint;
-    const std::string file = SliceFileName(first_index + i, v.name(), 0, 1);
+    const std::string file = CheckpointSliceFileName(first_index + i, v.name(), 0, 1);
     RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
                              absl::StrCat("saving ON_READ variable ", v.name())));
     CheckpointVariable entry;
@@ -238,14 +238,15 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   const std::vector<const ShardedVariable*> on_read = VariablesOf(strategy, /*on_read=*/true);
   ASSIGN_OR_RETURN(std::vector<Tensor> on_read_values, ReadOnRead(on_read));
   const bool in_background = static_cast<bool>(on_cut);
-  ASSIGN_OR_RETURN(auto saved, AskEveryShard<SaveOp>(
-                                   strategy.system(), variables,
-                                   [dir, checkpoint, in_background](
-                                       size_t i, const VariableHandle& h, size_t s) {
-                                     return SaveOp{dir, SliceFileName(i, h.name, s, h.num_shards()),
-                                                   checkpoint, in_background};
-                                   },
-                                   nullptr, on_cut ? release : nullptr));
+  ASSIGN_OR_RETURN(
+      auto saved,
+      AskEveryShard<SaveOp>(
+          strategy.system(), variables,
+          [dir, checkpoint, in_background](size_t i, const VariableHandle& h, size_t s) {
+            return SaveOp{dir, CheckpointSliceFileName(i, h.name, s, h.num_shards()), checkpoint,
+                          in_background};
+          },
+          nullptr, on_cut ? release : nullptr));
   CheckpointManifest manifest;
   manifest.global_step = global_step;
   manifest.run_id = run;

@@ -50,6 +50,12 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step);
 
+// The file a checkpoint saves shard `shard` of `num_shards` of its `variable_index`-th variable
+// in: "hidden/kernel" shard 1 of 4 -> "v3.hidden_kernel.part-1-of-4.slice" (a plain, unique name;
+// the mirrored strategy saves each variable as shard 0 of 1).
+std::string CheckpointSliceFileName(size_t variable_index, const std::string& name, int64_t shard,
+                                    int64_t num_shards);
+
 // Restores every variable of `strategy` (ON_READ ones: each copy its share) from the checkpoint
 // in `dir` and returns its global step. NotFound without a manifest, or when the checkpoint lacks
 // an ON_WRITE variable (a missing ON_READ one is a warning: its copies keep their values);
@@ -77,7 +83,6 @@ absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
 // variable. InvalidArgument naming the variable and row when a value is NaN or infinite; on any
 // error no model file is left (and `dir` is removed if this call created it).
 absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
-                         const std::string& dir, int64_t global_step,
-                         Env* env = Env::Default());
+                         const std::string& dir, int64_t global_step, Env* env = Env::Default());
 
 }  // namespace tessera

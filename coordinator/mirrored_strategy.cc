@@ -2,12 +2,12 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
-#include <cctype>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
+#include "coordinator/checkpoint.h"
 #include "coordinator/internal/await.h"
 #include "core/aggregation.h"
 #include "core/initializer.h"
@@ -16,16 +16,6 @@
 
 namespace tessera {
 namespace {
-
-// "hidden/kernel" -> "v3.hidden_kernel.part-0-of-1.slice": the parameter-server strategy's names
-// for an unsharded variable.
-std::string SliceFileName(size_t index, const std::string& name) {
-  std::string safe = name;
-  for (char& c : safe) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) c = '_';
-  }
-  return absl::StrCat("v", index, ".", safe, ".part-0-of-1.slice");
-}
 
 bool IsAbort(const absl::Status& status) { return absl::IsAborted(status); }
 
@@ -188,6 +178,16 @@ absl::Status MirroredStrategy::CreateVariable(const MirroredVariableSpec& spec) 
   return absl::OkStatus();
 }
 
+absl::StatusOr<TensorSlice> MirroredStrategy::ReadSlice(size_t rank, const std::string& name) {
+  const mirrored_replica_actor replica = replicas_[rank].actor;
+  return internal::Await<TensorSlice>(
+      system_, [replica, name](caf::event_based_actor* self, auto done) {
+        self->request(replica, caf::infinite, mirror_read_atom::value, name)
+            .then([done](TensorSlice& slice) { done(std::move(slice)); },
+                  [done](caf::error& error) { done(ErrorToStatus(error)); });
+      });
+}
+
 absl::StatusOr<PerReplica<Tensor>> MirroredStrategy::ReadPerReplica(const std::string& name) {
   ASSIGN_OR_RETURN(std::vector<TensorSlice> slices,
                    AskAll<TensorSlice>(-1, [name](caf::event_based_actor* self,
@@ -205,14 +205,7 @@ absl::StatusOr<Tensor> MirroredStrategy::Read(const std::string& name) {
     ASSIGN_OR_RETURN(PerReplica<Tensor> copies, ReadPerReplica(name));
     return AggregateReplicaValues(spec.aggregation, copies.values);
   }
-  const mirrored_replica_actor first = replicas_[0].actor;
-  ASSIGN_OR_RETURN(
-      TensorSlice slice,
-      internal::Await<TensorSlice>(system_, [first, name](caf::event_based_actor* self, auto done) {
-        self->request(first, caf::infinite, mirror_read_atom::value, name)
-            .then([done](TensorSlice& slice) { done(std::move(slice)); },
-                  [done](caf::error& error) { done(ErrorToStatus(error)); });
-      }));
+  ASSIGN_OR_RETURN(TensorSlice slice, ReadSlice(0, name));
   return std::move(slice.value);
 }
 
@@ -329,15 +322,8 @@ absl::StatusOr<int64_t> MirroredStrategy::Resync(const ModelSpec& model) {
                   [&](int64_t steps) { return steps == *most; })) {
     return *most;
   }
-  const mirrored_replica_actor source = replicas_[truth].actor;
   for (const std::string& name : Names(model)) {
-    ASSIGN_OR_RETURN(TensorSlice slice,
-                     internal::Await<TensorSlice>(
-                         system_, [source, name](caf::event_based_actor* self, auto done) {
-                           self->request(source, caf::infinite, mirror_read_atom::value, name)
-                               .then([done](TensorSlice& s) { done(std::move(s)); },
-                                     [done](caf::error& e) { done(ErrorToStatus(e)); });
-                         }));
+    ASSIGN_OR_RETURN(TensorSlice slice, ReadSlice(truth, name));
     RETURN_IF_ERROR(AskAll<bool>(-1, [&slice](caf::event_based_actor* self,
                                               const mirrored_replica_actor& a, size_t) {
                       return self->request(a, caf::infinite, mirror_load_atom::value, slice);
@@ -395,14 +381,7 @@ absl::Status MirroredStrategy::Save(const std::string& dir, const CheckpointId& 
     if (parameter ||
         variables_[i - model.params.size()].synchronization != VariableSynchronization::kOnRead) {
       // Replica 0's copy: every replica holds the same bits.
-      const mirrored_replica_actor first = replicas_[0].actor;
-      ASSIGN_OR_RETURN(slice, internal::Await<TensorSlice>(
-                                  system_, [first, name](caf::event_based_actor* self, auto done) {
-                                    self->request(first, caf::infinite, mirror_read_atom::value,
-                                                  name)
-                                        .then([done](TensorSlice& s) { done(std::move(s)); },
-                                              [done](caf::error& e) { done(ErrorToStatus(e)); });
-                                  }));
+      ASSIGN_OR_RETURN(slice, ReadSlice(0, name));
     } else {
       // A sync-on-read variable is saved reduced, as TF saves it.
       slice.variable = name;
@@ -410,7 +389,7 @@ absl::Status MirroredStrategy::Save(const std::string& dir, const CheckpointId& 
       slice.full_shape = slice.value.shape();
     }
     slice.checkpoint = checkpoint;
-    const std::string file = SliceFileName(i, name);
+    const std::string file = CheckpointSliceFileName(i, name, 0, 1);
     RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
                              absl::StrCat("saving ", name)));
     CheckpointVariable entry;

@@ -167,6 +167,8 @@ class MirroredStrategy {
   MirroredStrategy(caf::actor_system& system, std::vector<ReplicaHandle> replicas,
                    int64_t batch_size, JobDescription job);
   absl::Status Link();
+  // Replica `rank`'s copy of a parameter or variable, with its slots and step.
+  absl::StatusOr<TensorSlice> ReadSlice(size_t rank, const std::string& name);
   // The model's parameters, then the variables created under the strategy.
   std::vector<std::string> Names(const ModelSpec& model) const;
   // Sends one request per replica (made by `request(self, rank, collective)`) and gathers every

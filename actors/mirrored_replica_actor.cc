@@ -29,13 +29,17 @@ double Seconds() {
 // step and is dropped.
 constexpr int64_t kMaxCollectivesAhead = 4;
 
+// How long a collective's start waits for the neighbour to finish reading this replica's last
+// collective's buffer before taking another (RingBufferPool::Take): about one segment's copy.
+constexpr absl::Duration kBufferPatience = absl::Microseconds(250);
+
 // One all-reduce in progress (Note [Collectives between replicas]).
 struct Collective {
   int64_t id = -1;
-  std::vector<float> buffer;
+  RingBuffer buffer;
   std::optional<RingAllReduce> ring;
   // Called once: OK with the reduced buffer, or the collective's error.
-  std::function<void(absl::Status, std::vector<float>&)> finish;
+  std::function<void(absl::Status, RingBuffer&)> finish;
 };
 
 struct ReplicaState {
@@ -51,7 +55,7 @@ struct ReplicaState {
   std::optional<Collective> active;
   std::map<int64_t, std::vector<RingChunk>> early;
   int64_t finished_through = -1;  // the highest collective finished (or aborted) here
-  std::vector<float> gradients;   // a step's buffer, kept for the next one
+  RingBufferPool buffers;         // collectives' buffers (Note [Ring segments read in place])
   ForwardResult eval_result;
 };
 
@@ -66,6 +70,7 @@ void Finish(Self self, const absl::Status& status) {
   s.active.reset();
   s.finished_through = std::max(s.finished_through, done.id);
   s.early.erase(s.early.begin(), s.early.upper_bound(s.finished_through));
+  done.ring.reset();  // its share of the buffer: `finish` may start the next collective on it
   done.finish(status, done.buffer);
 }
 
@@ -84,8 +89,8 @@ bool Take(Self self, RingChunk chunk) {
 
 // Starts collective `id` over `buffer` (the replica's contribution); `finish` gets the reduced
 // buffer. A collective the ring already aborted fails at once.
-void StartCollective(Self self, int64_t id, std::vector<float> buffer,
-                     std::function<void(absl::Status, std::vector<float>&)> finish) {
+void StartCollective(Self self, int64_t id, RingBuffer buffer,
+                     std::function<void(absl::Status, RingBuffer&)> finish) {
   ReplicaState& s = self->state;
   if (s.active.has_value()) {
     Fail(self, s.active->id,
@@ -99,9 +104,8 @@ void StartCollective(Self self, int64_t id, std::vector<float> buffer,
   s.active->id = id;
   s.active->buffer = std::move(buffer);
   s.active->finish = std::move(finish);
-  absl::StatusOr<RingAllReduce> ring =
-      RingAllReduce::Create(s.rank, s.members, absl::MakeSpan(s.active->buffer), ReduceOp::kSum,
-                            s.options.ring_chunk_elements);
+  absl::StatusOr<RingAllReduce> ring = RingAllReduce::Create(
+      s.rank, s.members, s.active->buffer, ReduceOp::kSum, s.options.ring_chunk_elements);
   if (!ring.ok()) {
     Finish(self, ring.status());
     return;
@@ -188,20 +192,19 @@ void RunSteps(Self self, std::shared_ptr<StepRun> run) {
     const int64_t collective = run->collective + run->done;
     absl::StatusOr<Share> share = ShareOf(s, run->first + run->done);
     LocalTrainer& trainer = s.replica->trainer();
-    // The buffer is reused from step to step (ComputeGradients writes all of it).
-    std::vector<float> buffer = std::move(s.gradients);
-    buffer.resize(trainer.packed_gradients_size());
+    // ComputeGradients writes all of the buffer.
+    RingBuffer buffer = s.buffers.Take(trainer.packed_gradients_size(), kBufferPatience);
     double loss_sum = 0;
     int64_t examples = 0;
     absl::Status computed = share.status();
     if (computed.ok() && !share->batch.has_value()) {
-      std::fill(buffer.begin(), buffer.end(), 0.0f);  // an empty share adds nothing
+      std::fill(buffer->begin(), buffer->end(), 0.0f);  // an empty share adds nothing
     } else if (computed.ok()) {
       // Each share's gradient weighs its part of the global batch, so the sum over the replicas
       // is the gradient of the global batch's mean loss, whatever the shares' sizes.
       const Batch& batch = *share->batch;
       const float scale = static_cast<float>(batch.size) / static_cast<float>(share->global_size);
-      absl::StatusOr<float> loss = trainer.ComputeGradients(batch, scale, absl::MakeSpan(buffer));
+      absl::StatusOr<float> loss = trainer.ComputeGradients(batch, scale, absl::MakeSpan(*buffer));
       computed = loss.status();
       if (loss.ok()) {
         loss_sum = static_cast<double>(*loss) * static_cast<double>(batch.size);
@@ -209,33 +212,32 @@ void RunSteps(Self self, std::shared_ptr<StepRun> run) {
       }
     }
     if (!computed.ok()) {
-      s.gradients = std::move(buffer);
+      s.buffers.Give(std::move(buffer));
       Fail(self, collective, absl::AbortedError("a replica's step failed"));
       run->promise.deliver(StatusToError(computed));
       return;
     }
     run->in_call = true;
     run->ended_in_call = false;
-    StartCollective(
-        self, collective, std::move(buffer),
-        [self, run, loss_sum, examples](absl::Status status, std::vector<float>& reduced) {
-          if (status.ok()) {
-            status = self->state.replica->trainer().ApplyPackedGradients(reduced);
-          }
-          self->state.gradients = std::move(reduced);
-          if (!status.ok()) {
-            run->promise.deliver(StatusToError(status));
-            return;
-          }
-          run->result.loss_sums.push_back(loss_sum);
-          run->result.examples.push_back(examples);
-          ++run->done;
-          if (run->in_call) {
-            run->ended_in_call = true;
-          } else {
-            RunSteps(self, run);
-          }
-        });
+    StartCollective(self, collective, std::move(buffer),
+                    [self, run, loss_sum, examples](absl::Status status, RingBuffer& reduced) {
+                      if (status.ok()) {
+                        status = self->state.replica->trainer().ApplyPackedGradients(*reduced);
+                      }
+                      self->state.buffers.Give(std::move(reduced));
+                      if (!status.ok()) {
+                        run->promise.deliver(StatusToError(status));
+                        return;
+                      }
+                      run->result.loss_sums.push_back(loss_sum);
+                      run->result.examples.push_back(examples);
+                      ++run->done;
+                      if (run->in_call) {
+                        run->ended_in_call = true;
+                      } else {
+                        RunSteps(self, run);
+                      }
+                    });
     run->in_call = false;
     if (!run->ended_in_call) return;  // the ring goes on; its last message calls back
   }
@@ -243,7 +245,7 @@ void RunSteps(Self self, std::shared_ptr<StepRun> run) {
 
 // `count` all-reduces of a buffer of `elements` floats (a ring probe).
 struct ProbeRun : Sequence {
-  std::vector<float> buffer;
+  size_t elements = 0;
   double start = 0;
   caf::typed_response_promise<double> promise;
 };
@@ -256,9 +258,10 @@ void Probe(Self self, std::shared_ptr<ProbeRun> run) {
     }
     run->in_call = true;
     run->ended_in_call = false;
-    StartCollective(self, run->collective + run->done, std::move(run->buffer),
-                    [self, run](absl::Status status, std::vector<float>& reduced) {
-                      run->buffer = std::move(reduced);
+    StartCollective(self, run->collective + run->done,
+                    self->state.buffers.Take(run->elements, kBufferPatience),
+                    [self, run](absl::Status status, RingBuffer& reduced) {
+                      self->state.buffers.Give(std::move(reduced));
                       if (!status.ok()) {
                         run->promise.deliver(StatusToError(status));
                         return;
@@ -376,10 +379,10 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
         }
         auto promise = self->make_response_promise<ClosureValues>();
         StartCollective(
-            self, collective, *std::move(packed),
+            self, collective, std::make_shared<std::vector<float>>(*std::move(packed)),
             [self, promise, result = *std::move(result), writes = std::move(ctx.held_writes())](
-                absl::Status status, std::vector<float>& reduced) mutable {
-              if (status.ok()) status = self->state.replica->ApplyWrites(writes, reduced);
+                absl::Status status, RingBuffer& reduced) mutable {
+              if (status.ok()) status = self->state.replica->ApplyWrites(writes, *reduced);
               if (!status.ok()) {
                 promise.deliver(StatusToError(status));
               } else {
@@ -443,11 +446,10 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
                            kMaxStepsPerRequest, " rounds of ", kMaxProbeElements, ")")));
         }
         auto promise = self->make_response_promise<double>();
-        std::vector<float> buffer(static_cast<size_t>(elements), 1.0f);
         auto run = std::make_shared<ProbeRun>();
         run->collective = collective;
         run->count = rounds;
-        run->buffer = std::move(buffer);
+        run->elements = static_cast<size_t>(elements);
         run->start = internal_clock::Seconds();
         run->promise = promise;
         Probe(self, run);
@@ -512,6 +514,28 @@ absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& s
                                      std::make_shared<MirroredReplicaOptions>(std::move(options)),
                                      std::make_shared<MirroredReplica>(std::move(replica)));
 }
+
+namespace wire {
+
+caf::error SaveRingValues(caf::serializer& sink, const RingValues& values) {
+  if (auto err = SaveShape(sink, Shape{values.size()})) return err;
+  if (values.size() == 0) return caf::none;
+  return sink.apply_raw(static_cast<size_t>(values.size()) * sizeof(float),
+                        const_cast<float*>(values.span().data()));
+}
+
+caf::error LoadRingValues(caf::deserializer& source, RingValues& values) {
+  Tensor loaded;
+  if (auto err = LoadTensor(source, loaded)) return err;
+  if (loaded.shape().rank() != 1) {
+    return StatusToError(absl::DataLossError(absl::StrCat(
+        "a ring message carries values of shape ", loaded.shape().ToString(), ", not a vector")));
+  }
+  values = RingValues::Own(std::move(loaded));
+  return caf::none;
+}
+
+}  // namespace wire
 
 void RegisterMirroredTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<MirrorRing>("tessera::MirrorRing");

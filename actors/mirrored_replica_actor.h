@@ -150,6 +150,22 @@ typename Inspector::result_type inspect(Inspector& f, MirrorStepResult& x) {
   return f(caf::meta::type_name("tessera::MirrorStepResult"), x.loss_sums, x.examples);
 }
 
+namespace wire {
+// Ring values travel as a rank-1 Tensor does (Note [Bulk tensor payloads]): written straight
+// from the sender's buffer, loaded into storage of the message's own.
+caf::error SaveRingValues(caf::serializer& sink, const RingValues& values);
+caf::error LoadRingValues(caf::deserializer& source, RingValues& values);
+}  // namespace wire
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RingValues& x) {
+  return wire::Dispatch(f, x, wire::SaveRingValues, wire::LoadRingValues,
+                        [](Inspector& g, RingValues& v) {
+                          int64_t size = v.size();  // the count only: values can be huge
+                          return g(caf::meta::type_name("tessera::RingValues"), size);
+                        });
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RingChunk& x) {
   return f(caf::meta::type_name("tessera::RingChunk"), x.chunk, x.step, x.values);

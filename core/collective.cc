@@ -1,6 +1,8 @@
 #include "core/collective.h"
 
 #include <algorithm>
+#include <iterator>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,9 +39,64 @@ std::vector<RingSpan> RingSegments(int64_t begin, int64_t end, int32_t members) 
   return segments;
 }
 
+RingValues RingValues::Own(Tensor values) {
+  auto owned = std::make_shared<const Tensor>(std::move(values));
+  RingValues out;
+  out.data_ = owned->data();
+  out.size_ = static_cast<size_t>(owned->size());
+  out.owner_ = std::move(owned);
+  return out;
+}
+
+RingValues RingValues::Share(RingBuffer buffer, RingSpan span) {
+  RingValues out;
+  out.data_ = buffer->data() + span.begin;
+  out.size_ = static_cast<size_t>(span.size());
+  out.owner_ = std::move(buffer);
+  return out;
+}
+
+namespace {
+
+// True when no message shares `buffer` any more, and then every read its messages' readers made
+// happens before what the caller does next. Only a reader's release lowers the count, and
+// releasing is a release operation on it; copying the pointer is an acquire read-modify-write on
+// the same count (libstdc++'s increment is acq_rel), which synchronizes with the last release.
+bool Unshared(const RingBuffer& buffer) {
+  if (buffer.use_count() != 1) return false;
+  const RingBuffer acquire = buffer;
+  return true;
+}
+
+}  // namespace
+
+RingBuffer RingBufferPool::Take(size_t size, absl::Duration patience) {
+  if (!spares_.empty() && spares_.back().use_count() != 1 && patience > absl::ZeroDuration()) {
+    const absl::Time deadline = absl::Now() + patience;
+    while (spares_.back().use_count() != 1 && absl::Now() < deadline) std::this_thread::yield();
+  }
+  // The most recently given first: its lines are the likeliest to still be in this core's caches.
+  for (auto it = spares_.rbegin(); it != spares_.rend(); ++it) {
+    if (!Unshared(*it)) continue;
+    RingBuffer buffer = std::move(*it);
+    spares_.erase(std::next(it).base());
+    buffer->resize(size);
+    return buffer;
+  }
+  return std::make_shared<std::vector<float>>(size);
+}
+
+void RingBufferPool::Give(RingBuffer buffer) {
+  constexpr size_t kMaxSpares = 2;
+  if (buffer == nullptr) return;
+  if (spares_.size() == kMaxSpares) spares_.erase(spares_.begin());
+  spares_.push_back(std::move(buffer));
+}
+
 absl::StatusOr<RingAllReduce> RingAllReduce::Create(int32_t rank, int32_t members,
-                                                    absl::Span<float> data, ReduceOp op,
+                                                    RingBuffer buffer, ReduceOp op,
                                                     int64_t chunk_elements) {
+  if (buffer == nullptr) return absl::InvalidArgumentError("ring all-reduce: no buffer");
   if (members < 1 || members > kMaxRingMembers || rank < 0 || rank >= members) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring all-reduce: rank ", rank, " is not one of ", members, " members"));
@@ -52,20 +109,24 @@ absl::StatusOr<RingAllReduce> RingAllReduce::Create(int32_t rank, int32_t member
     return absl::InvalidArgumentError(
         absl::StrCat("ring all-reduce: unknown reduce op ", static_cast<int32_t>(op)));
   }
-  return RingAllReduce(rank, members, data, op, chunk_elements);
+  return RingAllReduce(rank, members, std::move(buffer), op, chunk_elements);
 }
 
-RingAllReduce::RingAllReduce(int32_t rank, int32_t members, absl::Span<float> data, ReduceOp op,
+RingAllReduce::RingAllReduce(int32_t rank, int32_t members, RingBuffer buffer, ReduceOp op,
                              int64_t chunk_elements)
-    : rank_(rank), members_(members), data_(data), op_(op), chunk_elements_(chunk_elements) {
-  const int64_t length = static_cast<int64_t>(data.size());
-  const int64_t chunks = members == 1 ? 0 : (length + chunk_elements - 1) / chunk_elements;
+    : rank_(rank),
+      members_(members),
+      buffer_(std::move(buffer)),
+      length_(static_cast<int64_t>(buffer_->size())),
+      op_(op),
+      chunk_elements_(chunk_elements) {
+  const int64_t chunks = members == 1 ? 0 : (length_ + chunk_elements - 1) / chunk_elements;
   next_step_.assign(chunks, 0);
 }
 
 RingSpan RingAllReduce::Segment(int64_t chunk, int64_t index) const {
   const int64_t begin = chunk * chunk_elements_;
-  const int64_t end = std::min<int64_t>(begin + chunk_elements_, data_.size());
+  const int64_t end = std::min<int64_t>(begin + chunk_elements_, length_);
   const int64_t i = ((index % members_) + members_) % members_;
   // RingSegments(begin, end, members_)[i], without building the others.
   const int64_t base = (end - begin) / members_;
@@ -85,9 +146,7 @@ RingSpan RingAllReduce::Received(int64_t chunk, int32_t step) const {
 }
 
 RingChunk RingAllReduce::Message(int64_t chunk, int32_t step) const {
-  const RingSpan span = Sent(chunk, step);
-  return {chunk, step,
-          Tensor::Copy(ConstTensorView(data_.data() + span.begin, Shape{span.size()}))};
+  return {chunk, step, RingValues::Share(buffer_, Sent(chunk, step))};
 }
 
 std::vector<RingChunk> RingAllReduce::Start() {
@@ -109,35 +168,34 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(RingChunk in) {
                                                    " expects step ", expected, ", not ", in.step));
   }
   const RingSpan span = Received(in.chunk, in.step);
-  if (in.values.shape().rank() != 1 || in.values.size() != span.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ring all-reduce: step ", in.step, " of chunk ", in.chunk, " carries ",
-                     in.values.shape().ToString(), " values where this replica's segment has ",
-                     span.size(), " (the replicas' buffers differ)"));
+  if (in.values.size() != span.size() || static_cast<int64_t>(buffer_->size()) != length_) {
+    return absl::InvalidArgumentError(absl::StrCat("ring all-reduce: step ", in.step, " of chunk ",
+                                                   in.chunk, " carries ", in.values.size(),
+                                                   " values where this replica's segment has ",
+                                                   span.size(), " (the replicas' buffers differ)"));
   }
-  // What this replica sends at step k + 1 is the segment it takes in at step k: the incoming
-  // message becomes the outgoing one, its buffer reused (one pass over the segment, no
-  // allocation).
-  float* segment = data_.data() + span.begin;
-  float* values = in.values.data();
+  // What this replica sends at step k + 1 is the segment it takes in at step k, shared in place
+  // (Note [Ring segments read in place]): one pass over the segment, no allocation.
+  float* segment = buffer_->data() + span.begin;
+  const float* values = in.values.span().data();
   const int64_t size = span.size();
   if (in.step < members_ - 1) {
     if (in.step == members_ - 2 && op_ == ReduceOp::kMean) {
       const float scale = 1.0f / static_cast<float>(members_);
-      for (int64_t i = 0; i < size; ++i) segment[i] = values[i] = (segment[i] + values[i]) * scale;
+      for (int64_t i = 0; i < size; ++i) segment[i] = (segment[i] + values[i]) * scale;
     } else {
-      for (int64_t i = 0; i < size; ++i) segment[i] = values[i] = segment[i] + values[i];
+      for (int64_t i = 0; i < size; ++i) segment[i] += values[i];
     }
   } else {
     std::copy(values, values + size, segment);
   }
+  in.values = RingValues();  // the sender's buffer is not needed any more
   next_step_[in.chunk] = in.step + 1;
   if (in.step == last) {
     ++chunks_done_;
     return std::optional<RingChunk>();
   }
-  ++in.step;
-  return std::optional<RingChunk>(std::move(in));
+  return std::optional<RingChunk>(Message(in.chunk, in.step + 1));
 }
 
 absl::StatusOr<Tensor> ReducePerReplica(ReduceOp op, absl::Span<const Tensor> values) {

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "actors/mirrored_replica_actor.h"
 #include "tests/actors/actor_test_util.h"
 
 namespace tessera {
@@ -508,6 +509,42 @@ TEST_CASE("the worker pool's status round-trips with its slots") {
   CHECK(back.slots[1].last_function == "eval_step");
   CHECK(back.slots[1].live);
   CHECK(back.slots[1].running == 2);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("a ring message round-trips: a segment shared in place arrives as values of its own") {
+  auto buffer = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5});
+  const RingChunk sent{3, 1, RingValues::Share(buffer, {1, 4})};
+  const std::vector<char> bytes = Save(sent);
+  RingChunk back;
+  REQUIRE(Load(bytes, back).ok());
+  CHECK(back.chunk == 3);
+  CHECK(back.step == 1);
+  REQUIRE(back.values.size() == 3);
+  CHECK(back.values.span().data() != buffer->data() + 1);
+  CHECK(std::vector<float>(back.values.span().begin(), back.values.span().end()) ==
+        std::vector<float>{2, 3, 4});
+  // Every truncation is DataLoss.
+  for (size_t keep = 0; keep < bytes.size(); ++keep) {
+    RingChunk truncated;
+    CHECK(
+        absl::IsDataLoss(Load(std::vector<char>(bytes.begin(), bytes.begin() + keep), truncated)));
+  }
+  // Values that are not a vector: DataLoss, nothing taken in.
+  std::vector<char> forged;
+  caf::binary_serializer sink{nullptr, forged};
+  int64_t chunk = 0;
+  int32_t step = 0;
+  REQUIRE(!sink(chunk, step));
+  REQUIRE(!sink(Tensor(Shape{1, 2}, 1.0f)));
+  RingChunk matrix;
+  CHECK(absl::IsDataLoss(Load(forged, matrix)));
+  CHECK(matrix.values.size() == 0);
 }
 
 }  // namespace

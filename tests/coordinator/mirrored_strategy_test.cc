@@ -545,9 +545,10 @@ TEST_CASE("a replica refuses forged requests and stays in service") {
   partial.value = Tensor(Shape{1});
   CHECK(absl::IsInvalidArgument(Ask<bool>(system, replica, mirror_load_atom::value, partial)));
   // Ring messages of no collective, of a far one, or of the wrong length: dropped or aborted.
-  caf::anon_send(replica, mirror_ring_atom::value, int64_t{-5}, RingChunk{0, 0, Tensor(Shape{3})});
+  caf::anon_send(replica, mirror_ring_atom::value, int64_t{-5},
+                 RingChunk{0, 0, RingValues::Own(Tensor(Shape{3}))});
   caf::anon_send(replica, mirror_ring_atom::value, int64_t{1} << 40,
-                 RingChunk{7, 9, Tensor(Shape{3})});
+                 RingChunk{7, 9, RingValues::Own(Tensor(Shape{3}))});
   caf::anon_send(replica, mirror_abort_atom::value, int64_t{-3});
   // The strategy trains on.
   for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
@@ -590,7 +591,7 @@ TEST_CASE("a replica flooded with ring messages ahead aborts that collective, no
   const int64_t floats = kMaxProbeElements / 4;
   for (int i = 0; i < 5; ++i) {
     caf::anon_send(strategy->replicas()[0].actor, mirror_ring_atom::value, int64_t{0},
-                   RingChunk{0, 0, Tensor(Shape{floats})});
+                   RingChunk{0, 0, RingValues::Own(Tensor(Shape{floats}))});
   }
   // Collective 0 was aborted on every replica: its step fails, the next one trains.
   absl::StatusOr<MirroredStrategy::StepResult> flooded = strategy->TrainStep(0);

@@ -4,9 +4,14 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
+#include <mutex>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace tessera {
@@ -18,25 +23,43 @@ T ValueOrDie(absl::StatusOr<T> value) {
   return *std::move(value);
 }
 
+RingValues Values(std::vector<float> values) {
+  const int64_t size = static_cast<int64_t>(values.size());
+  return RingValues::Own(ValueOrDie(Tensor::FromVector(Shape{size}, std::move(values))));
+}
+
+// A message in flight, and what its values were when it was sent.
+struct InFlight {
+  RingChunk message;
+  std::vector<float> sent;
+};
+
+InFlight Send(RingChunk message) {
+  absl::Span<const float> values = message.values.span();
+  return {std::move(message), std::vector<float>(values.begin(), values.end())};
+}
+
 // Runs a ring of `members` over buffers of `length`, delivering the pending messages of random
-// senders first (each sender's own messages stay in order, as a transport keeps them).
+// senders first (each sender's own messages stay in order, as a transport keeps them). Messages
+// share their senders' buffers (Note [Ring segments read in place]): each one must still carry,
+// when it is read, the values it was sent with, whatever the interleaving.
 std::vector<std::vector<float>> RunRing(int32_t members, int64_t length, ReduceOp op, int64_t chunk,
                                         uint64_t seed) {
-  std::vector<std::vector<float>> buffers(members, std::vector<float>(length));
+  std::vector<RingBuffer> buffers;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> value(-1, 1);
-  for (auto& buffer : buffers) {
-    for (float& x : buffer) x = value(rng);
+  for (int32_t r = 0; r < members; ++r) {
+    buffers.push_back(std::make_shared<std::vector<float>>(length));
+    for (float& x : *buffers.back()) x = value(rng);
   }
   std::vector<RingAllReduce> rings;
   for (int32_t r = 0; r < members; ++r) {
-    rings.push_back(
-        ValueOrDie(RingAllReduce::Create(r, members, absl::MakeSpan(buffers[r]), op, chunk)));
+    rings.push_back(ValueOrDie(RingAllReduce::Create(r, members, buffers[r], op, chunk)));
   }
   // in_flight[r]: messages from r to r + 1, in order.
-  std::vector<std::deque<RingChunk>> in_flight(members);
+  std::vector<std::deque<InFlight>> in_flight(members);
   for (int32_t r = 0; r < members; ++r) {
-    for (RingChunk& message : rings[r].Start()) in_flight[r].push_back(std::move(message));
+    for (RingChunk& message : rings[r].Start()) in_flight[r].push_back(Send(std::move(message)));
   }
   for (;;) {
     std::vector<int32_t> senders;
@@ -45,14 +68,18 @@ std::vector<std::vector<float>> RunRing(int32_t members, int64_t length, ReduceO
     }
     if (senders.empty()) break;
     const int32_t from = senders[rng() % senders.size()];
-    RingChunk message = std::move(in_flight[from].front());
+    InFlight delivered = std::move(in_flight[from].front());
     in_flight[from].pop_front();
+    const absl::Span<const float> values = delivered.message.values.span();
+    REQUIRE(std::equal(values.begin(), values.end(), delivered.sent.begin(), delivered.sent.end()));
     const int32_t to = (from + 1) % members;
-    std::optional<RingChunk> next = ValueOrDie(rings[to].Receive(std::move(message)));
-    if (next.has_value()) in_flight[to].push_back(std::move(*next));
+    std::optional<RingChunk> next = ValueOrDie(rings[to].Receive(std::move(delivered.message)));
+    if (next.has_value()) in_flight[to].push_back(Send(std::move(*next)));
   }
   for (const RingAllReduce& ring : rings) REQUIRE(ring.done());
-  return buffers;
+  std::vector<std::vector<float>> out;
+  for (const RingBuffer& buffer : buffers) out.push_back(*buffer);
+  return out;
 }
 
 TEST_CASE("ring segments: consecutive, sizes differing by at most one, some empty") {
@@ -99,38 +126,73 @@ TEST_CASE("ring all-reduce: every member ends with the same bits, the sum or mea
 }
 
 TEST_CASE("ring all-reduce: a message out of step or of the wrong length changes nothing") {
-  std::vector<float> mine = {1, 2, 3, 4};
-  RingAllReduce ring =
-      ValueOrDie(RingAllReduce::Create(1, 2, absl::MakeSpan(mine), ReduceOp::kSum));
-  REQUIRE(ring.Start().size() == 1);
-  // Replica 1 of 2 first receives segment 0 (2 floats) at step 0.
-  CHECK(absl::IsInvalidArgument(ring.Receive({0, 1, Tensor(Shape{2}, 1.0f)}).status()));
-  CHECK(absl::IsInvalidArgument(ring.Receive({0, 0, Tensor(Shape{3}, 1.0f)}).status()));
-  CHECK(absl::IsInvalidArgument(ring.Receive({1, 0, Tensor(Shape{2}, 1.0f)}).status()));
-  CHECK(absl::IsInvalidArgument(ring.Receive({-1, 0, Tensor(Shape{2}, 1.0f)}).status()));
-  CHECK(mine == std::vector<float>{1, 2, 3, 4});
-  const std::optional<RingChunk> next = ValueOrDie(ring.Receive({0, 0, Tensor(Shape{2}, 1.0f)}));
+  auto mine = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+  RingAllReduce ring = ValueOrDie(RingAllReduce::Create(1, 2, mine, ReduceOp::kSum));
+  const std::vector<RingChunk> first = ring.Start();
+  REQUIRE(first.size() == 1);
+  // Replica 1 of 2 sends segment 1, in place, and first receives segment 0 (2 floats) at step 0.
+  CHECK(first[0].values.span().data() == mine->data() + 2);
+  CHECK(absl::IsInvalidArgument(ring.Receive({0, 1, Values({1, 1})}).status()));
+  CHECK(absl::IsInvalidArgument(ring.Receive({0, 0, Values({1, 1, 1})}).status()));
+  CHECK(absl::IsInvalidArgument(ring.Receive({1, 0, Values({1, 1})}).status()));
+  CHECK(absl::IsInvalidArgument(ring.Receive({-1, 0, Values({1, 1})}).status()));
+  CHECK(*mine == std::vector<float>{1, 2, 3, 4});
+  const std::optional<RingChunk> next = ValueOrDie(ring.Receive({0, 0, Values({1, 1})}));
   REQUIRE(next.has_value());
   CHECK(next->step == 1);
-  CHECK(next->values.data()[0] == 2.0f);  // the segment it reduced: 1 + 1
+  CHECK(next->values.span().data() == mine->data());  // the segment it reduced, shared: 1 + 1
+  CHECK(next->values.span()[0] == 2.0f);
   CHECK(!ring.done());
-  CHECK(ValueOrDie(ring.Receive({0, 1, Tensor(Shape{2}, 9.0f)})) == std::nullopt);
+  CHECK(ValueOrDie(ring.Receive({0, 1, Values({9, 9})})) == std::nullopt);
   CHECK(ring.done());
-  CHECK(mine == std::vector<float>{2, 3, 9, 9});
+  CHECK(*mine == std::vector<float>{2, 3, 9, 9});
   // Nothing after the last step.
-  CHECK(absl::IsInvalidArgument(ring.Receive({0, 2, Tensor(Shape{2}, 1.0f)}).status()));
+  CHECK(absl::IsInvalidArgument(ring.Receive({0, 2, Values({1, 1})}).status()));
 }
 
-TEST_CASE("ring all-reduce: a rank outside the ring or an empty chunk is refused") {
-  std::vector<float> buffer(4);
+TEST_CASE("ring all-reduce: a rank outside the ring, an empty chunk or no buffer is refused") {
+  auto buffer = std::make_shared<std::vector<float>>(4);
+  CHECK(absl::IsInvalidArgument(RingAllReduce::Create(2, 2, buffer, ReduceOp::kSum).status()));
+  CHECK(absl::IsInvalidArgument(RingAllReduce::Create(0, 0, buffer, ReduceOp::kSum).status()));
+  CHECK(absl::IsInvalidArgument(RingAllReduce::Create(0, 2, buffer, ReduceOp::kSum, 0).status()));
   CHECK(absl::IsInvalidArgument(
-      RingAllReduce::Create(2, 2, absl::MakeSpan(buffer), ReduceOp::kSum).status()));
-  CHECK(absl::IsInvalidArgument(
-      RingAllReduce::Create(0, 0, absl::MakeSpan(buffer), ReduceOp::kSum).status()));
-  CHECK(absl::IsInvalidArgument(
-      RingAllReduce::Create(0, 2, absl::MakeSpan(buffer), ReduceOp::kSum, 0).status()));
-  CHECK(absl::IsInvalidArgument(
-      RingAllReduce::Create(0, 2, absl::MakeSpan(buffer), static_cast<ReduceOp>(9)).status()));
+      RingAllReduce::Create(0, 2, buffer, static_cast<ReduceOp>(9)).status()));
+  CHECK(absl::IsInvalidArgument(RingAllReduce::Create(0, 2, nullptr, ReduceOp::kSum).status()));
+}
+
+TEST_CASE("ring buffer pool: a buffer a message still shares is not handed out again") {
+  RingBufferPool pool;
+  RingBuffer first = pool.Take(4);
+  CHECK(first->size() == 4);
+  const std::vector<float>* first_vector = first.get();
+  RingValues shared = RingValues::Share(first, {0, 2});
+  pool.Give(std::move(first));
+  // The message still reads the first buffer: the pool makes another.
+  RingBuffer second = pool.Take(4);
+  const std::vector<float>* second_vector = second.get();
+  CHECK(second_vector != first_vector);
+  pool.Give(std::move(second));
+  shared = RingValues();  // read: both spares are free again
+  RingBuffer again = pool.Take(8);
+  CHECK(again->size() == 8);
+  RingBuffer other = pool.Take(8);
+  CHECK(((again.get() == first_vector && other.get() == second_vector) ||
+         (again.get() == second_vector && other.get() == first_vector)));
+  // At most two spares are kept. (A spare is told apart by its capacity: a new buffer has 8.)
+  again.reset();
+  other.reset();
+  for (size_t capacity : {100, 200, 300}) {
+    auto spare = std::make_shared<std::vector<float>>();
+    spare->reserve(capacity);
+    pool.Give(std::move(spare));
+  }
+  std::vector<RingBuffer> taken;
+  int reused = 0;
+  for (int i = 0; i < 3; ++i) {
+    taken.push_back(pool.Take(8));
+    reused += taken.back()->capacity() >= 100 ? 1 : 0;
+  }
+  CHECK(reused == 2);
 }
 
 TEST_CASE("per-replica values: reduce sums or averages, gather concatenates along axis 0") {
@@ -148,6 +210,79 @@ TEST_CASE("per-replica values: reduce sums or averages, gather concatenates alon
   CHECK(absl::IsInvalidArgument(ReducePerReplica(ReduceOp::kSum, {}).status()));
   CHECK(ValueOrDie(ParseReduceOp("mean")) == ReduceOp::kMean);
   CHECK(absl::IsInvalidArgument(ParseReduceOp("max").status()));
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A replica's mailbox: what a transport does between two replica threads.
+class Mailbox {
+ public:
+  void Put(RingChunk chunk) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(chunk));
+    }
+    ready_.notify_one();
+  }
+  RingChunk Get() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ready_.wait(lock, [this] { return !queue_.empty(); });
+    RingChunk chunk = std::move(queue_.front());
+    queue_.pop_front();
+    return chunk;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<RingChunk> queue_;
+};
+
+// Replicas on threads of their own, reading each other's segments in place, all-reduce back to
+// back and overwrite their buffer before each collective (as a step writes its gradients): no
+// write may reach a segment a neighbour has yet to read (Note [Ring segments read in place]).
+// Under ThreadSanitizer this is the race check; here, every result must be exact.
+TEST_CASE("ring all-reduce on threads: back-to-back collectives reuse buffers without a race") {
+  for (int32_t members : {2, 3}) {
+    CAPTURE(members);
+    constexpr int kCollectives = 200;
+    constexpr size_t kLength = 1000;
+    std::vector<Mailbox> mailboxes(members);
+    std::vector<int> wrong(members, 0);
+    std::vector<std::thread> replicas;
+    for (int32_t r = 0; r < members; ++r) {
+      replicas.emplace_back([&, r] {
+        RingBufferPool pool;
+        Mailbox& next = mailboxes[(r + 1) % members];
+        for (int k = 0; k < kCollectives; ++k) {
+          RingBuffer buffer =
+              pool.Take(kLength, k % 2 == 0 ? absl::Microseconds(50) : absl::ZeroDuration());
+          std::fill(buffer->begin(), buffer->end(), static_cast<float>(r + k));
+          absl::StatusOr<RingAllReduce> ring =
+              RingAllReduce::Create(r, members, buffer, ReduceOp::kSum, 64);
+          if (!ring.ok()) std::abort();
+          for (RingChunk& chunk : ring->Start()) next.Put(std::move(chunk));
+          while (!ring->done()) {
+            absl::StatusOr<std::optional<RingChunk>> out = ring->Receive(mailboxes[r].Get());
+            if (!out.ok()) std::abort();
+            if (out->has_value()) next.Put(std::move(**out));
+          }
+          ring = absl::CancelledError("done");  // its share of the buffer
+          float want = 0;
+          for (int32_t q = 0; q < members; ++q) want += static_cast<float>(q + k);
+          wrong[r] += static_cast<int>(
+              std::count_if(buffer->begin(), buffer->end(), [&](float x) { return x != want; }));
+          pool.Give(std::move(buffer));
+        }
+      });
+    }
+    for (std::thread& replica : replicas) replica.join();
+    for (int32_t r = 0; r < members; ++r) CHECK(wrong[r] == 0);
+  }
 }
 
 }  // namespace

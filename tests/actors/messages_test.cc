@@ -526,7 +526,6 @@ TEST_CASE("a ring message round-trips: a segment shared in place arrives as valu
   CHECK(back.chunk == 3);
   CHECK(back.step == 1);
   REQUIRE(back.values.size() == 3);
-  CHECK(back.values.span().data() != buffer->data() + 1);
   CHECK(std::vector<float>(back.values.span().begin(), back.values.span().end()) ==
         std::vector<float>{2, 3, 4});
   // Every truncation is DataLoss.

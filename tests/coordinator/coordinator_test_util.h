@@ -46,6 +46,7 @@
 #include "coordinator/sharded_variable.h"
 #include "core/closure.h"
 #include "core/tensor.h"
+#include "tests/status_util.h"
 
 namespace tessera::testing {
 
@@ -150,13 +151,6 @@ inline bool SameTensor(const Tensor& got, const Tensor& want, float tolerance = 
 #define CHECK_TENSOR_NEAR(got, want, tol)                                     \
   CHECK_MESSAGE(::tessera::testing::SameTensor((got), (want), (tol)), "got ", \
                 ::tessera::testing::Describe(got), "\nwant ", ::tessera::testing::Describe(want))
-
-// Unwraps a StatusOr in a test, failing the test case on error.
-template <class T>
-T ValueOrDie(absl::StatusOr<T> value, const char* what = "") {
-  REQUIRE_MESSAGE(value.ok(), what, ": ", value.status().ToString());
-  return *std::move(value);
-}
 
 inline Tensor FromVector(Shape shape, std::vector<float> values) {
   return ValueOrDie(Tensor::FromVector(std::move(shape), std::move(values)), "FromVector");

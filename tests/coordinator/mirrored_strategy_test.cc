@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
@@ -35,13 +36,8 @@
 namespace tessera {
 namespace {
 
-template <class T>
-T ValueOrDie(absl::StatusOr<T> value) {
-  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
-  return *std::move(value);
-}
-
-void CheckOk(const absl::Status& status) { REQUIRE_MESSAGE(status.ok(), status.ToString()); }
+using testing::CheckOk;
+using testing::ValueOrDie;
 
 struct ActorSystem {
   ActorSystem() {
@@ -126,6 +122,15 @@ std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const
 bool BitIdentical(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() &&
          std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<size_t>(a.size())) == 0;
+}
+
+// Every replica's copy of `variable` is the same bits as replica 0's (and there are copies to
+// compare).
+bool CopiesIdentical(MirroredStrategy& strategy, const std::string& variable) {
+  const PerReplica<Tensor> copies = ValueOrDie(strategy.ReadPerReplica(variable), variable.c_str());
+  REQUIRE(copies.values.size() >= 2);
+  return std::all_of(copies.values.begin(), copies.values.end(),
+                     [&](const Tensor& copy) { return BitIdentical(copy, copies.values[0]); });
 }
 
 // N replicas of B examples each for `steps` steps against one LocalTrainer with batches of N*B
@@ -266,10 +271,8 @@ TEST_CASE("mirrored: writes from a replica context follow the variable's aggrega
   CHECK(Read(*strategy, "first").data()[0] == 1.0f);
   CheckOk(run("first", true).status());
   CHECK(Read(*strategy, "first").data()[0] == 2.0f);
-  for (const char* name : {"sum", "mean", "first"}) {
-    const PerReplica<Tensor> copies = ValueOrDie(strategy->ReadPerReplica(name));
-    for (const Tensor& copy : copies.values) CHECK(BitIdentical(copy, copies.values[0]));
-  }
+  for (const char* name : {"sum", "mean", "first"})
+    CHECK_MESSAGE(CopiesIdentical(*strategy, name), name);
   // NONE from a replica context is an error, on every replica, and changes nothing.
   absl::StatusOr<PerReplica<ClosureValues>> none = run("none", false);
   REQUIRE(absl::IsInvalidArgument(none.status()));
@@ -354,8 +357,7 @@ TEST_CASE("mirrored: a lost replica fails the step on every replica, then the ri
   CHECK(strategy->num_replicas_in_sync() == 2);
   const MirroredStrategy::StepResult result = ValueOrDie(strategy->TrainStep(1));
   CHECK(result.examples == 8);
-  const PerReplica<Tensor> copies = ValueOrDie(strategy->ReadPerReplica(mlp.model.params[0].name));
-  CHECK(BitIdentical(copies.values[0], copies.values[1]));
+  CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
 }
 
 }  // namespace
@@ -552,8 +554,7 @@ TEST_CASE("a replica refuses forged requests and stays in service") {
   caf::anon_send(replica, mirror_abort_atom::value, int64_t{-3});
   // The strategy trains on.
   for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
-  const PerReplica<Tensor> copies = ValueOrDie(strategy->ReadPerReplica(mlp.model.params[0].name));
-  CHECK(BitIdentical(copies.values[0], copies.values[1]));
+  CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
 }
 
 }  // namespace
@@ -597,8 +598,7 @@ TEST_CASE("a replica flooded with ring messages ahead aborts that collective, no
   absl::StatusOr<MirroredStrategy::StepResult> flooded = strategy->TrainStep(0);
   CHECK(absl::IsAborted(flooded.status()));
   CheckOk(strategy->TrainStep(0).status());
-  const PerReplica<Tensor> copies = ValueOrDie(strategy->ReadPerReplica(mlp.model.params[0].name));
-  CHECK(BitIdentical(copies.values[0], copies.values[1]));
+  CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
 }
 
 }  // namespace

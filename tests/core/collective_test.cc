@@ -14,14 +14,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/status_util.h"
+
 namespace tessera {
 namespace {
 
-template <class T>
-T ValueOrDie(absl::StatusOr<T> value) {
-  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
-  return *std::move(value);
-}
+using testing::ValueOrDie;
 
 RingValues Values(std::vector<float> values) {
   const int64_t size = static_cast<int64_t>(values.size());
@@ -262,16 +260,17 @@ TEST_CASE("ring all-reduce on threads: back-to-back collectives reuse buffers wi
           RingBuffer buffer =
               pool.Take(kLength, k % 2 == 0 ? absl::Microseconds(50) : absl::ZeroDuration());
           std::fill(buffer->begin(), buffer->end(), static_cast<float>(r + k));
-          absl::StatusOr<RingAllReduce> ring =
-              RingAllReduce::Create(r, members, buffer, ReduceOp::kSum, 64);
-          if (!ring.ok()) std::abort();
-          for (RingChunk& chunk : ring->Start()) next.Put(std::move(chunk));
-          while (!ring->done()) {
-            absl::StatusOr<std::optional<RingChunk>> out = ring->Receive(mailboxes[r].Get());
-            if (!out.ok()) std::abort();
-            if (out->has_value()) next.Put(std::move(**out));
+          {  // the ring's share of the buffer ends with this scope
+            absl::StatusOr<RingAllReduce> ring =
+                RingAllReduce::Create(r, members, buffer, ReduceOp::kSum, 64);
+            if (!ring.ok()) std::abort();
+            for (RingChunk& chunk : ring->Start()) next.Put(std::move(chunk));
+            while (!ring->done()) {
+              absl::StatusOr<std::optional<RingChunk>> out = ring->Receive(mailboxes[r].Get());
+              if (!out.ok()) std::abort();
+              if (out->has_value()) next.Put(std::move(**out));
+            }
           }
-          ring = absl::CancelledError("done");  // its share of the buffer
           float want = 0;
           for (int32_t q = 0; q < members; ++q) want += static_cast<float>(q + k);
           wrong[r] += static_cast<int>(

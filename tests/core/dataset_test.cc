@@ -10,15 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "tests/status_util.h"
 
 namespace tessera {
 namespace {
 
-template <class T>
-T ValueOrDie(absl::StatusOr<T> value) {
-  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
-  return *std::move(value);
-}
+using testing::ValueOrDie;
 
 // A source that draws nothing from memory: example r has id feature "id" = r and label r % 2, and
 // every read is counted; rows listed in `bad_rows` fail to read (a file that went bad).

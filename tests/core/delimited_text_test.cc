@@ -16,6 +16,7 @@
 #include "core/internal/text_index.h"
 #include "core/internal/text_line_parser.h"
 #include "core/mem_env.h"
+#include "tests/status_util.h"
 #include "tests/temp_dir.h"
 
 namespace tessera {
@@ -23,11 +24,7 @@ namespace {
 
 using testing::TempDir;
 
-template <class T>
-T ValueOrDie(absl::StatusOr<T> value) {
-  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
-  return *std::move(value);
-}
+using testing::ValueOrDie;
 
 void WriteFile(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

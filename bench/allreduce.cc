@@ -80,6 +80,7 @@
 #include "cluster/cluster_spec.h"
 #include "cluster/network.h"
 #include "coordinator/mirrored_strategy.h"
+#include "coordinator/mirrored_training.h"
 #include "core/dataset.h"
 #include "core/status.h"
 #include "core/tensor.h"
@@ -260,8 +261,6 @@ absl::StatusOr<MirroredReplicaOptions> ReplicaOptions(int64_t chunk_elements) {
 }
 
 constexpr int64_t kBatchSize = 1;  // examples per replica per step: unused by the probe
-
-std::string ReplicaNodeName(int32_t k) { return absl::StrCat("replica ", k); }
 
 // One size's figures: the seconds per round of every repeat, ring and baseline.
 struct SizeFigures {
@@ -704,11 +703,7 @@ absl::Status ServeReplica(int32_t task) {
   caf::actor_system system{cfg};
   const std::string me = ReplicaNodeName(task);
   ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(settings.chunk_elements));
-  options.linker = [&system, me,
-                    network](const std::string& address) -> absl::StatusOr<caf::actor> {
-    ASSIGN_OR_RETURN(NodeAddress parsed, ParseNodeAddress(address));
-    return ConnectToNode(system, parsed, me, network);
-  };
+  options.linker = NetworkReplicaLinker(system, task, network);
   ASSIGN_OR_RETURN(mirrored_replica_actor replica,
                    SpawnMirroredReplica(system, std::move(options)));
   ASSIGN_OR_RETURN(const uint16_t port,
@@ -800,13 +795,13 @@ absl::StatusOr<Json> RunNet(const Settings& s, bool& met) {
     std::vector<ReplicaHandle> handles;
     for (int32_t k = 0; k < s.replicas; ++k) {
       ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(workers[k]));
-      absl::StatusOr<caf::actor> service = ConnectToNode(
-          system, address, "the coordinator", network, kProtocolVersion, ReplicaNodeName(k));
-      if (!service.ok()) {
+      absl::StatusOr<mirrored_replica_actor> replica =
+          ConnectToReplica(system, address, k, network);
+      if (!replica.ok()) {
         RETURN_IF_ERROR(children.Alive(pids[k], ReplicaNodeName(k)));
-        return service.status();
+        return replica.status();
       }
-      handles.push_back({caf::actor_cast<mirrored_replica_actor>(*service), workers[k]});
+      handles.push_back({*replica, workers[k]});
     }
     ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
                      MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));

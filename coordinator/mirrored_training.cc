@@ -36,9 +36,6 @@ constexpr int32_t kCheckpointsKept = 3;
 // Steps the replicas run back to back per request (between two, the driver reports progress).
 constexpr int64_t kStepsPerRequest = 50;
 
-// The node name a worker's replica is published under (and checked by the coordinator).
-std::string ReplicaNodeName(int32_t task) { return absl::StrCat("replica ", task); }
-
 MirroredReplicaOptions ReplicaOptions(const TrainingJob& job, uint64_t seed) {
   MirroredReplicaOptions options;
   options.model = job.model;
@@ -68,10 +65,9 @@ absl::StatusOr<ReplicaHandle> StartReplica(caf::actor_system& system, const Trai
     return ReplicaHandle{actor, ""};
   }
   const NodeAddress& address = options.cluster->workers[rank];
-  ASSIGN_OR_RETURN(caf::actor service,
-                   ConnectToNode(system, address, "the coordinator", options.network,
-                                 kProtocolVersion, ReplicaNodeName(rank)));
-  return ReplicaHandle{caf::actor_cast<mirrored_replica_actor>(service), address.ToString()};
+  ASSIGN_OR_RETURN(mirrored_replica_actor replica,
+                   ConnectToReplica(system, address, rank, options.network));
+  return ReplicaHandle{replica, address.ToString()};
 }
 
 // A checkpoint of `step` (every parameter and variable, from replica 0).
@@ -367,13 +363,8 @@ absl::Status ServeAsReplica(const TrainingJob& job, const ParameterServerTrainin
   ASSIGN_OR_RETURN(std::unique_ptr<caf::actor_system> system, StartSystem(config, options));
   caf::actor_system& sys = *system;
   MirroredReplicaOptions replica_options = ReplicaOptions(job, options.seed);
+  replica_options.linker = NetworkReplicaLinker(sys, task, options.network);
   const std::string me = ReplicaNodeName(task);
-  const NetworkOptions network = options.network;
-  replica_options.linker = [&sys, me,
-                            network](const std::string& address) -> absl::StatusOr<caf::actor> {
-    ASSIGN_OR_RETURN(NodeAddress parsed, ParseNodeAddress(address));
-    return ConnectToNode(sys, parsed, me, network);
-  };
   ASSIGN_OR_RETURN(mirrored_replica_actor replica,
                    SpawnMirroredReplica(sys, std::move(replica_options)));
   ASSIGN_OR_RETURN(const uint16_t port, PublishNode(sys, me, caf::actor_cast<caf::actor>(replica),
@@ -387,6 +378,25 @@ absl::Status ServeAsReplica(const TrainingJob& job, const ParameterServerTrainin
   self->receive_while([&] { return !ended; })([&](caf::down_msg&) { ended = true; });
   std::printf("%s: replica %d: the run is over\n", job.name.c_str(), task);
   return absl::OkStatus();
+}
+
+std::string ReplicaNodeName(int32_t task) { return absl::StrCat("replica ", task); }
+
+absl::StatusOr<mirrored_replica_actor> ConnectToReplica(caf::actor_system& system,
+                                                        const NodeAddress& address, int32_t task,
+                                                        const NetworkOptions& network) {
+  ASSIGN_OR_RETURN(caf::actor service, ConnectToNode(system, address, "the coordinator", network,
+                                                     kProtocolVersion, ReplicaNodeName(task)));
+  return caf::actor_cast<mirrored_replica_actor>(service);
+}
+
+ReplicaLinker NetworkReplicaLinker(caf::actor_system& system, int32_t task,
+                                   NetworkOptions network) {
+  return [&system, me = ReplicaNodeName(task),
+          network = std::move(network)](const std::string& address) -> absl::StatusOr<caf::actor> {
+    ASSIGN_OR_RETURN(NodeAddress parsed, ParseNodeAddress(address));
+    return ConnectToNode(system, parsed, me, network);
+  };
 }
 
 }  // namespace tessera

@@ -17,6 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actors/mirrored_replica_actor.h"
+#include "cluster/network.h"
 #include "coordinator/parameter_server_training.h"
 #include "coordinator/training_run.h"
 
@@ -45,5 +47,20 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
 // stopped). InvalidArgument without a cluster or for a task not in it; the port's error.
 absl::Status ServeAsReplica(const TrainingJob& job, const ParameterServerTrainingOptions& options,
                             int32_t task);
+
+// -- How replicas across processes find one another ---------------------------------------------
+
+// The node name worker `task`'s replica is published under, and checked by whoever connects.
+std::string ReplicaNodeName(int32_t task);
+
+// Connects, as the coordinator, to the replica worker `task` publishes at `address` (blocking,
+// up to the network's connect timeout). The connection's errors.
+absl::StatusOr<mirrored_replica_actor> ConnectToReplica(caf::actor_system& system,
+                                                        const NodeAddress& address, int32_t task,
+                                                        const NetworkOptions& network);
+
+// How replica `task`, published in `system`, connects to its ring neighbour at an address
+// (MirroredReplicaOptions::linker).
+ReplicaLinker NetworkReplicaLinker(caf::actor_system& system, int32_t task, NetworkOptions network);
 
 }  // namespace tessera

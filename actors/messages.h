@@ -83,8 +83,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // ask for K of them; 8: closures carry their queue and resolved mark, updates their UpdateId
 // (Note [Exactly-once updates], core/update_ledger.h), ShardInfo the step and duplicates; a PS
 // node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
-// SaveOp::in_background.
-constexpr int32_t kProtocolVersion = 8;
+// SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored_replica_actor.h) and its
+// messages, a ring naming its previous replica.
+constexpr int32_t kProtocolVersion = 9;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

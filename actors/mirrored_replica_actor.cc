@@ -51,6 +51,8 @@ struct ReplicaState {
   int32_t members = 0;
   int64_t batch_size = 0;
   mirrored_replica_actor next;
+  caf::actor_id previous_id = 0;  // the previous replica (MirrorRing)
+  caf::node_id previous_node;
   std::optional<BatchStream> stream;  // global batches of members * batch_size
   std::optional<Collective> active;
   std::map<int64_t, std::vector<RingChunk>> early;
@@ -305,6 +307,8 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
         s.finished_through = std::max(s.finished_through, ring.next_collective - 1);
         s.rank = ring.rank;
         s.members = ring.members;
+        s.previous_id = ring.previous_id;
+        s.previous_node = ring.previous_node;
         s.batch_size = ring.batch_size;
         s.stream.emplace(*std::move(stream));
         if (ring.next || ring.next_address.empty()) {
@@ -457,6 +461,11 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
       },
       [self](mirror_ring_atom, int64_t collective, RingChunk& chunk) {
         ReplicaState& s = self->state;
+        if (const caf::strong_actor_ptr& sender = self->current_sender();
+            sender == nullptr || sender->id() != s.previous_id ||
+            sender->node() != s.previous_node) {
+          return;  // not the previous replica's
+        }
         if (s.active.has_value() && s.active->id == collective) {
           Take(self, std::move(chunk));
           return;

@@ -21,7 +21,8 @@
 //   (eval, test batch index)                     ClosureValues     OutOfRange (< 0); past the
 //                                                                  test set: examples 0
 //   (probe, collective, elements, rounds)        double            InvalidArgument, Aborted
-//   (ring, collective, RingChunk)                —                 (from the previous replica)
+//   (ring, collective, RingChunk)                —                 (from the previous replica;
+//                                                                  from anyone else: dropped)
 //   (abort, collective)                          —                 —
 // clang-format on
 // A probe all-reduces a buffer of `elements` floats `rounds` times (collectives collective ..
@@ -34,11 +35,12 @@
 // them back to back, each step starting as soon as the previous one is applied, without a round
 // trip to the driver between steps. A call computes the replica's contribution, then all-reduces it
 // around the ring; the reply goes out once the replica has the reduced values and has applied
-// them. A replica can be asked for collective c after its neighbour has already sent it c's
-// first messages: those wait in `early` until c starts here (at most a few collectives ahead;
-// more is a peer out of step, dropped). A collective ends with an error on every replica when
-// any one fails: the driver sends (abort, c) to all of them once a replica fails or dies, and a
-// replica that sees something no healthy peer sends (a message for a collective it has
+// them. A replica takes in ring messages from the previous replica only (the ring names it), so
+// no other peer can add to its sums. A replica can be asked for collective c after its neighbour
+// has already sent it c's first messages: those wait in `early` until c starts here (at most a few
+// collectives ahead; more is a peer out of step, dropped). A collective ends with an error on every
+// replica when any one fails: the driver sends (abort, c) to all of them once a replica fails or
+// dies, and a replica that sees something no healthy peer sends (a message for a collective it has
 // finished, a segment of the wrong length) aborts c and passes the abort on around the ring.
 //
 // Thread-safety: a CAF actor.
@@ -47,6 +49,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/node_id.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <functional>
@@ -90,6 +93,10 @@ struct MirrorRing {
   // The driver's next collective id: everything before it is over (a replica that joins late,
   // a replacement, takes in the ring's next messages rather than dropping them as out of step).
   int64_t next_collective = 0;
+  // The previous replica, the one sender whose ring messages this replica takes in (others are
+  // dropped): its actor's id and node.
+  caf::actor_id previous_id = 0;
+  caf::node_id previous_node;
 };
 
 // A replica's shares of the steps of a request, one entry per step.
@@ -142,7 +149,7 @@ std::string to_string(VariableAggregation aggregation);
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, MirrorRing& x) {
   return f(caf::meta::type_name("tessera::MirrorRing"), x.rank, x.members, x.batch_size, x.next,
-           x.next_address, x.job, x.next_collective);
+           x.next_address, x.job, x.next_collective, x.previous_id, x.previous_node);
 }
 
 template <class Inspector>

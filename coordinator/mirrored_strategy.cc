@@ -139,6 +139,9 @@ absl::Status MirroredStrategy::Link() {
   std::vector<MirrorRing> rings(members);
   for (int32_t r = 0; r < members; ++r) {
     const ReplicaHandle& next = replicas_[(r + 1) % members];
+    const mirrored_replica_actor& previous = replicas_[(r + members - 1) % members].actor;
+    rings[r].previous_id = previous.id();
+    rings[r].previous_node = previous.node();
     rings[r].rank = r;
     rings[r].members = members;
     rings[r].batch_size = batch_size_;

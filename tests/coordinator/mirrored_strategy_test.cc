@@ -546,11 +546,18 @@ TEST_CASE("a replica refuses forged requests and stays in service") {
   partial.variable = mlp.model.params[0].name;
   partial.value = Tensor(Shape{1});
   CHECK(absl::IsInvalidArgument(Ask<bool>(system, replica, mirror_load_atom::value, partial)));
-  // Ring messages of no collective, of a far one, or of the wrong length: dropped or aborted.
-  caf::anon_send(replica, mirror_ring_atom::value, int64_t{-5},
+  // Ring messages from anyone but the previous replica are dropped: of no collective, of a far
+  // one, and the first segment of the next collective (0), which would break its sum (or abort
+  // it as out of step when the real one came) if it were taken in.
+  caf::scoped_actor stranger{system};
+  stranger->send(replica, mirror_ring_atom::value, int64_t{-5},
                  RingChunk{0, 0, RingValues::Own(Tensor(Shape{3}))});
-  caf::anon_send(replica, mirror_ring_atom::value, int64_t{1} << 40,
+  stranger->send(replica, mirror_ring_atom::value, int64_t{1} << 40,
                  RingChunk{7, 9, RingValues::Own(Tensor(Shape{3}))});
+  caf::anon_send(replica, mirror_ring_atom::value, int64_t{0},
+                 RingChunk{0, 0, RingValues::Own(Tensor(Shape{18}, 1e6f))});
+  stranger->send(replica, mirror_ring_atom::value, int64_t{0},
+                 RingChunk{0, 0, RingValues::Own(Tensor(Shape{18}, 1e6f))});
   caf::anon_send(replica, mirror_abort_atom::value, int64_t{-3});
   // The strategy trains on.
   for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
@@ -586,19 +593,40 @@ namespace {
 TEST_CASE("a replica flooded with ring messages ahead aborts that collective, not its memory") {
   const Workload mlp = SmallMlp(64);
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> strategy =
-      StartMirrored(*actors.system, mlp, {"sgd", {{"learning_rate", 0.01}}}, 2, 4);
+  caf::actor_system& system = *actors.system;
+  MirroredReplicaOptions options;
+  options.model = mlp.model;
+  options.optimizer = {"sgd", {{"learning_rate", 0.01}}};
+  options.train = mlp.train;
+  options.test = mlp.test;
+  const mirrored_replica_actor replica = ValueOrDie(SpawnMirroredReplica(system, options));
+  // Replica 1 of 2, between two actors of the test's: `flooder` before it, `next` after it.
+  caf::scoped_actor flooder{system};
+  caf::scoped_actor next{system};
+  MirrorRing ring;
+  ring.rank = 1;
+  ring.members = 2;
+  ring.batch_size = 4;
+  ring.next = caf::actor_cast<caf::actor>(next);
+  ring.previous_id = flooder->id();
+  ring.previous_node = flooder->node();
+  CheckOk(Ask<bool>(system, replica, mirror_link_atom::value, ring));
   // 5 x 64 MiB for the next collective (0): beyond what a neighbour one step ahead could send.
   const int64_t floats = kMaxProbeElements / 4;
   for (int i = 0; i < 5; ++i) {
-    caf::anon_send(strategy->replicas()[0].actor, mirror_ring_atom::value, int64_t{0},
-                   RingChunk{0, 0, RingValues::Own(Tensor(Shape{floats}))});
+    flooder->send(replica, mirror_ring_atom::value, int64_t{0},
+                  RingChunk{0, 0, RingValues::Own(Tensor(Shape{floats}))});
   }
-  // Collective 0 was aborted on every replica: its step fails, the next one trains.
-  absl::StatusOr<MirroredStrategy::StepResult> flooded = strategy->TrainStep(0);
-  CHECK(absl::IsAborted(flooded.status()));
-  CheckOk(strategy->TrainStep(0).status());
-  CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
+  // Collective 0 was aborted here, and the abort passed on around the ring: its step fails.
+  bool passed_on = false;
+  next->receive([&](mirror_abort_atom, int64_t collective) { passed_on = collective == 0; },
+                caf::after(std::chrono::seconds(20)) >> [] {});
+  CHECK(passed_on);
+  CHECK(absl::IsAborted(Ask<MirrorStepResult>(system, replica, mirror_step_atom::value, int64_t{0},
+                                              int64_t{0}, int64_t{1})));
+  // The replica stays in service.
+  CHECK(Ask<TensorSlice>(system, replica, mirror_read_atom::value, mlp.model.params[0].name).ok());
+  caf::anon_send_exit(replica, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -62,15 +62,28 @@ absl::StatusOr<float> LocalTrainer::ComputeGradients(const Batch& batch, float s
     return absl::InvalidArgumentError(
         absl::StrCat("packed gradients of ", packed.size(), " floats, not ", packed_size_));
   }
-  RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_));
+  // Dense gradients go straight to their place in `packed`, already scaled; tables' rows are
+  // spread into their blocks after.
   const std::vector<ParamSpec>& params = model_->spec().params;
+  sink_.scale = scale;
+  sink_.dense.assign(params.size(), nullptr);
   float* at = packed.data();
   for (size_t p = 0; p < params.size(); ++p) {
     if (!params[p].trainable) continue;
     const int64_t size = params[p].shape.num_elements();
+    if (model_->IsEmbedding(static_cast<int>(p))) {
+      at += size + params[p].shape.rows();
+    } else {
+      sink_.dense[p] = at;
+      at += size;
+    }
+  }
+  RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_, sink_));
+  at = packed.data();
+  for (size_t p = 0; p < params.size(); ++p) {
+    if (!params[p].trainable) continue;
+    const int64_t size = params[p].shape.num_elements();
     if (!model_->IsEmbedding(static_cast<int>(p))) {
-      const float* grad = result_->dense_gradients.at(params[p].name).data();
-      for (int64_t i = 0; i < size; ++i) at[i] = grad[i] * scale;
       at += size;
       continue;
     }
@@ -84,7 +97,7 @@ absl::StatusOr<float> LocalTrainer::ComputeGradients(const Batch& batch, float s
       const int64_t row = grad.indices[k];
       const float* from = grad.values.data() + static_cast<int64_t>(k) * width;
       float* to = at + row * width;
-      for (int64_t j = 0; j < width; ++j) to[j] += from[j] * scale;
+      for (int64_t j = 0; j < width; ++j) to[j] += from[j];
       marks[row] = 1.0f;
     }
     at += size + rows;

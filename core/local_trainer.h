@@ -121,6 +121,7 @@ class LocalTrainer {
   std::vector<OptimizerSlots*> slots_by_index_;
   std::unique_ptr<StepWorkspace> workspace_;
   std::unique_ptr<StepResult> result_;
+  GradientSink sink_;  // ComputeGradients': its dense gradients' places in the packed buffer
   std::unique_ptr<ForwardResult> eval_result_;
   int64_t steps_ = 0;
   int64_t packed_size_ = 0;

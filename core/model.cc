@@ -394,7 +394,11 @@ OpForwardArgs Model::OpArgs(const Batch& batch, const StepWorkspace& ws, int n) 
   return args;
 }
 
-void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const {
+void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result,
+                        const GradientSink& sink) const {
+  // Each dense gradient's memory: the sink's, or result's.
+  std::vector<float*>& dense = ws.dense_gradients;
+  dense.assign(spec_.params.size(), nullptr);
   // Zero every trainable parameter's gradient: shared parameters accumulate into them.
   for (size_t p = 0; p < spec_.params.size(); ++p) {
     const ParamSpec& param = spec_.params[p];
@@ -405,8 +409,14 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
       // In the memory of the step before (the row count changes every step).
       slices.values.ResizeToZeros(
           param.shape.WithRows(static_cast<int64_t>(ws.unique_ids[p].size())));
+    } else if (p < sink.dense.size() && sink.dense[p] != nullptr) {
+      dense[p] = sink.dense[p];
+      std::fill(dense[p], dense[p] + param.shape.num_elements(), 0.0f);
+      result.dense_gradients.erase(param.name);
     } else {
-      result.dense_gradients[param.name].ResizeToZeros(param.shape);
+      Tensor& gradient = result.dense_gradients[param.name];
+      gradient.ResizeToZeros(param.shape);
+      dense[p] = gradient.data();
     }
   }
   const int num_nodes = static_cast<int>(graph_.nodes.size());
@@ -451,7 +461,7 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
     for (int p : node.params) {
       const ParamSpec& param = spec_.params[p];
       if (param.trainable) {
-        param_grads.emplace_back(result.dense_gradients[param.name].matrix());
+        param_grads.emplace_back(TensorView(dense[p], param.shape).matrix());
         args.param_grads.push_back(&*param_grads.back());
       } else {
         param_grads.emplace_back(std::nullopt);
@@ -471,6 +481,11 @@ void Model::CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& 
 
 absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
                                     StepResult& result) const {
+  return ForwardBackward(batch, params, ws, result, GradientSink());
+}
+
+absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
+                                    StepResult& result, const GradientSink& sink) const {
   RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/true));
   HashInputs(batch, ws);
   RETURN_IF_ERROR(BindParams(params, ws));
@@ -489,7 +504,9 @@ absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params
   MatrixRef dlogits_ref(dlogits);
   ASSIGN_OR_RETURN(result.loss, ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
                                             batch.labels.matrix(), &dlogits_ref));
-  RunBackward(batch, ws, result);
+  // Backpropagation is linear in dLoss/dlogits: scaling it scales every gradient.
+  if (sink.scale != 1.0f) dlogits *= sink.scale;
+  RunBackward(batch, ws, result, sink);
   CopyOutputs(ws, result.outputs);
   return absl::OkStatus();
 }

@@ -67,6 +67,18 @@ struct StepResult {
   std::map<std::string, IndexedSlices> sparse_gradients;
 };
 
+// Where ForwardBackward leaves its gradients, when not all in StepResult's own tensors (for
+// example straight in an all-reduce buffer, scaled by the share of the batch: no copy after).
+struct GradientSink {
+  // Multiplies every gradient, dense and sparse: they are the gradients of `scale` x the mean
+  // loss. StepResult::loss stays the unscaled mean.
+  float scale = 1;
+  // By parameter index (spec().params order): memory of the parameter's shape that its dense
+  // gradient is written to instead of StepResult::dense_gradients, where it then has no entry.
+  // Null, or past the end: into dense_gradients. Must stay valid for the call.
+  std::vector<float*> dense;
+};
+
 // Per-call scratch memory (activations, their gradients, id plans), owned by the caller and
 // reused across calls so that steady-state steps barely allocate. Any workspace works with any
 // model; it grows to the largest batch seen. Not thread-safe: one per concurrent caller.
@@ -97,6 +109,7 @@ class StepWorkspace {
   // Per parameter: its value for this call (a whole value, or a gathered table's rows).
   std::vector<ConstTensorView> param_values;
   std::vector<const EmbeddingRows*> param_gathered;  // null unless gathered
+  std::vector<float*> dense_gradients;  // per parameter: where backward writes its gradient
 };
 
 class Model {
@@ -132,6 +145,10 @@ class Model {
   // shape; a gathered table's ids differ from RowsNeeded's.
   absl::Status ForwardBackward(const Batch& batch, const StepParams& params,
                                StepWorkspace& workspace, StepResult& result) const;
+  // The same, with the gradients scaled and placed as `sink` says.
+  absl::Status ForwardBackward(const Batch& batch, const StepParams& params,
+                               StepWorkspace& workspace, StepResult& result,
+                               const GradientSink& sink) const;
   // Convenience: a fresh workspace and result.
   absl::StatusOr<StepResult> ForwardBackward(const Batch& batch, const StepParams& params) const;
 
@@ -167,7 +184,8 @@ class Model {
   void RunForward(const Batch& batch, StepWorkspace& ws) const;
   // A registry op's view of node n's inputs, parameters and attributes.
   OpForwardArgs OpArgs(const Batch& batch, const StepWorkspace& ws, int n) const;
-  void RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result) const;
+  void RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& result,
+                   const GradientSink& sink) const;
   void CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& outputs) const;
   // The [B, width] matrix of value `v` (a dense input or a node's output).
   Eigen::Map<const RowMatrix> Value(const Batch& batch, const StepWorkspace& ws, int v) const;

@@ -592,6 +592,52 @@ TEST_CASE("a reused workspace and result give the same values without reallocati
         fresh->dense_gradients.at("hidden/kernel").matrix());
 }
 
+TEST_CASE("a gradient sink takes the dense gradients in place, all gradients scaled") {
+  const ModelSpec spec = TinyRecsysSpec();
+  auto model = Model::Create(spec);
+  REQUIRE(model.ok());
+  const Variables vars = InitVariables(spec);
+  const Batch batch = RecsysBatch({1, 2, 3, 1}, {0, 1, 2, 2}, {1, 0, 1, 0});
+  auto plain = model->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(plain.ok());
+  // A power of two: scaling dLoss/dlogits then is exactly scaling every gradient after.
+  constexpr float kScale = 0.25f;
+  GradientSink sink;
+  sink.scale = kScale;
+  sink.dense.assign(spec.params.size(), nullptr);
+  std::map<std::string, std::vector<float>> placed;
+  for (size_t p = 0; p < spec.params.size(); ++p) {
+    const ParamSpec& param = spec.params[p];
+    if (model->IsEmbedding(static_cast<int>(p)) || param.name == "hidden/bias") continue;
+    std::vector<float>& memory = placed[param.name];
+    memory.assign(static_cast<size_t>(param.shape.num_elements()), 123.0f);  // overwritten
+    sink.dense[p] = memory.data();
+  }
+  REQUIRE(placed.size() >= 2);
+  StepWorkspace ws;
+  StepResult result;
+  REQUIRE(model->ForwardBackward(batch, FullParams(vars), ws, result).ok());  // entries to drop
+  REQUIRE(model->ForwardBackward(batch, FullParams(vars), ws, result, sink).ok());
+  CHECK(result.loss == plain->loss);  // the loss itself is not scaled
+  for (const auto& [name, memory] : placed) {
+    CAPTURE(name);
+    CHECK(result.dense_gradients.count(name) == 0);
+    const Tensor& expected = plain->dense_gradients.at(name);
+    for (size_t i = 0; i < memory.size(); ++i) CHECK(memory[i] == expected.data()[i] * kScale);
+  }
+  // Not in the sink: still in the result, scaled too.
+  const Tensor& bias = result.dense_gradients.at("hidden/bias");
+  for (int64_t i = 0; i < bias.size(); ++i) {
+    CHECK(bias.data()[i] == plain->dense_gradients.at("hidden/bias").data()[i] * kScale);
+  }
+  for (const auto& [name, slices] : plain->sparse_gradients) {
+    CAPTURE(name);
+    const IndexedSlices& scaled = result.sparse_gradients.at(name);
+    CHECK(scaled.indices == slices.indices);
+    CHECK(scaled.values.matrix() == slices.values.matrix() * kScale);
+  }
+}
+
 TEST_CASE("a lookup plan left by RowsNeeded is reused only for the batch it fits") {
   // A worker plans with RowsNeeded(batch, ws), gathers, then runs ForwardBackward with the same
   // workspace: the carried plan must give exactly a fresh step's result, and a workspace planned

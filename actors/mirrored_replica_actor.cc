@@ -4,15 +4,19 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "actors/error.h"
+#include "actors/ring_link.h"
 #include "core/evaluation.h"
+#include "core/logging.h"
 #include "core/status.h"
 
 namespace tessera {
@@ -32,6 +36,41 @@ constexpr int64_t kMaxCollectivesAhead = 4;
 // How long a collective's start waits for the neighbour to finish reading this replica's last
 // collective's buffer before taking another (RingBufferPool::Take): about one segment's copy.
 constexpr absl::Duration kBufferPatience = absl::Microseconds(250);
+
+// How long a replica that offered a ring link waits for its previous replica to connect.
+constexpr absl::Duration kRingLinkAcceptTimeout = absl::Seconds(30);
+constexpr absl::Duration kRingLinkConnectTimeout = absl::Seconds(5);
+
+// Note [Ring links]
+// Across processes (without TLS) each replica sends its ring messages over a ring link
+// (actors/ring_link.h) rather than over BASP. Once a replica has reached its next replica by
+// address (MirrorRing::next_address), it asks it to listen (listen_atom); the next replica opens a
+// receiver on a fresh port, remembers who asked, and answers the port and a random token; the
+// asker connects and presents the token. Only the previous replica's request is served: one from
+// a peer not (yet) named previous waits for the ring that names it — the next replica may get
+// the request before its own MirrorRing — and is refused by any other ring (at most
+// kMaxLinkRequests wait), so a stranger can neither open a link that counts nor displace the
+// previous replica's. The receiver's reader thread hands each message to its
+// replica as (data, key, collective, chunk), where `key` is a random number that never leaves
+// the process, so no peer can forge one; the replica takes it in only while the link's asker is
+// its previous replica (MirrorRing), exactly as it takes (ring, ...) messages from that replica
+// only. A malformed message on the link ends the link and aborts the active collective (DataLoss
+// passed around the ring). A replica whose next replica offers no link (TLS, an older peer) or
+// whose link cannot be set up or breaks sends over BASP, as in the simulation; a send that fails
+// on a broken link fails the collective with Unavailable, and later ones go over BASP. Each
+// re-link (a new MirrorRing) drops the replica's outgoing link and sets up a new one; a new listen
+// request replaces the incoming one.
+
+// Requests for a ring link from peers not (yet) named the previous replica that wait for a ring
+// naming them, at most this many (the oldest refused first).
+constexpr size_t kMaxLinkRequests = 4;
+
+// A request for a ring link, from the actor (id and node) that will send over it.
+struct LinkRequest {
+  caf::actor_id id = 0;
+  caf::node_id node;
+  caf::typed_response_promise<int32_t, std::string> promise;
+};
 
 // One all-reduce in progress (Note [Collectives between replicas]).
 struct Collective {
@@ -55,6 +94,14 @@ struct ReplicaState {
   caf::node_id previous_node;
   std::optional<BatchStream> stream;  // global batches of members * batch_size
   std::optional<Collective> active;
+  // Ring links (Note [Ring links]): to the next replica, and from whoever asked last, with the
+  // key its messages carry.
+  std::unique_ptr<RingLinkSender> link_out;
+  std::unique_ptr<RingLinkReceiver> link_in;
+  uint64_t link_in_key = 0;
+  caf::actor_id link_in_id = 0;
+  caf::node_id link_in_node;
+  std::deque<LinkRequest> link_requests;  // waiting for a ring that names their asker
   std::map<int64_t, std::vector<RingChunk>> early;
   int64_t finished_through = -1;  // the highest collective finished (or aborted) here
   RingBufferPool buffers;         // collectives' buffers (Note [Ring segments read in place])
@@ -76,15 +123,31 @@ void Finish(Self self, const absl::Status& status) {
   done.finish(status, done.buffer);
 }
 
+// Sends a ring message of collective `id` to the next replica: over the ring link when there is
+// one, else over the actor connection. False when the link broke (the collective has failed).
+bool SendChunk(Self self, int64_t id, RingChunk chunk) {
+  ReplicaState& s = self->state;
+  if (s.link_out == nullptr) {
+    self->send(s.next, mirror_ring_atom::value, id, std::move(chunk));
+    return true;
+  }
+  absl::Status sent = s.link_out->Send(id, chunk);
+  if (sent.ok()) return true;
+  s.link_out.reset();  // later collectives go over the actor connection
+  Fail(self, id, Annotate(sent, "to the next replica"));
+  return false;
+}
+
 // Takes in one ring message for the active collective; false when it failed.
 bool Take(Self self, RingChunk chunk) {
   ReplicaState& s = self->state;
+  const int64_t id = s.active->id;
   absl::StatusOr<std::optional<RingChunk>> out = s.active->ring->Receive(std::move(chunk));
   if (!out.ok()) {
-    Fail(self, s.active->id, Annotate(out.status(), "from the previous replica"));
+    Fail(self, id, Annotate(out.status(), "from the previous replica"));
     return false;
   }
-  if (out->has_value()) self->send(s.next, mirror_ring_atom::value, s.active->id, std::move(**out));
+  if (out->has_value() && !SendChunk(self, id, std::move(**out))) return false;
   if (s.active->ring->done()) Finish(self, absl::OkStatus());
   return true;
 }
@@ -114,7 +177,7 @@ void StartCollective(Self self, int64_t id, RingBuffer buffer,
   }
   s.active->ring.emplace(*std::move(ring));
   for (RingChunk& chunk : s.active->ring->Start()) {
-    self->send(s.next, mirror_ring_atom::value, id, std::move(chunk));
+    if (!SendChunk(self, id, std::move(chunk))) return;
   }
   if (auto it = s.early.find(id); it != s.early.end()) {
     std::vector<RingChunk> waiting = std::move(it->second);
@@ -280,6 +343,128 @@ void Probe(Self self, std::shared_ptr<ProbeRun> run) {
   }
 }
 
+// The host of a "host:port" (or "[v6 host]:port") address.
+std::string HostOf(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// Asks the next replica, at `host`, for a ring link and connects to it (Note [Ring links]), then
+// answers the ring request: linked either way, over BASP when there is no link.
+void OpenRingLink(Self self, std::string host, caf::typed_response_promise<bool> promise) {
+  if (self->state.options.ring_link_bind.empty()) {
+    promise.deliver(true);
+    return;
+  }
+  self->request(self->state.next, std::chrono::seconds(10), mirror_listen_atom::value)
+      .then(
+          [self, host, promise](int32_t port, const std::string& token) mutable {
+            absl::StatusOr<std::unique_ptr<RingLinkSender>> link =
+                port > 0 && port <= 65535
+                    ? RingLinkSender::Connect(host, static_cast<uint16_t>(port), token,
+                                              kRingLinkConnectTimeout)
+                    : absl::InvalidArgumentError(absl::StrCat("ring link: port ", port));
+            if (link.ok()) {
+              self->state.link_out = *std::move(link);
+              Log().info("ring link to the next replica at {}:{}", host, port);
+            } else {
+              Log().warn(
+                  "no ring link to the next replica ({}): ring messages go over the "
+                  "actor connection",
+                  link.status().message());
+            }
+            promise.deliver(true);
+          },
+          [promise](caf::error&) mutable { promise.deliver(true); });
+}
+
+// Opens the incoming ring link `request` asked for and answers it with the port and token
+// (Note [Ring links]); it replaces the link from whoever asked before.
+void ServeLinkRequest(Self self, LinkRequest request) {
+  ReplicaState& s = self->state;
+  s.link_in.reset();
+  std::random_device device;
+  const uint64_t key = (uint64_t{device()} << 32) | device();
+  const caf::actor_addr me = self->address();
+  absl::StatusOr<std::unique_ptr<RingLinkReceiver>> link = RingLinkReceiver::Listen(
+      s.options.ring_link_bind, s.options.ring_chunk_elements, kRingLinkAcceptTimeout,
+      [me, key](int64_t collective, RingChunk chunk) {
+        if (caf::actor replica = caf::actor_cast<caf::actor>(me)) {
+          caf::anon_send(replica, mirror_data_atom::value, key, collective, std::move(chunk));
+        }
+      },
+      [me, key](absl::Status why) {
+        caf::actor replica = caf::actor_cast<caf::actor>(me);
+        if (replica && absl::IsDataLoss(why)) {
+          caf::anon_send(replica, mirror_data_atom::value, key, std::string(why.message()));
+        }
+      });
+  if (!link.ok()) {
+    request.promise.deliver(StatusToError(link.status()));
+    return;
+  }
+  s.link_in = *std::move(link);
+  s.link_in_key = key;
+  s.link_in_id = request.id;
+  s.link_in_node = request.node;
+  request.promise.deliver(static_cast<int32_t>(s.link_in->port()), s.link_in->token());
+}
+
+// After a new ring: the incoming link stays only if the previous replica asked for it; a waiting
+// request of the previous replica's is served, every other one refused.
+void ServeLinkRequestsOfRing(Self self) {
+  ReplicaState& s = self->state;
+  if (s.link_in != nullptr &&
+      (s.link_in_id != s.previous_id || s.link_in_node != s.previous_node)) {
+    s.link_in.reset();
+  }
+  std::deque<LinkRequest> waiting = std::move(s.link_requests);
+  s.link_requests.clear();
+  for (LinkRequest& request : waiting) {
+    if (request.id == s.previous_id && request.node == s.previous_node) {
+      ServeLinkRequest(self, std::move(request));
+    } else {
+      request.promise.deliver(StatusToError(
+          absl::PermissionDeniedError("a ring link for a replica that is not the previous one")));
+    }
+  }
+}
+
+// Takes in a ring message of `collective` from the previous replica (over either transport).
+void OnRingChunk(Self self, int64_t collective, RingChunk& chunk) {
+  ReplicaState& s = self->state;
+  if (s.active.has_value() && s.active->id == collective) {
+    Take(self, std::move(chunk));
+    return;
+  }
+  if (collective <= s.finished_through) {
+    // Only a peer out of step (or one not told of an abort yet) sends for a collective
+    // this replica has finished: pass the abort on.
+    if (s.next) self->send(s.next, mirror_abort_atom::value, collective);
+    return;
+  }
+  if (collective > s.finished_through + kMaxCollectivesAhead) return;  // out of step
+  // A healthy neighbour is at most one collective ahead, a buffer's worth; more is a peer
+  // out of step, and the collective it floods is aborted rather than held in memory.
+  int64_t waiting = chunk.values.size();
+  for (const auto& [id, chunks] : s.early) {
+    for (const RingChunk& held : chunks) waiting += held.values.size();
+  }
+  const int64_t limit =
+      std::max<int64_t>(2 * s.replica->trainer().packed_gradients_size(), kMaxProbeElements);
+  if (waiting > limit) {
+    Fail(self, collective,
+         absl::ResourceExhaustedError(absl::StrCat("collective ", collective,
+                                                   ": the previous replica sent more than ", limit,
+                                                   " floats ahead of this one")));
+    return;
+  }
+  s.early[collective].push_back(std::move(chunk));
+}
+
 mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
   return {
       [self](mirror_link_atom, MirrorRing ring) -> caf::result<bool> {
@@ -311,6 +496,8 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
         s.previous_node = ring.previous_node;
         s.batch_size = ring.batch_size;
         s.stream.emplace(*std::move(stream));
+        s.link_out.reset();  // to the old next replica
+        ServeLinkRequestsOfRing(self);
         if (ring.next || ring.next_address.empty()) {
           s.next = caf::actor_cast<mirrored_replica_actor>(ring.next);
           return true;
@@ -332,10 +519,11 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
             });
         self->request(helper, caf::infinite, ring.next_address)
             .then(
-                [self, promise, helper](const caf::actor& next) mutable {
+                [self, promise, helper,
+                 address = ring.next_address](const caf::actor& next) mutable {
                   self->state.next = caf::actor_cast<mirrored_replica_actor>(next);
                   caf::anon_send_exit(helper, caf::exit_reason::user_shutdown);
-                  promise.deliver(true);
+                  OpenRingLink(self, HostOf(address), std::move(promise));
                 },
                 [promise, helper](caf::error& error) mutable {
                   caf::anon_send_exit(helper, caf::exit_reason::user_shutdown);
@@ -460,39 +648,57 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
         return promise;
       },
       [self](mirror_ring_atom, int64_t collective, RingChunk& chunk) {
-        ReplicaState& s = self->state;
+        const ReplicaState& s = self->state;
         if (const caf::strong_actor_ptr& sender = self->current_sender();
             sender == nullptr || sender->id() != s.previous_id ||
             sender->node() != s.previous_node) {
           return;  // not the previous replica's
         }
-        if (s.active.has_value() && s.active->id == collective) {
-          Take(self, std::move(chunk));
-          return;
+        OnRingChunk(self, collective, chunk);
+      },
+      [self](mirror_listen_atom) -> caf::result<int32_t, std::string> {
+        ReplicaState& s = self->state;
+        if (s.options.ring_link_bind.empty()) {
+          return StatusToError(absl::FailedPreconditionError(
+              "this replica takes ring messages over the actor connection only"));
         }
-        if (collective <= s.finished_through) {
-          // Only a peer out of step (or one not told of an abort yet) sends for a collective
-          // this replica has finished: pass the abort on.
-          if (s.next) self->send(s.next, mirror_abort_atom::value, collective);
-          return;
+        const caf::strong_actor_ptr& sender = self->current_sender();
+        if (sender == nullptr) {
+          return StatusToError(absl::InvalidArgumentError("a ring link asked for anonymously"));
         }
-        if (collective > s.finished_through + kMaxCollectivesAhead) return;  // out of step
-        // A healthy neighbour is at most one collective ahead, a buffer's worth; more is a peer
-        // out of step, and the collective it floods is aborted rather than held in memory.
-        int64_t waiting = chunk.values.size();
-        for (const auto& [id, chunks] : s.early) {
-          for (const RingChunk& held : chunks) waiting += held.values.size();
+        // Before the promise, which takes the sender out of the current message.
+        LinkRequest request{sender->id(), sender->node(), {}};
+        auto promise = self->make_response_promise<int32_t, std::string>();
+        request.promise = promise;
+        if (request.id == s.previous_id && request.node == s.previous_node) {
+          ServeLinkRequest(self, std::move(request));
+        } else {
+          // Maybe the previous replica of a ring this replica has not been told of yet.
+          if (s.link_requests.size() == kMaxLinkRequests) {
+            s.link_requests.front().promise.deliver(StatusToError(
+                absl::ResourceExhaustedError("too many ring link requests from strangers")));
+            s.link_requests.pop_front();
+          }
+          s.link_requests.push_back(std::move(request));
         }
-        const int64_t limit =
-            std::max<int64_t>(2 * s.replica->trainer().packed_gradients_size(), kMaxProbeElements);
-        if (waiting > limit) {
-          Fail(self, collective,
-               absl::ResourceExhaustedError(absl::StrCat("collective ", collective,
-                                                         ": the previous replica sent more than ",
-                                                         limit, " floats ahead of this one")));
-          return;
+        return promise;
+      },
+      [self](mirror_data_atom, uint64_t key, int64_t collective, RingChunk& chunk) {
+        const ReplicaState& s = self->state;
+        if (s.link_in == nullptr || key != s.link_in_key || s.link_in_id != s.previous_id ||
+            s.link_in_node != s.previous_node) {
+          return;  // an old link's, or not from the previous replica
         }
-        s.early[collective].push_back(std::move(chunk));
+        OnRingChunk(self, collective, chunk);
+      },
+      [self](mirror_data_atom, uint64_t key, const std::string& why) {
+        ReplicaState& s = self->state;
+        if (s.link_in == nullptr || key != s.link_in_key) return;
+        Log().warn("the ring link from the previous replica ended: {}", why);
+        if (s.active.has_value()) {
+          Fail(self, s.active->id,
+               absl::DataLossError(absl::StrCat("from the previous replica: ", why)));
+        }
       },
       [self](mirror_abort_atom, int64_t collective) {
         Fail(self, collective,

@@ -24,6 +24,10 @@
 //   (ring, collective, RingChunk)                —                 (from the previous replica;
 //                                                                  from anyone else: dropped)
 //   (abort, collective)                          —                 —
+//   (listen)                                     port, token       FailedPrecondition (no ring
+//                                                                  links here), Unavailable
+//   (data, link key, collective, RingChunk)      —                 (from this process's ring
+//   (data, link key, why)                        —                 link reader only)
 // clang-format on
 // A probe all-reduces a buffer of `elements` floats `rounds` times (collectives collective ..
 // collective + rounds - 1) and answers the seconds it took here: the ring's bandwidth, as
@@ -75,6 +79,8 @@ using mirror_load_atom = caf::atom_constant<caf::atom("m_load")>;
 using mirror_abort_atom = caf::atom_constant<caf::atom("m_abort")>;
 using mirror_eval_atom = caf::atom_constant<caf::atom("m_eval")>;
 using mirror_probe_atom = caf::atom_constant<caf::atom("m_probe")>;
+using mirror_listen_atom = caf::atom_constant<caf::atom("m_listen")>;
+using mirror_data_atom = caf::atom_constant<caf::atom("m_data")>;
 
 // The largest buffer a ring probe may ask for: 64 Mi floats (256 MiB).
 inline constexpr int64_t kMaxProbeElements = int64_t{1} << 26;
@@ -115,7 +121,10 @@ using mirrored_replica_actor = caf::typed_actor<
     caf::replies_to<mirror_eval_atom, int64_t>::with<ClosureValues>,
     caf::replies_to<mirror_probe_atom, int64_t, int64_t, int64_t>::with<double>,
     caf::reacts_to<mirror_ring_atom, int64_t, RingChunk>,
-    caf::reacts_to<mirror_abort_atom, int64_t>>;
+    caf::reacts_to<mirror_abort_atom, int64_t>,
+    caf::replies_to<mirror_listen_atom>::with<int32_t, std::string>,
+    caf::reacts_to<mirror_data_atom, uint64_t, int64_t, RingChunk>,
+    caf::reacts_to<mirror_data_atom, uint64_t, std::string>>;
 
 // Connects to the replica published at an address (networked mode; blocking, run off the actor's
 // thread).
@@ -131,6 +140,9 @@ struct MirroredReplicaOptions {
   std::shared_ptr<const MirroredFunctions> functions;  // may be null: no replica functions
   JobDescription job;
   ReplicaLinker linker;  // networked mode only
+  // Networked without TLS: where this replica listens for its previous replica's ring link
+  // (actors/ring_link.h, Note [Ring links]); empty: ring messages go over the actor connection.
+  std::string ring_link_bind;
   int64_t ring_chunk_elements = kDefaultRingChunkElements;
 };
 

@@ -703,7 +703,7 @@ absl::Status ServeReplica(int32_t task) {
   caf::actor_system system{cfg};
   const std::string me = ReplicaNodeName(task);
   ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(settings.chunk_elements));
-  options.linker = NetworkReplicaLinker(system, task, network);
+  ConfigureNetworkedReplica(options, system, task, network);
   ASSIGN_OR_RETURN(mirrored_replica_actor replica,
                    SpawnMirroredReplica(system, std::move(options)));
   ASSIGN_OR_RETURN(const uint16_t port,

@@ -363,7 +363,7 @@ absl::Status ServeAsReplica(const TrainingJob& job, const ParameterServerTrainin
   ASSIGN_OR_RETURN(std::unique_ptr<caf::actor_system> system, StartSystem(config, options));
   caf::actor_system& sys = *system;
   MirroredReplicaOptions replica_options = ReplicaOptions(job, options.seed);
-  replica_options.linker = NetworkReplicaLinker(sys, task, options.network);
+  ConfigureNetworkedReplica(replica_options, sys, task, options.network);
   const std::string me = ReplicaNodeName(task);
   ASSIGN_OR_RETURN(mirrored_replica_actor replica,
                    SpawnMirroredReplica(sys, std::move(replica_options)));
@@ -390,13 +390,15 @@ absl::StatusOr<mirrored_replica_actor> ConnectToReplica(caf::actor_system& syste
   return caf::actor_cast<mirrored_replica_actor>(service);
 }
 
-ReplicaLinker NetworkReplicaLinker(caf::actor_system& system, int32_t task,
-                                   NetworkOptions network) {
-  return [&system, me = ReplicaNodeName(task),
-          network = std::move(network)](const std::string& address) -> absl::StatusOr<caf::actor> {
+void ConfigureNetworkedReplica(MirroredReplicaOptions& options, caf::actor_system& system,
+                               int32_t task, const NetworkOptions& network) {
+  options.linker = [&system, me = ReplicaNodeName(task),
+                    network](const std::string& address) -> absl::StatusOr<caf::actor> {
     ASSIGN_OR_RETURN(NodeAddress parsed, ParseNodeAddress(address));
     return ConnectToNode(system, parsed, me, network);
   };
+  // Under TLS the ring stays on the authenticated, encrypted actor connection.
+  options.ring_link_bind = network.tls() ? "" : network.bind;
 }
 
 }  // namespace tessera

@@ -59,8 +59,10 @@ absl::StatusOr<mirrored_replica_actor> ConnectToReplica(caf::actor_system& syste
                                                         const NodeAddress& address, int32_t task,
                                                         const NetworkOptions& network);
 
-// How replica `task`, published in `system`, connects to its ring neighbour at an address
-// (MirroredReplicaOptions::linker).
-ReplicaLinker NetworkReplicaLinker(caf::actor_system& system, int32_t task, NetworkOptions network);
+// Makes `options` those of replica `task`, published in `system`: it connects to its ring
+// neighbour at an address (MirroredReplicaOptions::linker) and, without TLS, takes its ring
+// messages over a ring link on the network's bind address (MirroredReplicaOptions::ring_link_bind).
+void ConfigureNetworkedReplica(MirroredReplicaOptions& options, caf::actor_system& system,
+                               int32_t task, const NetworkOptions& network);
 
 }  // namespace tessera

@@ -11,12 +11,16 @@
 #include <caf/scoped_actor.hpp>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "actors/error.h"
 #include "cluster/cluster.h"
 #include "coordinator/checkpoint.h"
@@ -100,10 +104,22 @@ Workload SmallRecsys() {
   return {ValueOrDie(RecsysModelSpec(options)), data.train, data.test};
 }
 
+// How the replicas of StartMirrored reach one another.
+enum class Ring {
+  kActors,  // handed each other's actors: ring messages as actor messages
+  // Reached by (made-up) addresses, as across processes, with ring links on loopback
+  // (Note [Ring links]).
+  kLinks,
+};
+
 std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const Workload& w,
                                                 const OptimizerSpec& optimizer, int32_t replicas,
                                                 int64_t batch_size,
-                                                std::shared_ptr<MirroredFunctions> functions = {}) {
+                                                std::shared_ptr<MirroredFunctions> functions = {},
+                                                Ring ring = Ring::kActors) {
+  // kLinks: replica r is "127.0.0.1:<r + 1>", which the linker resolves from this table (of weak
+  // handles: the replicas hold the linker).
+  auto by_address = std::make_shared<std::map<std::string, caf::actor_addr>>();
   std::vector<ReplicaHandle> handles;
   for (int32_t r = 0; r < replicas; ++r) {
     MirroredReplicaOptions options;
@@ -114,7 +130,18 @@ std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const
     options.seed = 5;
     options.functions = functions;
     options.ring_chunk_elements = 37;  // several chunks, none dividing evenly
-    handles.push_back({ValueOrDie(SpawnMirroredReplica(system, std::move(options))), ""});
+    std::string address;
+    if (ring == Ring::kLinks) {
+      address = absl::StrCat("127.0.0.1:", r + 1);
+      options.ring_link_bind = "127.0.0.1";
+      options.linker = [by_address](const std::string& at) -> absl::StatusOr<caf::actor> {
+        return caf::actor_cast<caf::actor>(by_address->at(at));
+      };
+    }
+    const mirrored_replica_actor replica =
+        ValueOrDie(SpawnMirroredReplica(system, std::move(options)));
+    (*by_address)[address] = replica.address();
+    handles.push_back({replica, address});
   }
   return ValueOrDie(MirroredStrategy::Create(system, std::move(handles), batch_size, {}));
 }
@@ -135,11 +162,28 @@ bool CopiesIdentical(MirroredStrategy& strategy, const std::string& variable) {
 
 // N replicas of B examples each for `steps` steps against one LocalTrainer with batches of N*B
 // from the same stream: every parameter within 1e-6, every copy the same bits after every step.
+// The sockets this process has open.
+int OpenSockets() {
+  int sockets = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::filesystem::path target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && absl::StartsWith(target.string(), "socket:")) ++sockets;
+  }
+  return sockets;
+}
+
 void CheckEqualsOneProcess(const Workload& w, const OptimizerSpec& optimizer, int32_t replicas,
-                           int64_t batch_size, int64_t steps) {
+                           int64_t batch_size, int64_t steps, Ring ring = Ring::kActors) {
   ActorSystem actors;
+  const int sockets_before = OpenSockets();
   std::unique_ptr<MirroredStrategy> strategy =
-      StartMirrored(*actors.system, w, optimizer, replicas, batch_size);
+      StartMirrored(*actors.system, w, optimizer, replicas, batch_size, {}, ring);
+  // Replicas reached by address are not the strategy's to stop; these are, whatever happens.
+  absl::Cleanup end_run = [&] { strategy->EndRun(); };
+  // Over links, each replica holds its link to the next and the one from the previous, so the
+  // messages cannot have gone over the actor connection instead.
+  CHECK(OpenSockets() - sockets_before == (ring == Ring::kLinks ? 2 * replicas : 0));
   LocalTrainer local = ValueOrDie(LocalTrainer::Create(w.model, optimizer));
   BatchStream stream =
       ValueOrDie(BatchStream::Create(w.train, replicas * batch_size, /*shuffle=*/true, 5));
@@ -179,6 +223,38 @@ TEST_CASE("mirrored: N replicas of B examples train as one process on N*B, copie
       CheckEqualsOneProcess(mlp, optimizer, replicas, 7, 12);
     }
   }
+}
+
+TEST_CASE("mirrored: over ring links the replicas train exactly as over actor messages") {
+  const Workload mlp = SmallMlp(200);
+  for (int32_t replicas : {2, 3}) {
+    CAPTURE(replicas);
+    CheckEqualsOneProcess(mlp, {"adam", {{"learning_rate", 0.05}}}, replicas, 7, 12, Ring::kLinks);
+  }
+}
+
+TEST_CASE("mirrored: a stranger's ring link request neither counts nor displaces the real one") {
+  const Workload mlp = SmallMlp(200);
+  ActorSystem actors;
+  caf::actor_system& system = *actors.system;
+  std::unique_ptr<MirroredStrategy> strategy =
+      StartMirrored(system, mlp, {"adam", {{"learning_rate", 0.05}}}, 2, 7, {}, Ring::kLinks);
+  absl::Cleanup end_run = [&] { strategy->EndRun(); };
+  CheckOk(strategy->TrainStep(0).status());
+  // Strangers ask replica 0 for links: their requests wait for a ring naming them, the oldest
+  // refused once kMaxLinkRequests wait; replica 1's link is untouched and training goes on.
+  const mirrored_replica_actor replica = strategy->replicas()[0].actor;
+  std::vector<std::unique_ptr<caf::scoped_actor>> strangers;
+  for (int i = 0; i < 5; ++i) {
+    strangers.push_back(std::make_unique<caf::scoped_actor>(system));
+    (*strangers.back())->send(replica, mirror_listen_atom::value);
+  }
+  caf::scoped_actor& first = *strangers.front();
+  first->receive([](int32_t, std::string&) { FAIL("a stranger got a link"); },
+                 [](caf::error& error) { CHECK(absl::IsResourceExhausted(ErrorToStatus(error))); },
+                 caf::after(std::chrono::seconds(20)) >> [] { FAIL("no answer"); });
+  for (int64_t step = 1; step < 4; ++step) CheckOk(strategy->TrainStep(step).status());
+  CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
 }
 
 TEST_CASE("mirrored: embedding tables apply only the rows some replica looked up") {
@@ -509,6 +585,16 @@ absl::Status Ask(caf::actor_system& system, const mirrored_replica_actor& replic
   return out;
 }
 
+// Asks `replica` for a ring link: OK when it answers a port and token.
+absl::Status AskForLink(caf::actor_system& system, const mirrored_replica_actor& replica) {
+  caf::scoped_actor self{system};
+  absl::Status out = absl::DeadlineExceededError("no answer");
+  self->request(replica, std::chrono::seconds(20), mirror_listen_atom::value)
+      .receive([&](int32_t, std::string&) { out = absl::OkStatus(); },
+               [&](caf::error& error) { out = ErrorToStatus(error); });
+  return out;
+}
+
 TEST_CASE("a replica refuses forged requests and stays in service") {
   const Workload mlp = SmallMlp(40);
   ActorSystem actors;
@@ -559,6 +645,12 @@ TEST_CASE("a replica refuses forged requests and stays in service") {
   stranger->send(replica, mirror_ring_atom::value, int64_t{0},
                  RingChunk{0, 0, RingValues::Own(Tensor(Shape{18}, 1e6f))});
   caf::anon_send(replica, mirror_abort_atom::value, int64_t{-3});
+  // So are ring link messages under a key the replica never made, and it offers no link itself
+  // (it is not networked).
+  caf::anon_send(replica, mirror_data_atom::value, uint64_t{0}, int64_t{0},
+                 RingChunk{0, 0, RingValues::Own(Tensor(Shape{18}, 1e6f))});
+  caf::anon_send(replica, mirror_data_atom::value, uint64_t{0}, std::string("forged"));
+  CHECK(absl::IsFailedPrecondition(AskForLink(system, replica)));
   // The strategy trains on.
   for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
   CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));

@@ -4,7 +4,7 @@
 # through the coordinator).
 #   1. A run trains to the end: every replica exits once the coordinator ends the run; the
 #      summary says mirrored, 2 replicas in sync, the global step, and a test accuracy a trained
-#      MLP reaches.
+#      MLP reaches; each worker sent its ring messages over a ring link.
 #   2. Worker 1 is killed with kill -9 in the middle of a second run and started again 1 s later
 #      (as a supervisor would): the coordinator reports the lost replica, waits for it, restores
 #      both replicas from the latest checkpoint and trains to the end.
@@ -24,6 +24,12 @@ start_workers 2 "$fashion" "${common[@]}" --epochs=2
 "$fashion" "${common[@]}" --epochs=2 --summary="$work/clean.json" >"$work/clean.log" 2>&1
 wait_workers 2
 grep -q "replica 0 at" "$work/clean.log"
+# The ring ran over ring links, worker to worker, not over the actor connections.
+for t in 0 1; do
+  grep -q "ring link to the next replica" "$work/worker$t.log" ||
+    { echo "worker $t opened no ring link:"; cat "$work/worker$t.log"; exit 1; }
+done
+if grep -q "no ring link" "$work"/worker*.log; then grep "no ring link" "$work"/worker*.log; exit 1; fi
 python3 - "$work/clean.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -61,6 +67,9 @@ exits_within "$coordinator" 180 || { echo "the coordinator did not finish within
 wait "$coordinator" || status=$?
 [ "$status" = 0 ] || { echo "the coordinator failed ($status)"; exit 1; }
 wait_workers 2
+# The ring was re-formed over new links: worker 1 started again links to worker 0.
+grep -q "ring link to the next replica" "$work/worker1b.log" ||
+  { echo "worker 1, started again, opened no ring link"; exit 1; }
 python3 - "$work/killed.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -66,8 +66,9 @@ absl::Status ReadFull(int fd, void* data, size_t size) {
   return absl::OkStatus();
 }
 
-// Writes every byte of `iov`, adjusting it as the kernel takes parts.
-absl::Status WriteFull(int fd, iovec* iov, int count) {
+// Writes every byte of `iov`, adjusting it as the kernel takes parts; the socket's send timeout
+// is `stall`.
+absl::Status WriteFull(int fd, iovec* iov, int count, absl::Duration stall) {
   while (count > 0) {
     msghdr message{};
     message.msg_iov = iov;
@@ -75,6 +76,10 @@ absl::Status WriteFull(int fd, iovec* iov, int count) {
     ssize_t n = sendmsg(fd, &message, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return absl::UnavailableError(
+            absl::StrCat("ring link: the receiver took nothing for ", absl::FormatDuration(stall)));
+      }
       return SocketError("write");
     }
     while (count > 0 && static_cast<size_t>(n) >= iov->iov_len) {
@@ -92,10 +97,9 @@ absl::Status WriteFull(int fd, iovec* iov, int count) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RingLinkSender>> RingLinkSender::Connect(const std::string& host,
-                                                                        uint16_t port,
-                                                                        const std::string& token,
-                                                                        absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<RingLinkSender>> RingLinkSender::Connect(
+    const std::string& host, uint16_t port, const std::string& token, absl::Duration timeout,
+    absl::Duration send_timeout) {
   if (token.size() != kTokenChars) {
     return absl::InvalidArgumentError(
         absl::StrCat("ring link: a token of ", token.size(), " characters, not ", kTokenChars));
@@ -140,10 +144,12 @@ absl::StatusOr<std::unique_ptr<RingLinkSender>> RingLinkSender::Connect(const st
   if (fd < 0) return last;
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   Configure(fd);
-  std::unique_ptr<RingLinkSender> sender(new RingLinkSender(fd));
+  const timeval stall = absl::ToTimeval(send_timeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
+  std::unique_ptr<RingLinkSender> sender(new RingLinkSender(fd, send_timeout));
   iovec hello[2] = {{const_cast<char*>(kRingLinkMagic), sizeof(kRingLinkMagic)},
                     {const_cast<char*>(token.data()), token.size()}};
-  if (absl::Status sent = WriteFull(fd, hello, 2); !sent.ok()) return sent;
+  if (absl::Status sent = WriteFull(fd, hello, 2, send_timeout); !sent.ok()) return sent;
   return sender;
 }
 
@@ -162,7 +168,7 @@ absl::Status RingLinkSender::Send(int64_t collective, const RingChunk& chunk) {
   const absl::Span<const float> values = chunk.values.span();
   iovec iov[2] = {{&header, sizeof(header)},
                   {const_cast<float*>(values.data()), values.size() * sizeof(float)}};
-  absl::Status sent = WriteFull(fd_, iov, values.empty() ? 1 : 2);
+  absl::Status sent = WriteFull(fd_, iov, values.empty() ? 1 : 2, send_timeout_);
   if (!sent.ok()) {
     close(fd_);
     fd_ = -1;

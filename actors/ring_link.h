@@ -42,6 +42,10 @@ namespace tessera {
 
 inline constexpr char kRingLinkMagic[8] = {'t', 's', 'r', 'a', 'l', 'n', 'k', '1'};
 inline constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+// How long a send may wait for a receiver that takes nothing (a process stopped, a machine gone
+// from the network) before the link counts as broken: the sending replica must stay free to hear
+// the driver's abort and a new ring.
+inline constexpr absl::Duration kSendTimeout = absl::Seconds(10);
 
 // One ring message's header on a link.
 struct RingLinkHeader {
@@ -55,22 +59,24 @@ inline constexpr uint32_t kRingLinkHeaderMagic = 0x6b6e6c72;  // "rlnk"
 
 class RingLinkSender {
  public:
-  // Connects to a receiver at host:port (within `timeout`) and presents `token`.
-  static absl::StatusOr<std::unique_ptr<RingLinkSender>> Connect(const std::string& host,
-                                                                 uint16_t port,
-                                                                 const std::string& token,
-                                                                 absl::Duration timeout);
+  // Connects to a receiver at host:port (within `timeout`) and presents `token`; a later send
+  // the receiver takes nothing of for `send_timeout` breaks the link.
+  static absl::StatusOr<std::unique_ptr<RingLinkSender>> Connect(
+      const std::string& host, uint16_t port, const std::string& token, absl::Duration timeout,
+      absl::Duration send_timeout = kSendTimeout);
   ~RingLinkSender();
   RingLinkSender(const RingLinkSender&) = delete;
   RingLinkSender& operator=(const RingLinkSender&) = delete;
 
   // Writes one message, blocking until the kernel has all of it. Unavailable when the link is
-  // broken (the receiver closed it or died); the link is then unusable.
+  // broken (the receiver closed it or died, or took nothing for the send timeout); the link is
+  // then unusable.
   absl::Status Send(int64_t collective, const RingChunk& chunk);
 
  private:
-  explicit RingLinkSender(int fd) : fd_(fd) {}
+  RingLinkSender(int fd, absl::Duration send_timeout) : fd_(fd), send_timeout_(send_timeout) {}
   int fd_ = -1;
+  absl::Duration send_timeout_;
 };
 
 class RingLinkReceiver {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/status_util.h"
 
@@ -212,6 +213,28 @@ TEST_CASE("a ring link nobody connects to times out, and a receiver stops when d
   for (int i = 0; i < 100 && sent.ok(); ++i) sent = sender->Send(1, Chunk(0, 0, {2}));
   CHECK(absl::IsUnavailable(sent));
   CHECK(absl::IsUnavailable(sender->Send(2, Chunk(0, 0, {3}))));
+  // A receiver that takes nothing (a process stopped): the send gives up after its timeout.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(any);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof(any)) == 0);
+  REQUIRE(listen(listener, 1) == 0);
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&any), &length) == 0);
+  std::unique_ptr<RingLinkSender> stalled = ValueOrDie(RingLinkSender::Connect(
+      "127.0.0.1", ntohs(any.sin_port), std::string(32, 'a'), kWait, absl::Milliseconds(300)));
+  const absl::Time before = absl::Now();
+  absl::Status stuck = absl::OkStatus();
+  // 8 MiB a send: the socket buffers fill within a few.
+  for (int i = 0; i < 64 && stuck.ok(); ++i) {
+    stuck = stalled->Send(i, Chunk(0, 0, std::vector<float>(size_t{1} << 21, 1.0f)));
+  }
+  CHECK(absl::IsUnavailable(stuck));
+  CHECK(absl::StrContains(stuck.message(), "took nothing"));
+  CHECK(absl::Now() - before < kWait);
+  close(listener);
   // Nobody listening: Unavailable.
   const uint16_t closed_port = [] {
     Received gone;

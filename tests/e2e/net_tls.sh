@@ -4,7 +4,8 @@
 # workers and the coordinator train a short run with a checkpoint directory. Checks: the whole
 # run, workers included, is over within 30 s (a TLS run used to sit ~110 s after training,
 # its connections dropped), the final AUC line and the final checkpoint appear, and no PS
-# dropped the shards of a coordinator that was "gone". Then a TLS-vs-plain mismatch, both ways,
+# dropped the shards of a coordinator that was "gone". Then the mirrored strategy over TLS trains
+# with its ring on the TLS connections (no plain ring link). Then a TLS-vs-plain mismatch, both ways,
 # fails within a few seconds with a message saying which side speaks what.
 #   net_tls.sh RECSYS_BINARY TESSERA_BINARY
 set -euo pipefail
@@ -80,6 +81,24 @@ for t in 0 1; do
   fi
 done
 echo "net tls: 2 PS, 2 workers and the coordinator over mutual TLS, all done in $took s"
+
+# -- The mirrored strategy over TLS: the ring stays on the encrypted actor connections ------------
+mirrored=(--cluster_spec="$work/spec.json" --strategy=mirrored --users=2000 --items=200
+          --train_examples=20000 --test_examples=2000 --connect_timeout_s=30)
+for t in 0 1; do
+  # shellcheck disable=SC2046
+  "$recsys" "${mirrored[@]}" --role=worker --task="$t" $(tls worker$t) >"$work/mworker$t.log" 2>&1 &
+  pids[worker$t]=$!
+done
+# shellcheck disable=SC2046
+"$recsys" "${mirrored[@]}" $(tls coordinator) >"$work/mcoordinator.log" 2>&1 ||
+  { echo "the mirrored TLS run failed"; cat "$work/mcoordinator.log"; exit 1; }
+wait_workers 2
+if grep -q "ring link" "$work"/mworker*.log; then
+  echo "a ring link (plain TCP) was opened under TLS:"; grep "ring link" "$work"/mworker*.log; exit 1
+fi
+tr '\r' '\n' <"$work/mcoordinator.log" | grep -q "test AUC" || { echo "no mirrored test AUC"; exit 1; }
+echo "net tls: the mirrored ring over TLS, no ring link"
 
 # -- TLS against plain TCP, both ways ----------------------------------------------------------
 # $1: the log; the rest: the command. It must fail within 5 s, saying TLS and plain TCP.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
+#include "tests/listener.h"
 #include "tests/status_util.h"
 
 namespace tessera {
@@ -214,17 +215,11 @@ TEST_CASE("a ring link nobody connects to times out, and a receiver stops when d
   CHECK(absl::IsUnavailable(sent));
   CHECK(absl::IsUnavailable(sender->Send(2, Chunk(0, 0, {3}))));
   // A receiver that takes nothing (a process stopped): the send gives up after its timeout.
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(listener >= 0);
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(any);
-  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&any), sizeof(any)) == 0);
-  REQUIRE(listen(listener, 1) == 0);
-  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&any), &length) == 0);
-  std::unique_ptr<RingLinkSender> stalled = ValueOrDie(RingLinkSender::Connect(
-      "127.0.0.1", ntohs(any.sin_port), std::string(32, 'a'), kWait, absl::Milliseconds(300)));
+  // (A listener that never accepts: the kernel takes the connection and buffers what comes.)
+  testing::Listener listener;
+  std::unique_ptr<RingLinkSender> stalled =
+      ValueOrDie(RingLinkSender::Connect("127.0.0.1", static_cast<uint16_t>(listener.port()),
+                                         std::string(32, 'a'), kWait, absl::Milliseconds(300)));
   const absl::Time before = absl::Now();
   absl::Status stuck = absl::OkStatus();
   // 8 MiB a send: the socket buffers fill within a few.
@@ -234,7 +229,6 @@ TEST_CASE("a ring link nobody connects to times out, and a receiver stops when d
   CHECK(absl::IsUnavailable(stuck));
   CHECK(absl::StrContains(stuck.message(), "took nothing"));
   CHECK(absl::Now() - before < kWait);
-  close(listener);
   // Nobody listening: Unavailable.
   const uint16_t closed_port = [] {
     Received gone;

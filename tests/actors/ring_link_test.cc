@@ -6,13 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/mutex.h"
 #include "tests/listener.h"
 #include "tests/status_util.h"
 
@@ -26,7 +27,8 @@ constexpr absl::Duration kWait = absl::Seconds(10);
 
 // What a receiver handed over: its messages, in order, and its end.
 struct Received {
-  absl::Mutex mu;
+  std::mutex mu;
+  std::condition_variable ended;
   std::vector<std::pair<int64_t, RingChunk>> chunks;
   std::optional<absl::Status> end;
 
@@ -35,26 +37,26 @@ struct Received {
     return ValueOrDie(RingLinkReceiver::Listen(
         "127.0.0.1", max_elements, accept_timeout,
         [this](int64_t collective, RingChunk chunk) {
-          absl::MutexLock lock(&mu);
+          std::lock_guard<std::mutex> lock(mu);
           chunks.emplace_back(collective, std::move(chunk));
         },
         [this](absl::Status why) {
-          absl::MutexLock lock(&mu);
+          std::lock_guard<std::mutex> lock(mu);
           CHECK(!end.has_value());  // once
           end = std::move(why);
+          ended.notify_all();
         }));
   }
   // The end, once there is one (or DeadlineExceeded from the wait itself).
   absl::Status WaitForEnd() {
-    absl::MutexLock lock(&mu);
-    auto ended = [this] { return end.has_value(); };
-    if (!mu.AwaitWithTimeout(absl::Condition(&ended), kWait)) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!ended.wait_for(lock, absl::ToChronoSeconds(kWait), [this] { return end.has_value(); })) {
       return absl::DeadlineExceededError("the test waited for the link's end");
     }
     return *end;
   }
   size_t Count() {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     return chunks.size();
   }
 };
@@ -99,7 +101,7 @@ TEST_CASE("a ring link carries messages in order, values intact, and ends OK whe
   CheckOk(sender->Send(9, Chunk(3, 2, {})));
   sender.reset();
   CheckOk(received.WaitForEnd());
-  absl::MutexLock lock(&received.mu);
+  std::lock_guard<std::mutex> lock(received.mu);
   REQUIRE(received.chunks.size() == 3);
   CHECK(received.chunks[0].first == 7);
   CHECK(received.chunks[0].second.chunk == 2);
@@ -139,7 +141,7 @@ TEST_CASE("a ring link takes only the sender with the token, and strangers canno
   CheckOk(received.WaitForEnd());
   close(silent);
   close(garbage);
-  absl::MutexLock lock(&received.mu);
+  std::lock_guard<std::mutex> lock(received.mu);
   REQUIRE(received.chunks.size() == 1);
   CHECK(received.chunks[0].first == 2);
   CHECK(received.chunks[0].second.values.span()[0] == 42);

@@ -70,9 +70,6 @@ absl::StatusOr<ClusterSpec> ParseCluster(const nlohmann::json& cluster,
                    AddressList(cluster, "coordinator", source));
   ASSIGN_OR_RETURN(std::vector<NodeAddress> chief, AddressList(cluster, "chief", source));
   coordinator.insert(coordinator.end(), chief.begin(), chief.end());
-  if (spec.ps.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": no \"ps\" address"));
-  }
   if (spec.workers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": no \"worker\" address"));
   }

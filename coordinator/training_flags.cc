@@ -332,6 +332,12 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   }
   flags.mode = TrainingMode::kNetworked;
   options.cluster = *config.cluster;
+  if (options.cluster->ps.empty() && flags.strategy == TrainingStrategy::kParameterServer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.cluster->source,
+        ": no \"ps\" address: the parameter-server strategy needs one (--strategy=mirrored "
+        "needs none)"));
+  }
   RETURN_IF_ERROR(ReadRole(config, flags));
   RETURN_IF_ERROR(ReadNetworkedFlags(options));
   if (flags.dashboard.has_value() && flags.role == TrainingRole::kWorker) {

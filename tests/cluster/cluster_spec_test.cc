@@ -61,6 +61,17 @@ TEST_CASE("cluster spec: a cluster spec lists its ps, worker and coordinator add
   REQUIRE(spec->ps_standby.size() == 2);
   CHECK(spec->ps_standby[1].ToString() == "s2:7009");
 
+  // No PS: a spec of the mirrored strategy's (the parameter-server strategy refuses it, naming
+  // the spec: training_flags_test).
+  for (const char* no_ps :
+       {R"({"cluster": {"worker": ["b:2", "b:3"], "coordinator": ["c:3"]}})",
+        R"({"cluster": {"ps": [], "worker": ["b:2"], "coordinator": ["c:3"]}})"}) {
+    spec = ParseClusterSpec(no_ps);
+    REQUIRE_MESSAGE(spec.ok(), spec.status().ToString());
+    CHECK(spec->ps.empty());
+    CHECK_FALSE(spec->workers.empty());
+  }
+
   // TF_CONFIG's "chief" names the coordinator too.
   spec = ParseClusterSpec(
       R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"], "chief": ["c:3"]}, "task": {}})");
@@ -82,8 +93,6 @@ TEST_CASE("cluster spec: a malformed cluster spec is InvalidArgument saying what
       {R"("a:1")", "not a JSON object but a string"},
       {R"({"ps": ["a:1"], "worker": ["b:2"], "coordinator": ["c:3"]})", "no \"cluster\""},
       {R"({"cluster": ["a:1"]})", "\"cluster\" must be an object"},
-      {R"({"cluster": {"worker": ["b:2"], "coordinator": ["c:3"]}})", "no \"ps\""},
-      {R"({"cluster": {"ps": [], "worker": ["b:2"], "coordinator": ["c:3"]}})", "no \"ps\""},
       {R"({"cluster": {"ps": ["a:1"], "coordinator": ["c:3"]}})", "no \"worker\""},
       {R"({"cluster": {"ps": ["a:1"], "worker": [], "coordinator": ["c:3"]}})", "no \"worker\""},
       {R"({"cluster": {"ps": ["a:1"], "worker": ["b:2"]}})",

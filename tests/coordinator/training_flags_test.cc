@@ -34,6 +34,7 @@ ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(bool, overwrite_checkpoints);
 ABSL_DECLARE_FLAG(std::string, cluster_spec);
+ABSL_DECLARE_FLAG(std::string, strategy);
 ABSL_DECLARE_FLAG(std::optional<std::string>, role);
 ABSL_DECLARE_FLAG(std::optional<int32_t>, task);
 ABSL_DECLARE_FLAG(int32_t, min_workers);
@@ -201,6 +202,30 @@ TEST_CASE("a cluster spec makes the run networked, with the spec's PS and worker
   REQUIRE(flags->parameter_servers.cluster.has_value());
   CHECK(absl::StartsWith(flags->parameter_servers.cluster->coordinator.ToString(), "127.0.0.1:"));
   CHECK(flags->parameter_servers.cluster->source == "the cluster spec " + spec.path());
+}
+
+TEST_CASE("a cluster spec without parameter servers serves the mirrored strategy only") {
+  absl::FlagSaver saver;
+  TfConfig no_tf_config(std::nullopt);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("tessera_training_flags_no_ps_" + std::to_string(getpid()) + ".json"))
+                               .string();
+  std::ofstream(path) << R"({"cluster": {"worker": ["127.0.0.1:7101", "127.0.0.1:7102"],
+                                         "chief": ["127.0.0.1:)"
+                      << FreePort() << R"("]}})";
+  absl::SetFlag(&FLAGS_cluster_spec, path);
+  const absl::StatusOr<TrainingFlags> ps = ReadTrainingFlags();
+  CHECK(absl::IsInvalidArgument(ps.status()));
+  CHECK(absl::StrContains(ps.status().message(), path));
+  CHECK(absl::StrContains(ps.status().message(),
+                          "no \"ps\" address: the parameter-server strategy needs one"));
+  absl::SetFlag(&FLAGS_strategy, "mirrored");
+  const absl::StatusOr<TrainingFlags> mirrored = ReadTrainingFlags();
+  std::remove(path.c_str());
+  REQUIRE_MESSAGE(mirrored.ok(), mirrored.status().ToString());
+  CHECK(mirrored->strategy == TrainingStrategy::kMirrored);
+  CHECK(mirrored->parameter_servers.workers == 2);
+  CHECK(mirrored->parameter_servers.ps == 0);
 }
 
 TEST_CASE("inconsistent flags are InvalidArgument saying which") {

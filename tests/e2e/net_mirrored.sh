@@ -15,7 +15,7 @@ set -euo pipefail
 fashion=$1
 source "$(dirname "$0")/net_lib.sh"
 read -r -a ports < <(free_ports 4)
-write_spec 1 2
+write_spec 0 2  # no "ps": the mirrored strategy needs none
 common=(--cluster_spec="$work/spec.json" --strategy=mirrored --train_examples=20000
         --connect_timeout_s=60)
 

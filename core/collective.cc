@@ -50,7 +50,8 @@ RingValues RingValues::Own(Tensor values) {
 
 RingValues RingValues::Share(RingBuffer buffer, RingSpan span) {
   RingValues out;
-  out.data_ = buffer->data() + span.begin;
+  out.shared_ = buffer->data() + span.begin;
+  out.data_ = out.shared_;
   out.size_ = static_cast<size_t>(span.size());
   out.owner_ = std::move(buffer);
   return out;
@@ -179,14 +180,22 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(RingChunk in) {
   float* segment = buffer_->data() + span.begin;
   const float* values = in.values.span().data();
   const int64_t size = span.size();
-  if (in.step < members_ - 1) {
+  // Note [Ring of two in one process]: the sum goes into the sender's buffer too.
+  float* sender = members_ == 2 ? in.values.shared_segment() : nullptr;
+  if (sender != nullptr && in.step == 0) {
+    if (op_ == ReduceOp::kMean) {
+      for (int64_t i = 0; i < size; ++i) segment[i] = sender[i] = (segment[i] + values[i]) * 0.5f;
+    } else {
+      for (int64_t i = 0; i < size; ++i) segment[i] = sender[i] = segment[i] + values[i];
+    }
+  } else if (in.step < members_ - 1) {
     if (in.step == members_ - 2 && op_ == ReduceOp::kMean) {
       const float scale = 1.0f / static_cast<float>(members_);
       for (int64_t i = 0; i < size; ++i) segment[i] = (segment[i] + values[i]) * scale;
     } else {
       for (int64_t i = 0; i < size; ++i) segment[i] += values[i];
     }
-  } else {
+  } else if (!in.in_place) {
     std::copy(values, values + size, segment);
   }
   in.values = RingValues();  // the sender's buffer is not needed any more
@@ -195,7 +204,9 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(RingChunk in) {
     ++chunks_done_;
     return std::optional<RingChunk>();
   }
-  return std::optional<RingChunk>(Message(in.chunk, in.step + 1));
+  RingChunk out = Message(in.chunk, in.step + 1);
+  out.in_place = sender != nullptr;
+  return std::optional<RingChunk>(std::move(out));
 }
 
 absl::StatusOr<Tensor> ReducePerReplica(ReduceOp op, absl::Span<const Tensor> values) {

@@ -34,6 +34,17 @@
 // written again only once no message shares it (RingBufferPool); a replica alternates between
 // two buffers, and the second one is free whenever the first is still shared.
 //
+// Note [Ring of two in one process]
+// With two replicas the reduce-scatter is one step and the all-gather one step back to the same
+// neighbour, which copies the segment it just sent away, now summed. When the reduce-scatter's
+// message is shared in place (both replicas in one process), the receiver writes the sum into
+// both buffers in the same pass — the sender's segment is one the sender leaves alone until the
+// all-gather's message for it arrives (Note [Ring segments read in place]) — and marks that
+// message `in_place`, so the sender only counts it. Each replica then reads and writes every
+// element once instead of reading it again for the copy, and the two results are the same bits
+// (one sum, stored twice). Across processes the values arrive as the message's own, nothing is
+// written back, and the all-gather copies as usual.
+//
 // Thread-safety: RingAllReduce and RingBufferPool are values one owner drives; RingValues are
 // read-only and may be read on any thread; the functions are pure.
 #pragma once
@@ -93,9 +104,13 @@ class RingValues {
 
   absl::Span<const float> span() const { return absl::Span<const float>(data_, size_); }
   int64_t size() const { return static_cast<int64_t>(size_); }
+  // The sender's segment itself, for a receiver in the sender's process to write the result
+  // into (Note [Ring of two in one process]); null for values of the message's own.
+  float* shared_segment() const { return shared_; }
 
  private:
   std::shared_ptr<const void> owner_;
+  float* shared_ = nullptr;
   const float* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -105,6 +120,9 @@ struct RingChunk {
   int64_t chunk = 0;
   int32_t step = 0;
   RingValues values;
+  // The values are already in the receiver's buffer (Note [Ring of two in one process]). Set
+  // only in process and never serialized: a message that crossed processes has it false.
+  bool in_place = false;
 };
 
 // The buffers of one replica's back-to-back all-reduces: Take hands out one that no message

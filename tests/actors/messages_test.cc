@@ -519,12 +519,15 @@ namespace {
 
 TEST_CASE("a ring message round-trips: a segment shared in place arrives as values of its own") {
   auto buffer = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5});
-  const RingChunk sent{3, 1, RingValues::Share(buffer, {1, 4})};
+  const RingChunk sent{3, 1, RingValues::Share(buffer, {1, 4}), /*in_place=*/true};
   const std::vector<char> bytes = Save(sent);
   RingChunk back;
   REQUIRE(Load(bytes, back).ok());
   CHECK(back.chunk == 3);
   CHECK(back.step == 1);
+  // Written in place holds only in the sender's process: the receiver copies what arrived.
+  CHECK(!back.in_place);
+  CHECK(back.values.shared_segment() == nullptr);
   REQUIRE(back.values.size() == 3);
   CHECK(std::vector<float>(back.values.span().begin(), back.values.span().end()) ==
         std::vector<float>{2, 3, 4});

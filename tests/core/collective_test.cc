@@ -140,12 +140,44 @@ TEST_CASE("ring all-reduce: a message out of step or of the wrong length changes
   CHECK(next->step == 1);
   CHECK(next->values.span().data() == mine->data());  // the segment it reduced, shared: 1 + 1
   CHECK(next->values.span()[0] == 2.0f);
+  CHECK(!next->in_place);  // what arrived was the message's own: nothing was written back
   CHECK(!ring.done());
   CHECK(ValueOrDie(ring.Receive({0, 1, Values({9, 9})})) == std::nullopt);
   CHECK(ring.done());
   CHECK(*mine == std::vector<float>{2, 3, 9, 9});
   // Nothing after the last step.
   CHECK(absl::IsInvalidArgument(ring.Receive({0, 2, Values({1, 1})}).status()));
+}
+
+TEST_CASE("ring all-reduce of two in one process: one pass writes the result into both buffers") {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean}) {
+    CAPTURE(ReduceOpName(op));
+    auto a = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5});
+    auto b = std::make_shared<std::vector<float>>(std::vector<float>{10, 20, 30, 40, 50});
+    RingAllReduce first = ValueOrDie(RingAllReduce::Create(0, 2, a, op));
+    RingAllReduce second = ValueOrDie(RingAllReduce::Create(1, 2, b, op));
+    std::vector<RingChunk> from_first = first.Start(), from_second = second.Start();
+    REQUIRE(from_first.size() == 1);
+    REQUIRE(from_second.size() == 1);
+    CHECK(from_second[0].values.shared_segment() == b->data() + 3);
+    const float half = op == ReduceOp::kMean ? 0.5f : 1.0f;
+    // Replica 0 reduces segment 1 ([3, 5)) into its buffer and, in the same pass, replica 1's.
+    std::optional<RingChunk> to_second = ValueOrDie(first.Receive(std::move(from_second[0])));
+    REQUIRE(to_second.has_value());
+    CHECK(to_second->in_place);
+    CHECK(std::vector<float>(b->begin() + 3, b->end()) == std::vector<float>{44 * half, 55 * half});
+    std::optional<RingChunk> to_first = ValueOrDie(second.Receive(std::move(from_first[0])));
+    REQUIRE(to_first.has_value());
+    CHECK(to_first->in_place);
+    // The all-gather's messages only count: both buffers already hold the result.
+    CHECK(ValueOrDie(first.Receive(std::move(*to_first))) == std::nullopt);
+    CHECK(ValueOrDie(second.Receive(std::move(*to_second))) == std::nullopt);
+    CHECK(first.done());
+    CHECK(second.done());
+    const std::vector<float> want{11 * half, 22 * half, 33 * half, 44 * half, 55 * half};
+    CHECK(*a == want);
+    CHECK(*b == want);
+  }
 }
 
 TEST_CASE("ring all-reduce: a rank outside the ring, an empty chunk or no buffer is refused") {

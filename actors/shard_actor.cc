@@ -1,5 +1,6 @@
 #include "actors/shard_actor.h"
 
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <utility>
@@ -32,6 +33,47 @@ snapshot_writer::behavior_type SnapshotWriter(snapshot_writer::pointer self,
   };
 }
 
+// Note [Snapshot memory kept]
+// A background save copies the shard (Note [Checkpoints without pausing]) while training waits
+// for the cut. Into fresh memory that copy is mostly page faults — every page zeroed by the
+// kernel before the copy writes it (recsys default: 25 ms of cut per checkpoint). So a copy up to
+// kKeptSnapshotBytes stays with the shard once written and the next save copies into it, its
+// pages already in memory. Bigger shards give theirs back: at that size a second copy held
+// between checkpoints costs more memory than its faults cost time (their writes take seconds).
+// A copy a writer still holds is never reused: the save gets a fresh one.
+constexpr int64_t kKeptSnapshotBytes = int64_t{64} << 20;
+
+int64_t SnapshotBytes(const ShardState& shard) {
+  int64_t floats = shard.value().size();
+  for (const Tensor& slot : shard.slots().tensors) floats += slot.size();
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+// A copy of the state's shard for a background save (Note [Snapshot memory kept]).
+std::shared_ptr<const ShardSnapshot> TakeSnapshot(ShardActorState& state) {
+  constexpr size_t kMaxKept = 2;
+  std::shared_ptr<ShardSnapshot> copy;
+  for (const std::shared_ptr<ShardSnapshot>& kept : state.snapshots) {
+    // use_count 1: only this list holds it. Copying the pointer is an acquire on the count the
+    // writer's release lowered, so its reads happen before this copy's writes.
+    if (kept.use_count() == 1) {
+      copy = kept;
+      break;
+    }
+  }
+  if (copy == nullptr) copy = std::make_shared<ShardSnapshot>();
+  CopySnapshot(*state.shard, *copy);
+  const bool keep = SnapshotBytes(*state.shard) <= kKeptSnapshotBytes;
+  auto it = std::find(state.snapshots.begin(), state.snapshots.end(), copy);
+  if (!keep) {
+    state.snapshots.clear();
+  } else if (it == state.snapshots.end()) {
+    if (state.snapshots.size() == kMaxKept) state.snapshots.erase(state.snapshots.begin());
+    state.snapshots.push_back(copy);
+  }
+  return copy;
+}
+
 // The handlers, over the state's shard (or its build error).
 shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceStore> store) {
   self->state.store = store != nullptr ? std::move(store) : std::make_shared<FileSliceStore>();
@@ -43,7 +85,7 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         if (state.shard == nullptr) return StatusToError(state.build_error);
         if (auto* save = std::get_if<SaveOp>(&op); save != nullptr && save->in_background) {
           // The copy is this op's cut: later ops in the mailbox change the shard, not the copy.
-          auto snapshot = std::make_shared<const ShardSnapshot>(SnapshotOf(*state.shard));
+          std::shared_ptr<const ShardSnapshot> snapshot = TakeSnapshot(state);
           auto writer =
               self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
           return self->delegate(writer, write_atom::value);

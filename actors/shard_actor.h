@@ -51,6 +51,9 @@ struct ShardActorState {
   // Why the build failed: every op's answer then.
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
+  // Copies of this shard taken for background saves, kept for the next one (TakeSnapshot in
+  // shard_actor.cc).
+  std::vector<std::shared_ptr<ShardSnapshot>> snapshots;
 };
 
 // The behaviour of a shard actor owning `shard` (non-null), saving and loading through `store`

@@ -157,8 +157,10 @@ absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const Sa
   return Write(slice, snapshot.spec, snapshot.optimizer, op, store);
 }
 
-ShardSnapshot SnapshotOf(const ShardState& shard) {
-  return ShardSnapshot{shard.Snapshot(), shard.spec(), OptimizerOf(shard)};
+void CopySnapshot(const ShardState& shard, ShardSnapshot& into) {
+  shard.SnapshotInto(into.slice);
+  into.spec = shard.spec();
+  into.optimizer = OptimizerOf(shard);
 }
 
 UpdateId* UpdateIdOf(ShardOp& op) {

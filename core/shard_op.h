@@ -189,7 +189,8 @@ struct ShardSnapshot {
   ShardSpec spec;
   std::optional<OptimizerSpec> optimizer;  // the rule's full spec; none without one
 };
-ShardSnapshot SnapshotOf(const ShardState& shard);
+// Copies `shard` into `into`, reusing its memory (ShardState::SnapshotInto).
+void CopySnapshot(const ShardState& shard, ShardSnapshot& into);
 // Writes `snapshot` as `op` says, through `store`: SaveOp's work, off the shard
 // (SaveOp::in_background). The same file and result as ApplyShardOp's SaveOp.
 absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,

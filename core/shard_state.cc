@@ -336,15 +336,21 @@ absl::Status ShardState::SetOptimizer(const OptimizerSpec& spec) {
 
 TensorSlice ShardState::Snapshot() const {
   TensorSlice slice;
-  slice.variable = spec_.variable;
-  slice.full_shape = spec_.full_shape;
-  slice.dtype = spec_.dtype;
-  slice.row_offset = spec_.row_offset;
-  slice.value = value();
-  if (optimizer_) slice.slot_names = optimizer_->SlotNames();
-  slice.slots = slots_.tensors;
-  slice.step = slots_.step;
+  SnapshotInto(slice);
   return slice;
+}
+
+void ShardState::SnapshotInto(TensorSlice& into) const {
+  into.variable = spec_.variable;
+  into.full_shape = spec_.full_shape;
+  into.dtype = spec_.dtype;
+  into.row_offset = spec_.row_offset;
+  into.value = value();  // Tensor's copy assignment reuses a block big enough
+  into.slot_names = optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>();
+  into.slots.resize(slots_.tensors.size());
+  for (size_t i = 0; i < slots_.tensors.size(); ++i) into.slots[i] = slots_.tensors[i];
+  into.step = slots_.step;
+  into.checkpoint = CheckpointId();
 }
 
 absl::Status ShardState::Restore(const TensorSlice& slice) {

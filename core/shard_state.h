@@ -213,6 +213,9 @@ class ShardState {
   // rows and slots, in memory and in a checkpoint): its variable, full shape, dtype and row
   // offset, and its block, slots and step, copied.
   TensorSlice Snapshot() const;
+  // The same, into `into`: its tensors' memory is reused when big enough, so a shard saved again
+  // and again copies into pages already faulted in.
+  void SnapshotInto(TensorSlice& into) const;
   // Takes back a slice's value, slots and step. The slice must have the block's shape and, when
   // it carries slots, exactly this shard's slot names (in order) with tensors of the block's
   // shape; when it names its variable, it must be this shard's rows of that variable (same name,

@@ -124,6 +124,19 @@ TEST_CASE("a checkpoint written while training goes on holds the state at its cu
   save.join();
   REQUIRE_MESSAGE(saved.ok(), saved.ToString());
 
+  // A second save copies into the memory the first one's copies kept (Note [Snapshot memory
+  // kept] in actors/shard_actor.cc): it must hold its own cut, nothing of the first.
+  const std::string second_dir = TempDir("cut_again");
+  const Tensor at_second_cut = testing::ValueOrDie(v.Read());
+  absl::Notification second_cut;
+  std::thread save_again([&] {
+    saved = SaveCheckpoint(strategy, second_dir, 27, RunId::Random(), [&] { second_cut.Notify(); });
+  });
+  second_cut.WaitForNotification();
+  for (int k = 0; k < 5; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());
+  save_again.join();
+  REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+
   auto target_cluster = testing::StartCluster(1, 1);
   ParameterServerStrategy target(*target_cluster, Fixed(2));
   options.initializer = {"zeros", {}, 0};
@@ -131,7 +144,12 @@ TEST_CASE("a checkpoint written while training goes on holds the state at its cu
   REQUIRE(RestoreCheckpoint(target, dir).ok());
   CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_cut));
   CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_cut));  // it trained on
+  REQUIRE(RestoreCheckpoint(target, second_dir).ok());
+  CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_second_cut));
+  CHECK_FALSE(testing::SameTensor(at_second_cut, at_cut));
+  CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_second_cut));
   fs::remove_all(dir);
+  fs::remove_all(second_dir);
 }
 
 // Rows `ids`, each row's gradient `scale` times a fixed pattern.

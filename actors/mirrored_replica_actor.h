@@ -144,7 +144,15 @@ struct MirroredReplicaOptions {
   // (actors/ring_link.h, Note [Ring links]); empty: ring messages go over the actor connection.
   std::string ring_link_bind;
   int64_t ring_chunk_elements = kDefaultRingChunkElements;
+  // The core this replica's thread runs on (Note [Replicas on cores of their own]); -1: wherever
+  // the kernel places it. Taken when the replica joins a ring.
+  int32_t cpu = -1;
 };
+
+// The core replica `rank` of a ring whose replicas all live in this process runs on: the
+// rank-th (round-robin) of the cores this process may run on, or -1 when it may run on one only
+// (nothing to spread).
+int32_t InProcessReplicaCpu(int32_t rank);
 
 // Spawns a replica on a thread of its own (detached): the model initialized, not yet in a ring.
 // Its errors at creation (a bad model or optimizer) are returned here.

@@ -362,6 +362,7 @@ absl::StatusOr<Json> RunInProcess(const Settings& s, bool& met) {
   std::vector<ReplicaHandle> handles;
   for (int32_t k = 0; k < s.replicas; ++k) {
     ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(s.chunk_elements));
+    options.cpu = InProcessReplicaCpu(k);  // as the simulation places its replicas
     ASSIGN_OR_RETURN(mirrored_replica_actor actor,
                      SpawnMirroredReplica(system, std::move(options)));
     handles.push_back({actor, ""});

@@ -60,8 +60,10 @@ absl::StatusOr<ReplicaHandle> StartReplica(caf::actor_system& system, const Trai
                                            const ParameterServerTrainingOptions& options,
                                            int32_t rank) {
   if (!options.cluster.has_value()) {
+    MirroredReplicaOptions replica = ReplicaOptions(job, options.seed);
+    replica.cpu = InProcessReplicaCpu(rank);  // Note [Replicas on cores of their own]
     ASSIGN_OR_RETURN(mirrored_replica_actor actor,
-                     SpawnMirroredReplica(system, ReplicaOptions(job, options.seed)));
+                     SpawnMirroredReplica(system, std::move(replica)));
     return ReplicaHandle{actor, ""};
   }
   const NodeAddress& address = options.cluster->workers[rank];

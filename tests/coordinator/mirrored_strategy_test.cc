@@ -4,17 +4,22 @@
 #include "coordinator/mirrored_strategy.h"
 
 #include <doctest/doctest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -110,6 +115,9 @@ enum class Ring {
   // Reached by (made-up) addresses, as across processes, with ring links on loopback
   // (Note [Ring links]).
   kLinks,
+  // Handed each other's actors, each on a core of its own as the simulation places them (Note
+  // [Replicas on cores of their own]).
+  kPinned,
 };
 
 std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const Workload& w,
@@ -130,6 +138,7 @@ std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const
     options.seed = 5;
     options.functions = functions;
     options.ring_chunk_elements = 37;  // several chunks, none dividing evenly
+    if (ring == Ring::kPinned) options.cpu = InProcessReplicaCpu(r);
     std::string address;
     if (ring == Ring::kLinks) {
       address = absl::StrCat("127.0.0.1:", r + 1);
@@ -231,6 +240,70 @@ TEST_CASE("mirrored: over ring links the replicas train exactly as over actor me
     CAPTURE(replicas);
     CheckEqualsOneProcess(mlp, {"adam", {{"learning_rate", 0.05}}}, replicas, 7, 12, Ring::kLinks);
   }
+}
+
+// The cores each thread of this process is bound to, when it is bound to exactly one
+// (/proc/self/task/*/status, Cpus_allowed_list): one entry per such thread.
+std::multiset<int32_t> ThreadsOnOneCore() {
+  std::multiset<int32_t> cores;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      int32_t core = -1;
+      char rest = 0;
+      if (line.rfind("Cpus_allowed_list:", 0) == 0 &&
+          std::sscanf(line.c_str(), "Cpus_allowed_list: %d%c", &core, &rest) >= 1 &&
+          (rest == 0 || rest == '\n')) {
+        cores.insert(core);
+      }
+    }
+  }
+  return cores;
+}
+
+TEST_CASE("mirrored: replicas in one process each take a core of their own, round-robin") {
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+  std::vector<int32_t> cores;
+  for (int32_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cores.push_back(cpu);
+  }
+  // A thread that may run on one core only has nothing to spread.
+  int32_t alone = 0;
+  bool bound = false;
+  std::thread one_core([&] {
+    cpu_set_t first;
+    CPU_ZERO(&first);
+    CPU_SET(cores[0], &first);
+    bound = sched_setaffinity(0, sizeof(first), &first) == 0;
+    alone = InProcessReplicaCpu(0);
+  });
+  one_core.join();
+  REQUIRE(bound);
+  CHECK(alone == -1);
+  CHECK(InProcessReplicaCpu(-1) == -1);
+  if (cores.size() < 2) {
+    CHECK(InProcessReplicaCpu(0) == -1);
+    return;
+  }
+  for (int32_t rank = 0; rank < 2 * static_cast<int32_t>(cores.size()); ++rank) {
+    CHECK(InProcessReplicaCpu(rank) == cores[static_cast<size_t>(rank) % cores.size()]);
+  }
+  // Two replicas linked into a ring: each thread is bound to its core, and they train as before.
+  const std::multiset<int32_t> before = ThreadsOnOneCore();
+  const Workload mlp = SmallMlp(200);
+  ActorSystem actors;
+  std::unique_ptr<MirroredStrategy> strategy = StartMirrored(
+      *actors.system, mlp, {"adam", {{"learning_rate", 0.05}}}, 2, 7, {}, Ring::kPinned);
+  absl::Cleanup end_run = [&] { strategy->EndRun(); };
+  for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
+  CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
+  std::multiset<int32_t> pinned = ThreadsOnOneCore();
+  for (int32_t core : before) {
+    if (auto it = pinned.find(core); it != pinned.end()) pinned.erase(it);
+  }
+  CHECK(pinned == std::multiset<int32_t>{cores[0], cores[1]});
 }
 
 TEST_CASE("mirrored: a stranger's ring link request neither counts nor displaces the real one") {

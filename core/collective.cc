@@ -181,8 +181,8 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(RingChunk in) {
   const float* values = in.values.span().data();
   const int64_t size = span.size();
   // Note [Ring of two in one process]: the sum goes into the sender's buffer too.
-  float* sender = members_ == 2 ? in.values.shared_segment() : nullptr;
-  if (sender != nullptr && in.step == 0) {
+  float* sender = members_ == 2 && in.step == 0 ? in.values.shared_segment() : nullptr;
+  if (sender != nullptr) {
     if (op_ == ReduceOp::kMean) {
       for (int64_t i = 0; i < size; ++i) segment[i] = sender[i] = (segment[i] + values[i]) * 0.5f;
     } else {
@@ -198,15 +198,20 @@ absl::StatusOr<std::optional<RingChunk>> RingAllReduce::Receive(RingChunk in) {
   } else if (!in.in_place) {
     std::copy(values, values + size, segment);
   }
-  in.values = RingValues();  // the sender's buffer is not needed any more
   next_step_[in.chunk] = in.step + 1;
+  if (sender != nullptr) {
+    // The all-gather's message goes back to the sender, whose segment now holds the result: it
+    // shares that segment, not this replica's, so once the sender has taken it nothing of the
+    // neighbour holds this replica's buffer (the next collective need not wait for it). Carried
+    // across processes it would carry the result itself.
+    return std::optional<RingChunk>(RingChunk{in.chunk, in.step + 1, std::move(in.values), true});
+  }
+  in.values = RingValues();  // the sender's buffer is not needed any more
   if (in.step == last) {
     ++chunks_done_;
     return std::optional<RingChunk>();
   }
-  RingChunk out = Message(in.chunk, in.step + 1);
-  out.in_place = sender != nullptr;
-  return std::optional<RingChunk>(std::move(out));
+  return std::optional<RingChunk>(Message(in.chunk, in.step + 1));
 }
 
 absl::StatusOr<Tensor> ReducePerReplica(ReduceOp op, absl::Span<const Tensor> values) {

@@ -40,7 +40,12 @@
 // message is shared in place (both replicas in one process), the receiver writes the sum into
 // both buffers in the same pass — the sender's segment is one the sender leaves alone until the
 // all-gather's message for it arrives (Note [Ring segments read in place]) — and marks that
-// message `in_place`, so the sender only counts it. Each replica then reads and writes every
+// message `in_place`, so the sender only counts it. That message shares the sender's own segment,
+// the result, rather than the receiver's: the last reference a collective leaves in a neighbour's
+// mailbox is then to the neighbour's own buffer, so the next collective finds its buffer free at
+// once (sharing its own, a replica that finished first waited for its slower neighbour to take
+// the message, often past RingBufferPool's patience, and the pool then alternated between two
+// buffers: 0.2-0.4x memcpy at 4 MiB instead of 0.75-0.9x). Each replica then reads and writes every
 // element once instead of reading it again for the copy, and the two results are the same bits
 // (one sum, stored twice). Across processes the values arrive as the message's own, nothing is
 // written back, and the all-gather copies as usual.

@@ -165,10 +165,14 @@ TEST_CASE("ring all-reduce of two in one process: one pass writes the result int
     std::optional<RingChunk> to_second = ValueOrDie(first.Receive(std::move(from_second[0])));
     REQUIRE(to_second.has_value());
     CHECK(to_second->in_place);
+    // It shares replica 1's own segment, the result: nothing of it holds replica 0's buffer.
+    CHECK(to_second->values.shared_segment() == b->data() + 3);
     CHECK(std::vector<float>(b->begin() + 3, b->end()) == std::vector<float>{44 * half, 55 * half});
     std::optional<RingChunk> to_first = ValueOrDie(second.Receive(std::move(from_first[0])));
     REQUIRE(to_first.has_value());
     CHECK(to_first->in_place);
+    CHECK(to_first->values.shared_segment() == a->data());
+    CHECK(a.use_count() == 3);  // this test's, replica 0's ring's and the message back to it
     // The all-gather's messages only count: both buffers already hold the result.
     CHECK(ValueOrDie(first.Receive(std::move(*to_first))) == std::nullopt);
     CHECK(ValueOrDie(second.Receive(std::move(*to_second))) == std::nullopt);

@@ -215,6 +215,14 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
         break;
       }
     }
+    if (absl::IsUnavailable(coordinator.status())) {
+      // The likeliest mistake: a coordinator of the mirrored strategy listens nowhere (it
+      // connects to its workers), so a parameter-server worker waits for it in vain.
+      return absl::UnavailableError(absl::StrCat(
+          coordinator.status().message(),
+          " (is the coordinator running, with the parameter-server strategy? Under "
+          "--strategy=mirrored the workers listen and the coordinator connects to them)"));
+    }
     RETURN_IF_ERROR(coordinator.status());
     if (*coordinator != served) {
       watcher->monitor(*coordinator);

@@ -387,9 +387,18 @@ std::string ReplicaNodeName(int32_t task) { return absl::StrCat("replica ", task
 absl::StatusOr<mirrored_replica_actor> ConnectToReplica(caf::actor_system& system,
                                                         const NodeAddress& address, int32_t task,
                                                         const NetworkOptions& network) {
-  ASSIGN_OR_RETURN(caf::actor service, ConnectToNode(system, address, "the coordinator", network,
-                                                     kProtocolVersion, ReplicaNodeName(task)));
-  return caf::actor_cast<mirrored_replica_actor>(service);
+  absl::StatusOr<caf::actor> service = ConnectToNode(system, address, "the coordinator", network,
+                                                     kProtocolVersion, ReplicaNodeName(task));
+  if (absl::IsUnavailable(service.status())) {
+    // The likeliest mistake: a worker of the parameter-server strategy listens nowhere (it
+    // connects to the coordinator), so the coordinator finds nobody at the worker's address.
+    return absl::UnavailableError(absl::StrCat(
+        service.status().message(), " (is `--role=worker --task=", task,
+        " --strategy=mirrored` running there? A worker of the parameter-server strategy does not "
+        "listen: it connects to the coordinator)"));
+  }
+  if (!service.ok()) return service.status();
+  return caf::actor_cast<mirrored_replica_actor>(*service);
 }
 
 void ConfigureNetworkedReplica(MirroredReplicaOptions& options, caf::actor_system& system,

@@ -10,6 +10,9 @@
 #      both replicas from the latest checkpoint and trains to the end.
 #   3. The checkpoint the mirrored run left resumes under the parameter-server strategy, in
 #      process (the two strategies share the checkpoint format).
+#   4. Mismatched strategies fail naming the likely cause: a mirrored coordinator finds no
+#      replica listening (a parameter-server worker would connect out instead), and a
+#      parameter-server worker finds no coordinator listening (a mirrored one connects out).
 #   net_mirrored.sh FASHION_MNIST_BINARY
 set -euo pipefail
 fashion=$1
@@ -100,4 +103,17 @@ print(f"resumed on parameter servers: steps {s['first_step']}..{s['global_step']
 if s["first_step"] != 628 or not s["test_accuracy"] > 0.75:
     sys.exit("the parameter-server run did not resume from the mirrored checkpoint")
 PY
+# 4. Mismatched strategies: nobody listens where the other side expects it.
+if "$fashion" "${common[@]}" --epochs=1 --connect_timeout_s=2 >"$work/alone.log" 2>&1; then
+  echo "a mirrored coordinator without replicas succeeded"; exit 1
+fi
+grep -q "strategy=mirrored. running there" "$work/alone.log" ||
+  { echo "no hint at the strategy:"; cat "$work/alone.log"; exit 1; }
+write_spec 1 2
+if "$fashion" --cluster_spec="$work/spec.json" --strategy=ps --role=worker --task=0 \
+    --connect_timeout_s=2 >"$work/ps_worker.log" 2>&1; then
+  echo "a parameter-server worker without a coordinator succeeded"; exit 1
+fi
+grep -q "with the parameter-server strategy?" "$work/ps_worker.log" ||
+  { echo "no hint at the strategy:"; cat "$work/ps_worker.log"; exit 1; }
 echo "net_mirrored: ok"

@@ -117,13 +117,13 @@ using Self = mirrored_replica_actor::stateful_pointer<ReplicaState>;
 
 // Note [Replicas on cores of their own]
 // The replicas of a ring in one process compute, then wait for each other's ring messages, in
-// lockstep. Left to the kernel, two of them sometimes shared one core for a whole run while the
-// other core idled: each wakes the other, and the waker's core is where the kernel first puts
-// the woken thread. Such runs ran at the single-core speed (bench/allreduce, 4 MiB, 2 replicas:
-// 0.17-0.43x memcpy against 0.7-0.8x), so each in-process replica takes a core of its own,
-// round-robin over the cores the process may use (InProcessReplicaCpu); measured, pinned
-// Fashion-MNIST mirrored ran at 88-92k examples/s against 79-86k. Replicas in processes of
-// their own are left where the kernel puts them: their host may run anything else.
+// lockstep, each waking the other. Left to the kernel, where a woken thread first goes is the
+// waker's core, and the replicas ran slower: Fashion-MNIST mirrored 79-86k examples/s against
+// 88-92k with each replica bound to a core (interleaved runs), and the worst bench/allreduce runs
+// (0.17x memcpy at 4 MiB, 0.34x at 16 MiB, the whole process on one core giving 0.35-0.46x) came
+// unbound. So each in-process replica takes a core of its own, round-robin over the cores the
+// process may use (InProcessReplicaCpu). Replicas in processes of their own are left where the
+// kernel puts them: their host may run anything else.
 
 // Binds this thread (the replica's own: it is detached) to options.cpu; a refusal (a core
 // outside a cgroup's set) leaves it where it is, with a warning.

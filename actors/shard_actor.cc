@@ -1,6 +1,7 @@
 #include "actors/shard_actor.h"
 
-#include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <memory>
 #include <new>
 #include <utility>
@@ -36,12 +37,14 @@ snapshot_writer::behavior_type SnapshotWriter(snapshot_writer::pointer self,
 // Note [Snapshot memory kept]
 // A background save copies the shard (Note [Checkpoints without pausing]) while training waits
 // for the cut. Into fresh memory that copy is mostly page faults — every page zeroed by the
-// kernel before the copy writes it (recsys default: 25 ms of cut per checkpoint). So a copy up to
-// kKeptSnapshotBytes stays with the shard once written and the next save copies into it, its
-// pages already in memory. Bigger shards give theirs back: at that size a second copy held
-// between checkpoints costs more memory than its faults cost time (their writes take seconds).
-// A copy a writer still holds is never reused: the save gets a fresh one.
-constexpr int64_t kKeptSnapshotBytes = int64_t{64} << 20;
+// kernel before the copy writes it (recsys default: ~19 ms of cut per checkpoint, ~12.5 ms
+// without). So a shard keeps its copy once written and the next save copies into it, its pages
+// already in memory, as long as every copy kept in the process fits KeptSnapshots::kBudgetBytes:
+// a node of many or large shards keeps the copies of the first to ask and the others save into
+// fresh memory as before (for gigabytes, whose writes take seconds, the faults matter little and
+// the memory a lot). A copy a writer still holds is never reused: that save gets a fresh one.
+
+std::atomic<int64_t> kept_snapshot_bytes{0};
 
 int64_t SnapshotBytes(const ShardState& shard) {
   int64_t floats = shard.value().size();
@@ -51,26 +54,10 @@ int64_t SnapshotBytes(const ShardState& shard) {
 
 // A copy of the state's shard for a background save (Note [Snapshot memory kept]).
 std::shared_ptr<const ShardSnapshot> TakeSnapshot(ShardActorState& state) {
-  constexpr size_t kMaxKept = 2;
-  std::shared_ptr<ShardSnapshot> copy;
-  for (const std::shared_ptr<ShardSnapshot>& kept : state.snapshots) {
-    // use_count 1: only this list holds it. Copying the pointer is an acquire on the count the
-    // writer's release lowered, so its reads happen before this copy's writes.
-    if (kept.use_count() == 1) {
-      copy = kept;
-      break;
-    }
-  }
+  std::shared_ptr<ShardSnapshot> copy = state.snapshots.Free();
   if (copy == nullptr) copy = std::make_shared<ShardSnapshot>();
   CopySnapshot(*state.shard, *copy);
-  const bool keep = SnapshotBytes(*state.shard) <= kKeptSnapshotBytes;
-  auto it = std::find(state.snapshots.begin(), state.snapshots.end(), copy);
-  if (!keep) {
-    state.snapshots.clear();
-  } else if (it == state.snapshots.end()) {
-    if (state.snapshots.size() == kMaxKept) state.snapshots.erase(state.snapshots.begin());
-    state.snapshots.push_back(copy);
-  }
+  state.snapshots.Keep(copy, SnapshotBytes(*state.shard));
   return copy;
 }
 
@@ -129,6 +116,39 @@ absl::StatusOr<ShardState> Build(const ShardSpec& spec) {
 }
 
 }  // namespace
+
+int64_t KeptSnapshots::BytesKept() { return kept_snapshot_bytes.load(); }
+
+KeptSnapshots::~KeptSnapshots() {
+  while (!kept_.empty()) Drop(kept_.size() - 1);
+}
+
+std::shared_ptr<ShardSnapshot> KeptSnapshots::Free() const {
+  for (const auto& [kept, bytes] : kept_) {
+    // use_count 1: only this list holds it. Copying the pointer is an acquire on the count the
+    // writer's release lowered, so the writer's reads happen before the caller's writes.
+    if (kept.use_count() == 1) return kept;
+  }
+  return nullptr;
+}
+
+void KeptSnapshots::Keep(const std::shared_ptr<ShardSnapshot>& copy, int64_t bytes) {
+  constexpr size_t kMaxKept = 2;
+  for (const auto& [kept, kept_bytes] : kept_) {
+    if (kept == copy) return;
+  }
+  if (kept_.size() == kMaxKept) Drop(0);
+  if (kept_snapshot_bytes.fetch_add(bytes) + bytes > kBudgetBytes) {
+    kept_snapshot_bytes.fetch_sub(bytes);
+    return;
+  }
+  kept_.emplace_back(copy, bytes);
+}
+
+void KeptSnapshots::Drop(size_t i) {
+  kept_snapshot_bytes.fetch_sub(kept_[i].second);
+  kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
+}
 
 shard_actor::behavior_type ShardActor(ShardPointer self, std::shared_ptr<ShardState> shard,
                                       std::shared_ptr<const SliceStore> store) {

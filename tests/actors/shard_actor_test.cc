@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -274,6 +275,53 @@ TEST_CASE("an exited shard answers requests with an Unavailable error") {
   fixture.Run();
   auto reply = fixture.AskOp(shard, ReadOp{});
   CHECK(reply.status().code() == absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("kept snapshot copies stay within the process's budget and are given back") {
+  const int64_t base = KeptSnapshots::BytesKept();  // other shards' of this process, if any
+  const int64_t room = KeptSnapshots::kBudgetBytes - base;
+  REQUIRE(room > 100);
+  auto big = std::make_shared<ShardSnapshot>();
+  auto small = std::make_shared<ShardSnapshot>();
+  {
+    KeptSnapshots first;
+    first.Keep(big, room - 10);
+    CHECK(KeptSnapshots::BytesKept() == KeptSnapshots::kBudgetBytes - 10);
+    CHECK(first.Free() == nullptr);  // this test still holds it, as a writer would
+    KeptSnapshots second;
+    second.Keep(small, 11);  // over the budget: not kept
+    CHECK(KeptSnapshots::BytesKept() == KeptSnapshots::kBudgetBytes - 10);
+    second.Keep(small, 10);  // fits exactly
+    CHECK(KeptSnapshots::BytesKept() == KeptSnapshots::kBudgetBytes);
+    second.Keep(small, 10);  // already kept: counted once
+    CHECK(KeptSnapshots::BytesKept() == KeptSnapshots::kBudgetBytes);
+    // Once nobody else holds a kept copy, it is the one to copy into next.
+    small.reset();
+    REQUIRE(second.Free() != nullptr);
+    CHECK(second.Free().use_count() == 2);  // the list's and the returned pointer
+  }
+  // The shards' lists went away (their actors exited): every byte is given back.
+  CHECK(KeptSnapshots::BytesKept() == base);
+}
+
+TEST_CASE("a shard keeps at most two copies, dropping the oldest") {
+  const int64_t base = KeptSnapshots::BytesKept();
+  KeptSnapshots kept;
+  std::vector<std::shared_ptr<ShardSnapshot>> copies;
+  for (int i = 0; i < 3; ++i) {
+    copies.push_back(std::make_shared<ShardSnapshot>());
+    kept.Keep(copies.back(), 100);
+  }
+  CHECK(KeptSnapshots::BytesKept() - base == 200);
+  CHECK(copies[0].use_count() == 1);  // dropped
+  CHECK(copies[1].use_count() == 2);
+  CHECK(copies[2].use_count() == 2);
 }
 
 }  // namespace

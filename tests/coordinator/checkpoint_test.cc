@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "actors/shard_actor.h"
 #include "coordinator/internal/await.h"
 #include "core/exported_model.h"
 #include "core/logging.h"
@@ -104,50 +105,59 @@ TEST_CASE("a checkpoint saved with N shards restores into M shards with its opti
 
 TEST_CASE("a checkpoint written while training goes on holds the state at its cut") {
   const std::string dir = TempDir("cut");
-  auto cluster = testing::StartCluster(2, 1);
-  ParameterServerStrategy strategy(*cluster, Fixed(3));
-  VariableOptions options = EmbeddingOptions();
-  options.shape = Shape{200'000, 16};  // tens of MB with its slots: the write takes a while
-  const ShardedVariable v = testing::ValueOrDie(strategy.CreateVariable(options));
-  IndexedSlices g;
-  g.indices = {0, 70'000, 199'999, 5};
-  g.values = Tensor(Shape{4, 16}, 0.25f);
-  REQUIRE(Apply(cluster->system(), v, g).ok());
-  const Tensor at_cut = testing::ValueOrDie(v.Read());
-
-  absl::Notification cut;
-  absl::Status saved;
-  std::thread save(
-      [&] { saved = SaveCheckpoint(strategy, dir, 7, RunId::Random(), [&] { cut.Notify(); }); });
-  cut.WaitForNotification();
-  for (int k = 0; k < 20; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());  // after the cut
-  save.join();
-  REQUIRE_MESSAGE(saved.ok(), saved.ToString());
-
-  // A second save copies into the memory the first one's copies kept (Note [Snapshot memory
-  // kept] in actors/shard_actor.cc): it must hold its own cut, nothing of the first.
   const std::string second_dir = TempDir("cut_again");
-  const Tensor at_second_cut = testing::ValueOrDie(v.Read());
-  absl::Notification second_cut;
-  std::thread save_again([&] {
-    saved = SaveCheckpoint(strategy, second_dir, 27, RunId::Random(), [&] { second_cut.Notify(); });
-  });
-  second_cut.WaitForNotification();
-  for (int k = 0; k < 5; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());
-  save_again.join();
-  REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+  const int64_t kept_before = KeptSnapshots::BytesKept();
+  {
+    auto cluster = testing::StartCluster(2, 1);
+    ParameterServerStrategy strategy(*cluster, Fixed(3));
+    VariableOptions options = EmbeddingOptions();
+    options.shape = Shape{200'000, 16};  // tens of MB with its slots: the write takes a while
+    const ShardedVariable v = testing::ValueOrDie(strategy.CreateVariable(options));
+    IndexedSlices g;
+    g.indices = {0, 70'000, 199'999, 5};
+    g.values = Tensor(Shape{4, 16}, 0.25f);
+    REQUIRE(Apply(cluster->system(), v, g).ok());
+    const Tensor at_cut = testing::ValueOrDie(v.Read());
 
-  auto target_cluster = testing::StartCluster(1, 1);
-  ParameterServerStrategy target(*target_cluster, Fixed(2));
-  options.initializer = {"zeros", {}, 0};
-  const ShardedVariable restored = testing::ValueOrDie(target.CreateVariable(options));
-  REQUIRE(RestoreCheckpoint(target, dir).ok());
-  CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_cut));
-  CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_cut));  // it trained on
-  REQUIRE(RestoreCheckpoint(target, second_dir).ok());
-  CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_second_cut));
-  CHECK_FALSE(testing::SameTensor(at_second_cut, at_cut));
-  CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_second_cut));
+    absl::Notification cut;
+    absl::Status saved;
+    std::thread save(
+        [&] { saved = SaveCheckpoint(strategy, dir, 7, RunId::Random(), [&] { cut.Notify(); }); });
+    cut.WaitForNotification();
+    for (int k = 0; k < 20; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());  // after the cut
+    save.join();
+    REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+
+    // A second save copies into the memory the first one's copies kept (Note [Snapshot memory
+    // kept] in actors/shard_actor.cc): it must hold its own cut, nothing of the first.
+    const Tensor at_second_cut = testing::ValueOrDie(v.Read());
+    absl::Notification second_cut;
+    std::thread save_again([&] {
+      saved =
+          SaveCheckpoint(strategy, second_dir, 27, RunId::Random(), [&] { second_cut.Notify(); });
+    });
+    second_cut.WaitForNotification();
+    for (int k = 0; k < 5; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());
+    save_again.join();
+    REQUIRE_MESSAGE(saved.ok(), saved.ToString());
+
+    auto target_cluster = testing::StartCluster(1, 1);
+    ParameterServerStrategy target(*target_cluster, Fixed(2));
+    options.initializer = {"zeros", {}, 0};
+    const ShardedVariable restored = testing::ValueOrDie(target.CreateVariable(options));
+    REQUIRE(RestoreCheckpoint(target, dir).ok());
+    CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_cut));
+    CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_cut));  // it trained on
+    REQUIRE(RestoreCheckpoint(target, second_dir).ok());
+    CHECK(testing::SameTensor(testing::ValueOrDie(restored.Read()), at_second_cut));
+    CHECK_FALSE(testing::SameTensor(at_second_cut, at_cut));
+    CHECK_FALSE(testing::SameTensor(testing::ValueOrDie(v.Read()), at_second_cut));
+    // The shards kept their copies (~8.5 MB each) for the next save, within the process's budget,
+    // and give them back when they exit.
+    CHECK(KeptSnapshots::BytesKept() > 0);
+    CHECK(KeptSnapshots::BytesKept() <= KeptSnapshots::kBudgetBytes);
+  }
+  CHECK(KeptSnapshots::BytesKept() == kept_before);
   fs::remove_all(dir);
   fs::remove_all(second_dir);
 }

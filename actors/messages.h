@@ -51,6 +51,8 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
+// Shard actor (actors/shard_actor.h): the backup it forwards its changes to.
+using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
 // A shard's background writer (actors/shard_actor.cc), local only.
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
@@ -84,8 +86,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // (Note [Exactly-once updates], core/update_ledger.h), ShardInfo the step and duplicates; a PS
 // node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
 // SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored_replica_actor.h) and its
-// messages, a ring naming its previous replica.
-constexpr int32_t kProtocolVersion = 9;
+// messages, a ring naming its previous replica; 10: a shard replicates to a backup
+// (replicate_atom, Note [Replicated shards] in actors/shard_actor.h).
+constexpr int32_t kProtocolVersion = 10;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

@@ -2,12 +2,18 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <new>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "actors/error.h"
+#include "core/logging.h"
 #include "core/shard_op.h"
 #include "schema/checkpoint_io.h"
 
@@ -61,6 +67,45 @@ std::shared_ptr<const ShardSnapshot> TakeSnapshot(ShardActorState& state) {
   return copy;
 }
 
+std::string NameOf(const ShardState& shard) {
+  const ShardSpec& spec = shard.spec();
+  return ShardName(spec.variable, spec.shard_index, spec.num_shards);
+}
+
+// Note [Replicated shards] (shard_actor.h): the shard goes on without `backup`, if that is still
+// its backup.
+void LoseBackup(ShardPointer self, const caf::actor& backup, absl::string_view why) {
+  if (self->state.backup != backup) return;
+  self->state.backup = nullptr;
+  Log().warn("shard {} lost its backup ({}); it goes on unreplicated until it is given another",
+             NameOf(*self->state.shard), why);
+}
+
+// Sends `ops`, which the shard has just applied, to its backup; `then` runs once the backup has
+// applied them too, or has failed and was dropped.
+void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then) {
+  const caf::actor backup = self->state.backup;
+  const size_t sent = ops.size();
+  self->request(caf::actor_cast<shard_actor>(backup), caf::infinite, std::move(ops))
+      .then(
+          [self, backup, then, sent](std::vector<ShardReply>& replies) {
+            if (replies.size() != sent) {
+              LoseBackup(self, backup, "it answered a partial batch");
+            }
+            for (const ShardReply& reply : replies) {
+              if (reply.error) {
+                LoseBackup(self, backup, ErrorToStatus(reply.error).message());
+                break;
+              }
+            }
+            then();
+          },
+          [self, backup, then](caf::error& err) {
+            LoseBackup(self, backup, ErrorToStatus(err).message());
+            then();
+          });
+}
+
 // The handlers, over the state's shard (or its build error).
 shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceStore> store) {
   self->state.store = store != nullptr ? std::move(store) : std::make_shared<FileSliceStore>();
@@ -77,27 +122,71 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
               self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
           return self->delegate(writer, write_atom::value);
         }
+        std::optional<ShardOp> forwarded;
+        if (state.backup && ChangesShard(op)) forwarded = op;
         absl::StatusOr<ShardOpResult> result =
             ApplyShardOp(*state.shard, std::move(op), state.store.get());
         if (!result.ok()) return StatusToError(result.status());
-        return *std::move(result);
+        if (!forwarded.has_value()) return *std::move(result);
+        // Note [Replicated shards]: acknowledged once the backup has it.
+        auto promise = self->make_response_promise<ShardOpResult>();
+        std::vector<ShardOp> ops;
+        ops.push_back(*std::move(forwarded));
+        Replicate(
+            self, std::move(ops),
+            [promise, answer = std::make_shared<ShardOpResult>(*std::move(result))]() mutable {
+              promise.deliver(std::move(*answer));
+            });
+        return promise;
       },
-      [&state](std::vector<ShardOp>& ops) -> std::vector<ShardReply> {
+      [self, &state](std::vector<ShardOp>& ops) -> caf::result<std::vector<ShardReply>> {
         std::vector<ShardReply> replies(ops.size());
+        std::vector<ShardOp> forwarded;
         for (size_t k = 0; k < ops.size(); ++k) {
           if (state.shard == nullptr) {
             replies[k].error = StatusToError(state.build_error);
             continue;
           }
+          std::optional<ShardOp> copy;
+          if (state.backup && ChangesShard(ops[k])) copy = ops[k];
           absl::StatusOr<ShardOpResult> result =
               ApplyShardOp(*state.shard, std::move(ops[k]), state.store.get());
           if (result.ok()) {
             replies[k].result = *std::move(result);
+            if (copy.has_value()) forwarded.push_back(*std::move(copy));
           } else {
             replies[k].error = StatusToError(result.status());
           }
         }
-        return replies;
+        if (forwarded.empty()) return replies;
+        auto promise = self->make_response_promise<std::vector<ShardReply>>();
+        Replicate(self, std::move(forwarded),
+                  [promise, answers = std::make_shared<std::vector<ShardReply>>(std::move(
+                                replies))]() mutable { promise.deliver(std::move(*answers)); });
+        return promise;
+      },
+      [self, &state](replicate_atom, caf::actor& backup, bool send_state) -> caf::result<int64_t> {
+        if (state.shard == nullptr) return StatusToError(state.build_error);
+        if (backup == caf::actor_cast<caf::actor>(self)) {
+          return StatusToError(absl::InvalidArgumentError(
+              absl::StrCat("shard ", NameOf(*state.shard), " cannot be its own backup")));
+        }
+        state.backup = backup;
+        const int64_t version = state.shard->version();
+        if (!backup || !send_state) return version;
+        // The state as of now goes first; every op forwarded after it arrives after it.
+        std::vector<ShardOp> ops;
+        ops.push_back(RestoreOp{state.shard->Snapshot()});
+        auto promise = self->make_response_promise<int64_t>();
+        Replicate(self, std::move(ops), [self, promise, backup, version]() mutable {
+          if (self->state.backup != backup) {
+            promise.deliver(StatusToError(absl::UnavailableError(absl::StrCat(
+                "shard ", NameOf(*self->state.shard), ": the new backup did not take its state"))));
+            return;
+          }
+          promise.deliver(version);
+        });
+        return promise;
       },
   };
 }

@@ -20,9 +20,31 @@
 // stays responsive meanwhile. Ops sent before the build is done wait in the mailbox; the first
 // reply tells that the shard is ready.
 //
+//   (replicate_atom, shard_actor backup,    int64_t: the version      Note [Replicated shards];
+//    bool send_state)                        once the backup has it    null backup: none
+//
+// Note [Replicated shards]
+// A shard may have a backup: a shard actor of the same spec on another PS node, which serves no
+// client. The shard (the primary) applies each op as always; one that changed it (ChangesShard,
+// core/shard_op.h: updates, assigns, restores and loads, never reads or saves) is then sent on to
+// the backup, and its client's reply waits until the backup has applied it too. So an update a
+// client saw acknowledged is on two nodes, and a lost primary's backup, promoted in its place,
+// holds every acknowledged update (coordinator/strategy.h, PromoteBackupsOf). The backup applies
+// the same ops in the same order — one sender and one receiver, whose messages CAF keeps in
+// order — to the same state, so the two stay bit-identical, exactly-once ledgers included (a
+// forwarded update keeps its UpdateId). replicate_atom names the backup: one built from the same
+// spec at the same moment as the primary is identical already (send_state false); a new one, in
+// place of a lost backup, first gets the primary's block, slots and step as a RestoreOp, ahead
+// of every op forwarded after it (send_state true; its ledger starts empty). A backup that fails
+// — gone, or answering an op with an error — is dropped with a warning and the shard goes on
+// unreplicated, acknowledging on its own, until it is given another: availability first, the
+// coordinator rebuilds the backup. Reads see the primary's state, which may include an update
+// whose acknowledgement still waits for the backup.
+//
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/stateful_actor.hpp>
@@ -43,7 +65,8 @@ namespace tessera {
 
 using shard_actor =
     caf::typed_actor<caf::replies_to<ShardOp>::with<ShardOpResult>,
-                     caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>>;
+                     caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>,
+                     caf::replies_to<replicate_atom, caf::actor, bool>::with<int64_t>>;
 
 // The copies a shard's background saves made, kept for its next save within a budget all the
 // shards of the process share (Note [Snapshot memory kept] in shard_actor.cc). Given back to the
@@ -80,6 +103,8 @@ struct ShardActorState {
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
   KeptSnapshots snapshots;
+  // Note [Replicated shards]: where the changes go before they are acknowledged; null: nowhere.
+  caf::actor backup;
 };
 
 // The behaviour of a shard actor owning `shard` (non-null), saving and loading through `store`

@@ -163,6 +163,16 @@ void CopySnapshot(const ShardState& shard, ShardSnapshot& into) {
   into.optimizer = OptimizerOf(shard);
 }
 
+bool ChangesShard(const ShardOp& op) {
+  return std::visit(
+      [](const auto& o) {
+        using Op = std::decay_t<decltype(o)>;
+        return kUpdatesRows<Op> || std::is_same_v<Op, SetOptimizerOp> ||
+               std::is_same_v<Op, RestoreOp> || std::is_same_v<Op, LoadOp>;
+      },
+      op);
+}
+
 UpdateId* UpdateIdOf(ShardOp& op) {
   return std::visit(
       [](auto& o) -> UpdateId* {

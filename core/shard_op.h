@@ -167,6 +167,11 @@ using ShardOpResult = std::variant<ShardVersion, ShardValue, ShardInfo, TensorSl
 // "gather", "apply_sparse_gradient", ...: the op's name for messages.
 absl::string_view ShardOpName(const ShardOp& op);
 
+// Whether `op` changes the shard when it succeeds: everything but info, read, gather, snapshot
+// and save. A replicated shard's backup gets exactly these (Note [Replicated shards],
+// actors/shard_actor.h).
+bool ChangesShard(const ShardOp& op);
+
 // The UpdateId of an op that updates rows (assign, scatter, dense and sparse gradients); null
 // for any other op.
 UpdateId* UpdateIdOf(ShardOp& op);

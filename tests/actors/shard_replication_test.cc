@@ -1,0 +1,220 @@
+// Note [Replicated shards] (actors/shard_actor.h): a shard forwards what changed it to its
+// backup and acknowledges only once the backup has it.
+#include <doctest/doctest.h>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/response_promise.hpp>
+#include <caf/stateful_actor.hpp>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "actors/error.h"
+#include "actors/messages.h"
+#include "actors/shard_actor.h"
+#include "tests/actors/actor_test_util.h"
+
+namespace tessera {
+namespace {
+
+using testing::DeterministicSystem;
+using testing::SameTensor;
+using testing::TestShardSpec;
+
+OptimizerSpec Adagrad() { return OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}}; }
+
+Tensor Iota(Shape shape, float base) {
+  Tensor t(std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) t.values()[i] = base + 0.125f * static_cast<float>(i);
+  return t;
+}
+
+// Shard 1 of 3 of a 32 x 4 variable trained by Adagrad: 11 rows starting at 11.
+shard_actor SpawnTestShard(DeterministicSystem& fixture) {
+  auto state = ShardState::Create(TestShardSpec(1, 3, 32, 4, Adagrad()));
+  REQUIRE(state.ok());
+  return fixture.Track(SpawnShard(fixture.system(), std::move(state).value()));
+}
+
+absl::StatusOr<int64_t> SetBackup(DeterministicSystem& fixture, const shard_actor& primary,
+                                  const caf::actor& backup, bool send_state) {
+  return fixture.Ask<int64_t>(primary, replicate_atom::value, backup, send_state);
+}
+
+// Everything of a shard a backup must match: block, slots and step.
+void CheckSameState(DeterministicSystem& fixture, const shard_actor& a, const shard_actor& b) {
+  auto left = fixture.AskOp(a, SnapshotOp{});
+  auto right = fixture.AskOp(b, SnapshotOp{});
+  REQUIRE(left.ok());
+  REQUIRE(right.ok());
+  CHECK(SameTensor(left->value, right->value));
+  REQUIRE(left->slots.size() == right->slots.size());
+  for (size_t i = 0; i < left->slots.size(); ++i) {
+    CHECK(SameTensor(left->slots[i], right->slots[i]));
+  }
+  CHECK(left->step == right->step);
+}
+
+int64_t VersionOf(DeterministicSystem& fixture, const shard_actor& shard) {
+  auto info = fixture.AskOp(shard, InfoOp{});
+  REQUIRE(info.ok());
+  return info->version;
+}
+
+UpdateId Named(int64_t closure) { return UpdateId{7, closure, 0, 0}; }
+
+TEST_CASE("a replicated shard's backup applies every change, alone or batched, and matches it") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  const shard_actor backup = SpawnTestShard(fixture);
+  REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+
+  REQUIRE(fixture.AskOp(primary, AssignOp{AssignKind::kAdd, Iota(Shape{11, 4}, 0.5f)}).ok());
+  REQUIRE(fixture
+              .AskOp(primary, ScatterRowsOp{ScatterOp::kUpdate,
+                                            IndexedSlices{Ids{2, 5}, Iota(Shape{2, 4}, -3)}})
+              .ok());
+  REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, -1.0f)}).ok());
+  // Reads and snapshots are the primary's alone.
+  REQUIRE(fixture.AskOp(primary, GatherOp{Ids{1, 1}}).ok());
+  REQUIRE(fixture.AskOp(primary, ReadOp{}).ok());
+  std::vector<ShardOp> batch;
+  batch.push_back(ApplySparseGradientOp{IndexedSlices{Ids{4, 9, 4}, Iota(Shape{3, 4}, 0.3f)}});
+  batch.push_back(GatherOp{Ids{0}});
+  batch.push_back(ApplySparseGradientOp{IndexedSlices{Ids{99}, Iota(Shape{1, 4}, 1)}});  // bad
+  batch.push_back(ApplySparseGradientOp{IndexedSlices{Ids{10}, Iota(Shape{1, 4}, 2)}});
+  auto replies = fixture.Ask<std::vector<ShardReply>>(primary, batch);
+  REQUIRE(replies.ok());
+  REQUIRE(replies->size() == 4);
+  CHECK(!(*replies)[0].error);
+  CHECK(!(*replies)[1].error);
+  CHECK(ErrorToStatus((*replies)[2].error).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(!(*replies)[3].error);
+
+  // Five changes applied (the bad gradient changed nothing), on both, in the same order.
+  CHECK(VersionOf(fixture, primary) == 5);
+  CHECK(VersionOf(fixture, backup) == 5);
+  CheckSameState(fixture, primary, backup);
+}
+
+// A relay in front of a backup that holds what the primary forwards until it is released (any
+// int32_t message): what a client sees while its change has not reached the backup yet.
+struct HeldChanges {
+  std::vector<std::pair<std::vector<ShardOp>, caf::response_promise>> held;
+};
+
+caf::behavior HoldingRelay(caf::stateful_actor<HeldChanges>* self, shard_actor backup) {
+  return {
+      [self](std::vector<ShardOp>& ops) {
+        auto promise = self->make_response_promise();
+        self->state.held.emplace_back(std::move(ops), promise);
+        return promise;
+      },
+      [self, backup](int32_t) {
+        for (auto& [ops, promise] : self->state.held) {
+          self->request(backup, caf::infinite, std::move(ops))
+              .then([promise](std::vector<ShardReply>& replies) mutable {
+                promise.deliver(std::move(replies));
+              });
+        }
+        self->state.held.clear();
+      },
+  };
+}
+
+TEST_CASE("a replicated shard acknowledges a change only once its backup has applied it") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  const shard_actor backup = SpawnTestShard(fixture);
+  caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
+  REQUIRE(SetBackup(fixture, primary, relay, false).ok());
+
+  std::optional<absl::StatusOr<ShardOpResult>> acknowledged;
+  fixture.system().spawn([&acknowledged, primary](caf::event_based_actor* self) {
+    self->request(primary, caf::infinite,
+                  ShardOp(ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f), Named(3)}))
+        .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
+              [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
+  });
+  fixture.Run();
+  // The primary applied it and reads see it, but the client waits.
+  CHECK(!acknowledged.has_value());
+  CHECK(VersionOf(fixture, primary) == 1);
+  CHECK(VersionOf(fixture, backup) == 0);
+  caf::anon_send(relay, int32_t{1});
+  fixture.Run();
+  REQUIRE(acknowledged.has_value());
+  REQUIRE(acknowledged->ok());
+  CHECK(VersionOf(fixture, backup) == 1);
+  CheckSameState(fixture, primary, backup);
+}
+
+TEST_CASE("a new backup takes the primary's state first, then every change after it") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, -1.0f)}).ok());
+  REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 0.25f)}).ok());
+  const shard_actor backup = SpawnTestShard(fixture);
+  auto version = SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), true);
+  REQUIRE(version.ok());
+  CHECK(*version == 2);
+  CheckSameState(fixture, primary, backup);
+  REQUIRE(
+      fixture.AskOp(primary, ApplySparseGradientOp{IndexedSlices{Ids{3}, Iota(Shape{1, 4}, 0.75f)}})
+          .ok());
+  CheckSameState(fixture, primary, backup);
+}
+
+TEST_CASE("a forwarded update keeps its id, so a promoted backup does not apply it twice") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  const shard_actor backup = SpawnTestShard(fixture);
+  REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+  const ApplyDenseGradientOp update{Iota(Shape{11, 4}, 1.0f), Named(5)};
+  REQUIRE(fixture.AskOp(primary, update).ok());
+  // The closure runs again after its primary was lost: its update reaches the backup itself.
+  auto again = fixture.AskOp(backup, update);
+  REQUIRE(again.ok());
+  CHECK(*again == 1);
+  CheckSameState(fixture, primary, backup);
+}
+
+TEST_CASE("a shard whose backup is gone or fails goes on unreplicated, still acknowledging") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+
+  SUBCASE("the backup exited") {
+    const shard_actor backup = SpawnTestShard(fixture);
+    REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+    caf::anon_send_exit(backup, caf::exit_reason::kill);
+    fixture.Run();
+  }
+  SUBCASE("the backup cannot apply the change (a shard of another shape)") {
+    auto other = ShardState::Create(TestShardSpec(0, 1, 5, 4, Adagrad()));
+    REQUIRE(other.ok());
+    const shard_actor backup = fixture.Track(SpawnShard(fixture.system(), std::move(*other)));
+    REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+  }
+  auto first = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)});
+  REQUIRE(first.ok());
+  CHECK(*first == 1);
+  auto second = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 2.0f)});
+  REQUIRE(second.ok());
+  CHECK(*second == 2);
+}
+
+TEST_CASE("a shard cannot be its own backup, and a null backup ends replication") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  CHECK(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(primary), false).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  const shard_actor backup = SpawnTestShard(fixture);
+  REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+  REQUIRE(SetBackup(fixture, primary, caf::actor(), false).ok());
+  REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}).ok());
+  CHECK(VersionOf(fixture, backup) == 0);
+}
+
+}  // namespace
+}  // namespace tessera

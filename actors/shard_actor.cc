@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <new>
@@ -72,43 +73,59 @@ std::string NameOf(const ShardState& shard) {
   return ShardName(spec.variable, spec.shard_index, spec.num_shards);
 }
 
-// Note [Replicated shards] (shard_actor.h): the shard goes on without `backup`, if that is still
-// its backup.
-void LoseBackup(ShardPointer self, const caf::actor& backup, absl::string_view why) {
-  if (self->state.backup != backup) return;
-  self->state.backup = nullptr;
+// Runs the acknowledgements waiting for the backup, in order, and forgets them.
+void ReleaseAwaiting(ShardActorState& state) {
+  std::deque<std::function<void()>> awaiting;
+  awaiting.swap(state.awaiting_backup);
+  for (auto& acknowledge : awaiting) acknowledge();
+}
+
+// Note [Replicated shards] (shard_actor.h): the shard goes on without its backup, which failed
+// for reason `why`; what waited for it is acknowledged.
+void LoseBackup(ShardPointer self, absl::string_view why) {
+  ShardActorState& state = self->state;
+  if (!state.backup) return;
+  self->demonitor(state.backup);
+  state.backup = nullptr;
+  ++state.backup_epoch;
   Log().warn("shard {} lost its backup ({}); it goes on unreplicated until it is given another",
-             NameOf(*self->state.shard), why);
+             NameOf(*state.shard), why);
+  ReleaseAwaiting(state);
 }
 
 // Sends `ops`, which the shard has just applied, to its backup; `then` runs once the backup has
-// applied them too, or has failed and was dropped.
+// applied them too (the backup answers in order), or once it failed and was dropped.
 void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then) {
-  const caf::actor backup = self->state.backup;
+  ShardActorState& state = self->state;
+  state.awaiting_backup.push_back(std::move(then));
   const size_t sent = ops.size();
-  self->request(caf::actor_cast<shard_actor>(backup), caf::infinite, std::move(ops))
+  const uint64_t epoch = state.backup_epoch;
+  self->request(caf::actor_cast<shard_actor>(state.backup), caf::infinite, std::move(ops))
       .then(
-          [self, backup, then, sent](std::vector<ShardReply>& replies) {
-            if (replies.size() != sent) {
-              LoseBackup(self, backup, "it answered a partial batch");
-            }
+          [self, sent, epoch](std::vector<ShardReply>& replies) {
+            ShardActorState& state = self->state;
+            if (epoch != state.backup_epoch) return;  // released already
+            if (replies.size() != sent) return LoseBackup(self, "it answered a partial batch");
             for (const ShardReply& reply : replies) {
-              if (reply.error) {
-                LoseBackup(self, backup, ErrorToStatus(reply.error).message());
-                break;
-              }
+              if (reply.error) return LoseBackup(self, ErrorToStatus(reply.error).message());
             }
-            then();
+            std::function<void()> acknowledge = std::move(state.awaiting_backup.front());
+            state.awaiting_backup.pop_front();
+            acknowledge();
           },
-          [self, backup, then](caf::error& err) {
-            LoseBackup(self, backup, ErrorToStatus(err).message());
-            then();
+          [self, epoch](caf::error& err) {
+            if (epoch == self->state.backup_epoch) LoseBackup(self, ErrorToStatus(err).message());
           });
 }
 
 // The handlers, over the state's shard (or its build error).
 shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceStore> store) {
   self->state.store = store != nullptr ? std::move(store) : std::make_shared<FileSliceStore>();
+  self->set_down_handler([self](caf::down_msg& down) {
+    if (self->state.backup && down.source == self->state.backup.address()) {
+      LoseBackup(self, absl::StrCat("it went down: ", self->system().render(down.reason)));
+    }
+  });
   // The handlers capture the state by reference: it lives in the actor, which outlives the
   // behaviour.
   ShardActorState& state = self->state;
@@ -171,9 +188,17 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
           return StatusToError(absl::InvalidArgumentError(
               absl::StrCat("shard ", NameOf(*state.shard), " cannot be its own backup")));
         }
+        // What waited for the old backup is acknowledged (that backup got it, or is gone).
+        if (state.backup) self->demonitor(state.backup);
+        ++state.backup_epoch;
+        ReleaseAwaiting(state);
         state.backup = backup;
         const int64_t version = state.shard->version();
-        if (!backup || !send_state) return version;
+        if (!backup) return version;
+        // A backup that goes down is noticed even while nothing waits for it, and what waits
+        // for one is acknowledged when it does (a lost connection answers no request).
+        self->monitor(backup);
+        if (!send_state) return version;
         // The state as of now goes first; every op forwarded after it arrives after it.
         std::vector<ShardOp> ops;
         ops.push_back(RestoreOp{state.shard->Snapshot()});

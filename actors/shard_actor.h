@@ -52,6 +52,8 @@
 #include <caf/typed_behavior.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -103,8 +105,12 @@ struct ShardActorState {
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
   KeptSnapshots snapshots;
-  // Note [Replicated shards]: where the changes go before they are acknowledged; null: nowhere.
+  // Note [Replicated shards]: where the changes go before they are acknowledged (null: nowhere),
+  // the acknowledgements waiting for it in the order sent, and a count of backups given or lost
+  // (a late answer of an earlier backup is ignored).
   caf::actor backup;
+  std::deque<std::function<void()>> awaiting_backup;
+  uint64_t backup_epoch = 0;
 };
 
 // The behaviour of a shard actor owning `shard` (non-null), saving and loading through `store`

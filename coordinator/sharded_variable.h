@@ -85,10 +85,15 @@ class ShardedVariable {
 
  private:
   friend class ParameterServerStrategy;  // moves shards to a replacement PS node
-  // Networked PS recovery: shard `shard` (or worker `copy`'s ON_READ copy) is now `actor`.
-  void ReplaceShard(int64_t shard, shard_actor actor) { handle_.shards[shard] = std::move(actor); }
-  void ReplaceCopy(int64_t copy, shard_actor actor) {
+  // Networked PS recovery: shard `shard` (or worker `copy`'s ON_READ copy) is now `actor`, on PS
+  // task `task`.
+  void ReplaceShard(int64_t shard, shard_actor actor, int32_t task) {
+    handle_.shards[shard] = std::move(actor);
+    handle_.ps_tasks[shard] = task;
+  }
+  void ReplaceCopy(int64_t copy, shard_actor actor, int32_t task) {
     per_worker_->copies[copy].shards[0] = std::move(actor);
+    per_worker_->copies[copy].ps_tasks[0] = task;
   }
 
   absl::Status AssignWith(AssignKind kind, const Tensor& value) const;

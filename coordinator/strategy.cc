@@ -26,16 +26,16 @@ constexpr auto kPsRequestTimeout = std::chrono::minutes(2);
 
 }  // namespace
 
-ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster,
-                                                 Partitioner partitioner)
-    : cluster_(cluster), partitioner_(std::move(partitioner)) {}
+ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster, Partitioner partitioner,
+                                                 int32_t replicas)
+    : cluster_(cluster), partitioner_(std::move(partitioner)), replicas_(replicas) {}
 
 ParameterServerStrategy::~ParameterServerStrategy() {
   if (!cluster_.networked()) return;
   std::vector<std::pair<int32_t, std::string>> created;
   for (const PlacedShard& placed : shards_) {
-    created.emplace_back(placed.task, ShardName(placed.spec.variable, placed.spec.shard_index,
-                                                placed.spec.num_shards));
+    created.emplace_back(placed.task, placed.name());
+    if (placed.backup) created.emplace_back(placed.backup_task, placed.name());
   }
   DropShards(created);
 }
@@ -55,9 +55,12 @@ const Partitioner& ParameterServerStrategy::PartitionerFor(const VariableOptions
 }
 
 std::string ParameterServerStrategy::DescribePlacement(int32_t task) const {
-  auto it = placement_.find(task);
-  if (it == placement_.end() || it->second.empty()) return "(none)";
-  return absl::StrJoin(it->second, ", ");
+  std::vector<std::string> names;
+  for (const PlacedShard& placed : shards_) {
+    if (placed.task == task) names.push_back(placed.name());
+  }
+  if (names.empty()) return "(none)";
+  return absl::StrJoin(names, ", ");
 }
 
 std::optional<OptimizerSpec> ParameterServerStrategy::OptimizerOf(const std::string& name) const {
@@ -187,6 +190,14 @@ absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy
       absl::StrCat("variable ", options.name)));
   ASSIGN_OR_RETURN(Shape shape, Shape::Make(options.shape.dims()));
   const int32_t num_ps = cluster_.num_ps();
+  if (replicas_ != 1 && replicas_ != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicas must be 1 or 2 (a backup of every shard), not ", replicas_));
+  }
+  if (replicas_ == 2 && num_ps < 2) {
+    return absl::InvalidArgumentError(
+        "replicas = 2 needs at least 2 parameter servers: a shard's backup lives on another");
+  }
   PlannedVariable plan;
   plan.name = options.name;
 
@@ -261,7 +272,26 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlan
   for (const PlannedVariable& plan : planned) {
     all.insert(all.end(), plan.shards.begin(), plan.shards.end());
   }
+  // Note [Backups on the next PS]: each backup is created with its primary, from its spec.
+  const size_t num_primaries = all.size();
+  if (replicas_ == 2) {
+    for (size_t k = 0; k < num_primaries; ++k) {
+      PlacedShard backup = all[k];
+      backup.task = (all[k].task + 1) % cluster_.num_ps();
+      all.push_back(std::move(backup));
+    }
+  }
   absl::StatusOr<std::vector<shard_actor>> created = CreateShards(all);
+  if (created.ok() && replicas_ == 2) {
+    const std::vector<shard_actor> primaries(created->begin(), created->begin() + num_primaries);
+    const std::vector<shard_actor> backups(created->begin() + num_primaries, created->end());
+    if (absl::Status attached = AttachBackups(primaries, backups, false); !attached.ok()) {
+      std::vector<std::pair<int32_t, std::string>> to_drop;
+      for (const PlacedShard& placed : all) to_drop.emplace_back(placed.task, placed.name());
+      DropShards(to_drop);
+      created = attached;
+    }
+  }
   if (!created.ok()) {
     next_ps_ = next_ps_before;
     return created.status();
@@ -269,16 +299,18 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlan
   std::vector<ShardedVariable> out;
   size_t k = 0;
   for (PlannedVariable& plan : planned) {
-    for (const PlacedShard& placed : plan.shards) {
+    for (PlacedShard placed : plan.shards) {
+      if (replicas_ == 2) {
+        placed.backup = (*created)[num_primaries + k];
+        placed.backup_task = all[num_primaries + k].task;
+      }
       shard_actor& shard = (*created)[k++];
       if (plan.per_worker.has_value()) {
         plan.per_worker->copies[placed.index].shards = {std::move(shard)};
       } else {
         plan.handle->shards.push_back(std::move(shard));
       }
-      placement_[placed.task].push_back(
-          ShardName(placed.spec.variable, placed.spec.shard_index, placed.spec.num_shards));
-      shards_.push_back(placed);
+      shards_.push_back(std::move(placed));
     }
     ShardedVariable variable =
         plan.per_worker.has_value()
@@ -339,6 +371,15 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
   return std::shared_ptr<const ModelVariables>(std::move(vars));
 }
 
+void ParameterServerStrategy::Repoint(const PlacedShard& placed, shard_actor actor, int32_t task) {
+  ShardedVariable& variable = variables_.at(placed.variable);
+  if (placed.per_worker_copy) {
+    variable.ReplaceCopy(placed.index, std::move(actor), task);
+  } else {
+    variable.ReplaceShard(placed.index, std::move(actor), task);
+  }
+}
+
 absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShardsOn(int32_t task) {
   std::vector<PlacedShard> lost;
   for (const PlacedShard& placed : shards_) {
@@ -346,17 +387,133 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShards
   }
   ASSIGN_OR_RETURN(std::vector<shard_actor> created, CreateShards(lost));
   std::vector<std::string> touched;
+  // The recreated shards' backups hold what the checkpoint will replace: they go, and
+  // RebuildBackups makes new ones from the restored state.
+  std::vector<std::pair<int32_t, std::string>> stale;
   for (size_t k = 0; k < lost.size(); ++k) {
     const PlacedShard& placed = lost[k];
-    ShardedVariable& variable = variables_.at(placed.variable);
-    if (placed.per_worker_copy) {
-      variable.ReplaceCopy(placed.index, std::move(created[k]));
-    } else {
-      variable.ReplaceShard(placed.index, std::move(created[k]));
+    Repoint(placed, std::move(created[k]), task);
+    if (touched.empty() || touched.back() != placed.variable) touched.push_back(placed.variable);
+  }
+  for (PlacedShard& placed : shards_) {
+    if (placed.task != task) continue;
+    if (placed.backup) stale.emplace_back(placed.backup_task, placed.name());
+    placed.backup = shard_actor();
+    placed.backup_task = -1;
+  }
+  DropShards(stale);
+  return touched;
+}
+
+absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackupsOf(int32_t task) {
+  std::vector<std::string> unbacked;
+  for (const PlacedShard& placed : shards_) {
+    if (placed.task == task && (!placed.backup || placed.backup_task == task)) {
+      unbacked.push_back(placed.name());
     }
+  }
+  if (!unbacked.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no backup to promote for ", absl::StrJoin(unbacked, ", ")));
+  }
+  std::vector<std::string> touched;
+  for (PlacedShard& placed : shards_) {
+    if (placed.backup_task == task) {  // a backup the lost node held
+      placed.backup = shard_actor();
+      placed.backup_task = -1;
+      continue;
+    }
+    if (placed.task != task) continue;
+    Repoint(placed, placed.backup, placed.backup_task);
+    placed.task = placed.backup_task;
+    placed.backup = shard_actor();
+    placed.backup_task = -1;
     if (touched.empty() || touched.back() != placed.variable) touched.push_back(placed.variable);
   }
   return touched;
+}
+
+int32_t ParameterServerStrategy::ShardsWithoutBackup() const {
+  if (replicas_ < 2) return 0;
+  return static_cast<int32_t>(std::count_if(shards_.begin(), shards_.end(),
+                                            [](const PlacedShard& p) { return !p.backup; }));
+}
+
+absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
+    const std::vector<int32_t>& unavailable) {
+  if (replicas_ < 2) return 0;
+  const int32_t num_ps = cluster_.num_ps();
+  auto usable = [&unavailable](int32_t t) {
+    return std::find(unavailable.begin(), unavailable.end(), t) == unavailable.end();
+  };
+  std::vector<size_t> rebuilt;  // indices into shards_
+  std::vector<PlacedShard> planned;
+  std::vector<std::string> nowhere;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const PlacedShard& placed = shards_[i];
+    if (placed.backup) continue;
+    std::optional<int32_t> chosen;
+    for (int32_t step = 1; step < num_ps && !chosen.has_value(); ++step) {
+      const int32_t t = (placed.task + step) % num_ps;
+      if (usable(t)) chosen = t;
+    }
+    if (!chosen.has_value()) {
+      nowhere.push_back(placed.name());
+      continue;
+    }
+    PlacedShard backup = placed;
+    backup.task = *chosen;
+    planned.push_back(std::move(backup));
+    rebuilt.push_back(i);
+  }
+  if (!planned.empty()) {
+    ASSIGN_OR_RETURN(std::vector<shard_actor> backups, CreateShards(planned));
+    std::vector<shard_actor> primaries;
+    for (size_t i : rebuilt) {
+      const PlacedShard& placed = shards_[i];
+      const ShardedVariable& variable = variables_.at(placed.variable);
+      primaries.push_back(placed.per_worker_copy
+                              ? variable.ForWorker(static_cast<int32_t>(placed.index))->shards[0]
+                              : variable.handle().shards[placed.index]);
+    }
+    if (absl::Status attached = AttachBackups(primaries, backups, true); !attached.ok()) {
+      std::vector<std::pair<int32_t, std::string>> to_drop;
+      for (const PlacedShard& backup : planned) to_drop.emplace_back(backup.task, backup.name());
+      DropShards(to_drop);
+      return attached;
+    }
+    for (size_t k = 0; k < rebuilt.size(); ++k) {
+      shards_[rebuilt[k]].backup = backups[k];
+      shards_[rebuilt[k]].backup_task = planned[k].task;
+    }
+  }
+  if (!nowhere.empty()) {
+    return absl::UnavailableError(absl::StrCat("no live parameter server besides their own for ",
+                                               "the backups of ", absl::StrJoin(nowhere, ", ")));
+  }
+  return static_cast<int32_t>(planned.size());
+}
+
+absl::Status ParameterServerStrategy::AttachBackups(const std::vector<shard_actor>& primaries,
+                                                    const std::vector<shard_actor>& backups,
+                                                    bool send_state) {
+  if (primaries.empty()) return absl::OkStatus();
+  return internal::AwaitStatus(cluster_.system(), [&primaries, &backups, send_state](
+                                                      caf::event_based_actor* self, auto done) {
+    auto join = FanIn<int64_t>::Start(primaries.size(),
+                                      [self, done](absl::StatusOr<std::vector<int64_t>> all) {
+                                        self->quit();
+                                        done(all.status());
+                                      });
+    for (size_t k = 0; k < primaries.size(); ++k) {
+      self->request(primaries[k], kPsRequestTimeout, replicate_atom::value,
+                    caf::actor_cast<caf::actor>(backups[k]), send_state)
+          .then([slot = join->Slot(k)](int64_t version) { slot(version); },
+                [slot = join->Slot(k)](caf::error& err) {
+                  slot(Annotate(ErrorToStatus(err), "giving a shard its backup"));
+                });
+    }
+  });
 }
 
 absl::Status ParameterServerStrategy::AdoptShardsOn(
@@ -373,14 +530,7 @@ absl::Status ParameterServerStrategy::AdoptShardsOn(
   }
   for (const PlacedShard& placed : shards_) {
     if (placed.task != task) continue;
-    const shard_actor& shard =
-        held.at(ShardName(placed.spec.variable, placed.spec.shard_index, placed.spec.num_shards));
-    ShardedVariable& variable = variables_.at(placed.variable);
-    if (placed.per_worker_copy) {
-      variable.ReplaceCopy(placed.index, shard);
-    } else {
-      variable.ReplaceShard(placed.index, shard);
-    }
+    Repoint(placed, held.at(placed.name()), task);
   }
   return absl::OkStatus();
 }

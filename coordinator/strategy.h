@@ -1,4 +1,5 @@
-// ParameterServerStrategy: creates variables on the cluster's parameter servers (docs/design.md §3).
+// ParameterServerStrategy: creates variables on the cluster's parameter servers (docs/design.md
+// §3).
 //
 // CreateVariable decides the number of shards with the partitioner in force — the variable's own
 // (VariableOptions::partitioner), else the innermost open PartitionerScope, else the strategy's —
@@ -19,6 +20,15 @@
 // call drops every shard it created and leaves the strategy as it was, round-robin counter
 // included. A shard's values depend only on its variable's initializer and its rows (core/
 // initializer.h), so creating at once gives exactly the values creating one by one would.
+//
+// Note [Backups on the next PS]
+// With replicas = 2 every shard has a backup (Note [Replicated shards], actors/shard_actor.h),
+// created with it from the same spec on the next PS task ((task + 1) mod num_ps), so a node's
+// loss takes no shard's two copies. When a PS is lost its shards' backups are promoted in their
+// place (PromoteBackupsOf: the variables point at them, on the backups' tasks) and every shard
+// left without a backup — those promoted, and those whose backup the lost node held — gets a new
+// one on another live task (RebuildBackups), which first takes its primary's state. A shard
+// whose primary and backup are both lost goes back to the checkpoint path (RecreateShardsOn).
 //
 // Example:
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
@@ -65,7 +75,10 @@ struct VariableOptions {
 class ParameterServerStrategy {
  public:
   // `partitioner`: the default for variables created under this strategy ("none" by default).
-  explicit ParameterServerStrategy(Cluster& cluster, Partitioner partitioner = {});
+  // `replicas`: 1, or 2 for a backup of every shard (Note [Backups on the next PS]; needs two PS
+  // tasks or more, else creating a variable is InvalidArgument).
+  explicit ParameterServerStrategy(Cluster& cluster, Partitioner partitioner = {},
+                                   int32_t replicas = 1);
   // On a networked cluster, drops every shard it created from the PS processes (which outlive
   // the job), so the next job on them starts clean. In process, the shards die with the cluster.
   ~ParameterServerStrategy();
@@ -107,6 +120,7 @@ class ParameterServerStrategy {
   // The actor system the variables' shards live in (checkpoints and exports send from it).
   caf::actor_system& system() const { return cluster_.system(); }
   const Partitioner& partitioner() const { return partitioner_; }
+  int32_t replicas() const { return replicas_; }
   // The variables by name.
   const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
   // "emb/part_0, w" for every shard placed on PS `task`, in creation order.
@@ -127,6 +141,18 @@ class ParameterServerStrategy {
   // actors/ps_node_actor.h), by name. NotFound, naming the missing, and no variable touched,
   // unless every shard placed on `task` is among them.
   absl::Status AdoptShardsOn(int32_t task, const std::map<std::string, shard_actor>& held);
+  // Networked PS recovery with replicas (Note [Backups on the next PS]): points the variables at
+  // the backups of every shard placed on PS `task`, now on the backups' tasks, and forgets the
+  // backups `task` held. Returns the names of the variables touched. FailedPrecondition, nothing
+  // changed, when a shard placed on `task` has no backup (its primary and backup were both lost).
+  absl::StatusOr<std::vector<std::string>> PromoteBackupsOf(int32_t task);
+  // Gives every shard without a backup a new one, on the first task after its own that is not in
+  // `unavailable`, filled with its primary's state before any change after it (replicate_atom).
+  // Returns how many were made; a shard that finds no task, or whose backup fails, stays without
+  // one (the error names it). No-op without replicas.
+  absl::StatusOr<int32_t> RebuildBackups(const std::vector<int32_t>& unavailable);
+  // The shards without a backup now (0 without replicas).
+  int32_t ShardsWithoutBackup() const;
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
   std::vector<VariableHandle> Handles() const;
 
@@ -148,13 +174,18 @@ class ParameterServerStrategy {
   // shards that were created.
   absl::StatusOr<std::vector<shard_actor>> CreateShards(const std::vector<PlacedShard>& shards);
   void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
+  // Names backups[k] the backup of primaries[k] (replicate_atom), all at once; the first error.
+  absl::Status AttachBackups(const std::vector<shard_actor>& primaries,
+                             const std::vector<shard_actor>& backups, bool send_state);
+  // Points the variable of `placed` at `actor` on `task`.
+  void Repoint(const PlacedShard& placed, shard_actor actor, int32_t task);
 
   Cluster& cluster_;
   Partitioner partitioner_;
+  int32_t replicas_ = 1;
   std::vector<Partitioner> scopes_;
   int64_t next_ps_ = 0;  // the round-robin counter
   std::map<std::string, ShardedVariable> variables_;
-  std::map<int32_t, std::vector<std::string>> placement_;
   // Where a shard goes and what it is: every shard created, to create it again after its PS was
   // lost.
   struct PlacedShard {
@@ -163,6 +194,11 @@ class ParameterServerStrategy {
     std::string variable;  // the ShardedVariable's name
     int64_t index = 0;     // its shard index, or the worker of an ON_READ copy
     bool per_worker_copy = false;
+    // Its backup and the backup's task (replicas = 2); null and -1 while it has none.
+    shard_actor backup;
+    int32_t backup_task = -1;
+
+    std::string name() const { return ShardName(spec.variable, spec.shard_index, spec.num_shards); }
   };
   std::vector<PlacedShard> shards_;
 };

@@ -150,6 +150,30 @@ TEST_CASE("a replicated shard acknowledges a change only once its backup has app
   CheckSameState(fixture, primary, backup);
 }
 
+TEST_CASE("a change waiting for a backup that goes down is acknowledged, and none waits after") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  const shard_actor backup = SpawnTestShard(fixture);
+  caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
+  REQUIRE(SetBackup(fixture, primary, relay, false).ok());
+  std::optional<absl::StatusOr<ShardOpResult>> acknowledged;
+  fixture.system().spawn([&acknowledged, primary](caf::event_based_actor* self) {
+    self->request(primary, caf::infinite, ShardOp(ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}))
+        .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
+              [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
+  });
+  fixture.Run();
+  CHECK(!acknowledged.has_value());
+  // The relay dies holding the change (as a backup whose connection is lost answers nothing).
+  caf::anon_send_exit(relay, caf::exit_reason::kill);
+  fixture.Run();
+  REQUIRE(acknowledged.has_value());
+  CHECK(acknowledged->ok());
+  auto next = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 2.0f)});
+  REQUIRE(next.ok());
+  CHECK(*next == 2);
+}
+
 TEST_CASE("a new backup takes the primary's state first, then every change after it") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);

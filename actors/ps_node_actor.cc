@@ -1,6 +1,7 @@
 #include "actors/ps_node_actor.h"
 
 #include <algorithm>
+#include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message_id.hpp>
@@ -16,6 +17,7 @@
 #include "actors/shard_client.h"
 #include "core/fan_in.h"
 #include "core/logging.h"
+#include "core/status.h"
 
 namespace tessera {
 namespace {
@@ -179,11 +181,57 @@ void WatchOwner(NodePointer self, const caf::actor& owner) {
   entry.lease.reset();
 }
 
+// Hands shard `shard` its backup (replicate_atom) and answers `promise` with its reply.
+void GiveBackup(NodePointer self, const shard_actor& shard, const caf::actor& backup,
+                bool send_state, caf::typed_response_promise<int64_t> promise) {
+  self->request(shard, caf::infinite, replicate_atom::value, backup, send_state)
+      .then([promise](int64_t version) mutable { promise.deliver(version); },
+            [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+}
+
+// Note [Backups reached directly] (ps_node_actor.h).
+caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const caf::actor& backup,
+                               const std::string& backup_address, bool send_state) {
+  auto it = self->state.shards->find(name);
+  if (it == self->state.shards->end()) {
+    return StatusToError(
+        absl::NotFoundError(absl::StrCat("ps node ", self->state.task, " holds no shard ", name)));
+  }
+  const shard_actor shard = it->second;
+  auto promise = self->make_response_promise<int64_t>();
+  if (backup_address.empty() || !self->state.connect_peer || !backup) {
+    GiveBackup(self, shard, backup, send_state, promise);
+    return promise;
+  }
+  auto connector = self->spawn<caf::detached>(
+      [connect = self->state.connect_peer](caf::event_based_actor* helper) -> caf::behavior {
+        return {[helper, connect](const std::string& address) -> caf::result<void> {
+          helper->quit();
+          if (absl::Status reached = connect(address); !reached.ok()) {
+            return StatusToError(reached);
+          }
+          return caf::unit;
+        }};
+      });
+  self->request(connector, caf::infinite, backup_address)
+      .then(
+          [self, shard, backup, send_state, promise]() mutable {
+            GiveBackup(self, shard, backup, send_state, promise);
+          },
+          [promise, backup_address](caf::error& err) mutable {
+            promise.deliver(StatusToError(Annotate(
+                ErrorToStatus(err), absl::StrCat("reaching the backup's node ", backup_address))));
+          });
+  return promise;
+}
+
 }  // namespace
 
-ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::timespan lease) {
+ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::timespan lease,
+                                         PeerConnector connect_peer) {
   self->state.task = task;
   self->state.lease = lease;
+  self->state.connect_peer = std::move(connect_peer);
   StopShardsOnExit(self);
   // A monitored shard that went down is forgotten; the node carries on. An owner that went down
   // takes its shards with it (Note [Shards die with their coordinator]).
@@ -347,13 +395,18 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
           }
         }
       },
+      [self](replicate_atom, const std::string& name, const caf::actor& backup,
+             const std::string& backup_address, bool send_state) -> caf::result<int64_t> {
+        return Replicate(self, name, backup, backup_address, send_state);
+      },
       [](ping_atom) -> pong_atom { return pong_atom::value; },
       [self](batch_atom, std::vector<ShardCall>& calls) { return ServeBatch(self, calls); },
   };
 }
 
-ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task, caf::timespan lease) {
-  return system.spawn(PsNodeActor, task, lease);
+ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task, caf::timespan lease,
+                          PeerConnector connect_peer) {
+  return system.spawn(PsNodeActor, task, lease, std::move(connect_peer));
 }
 
 }  // namespace tessera

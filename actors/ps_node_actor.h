@@ -21,6 +21,9 @@
 //                                           the shards it holds for
 //                                           owner, lease cancelled
 //   (lease_atom, uint64_t lease)            - (the node's own timer: drops a lost owner's shards)
+//   (replicate_atom, std::string name,      int64_t: shard `name`'s   NotFound; the shard's, or
+//    caf::actor backup, std::string          version once its backup   the connection's (Note
+//    backup_address, bool send_state)        has it                    [Backups reached directly])
 //   (ping_atom)                             pong_atom                 -
 //   (batch_atom, std::vector<ShardCall>)    std::vector<ShardReply>,  - (each reply carries its
 //                                            in call order             call's error, Unavailable
@@ -78,6 +81,15 @@
 // actor id; the node sends each shard its calls as one batch, in the order given, and answers
 // once every shard has.
 //
+// Note [Backups reached directly]
+// A replicated shard forwards its changes to a backup on another PS node (Note [Replicated
+// shards], actors/shard_actor.h), whose handle comes from the coordinator. Across processes a
+// handle learned through a third node is reached through that node: the changes would all pass
+// through the coordinator, and stop with it. So replicate_atom names the backup's node address
+// too, and the node first connects to it directly (its PeerConnector, on a thread of its own:
+// the connection blocks), so that CAF routes the shard's messages over that connection; then it
+// hands the shard its backup. In process (no address, no connector) there is nothing to connect.
+//
 // A standby node (task kStandbyTask, `tessera ps --standby`) holds nothing until a coordinator
 // adopts it as PS task `task` in place of a lost one; from then on it is that task's node.
 //
@@ -96,6 +108,7 @@
 #include <caf/typed_behavior.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,6 +116,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "actors/messages.h"
 #include "actors/shard_actor.h"
 
@@ -118,8 +132,13 @@ using ps_node_actor = caf::typed_actor<
     caf::replies_to<adopt_atom, int32_t>::with<void>,                                     //
     caf::replies_to<reclaim_atom, caf::actor>::with<std::map<std::string, shard_actor>>,  //
     caf::reacts_to<lease_atom, uint64_t>,                                                 //
-    caf::replies_to<ping_atom>::with<pong_atom>,                                          //
+    caf::replies_to<replicate_atom, std::string, caf::actor, std::string, bool>::with<int64_t>,
+    caf::replies_to<ping_atom>::with<pong_atom>,  //
     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;
+
+// Opens a direct connection to the PS node at "host:port" (Note [Backups reached directly]);
+// blocks. Null: the node connects to nothing.
+using PeerConnector = std::function<absl::Status(const std::string& address)>;
 
 // The task of a standby PS node that no coordinator has adopted yet.
 constexpr int32_t kStandbyTask = -1;
@@ -141,16 +160,19 @@ struct PsNodeState {
   std::map<caf::actor_addr, Owner> owners;
   caf::timespan lease{0};
   uint64_t leases_started = 0;
+  PeerConnector connect_peer;
 };
 
 // The behaviour of PS node `task` (its index among the PS tasks, or kStandbyTask); a lost
 // owner's shards are kept for `lease` (Note [Shards die with their coordinator]).
 ps_node_actor::behavior_type PsNodeActor(ps_node_actor::stateful_pointer<PsNodeState> self,
-                                         int32_t task, caf::timespan lease);
+                                         int32_t task, caf::timespan lease,
+                                         PeerConnector connect_peer);
 
 // Spawns PS node `task`. The caller must make it exit before the system shuts down (its shards
 // follow it).
 ps_node_actor SpawnPsNode(caf::actor_system& system, int32_t task,
-                          caf::timespan lease = caf::timespan{0});
+                          caf::timespan lease = caf::timespan{0},
+                          PeerConnector connect_peer = nullptr);
 
 }  // namespace tessera

@@ -93,6 +93,12 @@ void LoseBackup(ShardPointer self, absl::string_view why) {
   ReleaseAwaiting(state);
 }
 
+// What goes to the backup in place of an update the shard had applied already (an update of a
+// closure run again): nothing to apply — the backup had it before it was acknowledged, or took
+// the shard's state after — but its answer comes after every change sent before it, so the
+// acknowledgement still waits for those (Note [Replicated shards]).
+ShardOp AppliedAlready() { return InfoOp{}; }
+
 // Sends `ops`, which the shard has just applied, to its backup; `then` runs once the backup has
 // applied them too (the backup answers in order), or once it failed and was dropped.
 void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then) {
@@ -141,10 +147,12 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         }
         std::optional<ShardOp> forwarded;
         if (state.backup && ChangesShard(op)) forwarded = op;
+        const int64_t before = state.shard->version();
         absl::StatusOr<ShardOpResult> result =
             ApplyShardOp(*state.shard, std::move(op), state.store.get());
         if (!result.ok()) return StatusToError(result.status());
         if (!forwarded.has_value()) return *std::move(result);
+        if (state.shard->version() == before) forwarded = AppliedAlready();
         // Note [Replicated shards]: acknowledged once the backup has it.
         auto promise = self->make_response_promise<ShardOpResult>();
         std::vector<ShardOp> ops;
@@ -166,10 +174,12 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
           }
           std::optional<ShardOp> copy;
           if (state.backup && ChangesShard(ops[k])) copy = ops[k];
+          const int64_t before = state.shard->version();
           absl::StatusOr<ShardOpResult> result =
               ApplyShardOp(*state.shard, std::move(ops[k]), state.store.get());
           if (result.ok()) {
             replies[k].result = *std::move(result);
+            if (copy.has_value() && state.shard->version() == before) copy = AppliedAlready();
             if (copy.has_value()) forwarded.push_back(*std::move(copy));
           } else {
             replies[k].error = StatusToError(result.status());

@@ -31,15 +31,17 @@
 // client saw acknowledged is on two nodes, and a lost primary's backup, promoted in its place,
 // holds every acknowledged update (coordinator/strategy.h, PromoteBackupsOf). The backup applies
 // the same ops in the same order — one sender and one receiver, whose messages CAF keeps in
-// order — to the same state, so the two stay bit-identical, exactly-once ledgers included (a
-// forwarded update keeps its UpdateId). replicate_atom names the backup: one built from the same
-// spec at the same moment as the primary is identical already (send_state false); a new one, in
-// place of a lost backup, first gets the primary's block, slots and step as a RestoreOp, ahead
-// of every op forwarded after it (send_state true; its ledger starts empty). A backup that fails
-// — gone, or answering an op with an error — is dropped with a warning and the shard goes on
-// unreplicated, acknowledging on its own, until it is given another: availability first, the
-// coordinator rebuilds the backup. Reads see the primary's state, which may include an update
-// whose acknowledgement still waits for the backup.
+// order — to the same state, so the two stay bit-identical (a forwarded update keeps its
+// UpdateId). An update the shard finds it applied already (Note [Exactly-once updates]) is not
+// forwarded but stands in line as a no-op (an InfoOp), so its acknowledgement still waits for
+// the changes sent before it; so a new backup, whose ledger starts empty, applies nothing twice.
+// replicate_atom names the backup: one built from the same spec at the same moment as the primary
+// is identical already (send_state false); a new one, in place of a lost backup, first gets the
+// primary's block, slots and step as a RestoreOp, ahead of every op forwarded after it (send_state
+// true; its ledger starts empty). A backup that fails — gone, or answering an op with an error — is
+// dropped with a warning and the shard goes on unreplicated, acknowledging on its own, until it is
+// given another: availability first, the coordinator rebuilds the backup. Reads see the primary's
+// state, which may include an update whose acknowledgement still waits for the backup.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once

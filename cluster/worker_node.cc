@@ -99,6 +99,7 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
   NetworkOptions attempt = options.network;
   attempt.connect_timeout = std::min(attempt.connect_timeout, kPsConnectAttempt);
   for (const std::string& text : directory->ps_addresses) {
+    if (text.empty()) continue;  // a lost PS whose shards' backups took over
     ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(text));
     absl::Status reached = ConnectToNode(system, address, me, attempt, kProtocolVersion).status();
     if (absl::IsUnavailable(reached)) {

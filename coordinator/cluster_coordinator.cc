@@ -1,5 +1,6 @@
 #include "coordinator/cluster_coordinator.h"
 
+#include <algorithm>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
@@ -26,6 +27,9 @@ struct ClusterCoordinator::LostPs {
   absl::CondVar changed;
   std::deque<int32_t> tasks ABSL_GUARDED_BY(mu);
   int32_t restoring ABSL_GUARDED_BY(mu) = 0;  // queued or in progress
+  // Tasks lost whose shards need new backups (replicas), done when no loss waits: training
+  // does not wait for them.
+  std::deque<int32_t> rebuilds ABSL_GUARDED_BY(mu);
   bool stop ABSL_GUARDED_BY(mu) = false;
 };
 
@@ -60,7 +64,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     factory = [&system, registry](const WorkerInfo& info) {
       return SpawnWorker(system, info, registry);
     };
-  } else if (!options.recovery_checkpoints.empty()) {
+  } else if (!options.recovery_checkpoints.empty() || strategy.replicas() > 1) {
     on_ps_lost = [lost = coordinator->lost_](int32_t task) {
       absl::MutexLock lock(&lost->mu);
       lost->tasks.push_back(task);
@@ -87,8 +91,14 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
 
 VariableDirectory ClusterCoordinator::Directory() {
   Cluster& cluster = strategy_.cluster();
-  return VariableDirectory{generation_, cluster.num_workers(), strategy_.Handles(),
-                           cluster.ps_addresses(), cluster.ps_nodes(), options_.job};
+  VariableDirectory directory{generation_,         cluster.num_workers(),
+                              strategy_.Handles(), cluster.ps_addresses(),
+                              cluster.ps_nodes(),  options_.job};
+  for (int32_t task : vacant_) {
+    directory.ps_addresses[task].clear();
+    directory.ps_nodes[task] = ps_node_actor();
+  }
+  return directory;
 }
 
 absl::Status ClusterCoordinator::StartNetworked() {
@@ -140,16 +150,26 @@ void ClusterCoordinator::WaitUntilWorkersLearnOfFailure() {
 void ClusterCoordinator::RecoveryLoop() {
   for (;;) {
     int32_t task = 0;
+    bool rebuild = false;
     {
       absl::MutexLock lock(&lost_->mu);
-      while (!lost_->stop && lost_->tasks.empty()) lost_->changed.Wait(&lost_->mu);
+      while (!lost_->stop && lost_->tasks.empty() && lost_->rebuilds.empty()) {
+        lost_->changed.Wait(&lost_->mu);
+      }
       if (lost_->stop) return;
-      task = lost_->tasks.front();
-      lost_->tasks.pop_front();
+      rebuild = lost_->tasks.empty();
+      std::deque<int32_t>& queue = rebuild ? lost_->rebuilds : lost_->tasks;
+      task = queue.front();
+      queue.pop_front();
+    }
+    if (rebuild) {
+      RebuildBackups(task);
+      continue;
     }
     Recover(task);
     absl::MutexLock lock(&lost_->mu);
     --lost_->restoring;
+    if (strategy_.replicas() > 1) lost_->rebuilds.push_back(task);
     lost_->changed.SignalAll();
   }
 }
@@ -179,6 +199,7 @@ absl::Status ClusterCoordinator::Join() {
 void ClusterCoordinator::Recover(int32_t task) {
   const absl::Time start = absl::Now();
   if (Readopt(task, start)) return;
+  if (strategy_.replicas() > 1 && Failover(task, start)) return;
   const int64_t completed = queue_->stats().completed;
   Cluster& cluster = strategy_.cluster();
   const std::string address = cluster.ps_addresses().at(task);
@@ -193,6 +214,10 @@ void ClusterCoordinator::Recover(int32_t task) {
     queue_->SetFatal(fatal);
     caf::anon_send(actor_, abort_atom::value, std::string(fatal.message()));
   };
+  if (options_.recovery_checkpoints.empty()) {
+    return fail(absl::FailedPreconditionError(
+        "its shards have no backup left and there is no --checkpoint_dir to restore them from"));
+  }
   std::optional<std::string> latest =
       CheckpointManager(options_.recovery_checkpoints, 1).Latest();
   if (!latest.has_value()) {
@@ -206,6 +231,7 @@ void ClusterCoordinator::Recover(int32_t task) {
                  : "a standby (or a PS started again at its address, once none is left)");
   absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
   if (!node.ok()) return fail(node.status());
+  vacant_.erase(std::remove(vacant_.begin(), vacant_.end(), task), vacant_.end());
   if (absl::StatusOr<std::vector<std::string>> moved = strategy_.RecreateShardsOn(task);
       !moved.ok()) {
     return fail(moved.status());
@@ -262,11 +288,88 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   return true;
 }
 
+// Note [A lost PS's backups take over]
+// With replicas (Note [Backups on the next PS], coordinator/strategy.h) every shard of a lost PS
+// has a backup on another, live one that holds every update the shard acknowledged: a change is
+// acknowledged only once its backup has applied it (Note [Replicated shards], actors/
+// shard_actor.h). So the recovery, once re-adoption failed (the process is gone), points the
+// variables at the backups and publishes the directory at once: nothing is read from a
+// checkpoint, no acknowledged update is lost, and a closure that ran when the PS died runs again
+// with its updates' ids, which the backups' ledgers know (Note [Exactly-once updates]). The lost
+// task is vacant — the directory names no address for it, so workers do not wait for it —
+// until RebuildBackups finds it a node (a standby, or its process started again) when no other
+// loss waits; then every shard without a backup gets one, on that node or another live one,
+// filled with its primary's state. Until then those shards are unreplicated: a second loss
+// before the rebuild takes the checkpoint path for the shards it leaves without a copy.
+bool ClusterCoordinator::Failover(int32_t task, absl::Time start) {
+  Cluster& cluster = strategy_.cluster();
+  const std::string placement = strategy_.DescribePlacement(task);
+  absl::StatusOr<std::vector<std::string>> promoted = strategy_.PromoteBackupsOf(task);
+  if (!promoted.ok()) {
+    Log().warn("ps {} lost: {}", task, promoted.status().message());
+    return false;
+  }
+  vacant_.push_back(task);
+  PsRecovery report;
+  report.ps_task = task;
+  report.promoted = true;
+  report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  Log().info(
+      "ps {} ({}) lost: the backups of {} took over in {:.3f} s, nothing restored and no "
+      "acknowledged update lost",
+      task, cluster.ps_addresses().at(task), placement, report.seconds);
+  Resume(task, ps_node_actor(), std::move(report));
+  return true;
+}
+
+void ClusterCoordinator::RebuildBackups(int32_t task) {
+  Cluster& cluster = strategy_.cluster();
+  const absl::Time start = absl::Now();
+  // First onto the live tasks; the lost task's node only when some shard finds none besides its
+  // own (two PS), since waiting for a node can take the whole connect timeout.
+  absl::StatusOr<int32_t> rebuilt = strategy_.RebuildBackups(vacant_);
+  const bool vacant = std::find(vacant_.begin(), vacant_.end(), task) != vacant_.end();
+  if (!rebuilt.ok() && vacant) {
+    Log().info("ps {}: waiting for a node to hold the backups ({})", task,
+               rebuilt.status().message());
+    absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
+    if (node.ok()) {
+      vacant_.erase(std::remove(vacant_.begin(), vacant_.end(), task), vacant_.end());
+      caf::anon_send(actor_, watch_ps_atom::value, *node, task, strategy_.DescribePlacement(task));
+      // The same generation: no shard moved, workers need not join again.
+      caf::anon_send(actor_, directory_atom::value, Directory());
+      Log().info("ps {} is served by {} again", task, cluster.ps_addresses().at(task));
+      rebuilt = strategy_.RebuildBackups(vacant_);
+    } else {
+      rebuilt = Annotate(node.status(), absl::StrCat("no node for the lost ps ", task));
+    }
+  }
+  if (!rebuilt.ok()) {
+    Log().warn("{} shard(s) stay without a backup: {}", strategy_.ShardsWithoutBackup(),
+               rebuilt.status().message());
+    return;
+  }
+  if (*rebuilt > 0) {
+    Log().info("rebuilt {} backup(s) in {:.2f} s; every shard is replicated again", *rebuilt,
+               absl::ToDoubleSeconds(absl::Now() - start));
+  }
+}
+
 void ClusterCoordinator::Resume(int32_t task, const ps_node_actor& node, PsRecovery report) {
-  caf::anon_send(actor_, watch_ps_atom::value, node, task, strategy_.DescribePlacement(task));
+  if (node) {
+    caf::anon_send(actor_, watch_ps_atom::value, node, task, strategy_.DescribePlacement(task));
+  }
   ++generation_;
   caf::anon_send(actor_, directory_atom::value, Directory());
-  report.node = strategy_.cluster().ps_addresses().at(task);
+  if (report.promoted) {
+    std::vector<std::string> holders;
+    for (int32_t t = 0; t < strategy_.cluster().num_ps(); ++t) {
+      if (strategy_.DescribePlacement(t) != "(none)") holders.push_back(absl::StrCat("ps ", t));
+    }
+    report.node = absl::StrJoin(holders, ", ");
+  } else {
+    report.node = strategy_.cluster().ps_addresses().at(task);
+  }
   absl::MutexLock lock(&mu_);
   recoveries_.push_back(std::move(report));
 }

@@ -80,6 +80,9 @@ struct PsRecovery {
   // coordinator was stopped or stalled): they were re-adopted as they are, with nothing
   // restored and nothing lost (Note [A stalled coordinator re-adopts its shards]).
   bool readopted = false;
+  // With replicas: the shards' backups took over, with every acknowledged update (Note [A lost
+  // PS's backups take over]); `node` lists the PS tasks now holding them.
+  bool promoted = false;
   std::string checkpoint;       // the directory restored from (none when re-adopted)
   int64_t checkpoint_step = 0;  // its global step
   int64_t lost_steps = 0;       // steps completed after that checkpoint: their updates to the
@@ -157,7 +160,15 @@ class ClusterCoordinator {
   // shards, and takes them back (Note [A stalled coordinator re-adopts its shards]). False, with
   // nothing changed but the task's node, when it does not.
   bool Readopt(int32_t task, absl::Time start);
-  // Training goes on with PS `task` served by `node` again: workers get a new directory.
+  // Recover's second try, with replicas: the backups of PS `task`'s shards take over (Note [A
+  // lost PS's backups take over]). False, nothing changed, when a shard has no backup.
+  bool Failover(int32_t task, absl::Time start);
+  // After a loss, with replicas: a backup for every shard without one, on the live tasks, or,
+  // when some shard finds none besides its own, on a node for vacant PS `task` (a standby, or its
+  // process started again).
+  void RebuildBackups(int32_t task);
+  // Training goes on with PS `task` served by `node` again (null: by nobody, its shards moved):
+  // workers get a new directory.
   void Resume(int32_t task, const ps_node_actor& node, PsRecovery report);
 
   ParameterServerStrategy& strategy_;
@@ -170,6 +181,9 @@ class ClusterCoordinator {
   std::shared_ptr<LostPs> lost_;
   std::thread recovery_thread_;
   int64_t generation_ = 0;  // of the directory last sent (recovery thread only)
+  // PS tasks lost whose shards moved to their backups, with no node yet (recovery thread only):
+  // the directory names no address for them.
+  std::vector<int32_t> vacant_;
   mutable absl::Mutex mu_;
   std::vector<PsRecovery> recoveries_ ABSL_GUARDED_BY(mu_);
 };

@@ -138,6 +138,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
   summary["ps"] = options.ps;
   summary["workers"] = options.workers;
   summary["closures_per_worker"] = options.closures_per_worker;
+  summary["replicas"] = options.replicas;
   summary["partitioner"] = partitioner.description();
   summary["closures_scheduled"] = stats.scheduled;
   summary["closures_completed"] = stats.completed;
@@ -153,6 +154,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
                           {"node", r.node},
                           {"recovery_seconds", r.seconds},
                           {"readopted", r.readopted},
+                          {"promoted", r.promoted},
                           {"checkpoint", r.checkpoint},
                           {"checkpoint_step", r.checkpoint_step},
                           {"lost_steps", r.lost_steps}});
@@ -193,7 +195,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                    StartingPoint(options, checkpoints, label));
   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
   const ClusterHookGuard cluster_hook(options.on_cluster, cluster.get(), nullptr);
-  ParameterServerStrategy strategy(*cluster, job.partitioner);
+  ParameterServerStrategy strategy(*cluster, job.partitioner, options.replicas);
   ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(
                                   model, job.optimizer,
                                   resume_from.has_value()

@@ -44,6 +44,8 @@ struct ParameterServerTrainingOptions {
   int32_t ps = 2;
   int32_t workers = 2;
   int32_t closures_per_worker = 1;
+  // 2: a backup of every shard on another PS (Note [Backups on the next PS], strategy.h).
+  int32_t replicas = 1;
   // Checkpoints: every `checkpoint_every` steps (0: only at the end) into
   // checkpoint_dir/ckpt-<step> (the last 3 are kept); with `resume`, training continues from the
   // latest one there (any PS count or partitioner). A run without `resume` refuses a

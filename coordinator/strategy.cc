@@ -283,9 +283,11 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlan
   }
   absl::StatusOr<std::vector<shard_actor>> created = CreateShards(all);
   if (created.ok() && replicas_ == 2) {
-    const std::vector<shard_actor> primaries(created->begin(), created->begin() + num_primaries);
+    const std::vector<PlacedShard> primaries(all.begin(), all.begin() + num_primaries);
+    const std::vector<PlacedShard> placed_backups(all.begin() + num_primaries, all.end());
     const std::vector<shard_actor> backups(created->begin() + num_primaries, created->end());
-    if (absl::Status attached = AttachBackups(primaries, backups, false); !attached.ok()) {
+    if (absl::Status attached = AttachBackups(primaries, placed_backups, backups, false);
+        !attached.ok()) {
       std::vector<std::pair<int32_t, std::string>> to_drop;
       for (const PlacedShard& placed : all) to_drop.emplace_back(placed.task, placed.name());
       DropShards(to_drop);
@@ -468,15 +470,9 @@ absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
   }
   if (!planned.empty()) {
     ASSIGN_OR_RETURN(std::vector<shard_actor> backups, CreateShards(planned));
-    std::vector<shard_actor> primaries;
-    for (size_t i : rebuilt) {
-      const PlacedShard& placed = shards_[i];
-      const ShardedVariable& variable = variables_.at(placed.variable);
-      primaries.push_back(placed.per_worker_copy
-                              ? variable.ForWorker(static_cast<int32_t>(placed.index))->shards[0]
-                              : variable.handle().shards[placed.index]);
-    }
-    if (absl::Status attached = AttachBackups(primaries, backups, true); !attached.ok()) {
+    std::vector<PlacedShard> primaries;
+    for (size_t i : rebuilt) primaries.push_back(shards_[i]);
+    if (absl::Status attached = AttachBackups(primaries, planned, backups, true); !attached.ok()) {
       std::vector<std::pair<int32_t, std::string>> to_drop;
       for (const PlacedShard& backup : planned) to_drop.emplace_back(backup.task, backup.name());
       DropShards(to_drop);
@@ -494,26 +490,37 @@ absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
   return static_cast<int32_t>(planned.size());
 }
 
-absl::Status ParameterServerStrategy::AttachBackups(const std::vector<shard_actor>& primaries,
+absl::Status ParameterServerStrategy::AttachBackups(const std::vector<PlacedShard>& primaries,
+                                                    const std::vector<PlacedShard>& placed_backups,
                                                     const std::vector<shard_actor>& backups,
                                                     bool send_state) {
   if (primaries.empty()) return absl::OkStatus();
-  return internal::AwaitStatus(cluster_.system(), [&primaries, &backups, send_state](
-                                                      caf::event_based_actor* self, auto done) {
-    auto join = FanIn<int64_t>::Start(primaries.size(),
-                                      [self, done](absl::StatusOr<std::vector<int64_t>> all) {
-                                        self->quit();
-                                        done(all.status());
-                                      });
-    for (size_t k = 0; k < primaries.size(); ++k) {
-      self->request(primaries[k], kPsRequestTimeout, replicate_atom::value,
-                    caf::actor_cast<caf::actor>(backups[k]), send_state)
-          .then([slot = join->Slot(k)](int64_t version) { slot(version); },
-                [slot = join->Slot(k)](caf::error& err) {
-                  slot(Annotate(ErrorToStatus(err), "giving a shard its backup"));
-                });
-    }
-  });
+  std::vector<ps_node_actor> nodes;
+  std::vector<std::string> backup_addresses;
+  const std::vector<std::string> addresses =
+      cluster_.networked() ? cluster_.ps_addresses() : std::vector<std::string>{};
+  for (size_t k = 0; k < primaries.size(); ++k) {
+    nodes.push_back(cluster_.ps_node(primaries[k].task));
+    backup_addresses.push_back(addresses.empty() ? std::string()
+                                                 : addresses.at(placed_backups[k].task));
+  }
+  return internal::AwaitStatus(
+      cluster_.system(), [&primaries, &backups, &nodes, &backup_addresses, send_state](
+                             caf::event_based_actor* self, auto done) {
+        auto join = FanIn<int64_t>::Start(primaries.size(),
+                                          [self, done](absl::StatusOr<std::vector<int64_t>> all) {
+                                            self->quit();
+                                            done(all.status());
+                                          });
+        for (size_t k = 0; k < primaries.size(); ++k) {
+          self->request(nodes[k], kPsRequestTimeout, replicate_atom::value, primaries[k].name(),
+                        caf::actor_cast<caf::actor>(backups[k]), backup_addresses[k], send_state)
+              .then([slot = join->Slot(k)](int64_t version) { slot(version); },
+                    [slot = join->Slot(k)](caf::error& err) {
+                      slot(Annotate(ErrorToStatus(err), "giving a shard its backup"));
+                    });
+        }
+      });
 }
 
 absl::Status ParameterServerStrategy::AdoptShardsOn(

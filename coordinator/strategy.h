@@ -174,8 +174,11 @@ class ParameterServerStrategy {
   // shards that were created.
   absl::StatusOr<std::vector<shard_actor>> CreateShards(const std::vector<PlacedShard>& shards);
   void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
-  // Names backups[k] the backup of primaries[k] (replicate_atom), all at once; the first error.
-  absl::Status AttachBackups(const std::vector<shard_actor>& primaries,
+  // Names backups[k] (placed as `placed_backups[k]`) the backup of the shard placed as
+  // `primaries[k]`, through the primary's PS node, which reaches the backup's node directly
+  // (Note [Backups reached directly], actors/ps_node_actor.h); all at once; the first error.
+  absl::Status AttachBackups(const std::vector<PlacedShard>& primaries,
+                             const std::vector<PlacedShard>& placed_backups,
                              const std::vector<shard_actor>& backups, bool send_state);
   // Points the variable of `placed` at `actor` on `task`.
   void Repoint(const PlacedShard& placed, shard_actor actor, int32_t task);

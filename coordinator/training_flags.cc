@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, on_replica_loss, "restore",
           "checkpoint) or continue (go on without it, the global batch shrinks)");
 ABSL_FLAG(int32_t, ps, 2, "parameter-server tasks");
 ABSL_FLAG(int32_t, workers, 2, "worker tasks");
+ABSL_FLAG(int32_t, replicas, 1,
+          "on parameter servers: 2 keeps a backup of every shard on another PS, so a lost PS "
+          "loses no acknowledged update (its backups take over); needs --ps >= 2");
 ABSL_FLAG(int32_t, closures_per_worker, 1,
           "closures each worker runs at once (1: TF's behaviour; 2 overlaps communication with "
           "compute)");
@@ -198,8 +201,8 @@ absl::Status ReadDashboardFlags(TrainingFlags& flags) {
 std::vector<FlagGroup> TrainingFlagGroups() {
   return {
       {"Training (the simulation by default)",
-       {"mode", "strategy", "on_replica_loss", "ps", "workers", "closures_per_worker", "eval_every",
-        "seed", "summary", "log_level", "v"}},
+       {"mode", "strategy", "on_replica_loss", "ps", "replicas", "workers", "closures_per_worker",
+        "eval_every", "seed", "summary", "log_level", "v"}},
       {"Monitoring",
        {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
       {"Checkpoints and export",
@@ -260,6 +263,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.ps = absl::GetFlag(FLAGS_ps);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
+  options.replicas = absl::GetFlag(FLAGS_replicas);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   options.checkpoint_in_background = absl::GetFlag(FLAGS_checkpoint_in_background);
@@ -288,6 +292,19 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
     if (value < 0) {
       return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 0, not ", value));
     }
+  }
+  if (options.replicas != 1 && options.replicas != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replicas must be 1 or 2 (a backup of every shard on another PS), not ",
+                     options.replicas));
+  }
+  if (options.replicas == 2 && options.ps < 2 && flags.mode == TrainingMode::kSimulation) {
+    return absl::InvalidArgumentError(
+        "--replicas=2 needs --ps >= 2: a shard's backup lives on another parameter server");
+  }
+  if (options.replicas == 2 && flags.strategy == TrainingStrategy::kMirrored) {
+    return absl::InvalidArgumentError(
+        "--replicas is for parameter servers; the mirrored strategy keeps a copy on each worker");
   }
   if (flags.mode == TrainingMode::kLocal &&
       (!options.checkpoint_dir.empty() || options.resume || options.overwrite_checkpoints ||

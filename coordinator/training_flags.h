@@ -1,6 +1,6 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local|net, --strategy=ps|mirrored, --on_replica_loss=restore|continue, --ps,
-//   --workers, --closures_per_worker, --checkpoint_dir,
+//   --replicas, --workers, --closures_per_worker, --checkpoint_dir,
 //   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
 //   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, --log_level,
 //   -v, --dashboard_port, --dashboard_host, --dashboard_keep_serving, and networked mode's

@@ -123,9 +123,15 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
       const std::string name =
           options.standby ? std::string("standby") : absl::StrCat("ps ", options.task);
       SetLogRole(name);
-      ps_node_actor node =
-          SpawnPsNode(system, options.standby ? kStandbyTask : options.task,
-                      caf::timespan(absl::ToInt64Nanoseconds(options.shard_lease)));
+      // Note [Backups reached directly] (actors/ps_node_actor.h).
+      PeerConnector connect_peer = [&system, name,
+                                    network = options.network](const std::string& address) {
+        ASSIGN_OR_RETURN(NodeAddress peer, ParseNodeAddress(address));
+        return ConnectToNode(system, peer, name, network, kProtocolVersion).status();
+      };
+      ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task,
+                                       caf::timespan(absl::ToInt64Nanoseconds(options.shard_lease)),
+                                       std::move(connect_peer));
       // The metrics port is bound first: when it is taken, nothing listens.
       std::unique_ptr<PsMetrics> metrics;
       absl::StatusOr<MetricsServer> metrics_server = MetricsServer{};

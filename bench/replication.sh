@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# replication.sh: what --replicas=2 (a backup of every shard, Note [Replicated shards] in
+# actors/shard_actor.h) costs training. recsys without and with replication, in the simulation
+# and across processes (2 `tessera ps`, 2 workers, the coordinator with --closures_per_worker=4,
+# free loopback ports), interleaved in each round; examples_per_sec of the training loop from
+# each run's --summary JSON. Reports each round's ratios and the medians; the last line is one
+# JSON object (the issue's target: >= 0.7x in both).
+#
+#   bench/replication.sh BUILD_DIR [ROUNDS] [-- extra recsys flags for every run]
+#   bench/replication.sh build 3 -- --train_examples=2000000
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BUILD_DIR [ROUNDS] [-- recsys flags]" >&2
+  exit 2
+fi
+positional=()
+while [[ $# -gt 0 && "$1" != "--" ]]; do positional+=("$1"); shift; done
+[[ "${1:-}" == "--" ]] && shift
+EXTRA=("$@")
+BUILD=$(cd "${positional[0]}" && pwd)
+ROUNDS=${positional[1]:-3}
+RECSYS=$BUILD/examples/recsys
+TESSERA=$BUILD/cli/tessera
+for bin in "$RECSYS" "$TESSERA"; do
+  [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
+done
+echo "command: $0 $BUILD $ROUNDS ${EXTRA[*]:+-- ${EXTRA[*]}}"
+WORK=$(mktemp -d /tmp/replication.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+EOF
+}
+
+eps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["examples_per_sec"])' "$1"; }
+
+run_sim() {  # $1: summary file, $2: replicas
+  "$RECSYS" --summary="$1" --replicas="$2" "${EXTRA[@]}" > "${1%.json}.log" 2>&1
+}
+
+run_net() {  # $1: summary file, $2: replicas
+  local summary=$1 replicas=$2 log=${1%.json}.log
+  read -r P0 P1 C W0 W1 < <(free_ports 5)
+  local spec=$WORK/spec_$C.json
+  cat > "$spec" <<EOF
+{"cluster": {"ps": ["127.0.0.1:$P0", "127.0.0.1:$P1"],
+             "worker": ["127.0.0.1:$W0", "127.0.0.1:$W1"],
+             "coordinator": ["127.0.0.1:$C"]}}
+EOF
+  PIDS=()
+  "$TESSERA" ps --port "$P0" --task 0 --threads=1 > "$log.ps0" 2>&1 & PIDS+=($!)
+  "$TESSERA" ps --port "$P1" --task 1 --threads=1 > "$log.ps1" 2>&1 & PIDS+=($!)
+  local workers=()
+  for t in 0 1; do
+    "$RECSYS" --cluster_spec="$spec" --role=worker --task=$t --threads=1 "${EXTRA[@]}" \
+      > "$log.w$t" 2>&1 &
+    workers+=($!)
+  done
+  local status=0
+  "$RECSYS" --cluster_spec="$spec" --min_workers=2 --closures_per_worker=4 --threads=1 \
+    --replicas="$replicas" --summary="$summary" "${EXTRA[@]}" > "$log" 2>&1 || status=$?
+  for pid in "${workers[@]}"; do wait "$pid" || true; done
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PIDS=()
+  if [[ $status -ne 0 ]]; then
+    echo "$0: networked run failed ($status); see $log" >&2
+    tail -5 "$log" >&2
+    exit 1
+  fi
+}
+
+SIM1=() SIM2=() NET1=() NET2=()
+for ((r = 0; r < ROUNDS; r++)); do
+  run_sim "$WORK/sim1_$r.json" 1; SIM1+=("$(eps "$WORK/sim1_$r.json")")
+  run_sim "$WORK/sim2_$r.json" 2; SIM2+=("$(eps "$WORK/sim2_$r.json")")
+  run_net "$WORK/net1_$r.json" 1; NET1+=("$(eps "$WORK/net1_$r.json")")
+  run_net "$WORK/net2_$r.json" 2; NET2+=("$(eps "$WORK/net2_$r.json")")
+  printf 'round %d: sim %.0f -> %.0f (%.3fx), net %.0f -> %.0f (%.3fx) examples/s\n' "$r" \
+    "${SIM1[-1]}" "${SIM2[-1]}" "$(python3 -c "print(${SIM2[-1]}/${SIM1[-1]})")" \
+    "${NET1[-1]}" "${NET2[-1]}" "$(python3 -c "print(${NET2[-1]}/${NET1[-1]})")"
+done
+
+python3 - "${SIM1[*]}" "${SIM2[*]}" "${NET1[*]}" "${NET2[*]}" "$WORK" <<'EOF'
+import json, statistics, sys
+sim1, sim2, net1, net2 = ([float(x) for x in a.split()] for a in sys.argv[1:5])
+m = statistics.median
+sim_ratio = m([b / a for a, b in zip(sim1, sim2)])
+net_ratio = m([b / a for a, b in zip(net1, net2)])
+out = {"sim_ratio": sim_ratio, "net_ratio": net_ratio, "target": 0.7,
+       "target_met": sim_ratio >= 0.7 and net_ratio >= 0.7,
+       "sim_rounds": [sim1, sim2], "net_rounds": [net1, net2], "logs": sys.argv[5]}
+print("median ratio with / without replication: sim %.3fx, net %.3fx; target >= 0.7x: %s" %
+      (sim_ratio, net_ratio, "met" if out["target_met"] else "MISSED"))
+print(json.dumps(out))
+EOF

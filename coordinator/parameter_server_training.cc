@@ -165,7 +165,9 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
   // global step, unless a PS recovery rolled it back to a checkpoint.
   nlohmann::json shards = nlohmann::json::array();
   int64_t duplicates = 0;
+  nlohmann::json unreachable = nlohmann::json::array();
   for (const PsNodeStatus& node : QueryPsStatus(cluster, absl::Seconds(5), /*hottest_rows=*/0)) {
+    if (!node.reachable) unreachable.push_back(node.error);
     for (const ShardInfo& shard : node.stats.shards) {
       shards.push_back({{"name", shard.name},
                         {"ps_task", node.task},
@@ -175,6 +177,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
     }
   }
   summary["shards"] = shards;
+  summary["ps_unreachable"] = unreachable;  // why a PS's shards are missing from `shards`
   summary["duplicate_updates"] = duplicates;
 }
 

@@ -2,9 +2,13 @@
 
 #include <doctest/doctest.h>
 
+#include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/system_messages.hpp>
+#include <chrono>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -460,6 +464,79 @@ TEST_CASE("a standby PS node is adopted as the lost task once, and a PS node kee
   CHECK(fixture.AskVoid(ps2, adopt_atom::value, 2).ok());  // restarted at its address
   CHECK(fixture.AskVoid(ps2, adopt_atom::value, 0).code() ==
         absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST_CASE("a PS node gives its shard a backup on another node, refusing an unknown name") {
+  DeterministicSystem fixture;
+  const ps_node_actor primary_node = fixture.Track(SpawnPsNode(fixture.system(), 0));
+  const ps_node_actor backup_node = fixture.Track(SpawnPsNode(fixture.system(), 1));
+  const ShardSpec spec = testing::TestShardSpec(0, 1, 6, 2, OptimizerSpec{"sgd", {}});
+  const shard_actor primary =
+      *fixture.Ask<shard_actor>(primary_node, create_shard_atom::value, spec, caf::actor());
+  const shard_actor backup =
+      *fixture.Ask<shard_actor>(backup_node, create_shard_atom::value, spec, caf::actor());
+  const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+  CHECK(fixture
+            .Ask<int64_t>(primary_node, replicate_atom::value, std::string("nope"),
+                          caf::actor_cast<caf::actor>(backup), std::string(), false)
+            .status()
+            .code() == absl::StatusCode::kNotFound);
+  // In process: no address, nothing to connect to.
+  REQUIRE(fixture
+              .Ask<int64_t>(primary_node, replicate_atom::value, name,
+                            caf::actor_cast<caf::actor>(backup), std::string(), false)
+              .ok());
+  REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Tensor(Shape{6, 2}, 1.0f)}).ok());
+  auto copied = fixture.AskOp(backup, ReadOp{});
+  REQUIRE(copied.ok());
+  CHECK(SameTensor(copied->value, fixture.AskOp(primary, ReadOp{})->value));
+  CHECK(copied->version == 1);
+}
+
+TEST_CASE("a PS node connects to the backup's node first, and a failed connection is the error") {
+  caf::actor_system_config config;
+  caf::actor_system system(config);
+  std::vector<std::string> dialled;
+  std::mutex mu;
+  auto connector = [&](const std::string& address) {
+    std::lock_guard<std::mutex> lock(mu);
+    dialled.push_back(address);
+    return address == "10.0.0.9:1" ? absl::UnavailableError("cannot reach 10.0.0.9:1")
+                                   : absl::OkStatus();
+  };
+  const ps_node_actor node = SpawnPsNode(system, 0, caf::timespan{0}, connector);
+  const ps_node_actor other = SpawnPsNode(system, 1);
+  const ShardSpec spec = testing::TestShardSpec(0, 1, 4, 2);
+  caf::scoped_actor self(system);
+  shard_actor backup;
+  self->request(node, std::chrono::seconds(10), create_shard_atom::value, spec, caf::actor())
+      .receive([](shard_actor&) {}, [](caf::error& err) { FAIL(err); });
+  self->request(other, std::chrono::seconds(10), create_shard_atom::value, spec, caf::actor())
+      .receive([&](shard_actor& s) { backup = s; }, [](caf::error& err) { FAIL(err); });
+  const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
+  absl::Status reached;
+  self->request(node, std::chrono::seconds(10), replicate_atom::value, name,
+                caf::actor_cast<caf::actor>(backup), std::string("127.0.0.1:7"), false)
+      .receive([](int64_t) {}, [&](caf::error& err) { reached = ErrorToStatus(err); });
+  CHECK(reached.ok());
+  absl::Status refused;
+  self->request(node, std::chrono::seconds(10), replicate_atom::value, name,
+                caf::actor_cast<caf::actor>(backup), std::string("10.0.0.9:1"), false)
+      .receive([](int64_t) {}, [&](caf::error& err) { refused = ErrorToStatus(err); });
+  CHECK(refused.code() == absl::StatusCode::kUnavailable);
+  CHECK(refused.message().find("10.0.0.9:1") != std::string::npos);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(dialled == std::vector<std::string>{"127.0.0.1:7", "10.0.0.9:1"});
+  }
+  self->send_exit(node, caf::exit_reason::user_shutdown);
+  self->send_exit(other, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

@@ -19,12 +19,14 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [ROUNDS] [-- recsys flags]" >&2
   exit 2
 fi
-BUILD=$(cd "$1" && pwd)
-ROUNDS=${2:-2}
-CPW2=${CPW2:-4}
-shift $(( $# >= 2 ? 2 : 1 ))
+# The positional arguments end at `--` (ROUNDS may be left out before it).
+positional=()
+while [[ $# -gt 0 && "$1" != "--" ]]; do positional+=("$1"); shift; done
 [[ "${1:-}" == "--" ]] && shift
 EXTRA=("$@")
+BUILD=$(cd "${positional[0]}" && pwd)
+ROUNDS=${positional[1]:-2}
+CPW2=${CPW2:-4}
 RECSYS=$BUILD/examples/recsys
 TESSERA=$BUILD/cli/tessera
 for bin in "$RECSYS" "$TESSERA"; do
@@ -40,56 +42,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# N free loopback ports (bound then released: a small race with other programs, retried by the
-# caller's failure).
-free_ports() {
-  python3 - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
-
-eps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["examples_per_sec"])' "$1"; }
+source "$(dirname "$0")/lib.sh"
 
 run_sim() {  # $1: summary file
   "$RECSYS" --summary="$1" "${EXTRA[@]}" > "${1%.json}.log" 2>&1
 }
 
 run_net() {  # $1: summary file, $2: closures per worker
-  local summary=$1 cpw=$2 log=${1%.json}.log
-  read -r P0 P1 C W0 W1 < <(free_ports 5)
-  local spec=$WORK/spec_$C.json
-  cat > "$spec" <<EOF
-{"cluster": {"ps": ["127.0.0.1:$P0", "127.0.0.1:$P1"],
-             "worker": ["127.0.0.1:$W0", "127.0.0.1:$W1"],
-             "coordinator": ["127.0.0.1:$C"]}}
-EOF
-  PIDS=()
-  # Five processes share this machine's cores: one scheduler thread each (--threads=1) rather
-  # than one per core in every process.
-  "$TESSERA" ps --port "$P0" --task 0 --threads=1 > "$log.ps0" 2>&1 & PIDS+=($!)
-  "$TESSERA" ps --port "$P1" --task 1 --threads=1 > "$log.ps1" 2>&1 & PIDS+=($!)
-  local workers=()
-  for t in 0 1; do
-    "$RECSYS" --cluster_spec="$spec" --role=worker --task=$t --threads=1 "${EXTRA[@]}" \
-      > "$log.w$t" 2>&1 &
-    workers+=($!)
-  done
-  local status=0
-  "$RECSYS" --cluster_spec="$spec" --min_workers=2 --closures_per_worker="$cpw" --threads=1 \
-    --summary="$summary" "${EXTRA[@]}" > "$log" 2>&1 || status=$?
-  for pid in "${workers[@]}"; do wait "$pid" || true; done
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  PIDS=()
-  if [[ $status -ne 0 ]]; then
-    echo "$0: networked run failed ($status); see $log" >&2
-    tail -5 "$log" >&2
-    exit 1
-  fi
+  run_recsys_net "$1" --closures_per_worker="$2"
 }
 
 SIM=() NET=() NET2=()

@@ -34,52 +34,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_ports() {
-  python3 - "$1" <<'EOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-}
-
-eps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["examples_per_sec"])' "$1"; }
+source "$(dirname "$0")/lib.sh"
 
 run_sim() {  # $1: summary file, $2: replicas
   "$RECSYS" --summary="$1" --replicas="$2" "${EXTRA[@]}" > "${1%.json}.log" 2>&1
 }
 
 run_net() {  # $1: summary file, $2: replicas
-  local summary=$1 replicas=$2 log=${1%.json}.log
-  read -r P0 P1 C W0 W1 < <(free_ports 5)
-  local spec=$WORK/spec_$C.json
-  cat > "$spec" <<EOF
-{"cluster": {"ps": ["127.0.0.1:$P0", "127.0.0.1:$P1"],
-             "worker": ["127.0.0.1:$W0", "127.0.0.1:$W1"],
-             "coordinator": ["127.0.0.1:$C"]}}
-EOF
-  PIDS=()
-  "$TESSERA" ps --port "$P0" --task 0 --threads=1 > "$log.ps0" 2>&1 & PIDS+=($!)
-  "$TESSERA" ps --port "$P1" --task 1 --threads=1 > "$log.ps1" 2>&1 & PIDS+=($!)
-  local workers=()
-  for t in 0 1; do
-    "$RECSYS" --cluster_spec="$spec" --role=worker --task=$t --threads=1 "${EXTRA[@]}" \
-      > "$log.w$t" 2>&1 &
-    workers+=($!)
-  done
-  local status=0
-  "$RECSYS" --cluster_spec="$spec" --min_workers=2 --closures_per_worker=4 --threads=1 \
-    --replicas="$replicas" --summary="$summary" "${EXTRA[@]}" > "$log" 2>&1 || status=$?
-  for pid in "${workers[@]}"; do wait "$pid" || true; done
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  PIDS=()
-  if [[ $status -ne 0 ]]; then
-    echo "$0: networked run failed ($status); see $log" >&2
-    tail -5 "$log" >&2
-    exit 1
-  fi
+  run_recsys_net "$1" --closures_per_worker=4 --replicas="$2"
 }
 
 SIM1=() SIM2=() NET1=() NET2=()

@@ -134,6 +134,16 @@ class DeterministicSystem {
   std::vector<caf::actor_addr> tracked_;
 };
 
+// Adagrad at learning rate 0.5: the shard tests' optimizer.
+inline OptimizerSpec Adagrad() { return OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}}; }
+
+// `shape` filled with base, base + 0.125, base + 0.25, ... in row-major order.
+inline Tensor Iota(Shape shape, float base) {
+  Tensor t(std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) t.values()[i] = base + 0.125f * static_cast<float>(i);
+  return t;
+}
+
 // Shard `index` of `num_shards` of a `rows` x `width` variable "emb" under a div layout, with
 // values that depend on the global position only.
 inline ShardSpec TestShardSpec(int32_t index, int32_t num_shards, int64_t rows, int64_t width,

@@ -14,17 +14,11 @@
 namespace tessera {
 namespace {
 
+using testing::Adagrad;
 using testing::DeterministicSystem;
+using testing::Iota;
 using testing::SameTensor;
 using testing::TestShardSpec;
-
-OptimizerSpec Adagrad() { return OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}}; }
-
-Tensor Iota(Shape shape, float base) {
-  Tensor t(std::move(shape));
-  for (int64_t i = 0; i < t.size(); ++i) t.values()[i] = base + 0.125f * static_cast<float>(i);
-  return t;
-}
 
 // Shard 1 of 3 of a 32 x 4 variable: 11 rows starting at 11.
 shard_actor SpawnTestShard(DeterministicSystem& fixture,

@@ -300,7 +300,9 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
 // until RebuildBackups finds it a node (a standby, or its process started again) when no other
 // loss waits; then every shard without a backup gets one, on that node or another live one,
 // filled with its primary's state. Until then those shards are unreplicated: a second loss
-// before the rebuild takes the checkpoint path for the shards it leaves without a copy.
+// before the rebuild that takes a shard's last copy sends that PS's shards, all of them, down the
+// checkpoint path (PromoteBackupsOf promotes a PS's backups all or none). A PS that held only
+// backups costs nothing but their rebuild.
 bool ClusterCoordinator::Failover(int32_t task, absl::Time start) {
   Cluster& cluster = strategy_.cluster();
   const std::string placement = strategy_.DescribePlacement(task);

@@ -16,14 +16,11 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [ROUNDS] [EVERY] [-- recsys flags]" >&2
   exit 2
 fi
-# The positional arguments end at `--` (ROUNDS and EVERY may be left out before it).
-positional=()
-while [[ $# -gt 0 && "$1" != "--" ]]; do positional+=("$1"); shift; done
-[[ "${1:-}" == "--" ]] && shift
-EXTRA=("$@")
-BUILD=$(cd "${positional[0]}" && pwd)
-ROUNDS=${positional[1]:-5}
-EVERY=${positional[2]:-200}
+source "$(dirname "$0")/lib.sh"
+split_args "$@"
+BUILD=$(cd "${POSITIONAL[0]}" && pwd)
+ROUNDS=${POSITIONAL[1]:-5}
+EVERY=${POSITIONAL[2]:-200}
 RECSYS=$BUILD/examples/recsys
 [[ -x $RECSYS ]] || { echo "$0: $RECSYS is not built" >&2; exit 1; }
 echo "command: $0 $BUILD $ROUNDS $EVERY ${EXTRA[*]:+-- ${EXTRA[*]}}"

@@ -1,11 +1,21 @@
-# Shared plumbing of the recsys benchmark scripts (source it after `set -euo pipefail`, with
-# RECSYS, TESSERA, WORK, the EXTRA flags array and the PIDS array set):
+# Shared plumbing of the recsys benchmark scripts (source it after `set -euo pipefail`; the run
+# functions need RECSYS, TESSERA, WORK, the EXTRA flags array and the PIDS array set):
+#   split_args ARGS...  POSITIONAL (the arguments before `--`) and EXTRA (those after it): a
+#                       script's positional arguments end at `--`, so its optional ones may be
+#                       left out before the recsys flags
 #   free_ports N        N loopback ports free now (bound, then released), on one line
 #   eps SUMMARY         the examples_per_sec of a run's --summary JSON (the training loop only)
 #   run_recsys_net SUMMARY FLAGS...  one networked recsys run on loopback: 2 `tessera ps`, 2
 #                       workers and the coordinator with FLAGS (and EXTRA for every process),
 #                       one scheduler thread each (five processes share the machine's cores);
 #                       logs beside SUMMARY; exits the script when the run fails
+
+split_args() {
+  POSITIONAL=()
+  while [[ $# -gt 0 && "$1" != "--" ]]; do POSITIONAL+=("$1"); shift; done
+  [[ "${1:-}" == "--" ]] && shift
+  EXTRA=("$@")
+}
 
 free_ports() {
   python3 - "$1" <<'EOF'

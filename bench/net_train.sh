@@ -19,13 +19,10 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [ROUNDS] [-- recsys flags]" >&2
   exit 2
 fi
-# The positional arguments end at `--` (ROUNDS may be left out before it).
-positional=()
-while [[ $# -gt 0 && "$1" != "--" ]]; do positional+=("$1"); shift; done
-[[ "${1:-}" == "--" ]] && shift
-EXTRA=("$@")
-BUILD=$(cd "${positional[0]}" && pwd)
-ROUNDS=${positional[1]:-2}
+source "$(dirname "$0")/lib.sh"
+split_args "$@"
+BUILD=$(cd "${POSITIONAL[0]}" && pwd)
+ROUNDS=${POSITIONAL[1]:-2}
 CPW2=${CPW2:-4}
 RECSYS=$BUILD/examples/recsys
 TESSERA=$BUILD/cli/tessera
@@ -42,7 +39,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-source "$(dirname "$0")/lib.sh"
 
 run_sim() {  # $1: summary file
   "$RECSYS" --summary="$1" "${EXTRA[@]}" > "${1%.json}.log" 2>&1

@@ -14,12 +14,10 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 BUILD_DIR [ROUNDS] [-- recsys flags]" >&2
   exit 2
 fi
-positional=()
-while [[ $# -gt 0 && "$1" != "--" ]]; do positional+=("$1"); shift; done
-[[ "${1:-}" == "--" ]] && shift
-EXTRA=("$@")
-BUILD=$(cd "${positional[0]}" && pwd)
-ROUNDS=${positional[1]:-3}
+source "$(dirname "$0")/lib.sh"
+split_args "$@"
+BUILD=$(cd "${POSITIONAL[0]}" && pwd)
+ROUNDS=${POSITIONAL[1]:-3}
 RECSYS=$BUILD/examples/recsys
 TESSERA=$BUILD/cli/tessera
 for bin in "$RECSYS" "$TESSERA"; do
@@ -34,7 +32,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-source "$(dirname "$0")/lib.sh"
 
 run_sim() {  # $1: summary file, $2: replicas
   "$RECSYS" --summary="$1" --replicas="$2" "${EXTRA[@]}" > "${1%.json}.log" 2>&1

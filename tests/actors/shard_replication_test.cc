@@ -117,6 +117,16 @@ caf::behavior HoldingRelay(caf::stateful_actor<HeldChanges>* self, shard_actor b
   };
 }
 
+// Sends `op` to `primary` without waiting; `acknowledged` gets its reply once one comes.
+void SendUnanswered(DeterministicSystem& fixture, const shard_actor& primary, ShardOp op,
+                    std::optional<absl::StatusOr<ShardOpResult>>& acknowledged) {
+  fixture.system().spawn([&acknowledged, primary, op](caf::event_based_actor* self) {
+    self->request(primary, caf::infinite, op)
+        .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
+              [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
+  });
+}
+
 TEST_CASE("a replicated shard acknowledges a change only once its backup has applied it") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
@@ -125,12 +135,8 @@ TEST_CASE("a replicated shard acknowledges a change only once its backup has app
   REQUIRE(SetBackup(fixture, primary, relay, false).ok());
 
   std::optional<absl::StatusOr<ShardOpResult>> acknowledged;
-  fixture.system().spawn([&acknowledged, primary](caf::event_based_actor* self) {
-    self->request(primary, caf::infinite,
-                  ShardOp(ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f), Named(3)}))
-        .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
-              [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
-  });
+  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f), Named(3)},
+                 acknowledged);
   fixture.Run();
   // The primary applied it and reads see it, but the client waits.
   CHECK(!acknowledged.has_value());
@@ -151,11 +157,7 @@ TEST_CASE("a change waiting for a backup that goes down is acknowledged, and non
   caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
   REQUIRE(SetBackup(fixture, primary, relay, false).ok());
   std::optional<absl::StatusOr<ShardOpResult>> acknowledged;
-  fixture.system().spawn([&acknowledged, primary](caf::event_based_actor* self) {
-    self->request(primary, caf::infinite, ShardOp(ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}))
-        .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
-              [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
-  });
+  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, acknowledged);
   fixture.Run();
   CHECK(!acknowledged.has_value());
   // The relay dies holding the change (as a backup whose connection is lost answers nothing).

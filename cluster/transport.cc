@@ -90,6 +90,9 @@ constexpr absl::Duration kWarningInterval = absl::Seconds(1);
 // Admitted peers remembered; the oldest is forgotten past this (its open connections stay
 // admitted; a new one says hello again, as every connection does).
 constexpr size_t kRememberedPeers = 4096;
+// How much longer than the handshake timeout a connect may take to be answered: the TCP
+// connect itself, on a loaded machine.
+constexpr absl::Duration kConnectAnswerSlack = absl::Seconds(5);
 
 std::string OpenSslReasonText(unsigned long code) {
   char text[256] = "unknown reason";
@@ -633,8 +636,13 @@ caf::expected<uint16_t> Transport::Publish(const caf::actor& whom, uint16_t port
 caf::expected<caf::actor> Transport::Connect(const NodeAddress& address) const {
   caf::io::middleman_actor middleman = state_->Middleman();
   if (!middleman) return caf::sec::cannot_connect_to_node;
-  auto f = caf::make_function_view(middleman);
+  // The middleman answers once the handshake is done or has failed (handshake_timeout); the
+  // bound only keeps a lost answer from blocking the caller forever, which then tries again.
+  auto f = caf::make_function_view(
+      middleman, caf::duration(std::chrono::milliseconds(
+                     absl::ToInt64Milliseconds(state_->handshake_timeout + kConnectAnswerSlack))));
   auto found = f(caf::connect_atom::value, address.host, address.port);
+  if (!found && found.error() == caf::sec::request_timeout) return caf::sec::connection_timeout;
   if (!found) return std::move(found.error());
   caf::strong_actor_ptr& published = std::get<1>(*found);
   if (published == nullptr) return caf::sec::no_actor_published_at_port;

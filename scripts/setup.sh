@@ -15,6 +15,7 @@ packages=(
   capnproto libcapnp-dev  # Cap'n Proto 0.9: wire payloads, checkpoints, exported models
   libabsl-dev           # Abseil 20220623: Status, flags, containers
   doctest-dev           # tests
+  gdb                   # a hung test's thread stacks (tests/doctest_main.cc)
   libspdlog-dev         # logging (core/logging.h)
   zlib1g-dev            # gzip'd IDX files
   nlohmann-json3-dev    # JSON summaries and the serving API

@@ -87,8 +87,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
 // SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored_replica_actor.h) and its
 // messages, a ring naming its previous replica; 10: a shard replicates to a backup
-// (replicate_atom, Note [Replicated shards] in actors/shard_actor.h).
-constexpr int32_t kProtocolVersion = 10;
+// (replicate_atom, Note [Replicated shards] in actors/shard_actor.h); 11: RestoreOp carries the
+// ledger of updates applied (a backup takes its primary's).
+constexpr int32_t kProtocolVersion = 11;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -373,6 +374,11 @@ typename Inspector::result_type inspect(Inspector& f, UpdateId& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RememberedQueue& x) {
+  return f(caf::meta::type_name("tessera::RememberedQueue"), x.queue, x.resolved_below, x.applied);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, HotRow& x) {
   return f(caf::meta::type_name("tessera::HotRow"), x.row, x.updates);
 }
@@ -427,7 +433,7 @@ typename Inspector::result_type inspect(Inspector& f, SnapshotOp&) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RestoreOp& x) {
-  return f(caf::meta::type_name("tessera::RestoreOp"), x.slice);
+  return f(caf::meta::type_name("tessera::RestoreOp"), x.slice, x.ledger);
 }
 
 template <class Inspector>

@@ -93,6 +93,11 @@ void LoseBackup(ShardPointer self, absl::string_view why) {
   ReleaseAwaiting(state);
 }
 
+// The most a part of the state sent to a new backup holds (RestoreOpsFor): far below
+// --max_message_bytes's default (1 GiB), so a shard of any size can be rebuilt; a limit set below
+// it makes rebuilds fail (the shard goes on unreplicated, saying why).
+constexpr int64_t kRebuildPartBytes = int64_t{32} << 20;
+
 // What goes to the backup in place of an update the shard had applied already (an update of a
 // closure run again): nothing to apply — the backup had it before it was acknowledged, or took
 // the shard's state after — but its answer comes after every change sent before it, so the
@@ -209,11 +214,20 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         // for one is acknowledged when it does (a lost connection answers no request).
         self->monitor(backup);
         if (!send_state) return version;
-        // The state as of now goes first; every op forwarded after it arrives after it.
-        std::vector<ShardOp> ops;
-        ops.push_back(RestoreOp{state.shard->Snapshot()});
+        // The state as of now goes first, in parts that each fit a network message, the last
+        // with the ledger (re-run updates the primary applied stay dropped once the backup is
+        // promoted); every op forwarded after them arrives after them.
+        std::vector<RestoreOp> parts = RestoreOpsFor(*state.shard, kRebuildPartBytes);
+        const auto alone = [](RestoreOp part) {
+          std::vector<ShardOp> ops;
+          ops.emplace_back(std::move(part));
+          return ops;
+        };
+        for (size_t i = 0; i + 1 < parts.size(); ++i) {
+          Replicate(self, alone(std::move(parts[i])), [] {});
+        }
         auto promise = self->make_response_promise<int64_t>();
-        Replicate(self, std::move(ops), [self, promise, backup, version]() mutable {
+        Replicate(self, alone(std::move(parts.back())), [self, promise, backup, version]() mutable {
           if (self->state.backup != backup) {
             promise.deliver(StatusToError(absl::UnavailableError(absl::StrCat(
                 "shard ", NameOf(*self->state.shard), ": the new backup did not take its state"))));

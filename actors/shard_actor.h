@@ -34,14 +34,17 @@
 // order — to the same state, so the two stay bit-identical (a forwarded update keeps its
 // UpdateId). An update the shard finds it applied already (Note [Exactly-once updates]) is not
 // forwarded but stands in line as a no-op (an InfoOp), so its acknowledgement still waits for
-// the changes sent before it; so a new backup, whose ledger starts empty, applies nothing twice.
+// the changes sent before it.
 // replicate_atom names the backup: one built from the same spec at the same moment as the primary
 // is identical already (send_state false); a new one, in place of a lost backup, first gets the
-// primary's block, slots and step as a RestoreOp, ahead of every op forwarded after it (send_state
-// true; its ledger starts empty). A backup that fails — gone, or answering an op with an error — is
-// dropped with a warning and the shard goes on unreplicated, acknowledging on its own, until it is
-// given another: availability first, the coordinator rebuilds the backup. Reads see the primary's
-// state, which may include an update whose acknowledgement still waits for the backup.
+// primary's block, slots and step, ahead of every op forwarded after it (send_state true): as
+// RestoreOps of at most kRebuildPartBytes each (RestoreOpsFor, core/shard_op.h), the last with
+// the primary's ledger (RestoreOp::ledger), so that promoted later it still drops the re-run
+// updates the primary had applied before it was built. A backup that fails — gone, or answering an
+// op with an error — is dropped with a warning and the shard goes on unreplicated, acknowledging on
+// its own, until it is given another: availability first, the coordinator rebuilds the backup.
+// Reads see the primary's state, which may include an update whose acknowledgement still waits for
+// the backup.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once

@@ -1,5 +1,6 @@
 #include "core/shard_op.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 
@@ -55,6 +56,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, SnapshotOp&, const SliceStore
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, RestoreOp& op, const SliceStore*) {
   RETURN_IF_ERROR(s.Restore(std::move(op.slice)));
+  s.TakeRememberedUpdates(op.ledger);  // none from a checkpoint: the restore's clearing stands
   return VersionOf(s);
 }
 
@@ -171,6 +173,24 @@ bool ChangesShard(const ShardOp& op) {
                std::is_same_v<Op, RestoreOp> || std::is_same_v<Op, LoadOp>;
       },
       op);
+}
+
+std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes) {
+  std::vector<RestoreOp> parts;
+  const Shape& block = shard.block_shape();
+  const int64_t row_bytes = block.row_size() * static_cast<int64_t>(sizeof(float)) *
+                            (1 + static_cast<int64_t>(shard.slots().tensors.size()));
+  const int64_t rows_per_part = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, row_bytes));
+  if (block.rank() == 0 || block.rows() <= rows_per_part) {
+    parts.push_back(RestoreOp{shard.Snapshot(), {}});
+  } else {
+    for (int64_t begin = 0; begin < block.rows(); begin += rows_per_part) {
+      parts.push_back(
+          RestoreOp{shard.SnapshotRows(begin, std::min(rows_per_part, block.rows() - begin)), {}});
+    }
+  }
+  parts.back().ledger = shard.RememberedUpdates();
+  return parts;
 }
 
 UpdateId* UpdateIdOf(ShardOp& op) {

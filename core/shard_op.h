@@ -137,6 +137,10 @@ struct RestoreOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "restore";
   TensorSlice slice;  // the shard's own rows (ShardState::Restore)
+  // The updates the shard is to count as applied (Note [Exactly-once updates],
+  // core/update_ledger.h): none for a restore from a checkpoint; the primary's ledger when the
+  // restore seeds its backup.
+  std::vector<RememberedQueue> ledger;
 };
 
 struct SaveOp {
@@ -194,6 +198,12 @@ struct ShardSnapshot {
   ShardSpec spec;
   std::optional<OptimizerSpec> optimizer;  // the rule's full spec; none without one
 };
+// The shard's state as RestoreOps in order, each of at most about `max_bytes` of values and
+// slots (whole rows, at least one a part; one op when it all fits), the last carrying the shard's
+// ledger: applied in order to a shard of the same spec, they leave it as one RestoreOp{Snapshot(),
+// RememberedUpdates()} would. What a rebuilt backup is sent (Note [Replicated shards],
+// actors/shard_actor.h): a shard larger than a network message still goes, part by part.
+std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes);
 // Copies `shard` into `into`, reusing its memory (ShardState::SnapshotInto).
 void CopySnapshot(const ShardState& shard, ShardSnapshot& into);
 // Writes `snapshot` as `op` says, through `store`: SaveOp's work, off the shard

@@ -353,8 +353,26 @@ void ShardState::SnapshotInto(TensorSlice& into) const {
   into.checkpoint = CheckpointId();
 }
 
+TensorSlice ShardState::SnapshotRows(int64_t begin, int64_t count) const {
+  TensorSlice slice;
+  slice.variable = spec_.variable;
+  slice.full_shape = spec_.full_shape;
+  slice.dtype = spec_.dtype;
+  slice.row_offset = spec_.row_offset + begin;
+  slice.value = Tensor::Copy(value().RowBlock(begin, count));
+  slice.slot_names = optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>();
+  for (const Tensor& slot : slots_.tensors)
+    slice.slots.push_back(Tensor::Copy(slot.RowBlock(begin, count)));
+  slice.step = slots_.step;
+  return slice;
+}
+
 absl::Status ShardState::Restore(const TensorSlice& slice) {
-  RETURN_IF_ERROR(CheckRestorable(slice));
+  ASSIGN_OR_RETURN(const int64_t first, CheckRestorable(slice));
+  if (slice.value.shape() != value_.shape()) {
+    RestoreRows(first, slice);
+    return absl::OkStatus();
+  }
   value_ = slice.value;  // copies into the existing block: no new memory to fault in
   ForgetUninitializedRows();
   if (!slice.slot_names.empty()) {
@@ -362,14 +380,16 @@ absl::Status ShardState::Restore(const TensorSlice& slice) {
   } else if (optimizer_) {
     slots_ = optimizer_->CreateSlots(value_.shape());
   }
-  slots_.step = slice.step;
-  applied_.Clear();
-  ++version_;
+  FinishRestore(slice.step);
   return absl::OkStatus();
 }
 
 absl::Status ShardState::Restore(TensorSlice&& slice) {
-  RETURN_IF_ERROR(CheckRestorable(slice));
+  ASSIGN_OR_RETURN(const int64_t first, CheckRestorable(slice));
+  if (slice.value.shape() != value_.shape()) {
+    RestoreRows(first, slice);
+    return absl::OkStatus();
+  }
   value_ = std::move(slice.value);
   ForgetUninitializedRows();
   if (!slice.slot_names.empty()) {
@@ -377,24 +397,65 @@ absl::Status ShardState::Restore(TensorSlice&& slice) {
   } else if (optimizer_) {
     slots_ = optimizer_->CreateSlots(value_.shape());
   }
-  slots_.step = slice.step;
-  applied_.Clear();
-  ++version_;
+  FinishRestore(slice.step);
   return absl::OkStatus();
 }
 
-absl::Status ShardState::CheckRestorable(const TensorSlice& slice) const {
+void ShardState::RestoreRows(int64_t first, const TensorSlice& slice) {
+  const int64_t count = slice.value.rows();
+  const auto copy_rows = [&](const Tensor& from, Tensor& to) {
+    std::copy(from.values().begin(), from.values().end(), to.RowBlock(first, count).data());
+  };
+  copy_rows(slice.value, value_);
+  for (size_t i = 0; i < slice.slots.size(); ++i) copy_rows(slice.slots[i], slots_.tensors[i]);
+  if (num_uninitialized_ > 0) {  // the restored rows are not the initializer's to fill
+    for (int64_t row = first; row < first + count; ++row) {
+      uint8_t& pending = uninitialized_[static_cast<size_t>(row)];
+      num_uninitialized_ -= pending;
+      pending = 0;
+    }
+    if (num_uninitialized_ == 0) uninitialized_ = {};
+  }
+  FinishRestore(slice.step);
+}
+
+void ShardState::FinishRestore(int64_t step) {
+  slots_.step = step;
+  applied_.Clear();
+  ++version_;
+}
+
+absl::StatusOr<int64_t> ShardState::CheckRestorable(const TensorSlice& slice) const {
   const std::string what = absl::StrCat(name_, ": restore");
   if (!slice.variable.empty() &&
       (slice.variable != spec_.variable || slice.full_shape != spec_.full_shape ||
-       slice.dtype != spec_.dtype || slice.row_offset != spec_.row_offset)) {
+       slice.dtype != spec_.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": the slice holds rows from ", slice.row_offset, " of ", slice.variable, " ",
-        slice.full_shape.ToString(), " ", DTypeName(slice.dtype), ", the shard rows from ",
-        spec_.row_offset, " of ", spec_.variable, " ", spec_.full_shape.ToString(), " ",
-        DTypeName(spec_.dtype)));
+        what, ": the slice holds rows of ", slice.variable, " ", slice.full_shape.ToString(), " ",
+        DTypeName(slice.dtype), ", the shard rows of ", spec_.variable, " ",
+        spec_.full_shape.ToString(), " ", DTypeName(spec_.dtype)));
   }
-  RETURN_IF_ERROR(Annotate(CheckSameShape(slice.value.shape(), value_.shape(), "value"), what));
+  // A named slice may hold some of the shard's rows (SnapshotRows); an unnamed one is the block.
+  const Shape& block = value_.shape();
+  const bool partial = !slice.variable.empty() && block.rank() > 0 &&
+                       slice.value.shape().rank() == block.rank() &&
+                       slice.value.shape() == block.WithRows(slice.value.rows()) &&
+                       slice.value.rows() < block.rows();
+  const int64_t first = slice.variable.empty() ? 0 : slice.row_offset - spec_.row_offset;
+  if (!partial && first != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the slice holds rows from ",
+                                                   slice.row_offset, " of ", slice.variable,
+                                                   ", the shard rows from ", spec_.row_offset));
+  }
+  if (partial && (first < 0 || first > block.rows() - slice.value.rows())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the slice's rows ", slice.row_offset,
+                                                   "..", slice.row_offset + slice.value.rows(),
+                                                   " are not all the shard's (", spec_.row_offset,
+                                                   "..", spec_.row_offset + block.rows(), ")"));
+  }
+  if (!partial) {
+    RETURN_IF_ERROR(Annotate(CheckSameShape(slice.value.shape(), block, "value"), what));
+  }
   const std::vector<std::string> want_names =
       optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>{};
   const bool has_slots = !slice.slot_names.empty();
@@ -404,20 +465,25 @@ absl::Status ShardState::CheckRestorable(const TensorSlice& slice) const {
                      " do not match the shard's ", SlotList(want_names),
                      optimizer_ ? "" : " (the shard has no optimizer)"));
   }
+  if (partial && !has_slots && optimizer_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": a slice of some of the shard's rows must carry their slots ",
+                     SlotList(want_names)));
+  }
   if (slice.slots.size() != slice.slot_names.size()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", slice.slot_names.size(),
                                                    " slot names but ", slice.slots.size(),
                                                    " slot tensors"));
   }
   for (size_t i = 0; i < slice.slots.size(); ++i) {
-    RETURN_IF_ERROR(Annotate(CheckSameShape(slice.slots[i].shape(), value_.shape(),
+    RETURN_IF_ERROR(Annotate(CheckSameShape(slice.slots[i].shape(), slice.value.shape(),
                                             absl::StrCat("slot '", slice.slot_names[i], "'")),
                              what));
   }
   if (slice.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", slice.step));
   }
-  return absl::OkStatus();
+  return first;
 }
 
 }  // namespace tessera

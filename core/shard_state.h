@@ -203,6 +203,12 @@ class ShardState {
   // untagged id), and remembering an applied one. A restore forgets them all.
   bool AlreadyApplied(const UpdateId& id);
   void RecordApplied(const UpdateId& id) { applied_.Record(id); }
+  // What the shard counts as applied, and taking that of another copy of it (a backup seeded
+  // with its primary's state, RestoreOp::ledger).
+  std::vector<RememberedQueue> RememberedUpdates() const { return applied_.Remembered(); }
+  void TakeRememberedUpdates(const std::vector<RememberedQueue>& queues) {
+    applied_.Replace(queues);
+  }
 
   // Replaces the optimizer with the rule `spec` names and fresh slots (step 0). Setting the rule
   // the shard already has (same name and hyperparameters, defaults filled in) changes nothing and
@@ -216,21 +222,33 @@ class ShardState {
   // The same, into `into`: its tensors' memory is reused when big enough, so a shard saved again
   // and again copies into pages already faulted in.
   void SnapshotInto(TensorSlice& into) const;
+  // Rows [begin, begin + count) of the block the same way: a TensorSlice naming just those rows
+  // (row_offset is the shard's plus `begin`), their value and slot rows copied, and the step.
+  // The caller keeps the range inside the block.
+  TensorSlice SnapshotRows(int64_t begin, int64_t count) const;
   // Takes back a slice's value, slots and step. The slice must have the block's shape and, when
   // it carries slots, exactly this shard's slot names (in order) with tensors of the block's
   // shape; when it names its variable, it must be this shard's rows of that variable (same name,
   // full shape, dtype and row offset). A slice without slots (e.g. from an exported model)
-  // restores the value and gives the optimizer fresh slots. InvalidArgument otherwise, shard
-  // unchanged. The version increases by one, like any update.
+  // restores the value and gives the optimizer fresh slots. A named slice may also hold a run of
+  // the shard's rows only (SnapshotRows): those rows are restored, with their slots, which it
+  // must then carry when the shard has an optimizer, and the step; the other rows are left as
+  // they are. InvalidArgument otherwise, shard unchanged. The version increases by one, like any
+  // update.
   absl::Status Restore(const TensorSlice& slice);
-  // The same, taking the slice's tensors instead of copying them.
+  // The same, taking the slice's tensors instead of copying them (a whole block's).
   absl::Status Restore(TensorSlice&& slice);
 
  private:
   ShardState() = default;
   absl::Status RequireOptimizer(absl::string_view what) const;
-  // Restore's validation: InvalidArgument, naming what differs, unless `slice` fits.
-  absl::Status CheckRestorable(const TensorSlice& slice) const;
+  // Restore's validation: the block row `slice` starts at, or InvalidArgument, naming what
+  // differs, unless it fits.
+  absl::StatusOr<int64_t> CheckRestorable(const TensorSlice& slice) const;
+  // Restore of a slice that CheckRestorable found to hold rows [first, ...) of the block, not all.
+  void RestoreRows(int64_t first, const TensorSlice& slice);
+  // The end of a restore: the step, an empty ledger, a new version.
+  void FinishRestore(int64_t step);
 
   // Note [Rows initialized on first touch]. Ids outside the block are skipped (the operation's own
   // checks report them).

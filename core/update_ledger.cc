@@ -53,6 +53,42 @@ void UpdateLedger::Record(const UpdateId& id) {
   }
 }
 
+std::vector<RememberedQueue> UpdateLedger::Remembered() const {
+  std::vector<const Queue*> order;
+  for (const Queue& q : queues_) order.push_back(&q);
+  std::sort(order.begin(), order.end(),
+            [](const Queue* a, const Queue* b) { return a->last_used < b->last_used; });
+  std::vector<RememberedQueue> out;
+  for (const Queue* q : order) {
+    out.push_back({q->id, q->resolved_below, {q->applied.begin(), q->applied.end()}});
+  }
+  return out;
+}
+
+void UpdateLedger::Replace(const std::vector<RememberedQueue>& queues) {
+  queues_.clear();
+  const size_t skipped = queues.size() > static_cast<size_t>(kMaxRememberedQueues)
+                             ? queues.size() - kMaxRememberedQueues
+                             : 0;
+  for (size_t i = 0; i < queues.size(); ++i) {
+    const RememberedQueue& given = queues[i];
+    if (i < skipped) {
+      evicted_ += static_cast<int64_t>(given.applied.size());
+      continue;
+    }
+    Queue& q = Find(given.queue);  // a queue named twice is one queue
+    q.resolved_below = std::max(q.resolved_below, given.resolved_below);
+    for (const auto& [closure, sequence] : given.applied) {
+      if (closure < q.resolved_below) continue;
+      q.applied.emplace(closure, sequence);
+    }
+    while (static_cast<int64_t>(q.applied.size()) > kMaxRememberedUpdates) {
+      q.applied.erase(q.applied.begin());
+      ++evicted_;
+    }
+  }
+}
+
 int64_t UpdateLedger::size() const {
   int64_t n = 0;
   for (const Queue& q : queues_) n += static_cast<int64_t>(q.applied.size());

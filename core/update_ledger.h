@@ -27,7 +27,10 @@
 // of "drop anything below the mark" would lose silently.
 //
 // A restore replaces what the ledger vouched for, so it clears it: a run resumed from a
-// checkpoint re-applies its updates.
+// checkpoint re-applies its updates. A restore that seeds a backup with its primary's state
+// carries the primary's ledger too (RestoreOp::ledger), which the backup takes instead: a
+// backup rebuilt mid-run and later promoted still drops the re-run updates its primary had
+// applied before the rebuild (Note [Replicated shards], actors/shard_actor.h).
 //
 // Thread-safety: none; a ledger belongs to one ShardState.
 #pragma once
@@ -68,6 +71,13 @@ class UpdateNamer {
   std::map<std::pair<std::string, int64_t>, int64_t> sent_;  // updates sent, per shard
 };
 
+// What a ledger remembers of one queue, as a value (UpdateLedger::Remembered).
+struct RememberedQueue {
+  uint64_t queue = 0;
+  int64_t resolved_below = 0;
+  std::vector<std::pair<int64_t, int64_t>> applied;  // (closure, sequence), ascending
+};
+
 class UpdateLedger {
  public:
   static constexpr int kMaxRememberedQueues = 8;
@@ -80,6 +90,13 @@ class UpdateLedger {
   void Record(const UpdateId& id);
   // Forgets everything (a restore).
   void Clear() { queues_.clear(); }
+  // What the ledger remembers, the least recently used queue first.
+  std::vector<RememberedQueue> Remembered() const;
+  // Remembers exactly `queues` (as Remembered gives them, from any source): what lies beyond the
+  // limits — the first queues past kMaxRememberedQueues, the lowest ids past
+  // kMaxRememberedUpdates — is left out and counted as evicted, and ids below their queue's
+  // mark are dropped.
+  void Replace(const std::vector<RememberedQueue>& queues);
 
   // Ids remembered now, over every queue.
   int64_t size() const;

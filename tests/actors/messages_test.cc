@@ -294,7 +294,7 @@ TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind")
       ApplySparseGradientOp{IndexedSlices{Ids{0}, Tensor(Shape{1, 3}, 3.0f)}},
       SetOptimizerOp{OptimizerSpec{"adam", {{"beta_1", 0.8}}}},
       SnapshotOp{},
-      RestoreOp{snapshot},
+      RestoreOp{snapshot, {RememberedQueue{0xfeed, 3, {{3, 0}, {5, 2}}}}},
       SaveOp{"/ckpt/ckpt-7", "v0.emb.part-0-of-1.slice", CheckpointId{RunId{3, 4}, 7}},
       LoadOp{"/ckpt/ckpt-7", variable},
   };
@@ -319,6 +319,10 @@ TEST_CASE("every shard op round-trips, addressed in a call, and keeps its kind")
   const auto& restore = std::get<RestoreOp>(restore_back);
   CHECK(SameTensor(restore.slice.slots.at(0), snapshot.slots[0]));
   CHECK(restore.slice.step == 4);
+  REQUIRE(restore.ledger.size() == 1);
+  CHECK(restore.ledger[0].queue == 0xfeed);
+  CHECK(restore.ledger[0].resolved_below == 3);
+  CHECK(restore.ledger[0].applied == std::vector<std::pair<int64_t, int64_t>>{{3, 0}, {5, 2}});
   const ShardOp save_back = RoundTrip(ops[10]);
   CHECK(std::get<SaveOp>(save_back).checkpoint == CheckpointId{RunId{3, 4}, 7});
   const ShardOp load_back = RoundTrip(ops[11]);

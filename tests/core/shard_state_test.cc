@@ -412,6 +412,35 @@ TEST_CASE("snapshot and restore round-trip value, slots and step and the version
   CHECK(Same(source.Read(), target->Read()));
 }
 
+TEST_CASE("a shard restored row run by row run, in any order, matches the whole snapshot") {
+  ShardState source = MakeShard(Adagrad());
+  REQUIRE(source.ApplyDenseGradient(Iota(Shape{3, 4}, 0.1f)).ok());
+  REQUIRE(source.ApplySparseGradient(Ids{2}, Iota(Shape{1, 4}, -0.3f)).ok());
+  const TensorSlice whole = source.Snapshot();
+  const TensorSlice tail = source.SnapshotRows(1, 2);
+  CHECK(tail.row_offset == 5);
+  CHECK(tail.value.shape() == Shape{2, 4});
+  CHECK(tail.step == 2);
+
+  ShardSpec other_spec = MakeSpec(Adagrad());
+  other_spec.initializer.seed = 99;  // starts from other values, initialized on first touch
+  auto target = ShardState::Create(other_spec);
+  REQUIRE(target.ok());
+  REQUIRE(target->Restore(tail).ok());
+  // Row 0 is still the target's own (its initializer's), rows 1..2 the source's.
+  const TensorSlice halfway = target->Snapshot();
+  CHECK_FALSE(
+      Same(Tensor::Copy(halfway.value.RowBlock(0, 1)), Tensor::Copy(whole.value.RowBlock(0, 1))));
+  CHECK(Same(Tensor::Copy(halfway.value.RowBlock(1, 2)), tail.value));
+  REQUIRE(target->Restore(source.SnapshotRows(0, 1)).ok());
+  const TensorSlice restored = target->Snapshot();
+  CHECK(Same(restored.value, whole.value));
+  REQUIRE(restored.slots.size() == 1);
+  CHECK(Same(restored.slots[0], whole.slots[0]));
+  CHECK(restored.step == whole.step);
+  CHECK(target->version() == 2);  // one per part
+}
+
 TEST_CASE("a snapshot without slots restores the value and gives the optimizer fresh slots") {
   ShardState shard = MakeShard(Adagrad());
   REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{3, 4}, 1.0f)).ok());
@@ -456,10 +485,34 @@ TEST_CASE("restore rejects a wrong shape or wrong slots and leaves the shard unc
       {"negative step", [](TensorSlice& s) { s.step = -1; },
        "emb/part_1: restore: negative step -1"},
       {"another shard's rows", [](TensorSlice& s) { s.row_offset = 0; },
-       "emb/part_1: restore: the slice holds rows from 0 of emb [10, 4] float32, the shard rows "
-       "from 4 of emb [10, 4] float32"},
+       "emb/part_1: restore: the slice holds rows from 0 of emb, the shard rows from 4"},
+      {"some rows, not all the shard's",
+       [](TensorSlice& s) {
+         s.row_offset = 6;
+         s.value = Tensor(Shape{2, 4});
+         s.slots[0] = Tensor(Shape{2, 4});
+       },
+       "emb/part_1: restore: the slice's rows 6..8 are not all the shard's (4..7)"},
+      {"some rows without their slots",
+       [](TensorSlice& s) {
+         s.value = Tensor(Shape{2, 4});
+         s.slot_names.clear();
+         s.slots.clear();
+       },
+       "emb/part_1: restore: a slice of some of the shard's rows must carry their slots "
+       "[accumulator]"},
+      {"some rows, another row size",
+       [](TensorSlice& s) {
+         s.value = Tensor(Shape{2, 3});
+         s.slots[0] = Tensor(Shape{2, 3});
+       },
+       "emb/part_1: restore: value: shape [2, 3] does not match expected [3, 4]"},
       {"another variable", [](TensorSlice& s) { s.variable = "other"; }, nullptr},
-      {"another full shape", [](TensorSlice& s) { s.full_shape = Shape{11, 4}; }, nullptr},
+      {"another full shape",
+       [](TensorSlice& s) {
+         s.full_shape = Shape{11, 4};
+       },
+       nullptr},
   };
   for (const Case& c : cases) {
     CAPTURE(c.what);

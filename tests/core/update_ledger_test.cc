@@ -83,6 +83,46 @@ TEST_CASE("the ledger is bounded: the least recent queue and the oldest ids go f
   CHECK(one.Applied(Id(1, UpdateLedger::kMaxRememberedUpdates)));
 }
 
+TEST_CASE("a ledger handed to another keeps what it vouches for, within the limits") {
+  UpdateLedger from;
+  for (int64_t c = 1; c <= 4; ++c) from.Record(Id(c, 0, 1));
+  from.Record(Id(2, 0, 1, kQueue + 1));
+  CHECK_FALSE(from.Applied(Id(9, 0, 1)));  // kQueue used last (a question marks its use too)
+  const std::vector<RememberedQueue> remembered = from.Remembered();
+  REQUIRE(remembered.size() == 2);
+  CHECK(remembered[0].queue == kQueue + 1);  // least recently used first
+  CHECK(remembered[1].applied ==
+        std::vector<std::pair<int64_t, int64_t>>{{1, 0}, {2, 0}, {3, 0}, {4, 0}});
+
+  UpdateLedger to;
+  to.Record(Id(7, 0, 1, 0xbad));  // replaced, not merged
+  to.Replace(remembered);
+  CHECK(to.size() == 5);
+  CHECK(to.Applied(Id(3, 0, 1)));
+  CHECK(to.Applied(Id(2, 0, 1, kQueue + 1)));
+  CHECK_FALSE(to.Applied(Id(7, 0, 1, 0xbad)));
+  CHECK(to.Applied(Id(4, 0, /*resolved_below=*/4)));  // the marks go on working
+  CHECK_FALSE(to.Applied(Id(3, 0, 4)));
+
+  // Forged or oversized input: ids below their mark are dropped; queues past the limit and ids
+  // past the limit are left out, counted as evicted; an empty list clears.
+  std::vector<RememberedQueue> forged(UpdateLedger::kMaxRememberedQueues + 2);
+  for (size_t q = 0; q < forged.size(); ++q) {
+    forged[q].queue = 500 + q;
+    forged[q].resolved_below = 10;
+    forged[q].applied = {{3, 0}, {11, 0}};
+  }
+  UpdateLedger bounded;
+  bounded.Replace(forged);
+  CHECK(bounded.size() == UpdateLedger::kMaxRememberedQueues);
+  CHECK(bounded.evicted() == 4);
+  CHECK(bounded.Applied(Id(11, 0, 1, 502)));
+  CHECK_FALSE(bounded.Applied(Id(3, 0, 1, 502)));   // below its mark
+  CHECK_FALSE(bounded.Applied(Id(11, 0, 1, 500)));  // among the first two queues: left out
+  bounded.Replace({});
+  CHECK(bounded.size() == 0);
+}
+
 TEST_CASE("a closure's attempts name their updates alike: per shard, in the order sent") {
   auto names = [] {
     UpdateNamer namer(kQueue, /*closure=*/9, /*resolved_below=*/4);
@@ -159,6 +199,33 @@ TEST_CASE("every row update is named: assign, scatter and dense gradients repeat
   CHECK(shard.Info().step == 1);
 }
 
+TEST_CASE("a shard's state goes out in parts that fit a message, the last with its ledger") {
+  ShardState primary = AdagradShard();  // 4 rows of 2 floats and an accumulator: 16 bytes a row
+  REQUIRE(ApplyShardOp(primary, Sparse(1, 1.0f, Id(5)), nullptr).ok());
+  REQUIRE(ApplyShardOp(primary, Sparse(3, -2.0f, Id(6)), nullptr).ok());
+  CHECK(RestoreOpsFor(primary, 1 << 20).size() == 1);  // it all fits
+  CHECK(RestoreOpsFor(primary, 1).size() == 4);        // at least a row a part
+
+  std::vector<RestoreOp> parts = RestoreOpsFor(primary, 40);  // two rows a part
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].slice.value.shape() == Shape{2, 2});
+  CHECK(parts[1].slice.row_offset == 2);
+  CHECK(parts[0].ledger.empty());
+  CHECK(parts[1].ledger.size() == 1);
+  ShardState backup = AdagradShard();
+  for (RestoreOp& part : parts) REQUIRE(ApplyShardOp(backup, std::move(part), nullptr).ok());
+  const TensorSlice want = primary.Snapshot();
+  const TensorSlice got = backup.Snapshot();
+  CHECK(Values(got.value) == Values(want.value));
+  CHECK(Values(got.slots.at(0)) == Values(want.slots.at(0)));
+  CHECK(got.step == 2);
+  // Both re-run updates are dropped by the copy, as by the primary.
+  REQUIRE(ApplyShardOp(backup, Sparse(1, 1.0f, Id(5)), nullptr).ok());
+  REQUIRE(ApplyShardOp(backup, Sparse(3, -2.0f, Id(6)), nullptr).ok());
+  CHECK(backup.Info().duplicate_updates == 2);
+  CHECK(Values(backup.Read()) == Values(primary.Read()));
+}
+
 TEST_CASE("a failed update is not remembered, and a restore forgets the applied ones") {
   ShardState shard = AdagradShard();
   CHECK_FALSE(ApplyShardOp(shard, Sparse(9, 1.0f, Id(5)), nullptr).ok());  // row out of range
@@ -170,6 +237,15 @@ TEST_CASE("a failed update is not remembered, and a restore forgets the applied 
   REQUIRE(ApplyShardOp(shard, Sparse(1, 1.0f, Id(5)), nullptr).ok());  // applies again
   CHECK(shard.Info().step == 2);
   CHECK(shard.Info().duplicate_updates == 0);
+
+  // A restore carrying a ledger (a backup seeded by its primary) takes it instead.
+  ShardState backup = AdagradShard();
+  REQUIRE(
+      ApplyShardOp(backup, RestoreOp{shard.Snapshot(), shard.RememberedUpdates()}, nullptr).ok());
+  CHECK(backup.Info().step == 2);
+  REQUIRE(ApplyShardOp(backup, Sparse(1, 1.0f, Id(5)), nullptr).ok());
+  CHECK(backup.Info().step == 2);
+  CHECK(backup.Info().duplicate_updates == 1);
 }
 
 }  // namespace

@@ -542,6 +542,18 @@ class GuardedDoorman final : public caf::io::network::doorman_impl {
   std::shared_ptr<State> state_;
 };
 
+// Note [The transport's middleman ends with BASP, on its own thread]
+// The middleman actor below runs detached (a connect blocks), and the actor system waits for
+// every detached thread after stopping its modules. CAF stops its own middleman actor there
+// explicitly; ours must end when the BASP broker does. The warden (an actor on the scheduler)
+// used to be the only one to end it, on the broker's down message; but the middleman module
+// stops before the scheduler, and a scheduler thread can take its shutdown job ahead of that
+// down message (stolen from the queue the message waits in), which then never runs: the
+// system's destructor waited for this thread for ever (a test timed out once in CI, at the end
+// of a networked test). So the broker itself, as it terminates, sends the middleman its kill
+// (a functor attached to the broker: one way, unlike a link, whose exit would also reach the
+// broker), which the middleman's own thread handles; the warden's kill stays as the second way.
+
 // CAF's middleman actor (publish, connect, the cache of connected endpoints) making guarded
 // connections. Note [Why a transport of Tessera's own].
 class GuardedMiddleman final : public caf::io::middleman_actor_impl {
@@ -618,6 +630,11 @@ Transport Transport::Of(caf::actor_system& system, const NetworkOptions& options
   {
     absl::MutexLock state_lock(&state->mu);
     state->middleman = system.spawn<GuardedMiddleman, caf::detached + caf::hidden>(basp, state);
+    // Note [The transport's middleman ends with BASP, on its own thread].
+    caf::actor_cast<caf::abstract_actor*>(basp)->attach_functor(
+        [middleman = state->middleman.address()] {
+          caf::anon_send_exit(middleman, caf::exit_reason::kill);
+        });
   }
   state->warden = system.spawn<caf::hidden>(Warden, std::weak_ptr<State>(state), basp);
   entry = state;

@@ -279,8 +279,8 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<VariableHandle>("tessera::VariableHandle");
   cfg.add_message_type<VariableDirectory>("tessera::VariableDirectory");
   cfg.add_message_type<shard_actor>("tessera::shard_actor");
-  cfg.add_message_type<std::map<std::string, shard_actor>>(
-      "std::map<std::string, tessera::shard_actor>");
+  cfg.add_message_type<HeldShard>("tessera::HeldShard");
+  cfg.add_message_type<std::vector<HeldShard>>("std::vector<tessera::HeldShard>");
   cfg.add_message_type<ps_node_actor>("tessera::ps_node_actor");
   RegisterMirroredTypes(cfg);
   cfg.add_error_category(kErrorCategory, RenderError);

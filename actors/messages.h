@@ -88,8 +88,9 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored_replica_actor.h) and its
 // messages, a ring naming its previous replica; 10: a shard replicates to a backup
 // (replicate_atom, Note [Replicated shards] in actors/shard_actor.h); 11: RestoreOp carries the
-// ledger of updates applied (a backup takes its primary's).
-constexpr int32_t kProtocolVersion = 11;
+// ledger of updates applied (a backup takes its primary's); 12: reclaim_atom names the run and
+// answers HeldShards (a restarted coordinator re-adopts its run's shards).
+constexpr int32_t kProtocolVersion = 12;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

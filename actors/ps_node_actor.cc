@@ -142,6 +142,8 @@ void DropShard(NodePointer self, const std::string& name) {
   self->demonitor(it->second.address());
   self->send_exit(it->second, caf::exit_reason::user_shutdown);
   self->state.by_id.erase(it->second.id());
+  self->state.specs.erase(name);
+  self->state.replicated.erase(name);
   self->state.shards->erase(it);
 }
 
@@ -181,12 +183,21 @@ void WatchOwner(NodePointer self, const caf::actor& owner) {
   entry.lease.reset();
 }
 
-// Hands shard `shard` its backup (replicate_atom) and answers `promise` with its reply.
-void GiveBackup(NodePointer self, const shard_actor& shard, const caf::actor& backup,
-                bool send_state, caf::typed_response_promise<int64_t> promise) {
+// Hands shard `shard` (named `name`) its backup (replicate_atom) and answers `promise` with its
+// reply.
+void GiveBackup(NodePointer self, const std::string& name, const shard_actor& shard,
+                const caf::actor& backup, bool send_state,
+                caf::typed_response_promise<int64_t> promise) {
   self->request(shard, caf::infinite, replicate_atom::value, backup, send_state)
-      .then([promise](int64_t version) mutable { promise.deliver(version); },
-            [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+      .then(
+          [self, name, shard, promise](int64_t version) mutable {
+            auto held = self->state.shards->find(name);
+            if (held != self->state.shards->end() && held->second == shard) {
+              self->state.replicated.insert(name);
+            }
+            promise.deliver(version);
+          },
+          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
 }
 
 // Note [Backups reached directly] (ps_node_actor.h).
@@ -200,7 +211,7 @@ caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const 
   const shard_actor shard = it->second;
   auto promise = self->make_response_promise<int64_t>();
   if (backup_address.empty() || !self->state.connect_peer || !backup) {
-    GiveBackup(self, shard, backup, send_state, promise);
+    GiveBackup(self, name, shard, backup, send_state, promise);
     return promise;
   }
   auto connector = self->spawn<caf::detached>(
@@ -215,14 +226,51 @@ caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const 
       });
   self->request(connector, caf::infinite, backup_address)
       .then(
-          [self, shard, backup, send_state, promise]() mutable {
-            GiveBackup(self, shard, backup, send_state, promise);
+          [self, name, shard, backup, send_state, promise]() mutable {
+            GiveBackup(self, name, shard, backup, send_state, promise);
           },
           [promise, backup_address](caf::error& err) mutable {
             promise.deliver(StatusToError(Annotate(
                 ErrorToStatus(err), absl::StrCat("reaching the backup's node ", backup_address))));
           });
   return promise;
+}
+
+// reclaim_atom (Note [Shards die with their coordinator]).
+std::vector<HeldShard> Reclaim(NodePointer self, const caf::actor& owner, const std::string& run) {
+  std::vector<HeldShard> held;
+  if (!owner) return held;
+  PsNodeState& state = self->state;
+  const auto known = state.owners.find(owner.address());
+  const bool was_lost = known != state.owners.end() && known->second.lease.has_value();
+  WatchOwner(self, owner);
+  PsNodeState::Owner& entry = state.owners[owner.address()];
+  if (!run.empty()) entry.run = run;
+  // The shards a lost owner of the same run left here become this owner's.
+  size_t inherited = 0;
+  for (auto it = state.owners.begin(); it != state.owners.end();) {
+    if (run.empty() || it->first == owner.address() || it->second.run != run ||
+        !it->second.lease.has_value()) {
+      ++it;
+      continue;
+    }
+    for (const std::string& name : ShardsOf(state, it->first)) {
+      state.owner_of[name] = owner.address();
+      ++inherited;
+    }
+    self->demonitor(it->second.handle);
+    it = state.owners.erase(it);  // its pending lease_atom now finds no owner
+  }
+  for (const std::string& name : ShardsOf(state, owner.address())) {
+    held.push_back(HeldShard{name, state.shards->at(name), state.specs.at(name),
+                             state.replicated.count(name) > 0});
+  }
+  if (was_lost) Log().info("the coordinator is back: it reclaimed {} shard(s)", held.size());
+  if (inherited > 0) {
+    Log().info("a coordinator of the same run took over {} shard(s) of its lost predecessor",
+               inherited);
+  }
+  return held;
 }
 
 }  // namespace
@@ -261,6 +309,8 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
       if (it->second.address() == msg.source) {
         state.owner_of.erase(it->first);
         state.by_id.erase(it->second.id());
+        state.specs.erase(it->first);
+        state.replicated.erase(it->first);
         shards.erase(it);
         return;
       }
@@ -294,6 +344,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
         self->monitor(actor);
         self->state.shards->emplace(name, actor);
         self->state.by_id.emplace(actor.id(), actor);
+        self->state.specs[name] = spec;
         if (owner) {
           WatchOwner(self, owner);
           self->state.owner_of[name] = owner.address();
@@ -374,17 +425,8 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
         self->state.task = task;
         return caf::unit;
       },
-      [self](reclaim_atom, const caf::actor& owner) -> std::map<std::string, shard_actor> {
-        std::map<std::string, shard_actor> held;
-        if (!owner || self->state.owners.count(owner.address()) == 0) return held;
-        const bool was_lost = self->state.owners[owner.address()].lease.has_value();
-        WatchOwner(self, owner);
-        for (const std::string& name : ShardsOf(self->state, owner.address())) {
-          held.emplace(name, self->state.shards->at(name));
-        }
-        if (was_lost) Log().info("the coordinator is back: it reclaimed {} shard(s)", held.size());
-        return held;
-      },
+      [self](reclaim_atom, const caf::actor& owner, const std::string& run)
+          -> std::vector<HeldShard> { return Reclaim(self, owner, run); },
       [self](lease_atom, uint64_t lease) {
         for (auto& [owner, entry] : self->state.owners) {
           if (entry.lease == lease) {

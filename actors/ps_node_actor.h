@@ -17,9 +17,11 @@
 //                                           without k: 5)
 //   (adopt_atom, int32_t task)              void                      FailedPrecondition (not a
 //                                                                     standby), InvalidArgument
-//   (reclaim_atom, owner)                   map name -> shard_actor:  - (none held: an empty map)
+//   (reclaim_atom, owner, std::string run)  std::vector<HeldShard>:   - (none held: empty)
 //                                           the shards it holds for
-//                                           owner, lease cancelled
+//                                           owner, and those a lost
+//                                           owner of the same run
+//                                           left; leases cancelled
 //   (lease_atom, uint64_t lease)            - (the node's own timer: drops a lost owner's shards)
 //   (replicate_atom, std::string name,      int64_t: shard `name`'s   NotFound; the shard's, or
 //    caf::actor backup, std::string          version once its backup   the connection's (Note
@@ -57,8 +59,16 @@
 //     and answers with the shards it holds for that owner, so the coordinator re-adopts them —
 //     values, slots, steps and the applied-update ledgers as they are — instead of restoring a
 //     checkpoint (ClusterCoordinator's PS recovery);
-//   - another coordinator (one started again with --resume) that creates a shard under a name an
-//     orphaned shard holds supersedes it: the orphan is dropped and the new shard created.
+//   - a coordinator of the same run started again (--resume) sends reclaim_atom with its own
+//     session actor and the run's id (the checkpoint run id; every coordinator of a run names it
+//     on its first reclaim, before it creates anything): the node hands it the shards of every
+//     lost owner of that run, each with the spec it was created from and whether it forwards to
+//     a backup, and cancels their leases; the coordinator adopts them when they are exactly the
+//     shards it would create (Note [A restarted coordinator re-adopts its run's shards],
+//     coordinator/strategy.h). Only a lost owner's shards move: a live coordinator of the same
+//     run keeps its own;
+//   - another coordinator that creates a shard under a name an orphaned shard holds supersedes
+//     it: the orphan is dropped and the new shard created.
 // After the lease nobody can reach the shards through the lost owner; dropping them then keeps
 // orphans from holding their memory for the life of the process. Owners are compared by address
 // (node and actor id), which a new connection to the same session actor keeps; a down message
@@ -122,16 +132,30 @@
 
 namespace tessera {
 
+// A shard a PS node gives back on reclaim_atom: the spec it was created from, and whether it
+// forwards its changes to a backup (a primary with a backup, Note [Replicated shards]).
+struct HeldShard {
+  std::string name;
+  shard_actor shard;
+  ShardSpec spec;
+  bool replicated = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, HeldShard& x) {
+  return f(caf::meta::type_name("tessera::HeldShard"), x.name, x.shard, x.spec, x.replicated);
+}
+
 using ps_node_actor = caf::typed_actor<
     caf::replies_to<create_shard_atom, ShardSpec, caf::actor>::with<shard_actor>,
     caf::replies_to<drop_shard_atom, std::string, caf::actor>::with<void>,
-    caf::replies_to<lookup_atom, std::string>::with<shard_actor>,                         //
-    caf::replies_to<list_atom>::with<std::vector<std::string>>,                           //
-    caf::replies_to<stats_atom>::with<PsNodeStats>,                                       //
-    caf::replies_to<stats_atom, int32_t>::with<PsNodeStats>,                              //
-    caf::replies_to<adopt_atom, int32_t>::with<void>,                                     //
-    caf::replies_to<reclaim_atom, caf::actor>::with<std::map<std::string, shard_actor>>,  //
-    caf::reacts_to<lease_atom, uint64_t>,                                                 //
+    caf::replies_to<lookup_atom, std::string>::with<shard_actor>,                          //
+    caf::replies_to<list_atom>::with<std::vector<std::string>>,                            //
+    caf::replies_to<stats_atom>::with<PsNodeStats>,                                        //
+    caf::replies_to<stats_atom, int32_t>::with<PsNodeStats>,                               //
+    caf::replies_to<adopt_atom, int32_t>::with<void>,                                      //
+    caf::replies_to<reclaim_atom, caf::actor, std::string>::with<std::vector<HeldShard>>,  //
+    caf::reacts_to<lease_atom, uint64_t>,                                                  //
     caf::replies_to<replicate_atom, std::string, caf::actor, std::string, bool>::with<int64_t>,
     caf::replies_to<ping_atom>::with<pong_atom>,  //
     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;
@@ -155,7 +179,11 @@ struct PsNodeState {
   struct Owner {
     caf::actor handle;
     std::optional<uint64_t> lease;  // the pending lease_atom's number
+    std::string run;                // the run it named on reclaim_atom; empty: none
   };
+  // Each shard's spec, and the shards given a backup (replicate_atom), for reclaim_atom.
+  std::map<std::string, ShardSpec> specs;
+  std::set<std::string> replicated;
   std::map<std::string, caf::actor_addr> owner_of;
   std::map<caf::actor_addr, Owner> owners;
   caf::timespan lease{0};

@@ -260,9 +260,14 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   std::map<std::string, shard_actor> held;
   absl::Status asked;
   caf::scoped_actor self(system_);
-  self->request(*node, std::chrono::seconds(10), reclaim_atom::value, cluster.session())
-      .receive([&](std::map<std::string, shard_actor>& shards) { held = std::move(shards); },
-               [&](caf::error& err) { asked = ErrorToStatus(err); });
+  const std::string run =
+      options_.recovery_run.empty() ? std::string() : options_.recovery_run.ToString();
+  self->request(*node, std::chrono::seconds(10), reclaim_atom::value, cluster.session(), run)
+      .receive(
+          [&](std::vector<HeldShard>& shards) {
+            for (HeldShard& shard : shards) held.emplace(shard.name, std::move(shard.shard));
+          },
+          [&](caf::error& err) { asked = ErrorToStatus(err); });
   if (asked.ok()) asked = strategy_.AdoptShardsOn(task, held);
   if (!asked.ok()) {
     if (!held.empty()) {

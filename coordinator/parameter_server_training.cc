@@ -6,6 +6,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cluster/cluster.h"
 #include "cluster/port_check.h"
@@ -110,6 +111,34 @@ absl::StatusOr<std::optional<std::string>> StartingPoint(
   return latest;
 }
 
+// The step a run continues from on the shards it re-adopted (Note [A restarted coordinator
+// re-adopts its run's shards], coordinator/strategy.h): the highest optimizer step among them.
+// Closures running when the lost coordinator died may have reached some shards and not others;
+// the shards behind keep their gradients lost (never acknowledged), and none is applied twice.
+absl::StatusOr<int64_t> AdoptedStep(const ParameterServerStrategy& strategy, Cluster& cluster) {
+  const auto& variables = strategy.variables();
+  const auto ours = [&variables](const std::string& shard) {
+    for (const auto& [name, variable] : variables) {
+      if (shard == name || absl::StartsWith(shard, absl::StrCat(name, "/part_")) ||
+          absl::StartsWith(shard, absl::StrCat(name, "/worker_"))) {
+        return true;
+      }
+    }
+    return false;
+  };
+  int64_t step = 0;
+  for (const PsNodeStatus& node : QueryPsStatus(cluster, absl::Seconds(10), /*hottest_rows=*/0)) {
+    if (!node.reachable) {
+      return absl::UnavailableError(
+          absl::StrCat("reading the re-adopted shards' step: ", node.error));
+    }
+    for (const ShardInfo& shard : node.stats.shards) {
+      if (ours(shard.name)) step = std::max(step, shard.step);
+    }
+  }
+  return step;
+}
+
 // Saves the checkpoint of `step` in the middle of training, the shards writing while training
 // goes on once `on_cut` has run (Note [Checkpoints without pausing], coordinator/checkpoint.cc).
 absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
@@ -199,6 +228,16 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
   const ClusterHookGuard cluster_hook(options.on_cluster, cluster.get(), nullptr);
   ParameterServerStrategy strategy(*cluster, job.partitioner, options.replicas);
+  if (cluster->networked() && checkpoints.has_value()) {
+    // Note [A restarted coordinator re-adopts its run's shards] (coordinator/strategy.h): every
+    // run names itself to the PS nodes; a resumed one may find its shards there.
+    ASSIGN_OR_RETURN(const int64_t claimed,
+                     strategy.ClaimShardsOfRun(checkpoints->run_id().ToString()));
+    if (claimed > 0) {
+      std::printf("%s: the PS nodes still hold %lld shard(s) of this run\n", label.c_str(),
+                  static_cast<long long>(claimed));
+    }
+  }
   ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(
                                   model, job.optimizer,
                                   resume_from.has_value()
@@ -210,7 +249,15 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, job.test));
 
   int64_t first_step = 0;
-  if (resume_from.has_value()) {
+  summary["readopted_shards"] = strategy.adopted_shards();
+  if (strategy.adopted_shards() > 0) {
+    ASSIGN_OR_RETURN(first_step, AdoptedStep(strategy, *cluster));
+    std::printf(
+        "%s: re-adopted the %lld live shard(s) of this run: resumed at step %lld, "
+        "nothing read from a checkpoint\n",
+        label.c_str(), static_cast<long long>(strategy.adopted_shards()),
+        static_cast<long long>(first_step));
+  } else if (resume_from.has_value()) {
     const double restore_start = internal::MonotonicSeconds();
     ASSIGN_OR_RETURN(first_step, RestoreCheckpoint(strategy, *resume_from));
     summary["restore_seconds"] = internal::MonotonicSeconds() - restore_start;

@@ -30,6 +30,21 @@
 // one on another live task (RebuildBackups), which first takes its primary's state. A shard
 // whose primary and backup are both lost goes back to the checkpoint path (RecreateShardsOn).
 //
+// Note [A restarted coordinator re-adopts its run's shards]
+// A coordinator that dies leaves its shards on the PS nodes for a lease (Note [Shards die with
+// their coordinator], actors/ps_node_actor.h), trained further than any checkpoint. Started again
+// with --resume, it names its run (the checkpoint run id it resumes) to every PS node before it
+// creates anything (ClaimShardsOfRun); the nodes hand it the run's orphaned shards. The next
+// creation adopts them, all or none: when they are exactly the shards it would create — every
+// planned shard on its planned task, of the same variable, rows, shape, dtype and optimizer (not
+// initializer: a resumed run plans zeros), with replicas the primary forwarding to a backup and
+// the backup on the next task, and nothing else — the variables point at them as they are,
+// values, slots, steps and ledgers, and the run continues from their step with nothing read
+// from a checkpoint. Otherwise (a PS restarted empty, a backup promoted in the lost run, a
+// changed model or partitioner) every claimed shard is dropped and the shards are created
+// afresh, for the checkpoint to fill. A partial adoption would mix a checkpoint's state with
+// later state.
+//
 // Example:
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
 //   ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable(
@@ -104,6 +119,15 @@ class ParameterServerStrategy {
       std::shared_ptr<const Model> model, const OptimizerSpec& optimizer,
       InitialValues values = InitialValues::kInitialized);
 
+  // Networked (Note [A restarted coordinator re-adopts its run's shards]): names `run` to every
+  // PS node as this coordinator's run and claims the shards a lost coordinator of the same run
+  // left there under their lease, for the next creation to adopt or drop. Returns how many were
+  // claimed; Unavailable when a PS node does not answer. No-op in process (0).
+  absl::StatusOr<int64_t> ClaimShardsOfRun(const std::string& run);
+  // The shards (backups included) the creation adopted from ClaimShardsOfRun; 0 when it created
+  // them afresh.
+  int64_t adopted_shards() const { return adopted_shards_; }
+
   // While a scope lives, variables without their own partitioner use `partitioner`.
   class PartitionerScope {
    public:
@@ -169,6 +193,11 @@ class ParameterServerStrategy {
   // what was created and puts next_ps_ back to `next_ps_before`.
   absl::StatusOr<std::vector<ShardedVariable>> CreatePlanned(std::vector<PlannedVariable> planned,
                                                              int64_t next_ps_before);
+  // Registers the variables of `planned` with `created`, the shards of `all` (as CreatePlanned
+  // lays them out), in order.
+  std::vector<ShardedVariable> Register(std::vector<PlannedVariable> planned,
+                                        const std::vector<PlacedShard>& all, size_t num_primaries,
+                                        std::vector<shard_actor> created);
   // Sends create_shard for every shard at once and waits for every reply: the shards, in order,
   // or the first failed shard's error (in order) once every reply is in, after dropping the
   // shards that were created.
@@ -182,6 +211,11 @@ class ParameterServerStrategy {
                              const std::vector<shard_actor>& backups, bool send_state);
   // Points the variable of `placed` at `actor` on `task`.
   void Repoint(const PlacedShard& placed, shard_actor actor, int32_t task);
+  // The claimed shards for `all` (num_primaries primaries, then their backups), in order, when
+  // they are exactly those (Note [A restarted coordinator re-adopts its run's shards]); else
+  // nullopt. Either way the claim is spent: shards not adopted are dropped.
+  std::optional<std::vector<shard_actor>> AdoptClaimed(const std::vector<PlacedShard>& all,
+                                                       size_t num_primaries);
 
   Cluster& cluster_;
   Partitioner partitioner_;
@@ -204,6 +238,9 @@ class ParameterServerStrategy {
     std::string name() const { return ShardName(spec.variable, spec.shard_index, spec.num_shards); }
   };
   std::vector<PlacedShard> shards_;
+  // ClaimShardsOfRun's shards, per PS task, until the next creation spends them.
+  std::map<int32_t, std::vector<HeldShard>> claimed_;
+  int64_t adopted_shards_ = 0;
 };
 
 }  // namespace tessera

@@ -418,13 +418,17 @@ TEST_CASE("a lost owner's shards are kept for the lease, give way to a new owner
   const shard_actor kept = CreateShard(fixture, node, TestShardSpec(0, 3, 9, 2), lost);
   CreateShard(fixture, node, TestShardSpec(1, 3, 9, 2), lost);
   CreateShard(fixture, node, TestShardSpec(2, 3, 9, 2), lost);
-  using Held = std::map<std::string, shard_actor>;
-  // The owner, alive, gets its shards back by name; anybody else gets none.
-  absl::StatusOr<Held> held = fixture.Ask<Held>(node, reclaim_atom::value, lost);
+  using Held = std::vector<HeldShard>;
+  // The owner, alive, gets its shards back by name, with their specs; anybody else gets none.
+  absl::StatusOr<Held> held = fixture.Ask<Held>(node, reclaim_atom::value, lost, std::string());
   REQUIRE(held.ok());
-  CHECK(held->size() == 3);
-  CHECK(held->at("emb/part_0") == kept);
-  CHECK(fixture.Ask<Held>(node, reclaim_atom::value, stranger)->empty());
+  REQUIRE(held->size() == 3);
+  CHECK(held->at(0).name == "emb/part_0");
+  CHECK(held->at(0).shard == kept);
+  CHECK(held->at(0).spec.row_offset == 0);
+  CHECK(held->at(2).spec.row_offset == 6);
+  CHECK_FALSE(held->at(0).replicated);
+  CHECK(fixture.Ask<Held>(node, reclaim_atom::value, stranger, std::string())->empty());
 
   caf::anon_send_exit(lost, caf::exit_reason::kill);
   fixture.Run();
@@ -537,6 +541,77 @@ TEST_CASE("a PS node connects to the backup's node first, and a failed connectio
   }
   self->send_exit(node, caf::exit_reason::user_shutdown);
   self->send_exit(other, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Note [A restarted coordinator re-adopts its run's shards] (coordinator/strategy.h), the node's
+// part: the run's orphans move to the new owner with their state; nothing else does.
+TEST_CASE("a coordinator of the same run takes over its lost predecessor's shards as they are") {
+  DeterministicSystem fixture;
+  const ps_node_actor node =
+      fixture.Track(SpawnPsNode(fixture.system(), 0, std::chrono::seconds(30)));
+  const ps_node_actor backup_node = fixture.Track(SpawnPsNode(fixture.system(), 1));
+  const caf::actor first = SpawnOwner(fixture);
+  const caf::actor other_run = SpawnOwner(fixture);
+  using Held = std::vector<HeldShard>;
+  const std::string run = "0123456789abcdef0123456789abcdef";
+  // Each coordinator names its run before it creates anything.
+  REQUIRE(fixture.Ask<Held>(node, reclaim_atom::value, first, run)->empty());
+  REQUIRE(fixture.Ask<Held>(node, reclaim_atom::value, other_run, std::string("another"))->empty());
+  const ShardSpec spec = TestShardSpec(0, 2, 8, 2, OptimizerSpec{"sgd", {}});
+  const shard_actor trained = CreateShard(fixture, node, spec, first);
+  const shard_actor backup = CreateShard(fixture, backup_node, spec);
+  REQUIRE(fixture
+              .Ask<int64_t>(node, replicate_atom::value, std::string("emb/part_0"),
+                            caf::actor_cast<caf::actor>(backup), std::string(), false)
+              .ok());
+  CreateShard(fixture, node, TestShardSpec(1, 2, 8, 2), first);
+  REQUIRE(fixture.AskOp(trained, ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f)}).ok());
+  const Tensor value = fixture.AskOp(trained, ReadOp{})->value;
+
+  // A coordinator of the same run, while the first is alive, gets nothing of it.
+  const caf::actor early = SpawnOwner(fixture);
+  CHECK(fixture.Ask<Held>(node, reclaim_atom::value, early, run)->empty());
+
+  caf::anon_send_exit(first, caf::exit_reason::kill);
+  fixture.Run();
+  fixture.AdvanceTime(std::chrono::seconds(20));  // within the lease
+  // Another run's coordinator gets nothing; the restarted one of the same run gets both shards,
+  // each with its spec and whether it forwards to a backup.
+  CHECK(fixture.Ask<Held>(node, reclaim_atom::value, other_run, std::string("another"))->empty());
+  const caf::actor restarted = SpawnOwner(fixture);
+  absl::StatusOr<Held> held = fixture.Ask<Held>(node, reclaim_atom::value, restarted, run);
+  REQUIRE(held.ok());
+  REQUIRE(held->size() == 2);
+  CHECK(held->at(0).shard == trained);
+  CHECK(held->at(0).spec.optimizer.has_value());
+  CHECK(held->at(0).replicated);
+  CHECK(held->at(1).name == "emb/part_1");
+  CHECK_FALSE(held->at(1).replicated);
+  // Taken over: the first owner's lease no longer drops them, and they are the new owner's to
+  // drop, not the early one's.
+  fixture.AdvanceTime(std::chrono::seconds(20));
+  auto names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(names->size() == 2);
+  auto read = fixture.AskOp(trained, ReadOp{});
+  REQUIRE(read.ok());
+  CHECK(SameTensor(read->value, value));
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_1"), early).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, std::string("emb/part_1"), restarted).ok());
+  // The new owner lost in turn: its lease drops what it holds.
+  caf::anon_send_exit(restarted, caf::exit_reason::kill);
+  fixture.Run();
+  fixture.AdvanceTime(std::chrono::seconds(31));
+  names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
+  REQUIRE(names.ok());
+  CHECK(names->empty());
 }
 
 }  // namespace

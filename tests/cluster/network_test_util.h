@@ -94,8 +94,10 @@ class NetworkNode {
   // Spawns PS node `task` and publishes it (behind a NodeGate speaking `version`) on
   // options().bind:`port_wanted`; returns the port.
   // (port_wanted 0: a free one.)
-  uint16_t PublishPsNode(int32_t task, int32_t version = kProtocolVersion, uint16_t port_wanted = 0) {
-    ps_nodes_.push_back(SpawnPsNode(*system_, task));
+  // `lease`: how long a lost coordinator's shards are kept (0: dropped at once).
+  uint16_t PublishPsNode(int32_t task, int32_t version = kProtocolVersion, uint16_t port_wanted = 0,
+                         caf::timespan lease = caf::timespan{0}) {
+    ps_nodes_.push_back(SpawnPsNode(*system_, task, lease));
     absl::StatusOr<uint16_t> port =
         PublishNode(*system_, absl::StrCat("ps ", task), caf::actor_cast<caf::actor>(ps_nodes_.back()),
                     port_wanted, options_, /*how_to_change_port=*/"", version);

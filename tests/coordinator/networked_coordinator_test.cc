@@ -165,6 +165,71 @@ TEST_CASE("networked coordinator: the shards of a coordinator that is gone are d
   w = ShardedVariable();
 }
 
+// Note [A restarted coordinator re-adopts its run's shards] (coordinator/strategy.h).
+TEST_CASE(
+    "networked coordinator: a coordinator restarted for the same run re-adopts the shards "
+    "the lost one left, as they are, and drops them for a layout of its own") {
+  testing::NetworkNode ps_host(FastNetwork());
+  const uint16_t ps_port = ps_host.PublishPsNode(0, kProtocolVersion, 0, std::chrono::seconds(60));
+  const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
+  const std::string run = "0123456789abcdef0123456789abcdef";
+  auto names = [&] {
+    return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
+                                                             list_atom::value),
+                      "list");
+  };
+  auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*first);
+  CHECK(ValueOrDie(strategy->ClaimShardsOfRun(run), "claim") == 0);
+  ShardedVariable w = ValueOrDie(strategy->CreateVariable(TwoShardW()), "w");
+  CHECK(strategy->adopted_shards() == 0);
+  const Tensor trained = testing::FromVector(Shape{6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  REQUIRE(w.Assign(trained).ok());
+  // The shards' actor ids (the handles are proxies of each coordinator's own actor system).
+  const auto ids = [](const ShardedVariable& variable) {
+    std::vector<caf::actor_id> out;
+    for (const shard_actor& shard : variable.handle().shards) out.push_back(shard.id());
+    return out;
+  };
+  const std::vector<caf::actor_id> first_shards = ids(w);
+  w = ShardedVariable();
+
+  // The coordinator dies without a word to the PS.
+  caf::anon_send_exit(first->session(), caf::exit_reason::kill);
+  // Another run's coordinator is handed nothing.
+  auto stranger = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a stranger");
+  ParameterServerStrategy other_run(*stranger);
+  CHECK(ValueOrDie(other_run.ClaimShardsOfRun("another run"), "claim") == 0);
+
+  // The same run's coordinator, started again, is handed both shards once the PS has seen the
+  // first one go, and adopts them: the same actors, the trained values.
+  auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
+  auto successor = std::make_unique<ParameterServerStrategy>(*second);
+  REQUIRE(testing::WaitUntil([&] { return successor->ClaimShardsOfRun(run).value_or(0) == 2; }));
+  ShardedVariable again = ValueOrDie(successor->CreateVariable(TwoShardW()), "w again");
+  CHECK(successor->adopted_shards() == 2);
+  CHECK(ids(again) == first_shards);
+  CHECK_TENSOR(ValueOrDie(again.Read(), "Read"), trained);
+  again = ShardedVariable();
+
+  // A third, planning three shards: the two claimed ones are dropped and three created afresh.
+  caf::anon_send_exit(second->session(), caf::exit_reason::kill);
+  auto third = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a third time");
+  auto resharded = std::make_unique<ParameterServerStrategy>(*third);
+  REQUIRE(testing::WaitUntil([&] { return resharded->ClaimShardsOfRun(run).value_or(0) == 2; }));
+  VariableOptions three = TwoShardW();
+  three.partitioner = ValueOrDie(FixedShardsPartitioner(3));
+  ShardedVariable fresh = ValueOrDie(resharded->CreateVariable(three), "w in three shards");
+  CHECK(resharded->adopted_shards() == 0);
+  CHECK(names() == std::vector<std::string>{"w/part_0", "w/part_1", "w/part_2"});
+  CHECK_TENSOR(ValueOrDie(fresh.Read(), "Read"), Tensor(Shape{6, 2}, 0.0f));
+  fresh = ShardedVariable();
+  resharded.reset();
+  CHECK(names().empty());
+  successor.reset();
+  strategy.reset();
+}
+
 TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoint onto a node "
           "started again at its address") {
   testing::ScratchDir checkpoints("tessera-recovery");

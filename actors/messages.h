@@ -89,7 +89,8 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // messages, a ring naming its previous replica; 10: a shard replicates to a backup
 // (replicate_atom, Note [Replicated shards] in actors/shard_actor.h); 11: RestoreOp carries the
 // ledger of updates applied (a backup takes its primary's); 12: reclaim_atom names the run and
-// answers HeldShards (a restarted coordinator re-adopts its run's shards).
+// answers HeldShards (a restarted coordinator re-adopts its run's shards), ShardInfo carries the
+// ledger's marks.
 constexpr int32_t kProtocolVersion = 12;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
@@ -365,7 +366,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ShardInfo& x) {
   return f(caf::meta::type_name("tessera::ShardInfo"), x.name, x.full_shape, x.row_offset,
            x.block_shape, x.dtype, x.optimizer, x.version, x.bytes, x.updates, x.rows_touched,
-           x.hottest_rows, x.step, x.duplicate_updates);
+           x.hottest_rows, x.step, x.duplicate_updates, x.ledger_marks);
 }
 
 template <class Inspector>

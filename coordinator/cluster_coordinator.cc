@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
   SetLogRole("coordinator");
   Cluster& cluster = strategy.cluster();
   caf::actor_system& system = cluster.system();
-  auto queue = std::make_shared<ClosureQueue>(options.queue_capacity);
+  auto queue = std::make_shared<ClosureQueue>(options.queue_capacity, options.queue_identity);
   std::unique_ptr<ClusterCoordinator> coordinator(
       new ClusterCoordinator(strategy, queue, registry, options));
   WorkerFactory factory;
@@ -412,17 +412,23 @@ absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Durat
 }
 
 absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& function,
-                                                         ClosureValues args) {
+                                                         ClosureValues args,
+                                                         std::optional<int64_t> step) {
   if (absl::StatusOr<const ReplicaFunction*> fn = registry_->FindReplicaFunction(function);
       !fn.ok()) {
     return fn.status();
   }
+  // Note [Closure ids that survive a restart] (core/closure_queue.h).
+  std::optional<ClosureId> id;
+  if (step.has_value() && options_.queue_identity.has_value()) id = *step + 1;
   bool was_empty = false;
-  absl::StatusOr<RemoteValue> value = queue_->Enqueue(function, std::move(args), &was_empty);
+  absl::StatusOr<RemoteValue> value = queue_->Enqueue(function, std::move(args), &was_empty, id);
   // Into a non-empty queue, every worker is busy and pulls the next closure when it finishes.
   if (value.ok() && was_empty) caf::anon_send(actor_, dispatch_atom::value);
   return value;
 }
+
+uint64_t ClusterCoordinator::queue_identity() const { return queue_->identity(); }
 
 WorkerPoolStatus ClusterCoordinator::workers() const {
   caf::scoped_actor self(system_);

@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,11 @@ struct CoordinatorOptions {
   // The global step this run started from (a resumed run's), to count the steps lost by a PS
   // recovery.
   int64_t first_step = 0;
+  // The closure queue's identity (non-zero), derived from the run's, so that a coordinator
+  // restarted for the run names the closures of a step as the lost one did (Note [Closure ids
+  // that survive a restart], core/closure_queue.h); nullopt: random, every closure numbered in
+  // the order scheduled.
+  std::optional<uint64_t> queue_identity;
   // Networked mode: the job a worker process must have been started for to join (compared
   // at join, core/job_description.h); a worker of another job is refused, naming the
   // differences, in its log and in WaitForWorkers' error.
@@ -106,7 +112,13 @@ class ClusterCoordinator {
   // Queues function(args) and returns its RemoteValue at once (blocks only while the queue is
   // full). Raises a pending application error once (see ClosureQueue), or the fatal PS error;
   // NotFound for a function the registry does not have.
-  absl::StatusOr<RemoteValue> Schedule(const std::string& function, ClosureValues args = {});
+  // `step`: the global step the closure trains, if it trains one; with
+  // CoordinatorOptions::queue_identity the closure's id is derived from it (steps scheduled in
+  // rising order; InvalidArgument otherwise).
+  absl::StatusOr<RemoteValue> Schedule(const std::string& function, ClosureValues args = {},
+                                       std::optional<int64_t> step = std::nullopt);
+  // The closure queue's identity: every closure's Closure::queue.
+  uint64_t queue_identity() const;
   // Waits until nothing is queued or running (and no lost PS is being restored); raises the
   // pending error once.
   absl::Status Join();

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -18,6 +19,7 @@
 #include "coordinator/job_description.h"
 #include "coordinator/train_step_closure.h"
 #include "coordinator/training_steps.h"
+#include "core/closure_queue.h"
 #include "core/logging.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -111,11 +113,23 @@ absl::StatusOr<std::optional<std::string>> StartingPoint(
   return latest;
 }
 
+// The closure queue identity of run `run`: the same for every coordinator of the run, never 0
+// (Note [Closure ids that survive a restart], core/closure_queue.h).
+uint64_t QueueIdentityOf(const RunId& run) {
+  const uint64_t mixed = run.high ^ (run.low * 0x9E3779B97F4A7C15ull);
+  return mixed == 0 ? 1 : mixed;
+}
+
 // The step a run continues from on the shards it re-adopted (Note [A restarted coordinator
-// re-adopts its run's shards], coordinator/strategy.h): the highest optimizer step among them.
-// Closures running when the lost coordinator died may have reached some shards and not others;
-// the shards behind keep their gradients lost (never acknowledged), and none is applied twice.
-absl::StatusOr<int64_t> AdoptedStep(const ParameterServerStrategy& strategy, Cluster& cluster) {
+// re-adopts its run's shards], coordinator/strategy.h). The lost coordinator numbered each
+// training closure by its step under `queue` (Note [Closure ids that survive a restart]), and
+// every closure below the highest mark any shard holds for `queue` was resolved: applied on
+// every shard. So the run continues from the step of that mark's closure, and the closures from
+// there on that reached some shards already run again under their old ids: the shards that
+// applied them drop them, the others apply them. Without a mark (no update under `queue`), the
+// highest optimizer step among the shards.
+absl::StatusOr<int64_t> AdoptedStep(const ParameterServerStrategy& strategy, Cluster& cluster,
+                                    uint64_t queue) {
   const auto& variables = strategy.variables();
   const auto ours = [&variables](const std::string& shard) {
     for (const auto& [name, variable] : variables) {
@@ -127,15 +141,21 @@ absl::StatusOr<int64_t> AdoptedStep(const ParameterServerStrategy& strategy, Clu
     return false;
   };
   int64_t step = 0;
+  std::optional<int64_t> mark;
   for (const PsNodeStatus& node : QueryPsStatus(cluster, absl::Seconds(10), /*hottest_rows=*/0)) {
     if (!node.reachable) {
       return absl::UnavailableError(
           absl::StrCat("reading the re-adopted shards' step: ", node.error));
     }
     for (const ShardInfo& shard : node.stats.shards) {
-      if (ours(shard.name)) step = std::max(step, shard.step);
+      if (!ours(shard.name)) continue;
+      step = std::max(step, shard.step);
+      for (const auto& [id, resolved_below] : shard.ledger_marks) {
+        if (id == queue) mark = std::max(mark.value_or(0), resolved_below);
+      }
     }
   }
+  if (mark.has_value() && *mark >= 1 && *mark < kFirstUnnumberedId) return *mark - 1;
   return step;
 }
 
@@ -251,7 +271,8 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   int64_t first_step = 0;
   summary["readopted_shards"] = strategy.adopted_shards();
   if (strategy.adopted_shards() > 0) {
-    ASSIGN_OR_RETURN(first_step, AdoptedStep(strategy, *cluster));
+    ASSIGN_OR_RETURN(first_step,
+                     AdoptedStep(strategy, *cluster, QueueIdentityOf(checkpoints->run_id())));
     std::printf(
         "%s: re-adopted the %lld live shard(s) of this run: resumed at step %lld, "
         "nothing read from a checkpoint\n",
@@ -272,6 +293,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   if (cluster->networked() && checkpoints.has_value()) {
     coordinator_options.recovery_checkpoints = options.checkpoint_dir;
     coordinator_options.recovery_run = checkpoints->run_id();
+    coordinator_options.queue_identity = QueueIdentityOf(checkpoints->run_id());
   }
   ASSIGN_OR_RETURN(auto coordinator,
                    ClusterCoordinator::Create(strategy, registry, coordinator_options));

@@ -39,11 +39,11 @@
 // planned shard on its planned task, of the same variable, rows, shape, dtype and optimizer (not
 // initializer: a resumed run plans zeros), with replicas the primary forwarding to a backup and
 // the backup on the next task, and nothing else — the variables point at them as they are,
-// values, slots, steps and ledgers, and the run continues from their step with nothing read
-// from a checkpoint. Otherwise (a PS restarted empty, a backup promoted in the lost run, a
-// changed model or partitioner) every claimed shard is dropped and the shards are created
-// afresh, for the checkpoint to fill. A partial adoption would mix a checkpoint's state with
-// later state.
+// values, slots, steps and ledgers, and the run continues where their ledgers say (Note [Closure
+// ids that survive a restart], core/closure_queue.h) with nothing read from a checkpoint. Otherwise
+// (a PS restarted empty, a backup promoted in the lost run, a changed model or partitioner) every
+// claimed shard is dropped and the shards are created afresh, for the checkpoint to fill. A partial
+// adoption would mix a checkpoint's state with later state.
 //
 // Example:
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));

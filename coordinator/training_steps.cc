@@ -135,7 +135,7 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   for (int64_t step = first_step; step < steps; ++step) {
     ClosureValues args;
     args.Set(kTrainStepBatch, step);  // the batch index is the global step
-    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args)));
+    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args), step));
     pending.push_back(std::move(value));
     RETURN_IF_ERROR(collect(false));
     if (cadence.evaluate && every(cadence.eval_every, step + 1)) {

@@ -20,11 +20,14 @@ uint64_t NewQueueIdentity() {
 
 }  // namespace
 
-ClosureQueue::ClosureQueue(int64_t capacity)
-    : capacity_(capacity < 1 ? 1 : capacity), identity_(NewQueueIdentity()) {}
+ClosureQueue::ClosureQueue(int64_t capacity, std::optional<uint64_t> identity)
+    : capacity_(capacity < 1 ? 1 : capacity),
+      identity_(identity.value_or(0) != 0 ? *identity : NewQueueIdentity()),
+      numbered_(identity.value_or(0) != 0),
+      next_id_(numbered_ ? kFirstUnnumberedId : 1) {}
 
 absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args,
-                                                  bool* was_empty) {
+                                                  bool* was_empty, std::optional<ClosureId> id) {
   absl::MutexLock lock(&mu_);
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
   while (static_cast<int64_t>(queue_.size()) >= capacity_ && !fatal_error_.has_value() &&
@@ -34,8 +37,24 @@ absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureV
   // An error that arrived while we waited cancelled the queue; raise it now rather than queue
   // behind it.
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
+  if (id.has_value()) {
+    if (!numbered_) {
+      return absl::InvalidArgumentError(
+          "a closure id can only be given to a queue with a run's identity");
+    }
+    if (*id < 1 || *id >= kFirstUnnumberedId || *id <= last_given_id_) {
+      return absl::InvalidArgumentError(absl::StrCat("closure id ", *id, " is not in (",
+                                                     last_given_id_, ", ", kFirstUnnumberedId,
+                                                     "): ids given must rise"));
+    }
+  }
   Entry entry;
-  entry.closure.id = next_id_++;
+  if (id.has_value()) {
+    entry.closure.id = *id;
+    last_given_id_ = *id;
+  } else {
+    entry.closure.id = next_id_++;
+  }
   entry.closure.queue = identity_;
   unresolved_.insert(entry.closure.id);
   entry.closure.function = std::move(function);
@@ -59,6 +78,10 @@ std::optional<Dispatch> ClosureQueue::NextFor(WorkerId worker) {
     ++entry.attempt;
     entry.worker = worker;
     entry.closure.resolved_below = *unresolved_.begin();  // this closure's own id at most
+    // Note [Closure ids that survive a restart]: never past the next step's id.
+    if (numbered_) {
+      entry.closure.resolved_below = std::min(entry.closure.resolved_below, last_given_id_ + 1);
+    }
     out = Dispatch{entry.closure, entry.attempt};
     running_.emplace(entry.closure.id, std::move(entry));
     wake_producers = static_cast<int64_t>(queue_.size()) == capacity_ / 2;

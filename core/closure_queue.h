@@ -59,10 +59,28 @@ struct Dispatch {
   int64_t attempt = 0;
 };
 
+// Note [Closure ids that survive a restart]
+// A queue's identity is random, and its closures are numbered 1, 2, ... in the order queued, so
+// that no two queues share an UpdateId (Note [Exactly-once updates], core/update_ledger.h). A run
+// that a coordinator started again continues (Note [A restarted coordinator re-adopts its run's
+// shards], coordinator/strategy.h) needs the opposite: the new coordinator must name a closure
+// the lost one ran exactly as the lost one did, so that the shards drop what they applied. So a
+// queue may be given its identity (derived from the run's) and then numbers closures by what
+// they are: a closure that trains global step s is given id s + 1 by its caller (ascending, below
+// kFirstUnnumberedId), every other closure takes the next id from kFirstUnnumberedId up. A mark
+// is the lowest unresolved id, but never above the step after the last one given: steps are
+// queued in rising order, so every step below the mark was resolved, and the mark says where a
+// successor must start (everything below it is applied everywhere; from it on, the ledgers
+// remember what they applied). The other closures' ids stay above every mark, so should they
+// update shards, their ids are remembered until the ledger's bound evicts them.
+constexpr ClosureId kFirstUnnumberedId = ClosureId{1} << 62;
+
 class ClosureQueue {
  public:
-  // `capacity` >= 1: how many closures may wait to run before Enqueue blocks.
-  explicit ClosureQueue(int64_t capacity);
+  // `capacity` >= 1: how many closures may wait to run before Enqueue blocks. `identity`: every
+  // closure's Closure::queue (non-zero; Note [Closure ids that survive a restart]); random when
+  // not given.
+  explicit ClosureQueue(int64_t capacity, std::optional<uint64_t> identity = std::nullopt);
 
   // Queues `function(args)` and returns its RemoteValue. First raises a pending application
   // error (returning it, once) or the fatal error. Blocks while the queue is full, until it has
@@ -70,8 +88,15 @@ class ClosureQueue {
   // When `was_empty` is given it says whether the queue held nothing before: only then can a
   // worker be idle (a dispatcher drains the queue until it is empty or every worker is busy),
   // so only then does the dispatcher need a nudge.
+  // `id`: the closure's id, for a queue given its identity (Note [Closure ids that survive a
+  // restart]): in [1, kFirstUnnumberedId) and above every id given before; InvalidArgument
+  // otherwise, and for a queue with a random identity.
   absl::StatusOr<RemoteValue> Enqueue(std::string function, ClosureValues args,
-                                      bool* was_empty = nullptr);
+                                      bool* was_empty = nullptr,
+                                      std::optional<ClosureId> id = std::nullopt);
+
+  // Every closure's Closure::queue.
+  uint64_t identity() const { return identity_; }
 
   // The oldest queued closure, now running on `worker`; nullopt when nothing is queued.
   std::optional<Dispatch> NextFor(WorkerId worker);
@@ -127,10 +152,12 @@ class ClosureQueue {
 
   const int64_t capacity_;
   const uint64_t identity_;  // Closure::queue of every closure it issues
+  const bool numbered_;      // identity given: callers may number closures (Note [Closure ids...])
   mutable absl::Mutex mu_;
   absl::CondVar changed_;  // something finished, or an error was set
   absl::CondVar room_;     // the queue drained to half its capacity, or an error
-  ClosureId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  ClosureId next_id_ ABSL_GUARDED_BY(mu_);            // the next id not given by the caller
+  ClosureId last_given_id_ ABSL_GUARDED_BY(mu_) = 0;  // the highest id a caller gave
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   std::map<ClosureId, Entry> running_ ABSL_GUARDED_BY(mu_);
   // Closures queued or running: the lowest is every dispatch's Closure::resolved_below.

@@ -140,6 +140,7 @@ ShardInfo ShardState::Info(int32_t hottest_rows) const {
   info.hottest_rows = HottestRows(hottest_rows);
   info.step = slots_.step;
   info.duplicate_updates = duplicate_updates_;
+  info.ledger_marks = applied_.Marks();
   return info;
 }
 

@@ -133,6 +133,9 @@ struct ShardInfo {
   // Updates answered as applied without applying them: repeats of an update the shard had
   // applied, from a closure's earlier attempt (Note [Exactly-once updates]).
   int64_t duplicate_updates = 0;
+  // Each closure queue the shard's ledger remembers and its mark: (queue, resolved_below), every
+  // closure of that queue below the mark resolved (UpdateLedger::Marks).
+  std::vector<std::pair<uint64_t, int64_t>> ledger_marks;
 };
 
 class ShardState {

@@ -53,6 +53,16 @@ void UpdateLedger::Record(const UpdateId& id) {
   }
 }
 
+std::vector<std::pair<uint64_t, int64_t>> UpdateLedger::Marks() const {
+  std::vector<const Queue*> order;
+  for (const Queue& q : queues_) order.push_back(&q);
+  std::sort(order.begin(), order.end(),
+            [](const Queue* a, const Queue* b) { return a->last_used < b->last_used; });
+  std::vector<std::pair<uint64_t, int64_t>> out;
+  for (const Queue* q : order) out.emplace_back(q->id, q->resolved_below);
+  return out;
+}
+
 std::vector<RememberedQueue> UpdateLedger::Remembered() const {
   std::vector<const Queue*> order;
   for (const Queue& q : queues_) order.push_back(&q);

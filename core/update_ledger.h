@@ -15,11 +15,14 @@
 // moment it was dispatched, the lowest id its queue had not yet resolved (`resolved_below`);
 // closures below it finished and never run again, so a shard forgets their ids as soon as any
 // update brings it a newer mark. What it holds is therefore the updates of closures in flight.
-// Ids from another queue (another coordinator, or one started again) are kept apart; the few
-// most recently used queues are remembered. Two limits, both counted in `evicted`: a queue past
-// kMaxRememberedQueues loses its ids, and a queue whose marks cannot advance (one closure re-run
-// for ever while thousands of others finish) keeps at most kMaxRememberedUpdates ids, dropping the
-// oldest. An evicted id's re-run applies again (at least once, as before).
+// Ids from another queue (another coordinator) are kept apart; the few most recently used queues
+// are remembered. A coordinator started again for the same run shares its predecessor's queue
+// and names the same step's closure alike (Note [Closure ids that survive a restart],
+// core/closure_queue.h), so its re-runs are dropped where applied. Two limits, both counted in
+// `evicted`: a queue past kMaxRememberedQueues loses its ids, and a queue whose marks cannot
+// advance (one closure re-run for ever while thousands of others finish) keeps at most
+// kMaxRememberedUpdates ids, dropping the oldest. An evicted id's re-run applies again (at least
+// once, as before).
 //
 // A stale attempt whose update arrives after its closure was resolved and forgotten (a worker
 // cut off yet alive, delivering long after the re-run finished) is applied: forgetting by mark
@@ -92,6 +95,8 @@ class UpdateLedger {
   void Clear() { queues_.clear(); }
   // What the ledger remembers, the least recently used queue first.
   std::vector<RememberedQueue> Remembered() const;
+  // Each remembered queue and its mark, (queue, resolved_below), in the order of Remembered.
+  std::vector<std::pair<uint64_t, int64_t>> Marks() const;
   // Remembers exactly `queues` (as Remembered gives them, from any source): what lies beyond the
   // limits — the first queues past kMaxRememberedQueues, the lowest ids past
   // kMaxRememberedUpdates — is left out and counted as evicted, and ids below their queue's

@@ -495,6 +495,67 @@ TEST_CASE("a closure re-run after its first attempt updated a shard applies its 
   CHECK(info.duplicate_updates == 1);
 }
 
+// Note [Closure ids that survive a restart] (core/closure_queue.h): what a coordinator restarted
+// for a run relies on to apply the closures in flight at the loss exactly once.
+TEST_CASE(
+    "a successor of the same run's queue identity re-runs the step in flight at the loss, "
+    "applied once, from the shards' mark") {
+  CoordinatorOptions run;
+  run.queue_identity = 0x5eed;
+  // add_and_stall: counter += 2, and never answers (its coordinator is lost meanwhile).
+  auto f = MakeFixture(Options(
+      1, 2,
+      [](Fixture& fx) {
+        REQUIRE(fx.registry
+                    ->AddReplicaFunction(
+                        "add_and_stall",
+                        [h = fx.counter.handle()](ReplicaContext& ctx, const ClosureValues&,
+                                                  Done<ClosureValues> done) {
+                          AssignAsync(ctx.shards(), h, AssignKind::kAdd, Tensor(Shape{}, 2.0f),
+                                      [done](absl::Status) {});
+                        })
+                    .ok());
+      },
+      run));
+  CHECK(f->coordinator->queue_identity() == 0x5eed);
+  const auto mark = [&f] {
+    int64_t out = 0;
+    const ShardInfo info = testing::ShardInfos(*f->cluster, f->counter)[0];
+    for (const auto& [queue, resolved_below] : info.ledger_marks) {
+      if (queue == 0x5eed) out = resolved_below;
+    }
+    return out;
+  };
+  std::vector<RemoteValue> values;
+  for (int64_t step = 0; step < 5; ++step) {
+    values.push_back(ValueOrDie(f->coordinator->Schedule("add2", {}, step), "Schedule"));
+  }
+  REQUIRE(FetchAllWithin(values).ok());
+  REQUIRE(f->coordinator->Join().ok());
+  CHECK(absl::IsInvalidArgument(f->coordinator->Schedule("add2", {}, 4).status()));  // rising
+  // Step 5 reaches the shard; its coordinator is lost before it answers.
+  REQUIRE(f->coordinator->Schedule("add_and_stall", {}, 5).ok());
+  REQUIRE(testing::WaitUntil([&f] { return f->Counter() == 12.0f; }));
+  f->coordinator.reset();
+  CHECK(mark() == 6);  // step 5's id: every step below it resolved
+
+  // The successor starts at the mark's step: step 5 again, under its old id (dropped), then 6.
+  f->coordinator = ValueOrDie(ClusterCoordinator::Create(*f->strategy, f->registry, run));
+  values = {ValueOrDie(f->coordinator->Schedule("add2", {}, mark() - 1)),
+            ValueOrDie(f->coordinator->Schedule("add2", {}, 6))};
+  REQUIRE(FetchAllWithin(values).ok());
+  REQUIRE(f->coordinator->Join().ok());
+  CHECK(f->Counter() == 14.0f);
+  CHECK(testing::ShardInfos(*f->cluster, f->counter)[0].duplicate_updates == 1);
+
+  // A coordinator of its own (a random identity) applies step 6 again.
+  f->coordinator.reset();
+  f->coordinator = ValueOrDie(ClusterCoordinator::Create(*f->strategy, f->registry));
+  CHECK(f->coordinator->queue_identity() != 0x5eed);
+  REQUIRE(ValueOrDie(f->coordinator->Schedule("add2", {}, 6)).Fetch<int64_t>("slot").ok());
+  CHECK(f->Counter() == 16.0f);
+}
+
 TEST_CASE("InjectWorkerFailures kills exactly K workers and every closure completes") {
   auto f = MakeFixture(Options(1, 3));
   constexpr int kClosures = 100, kFailures = 2;

@@ -183,6 +183,38 @@ TEST_CASE("a dispatch names its queue and the lowest closure the queue has not r
   CHECK(MustNext(queue, 6).closure.resolved_below == d.closure.id);
 }
 
+TEST_CASE(
+    "a queue given its run's identity takes step ids from its caller, rising, and numbers "
+    "the rest above them") {
+  ClosureQueue numbered(/*capacity=*/10, uint64_t{0xabc}), random(/*capacity=*/10);
+  CHECK(numbered.identity() == 0xabc);
+  CHECK(absl::IsInvalidArgument(random.Enqueue("f", {}, nullptr, ClosureId{5}).status()));
+  REQUIRE(numbered.Enqueue("train", {}, nullptr, ClosureId{101}).ok());
+  REQUIRE(numbered.Enqueue("eval", {}).ok());
+  REQUIRE(numbered.Enqueue("train", {}, nullptr, ClosureId{102}).ok());
+  for (ClosureId bad : {ClosureId{102}, ClosureId{50}, ClosureId{0}, kFirstUnnumberedId}) {
+    CHECK(absl::IsInvalidArgument(numbered.Enqueue("train", {}, nullptr, bad).status()));
+  }
+  const Dispatch train = MustNext(numbered, 1), eval = MustNext(numbered, 2);
+  const Dispatch next = MustNext(numbered, 3);
+  CHECK(train.closure.id == 101);
+  CHECK(train.closure.queue == 0xabc);
+  CHECK(eval.closure.id == kFirstUnnumberedId);
+  CHECK(next.closure.id == 102);
+  // The mark stays below the unresolved steps whatever else runs.
+  CHECK(next.closure.resolved_below == 101);
+  numbered.Complete(train.closure.id, train.attempt, ClosureValues{});
+  REQUIRE(numbered.Requeue(next.closure.id, next.attempt));
+  const Dispatch again = MustNext(numbered, 4);
+  CHECK(again.closure.resolved_below == 102);
+  // With every step resolved, a closure that trains none marks the next step's id, not its own.
+  numbered.Complete(again.closure.id, again.attempt, ClosureValues{});
+  numbered.Complete(eval.closure.id, eval.attempt, ClosureValues{});
+  REQUIRE(numbered.Enqueue("eval", {}).ok());
+  CHECK(MustNext(numbered, 5).closure.resolved_below == 103);
+  CHECK(numbered.stats().scheduled == 4);
+}
+
 TEST_CASE("Join with no closure scheduled returns at once and Done is true") {
   ClosureQueue queue(/*capacity=*/4);
   CHECK(queue.JoinWithin(absl::ZeroDuration()).ok());

@@ -64,7 +64,9 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
     factory = [&system, registry](const WorkerInfo& info) {
       return SpawnWorker(system, info, registry);
     };
-  } else if (!options.recovery_checkpoints.empty() || strategy.replicas() > 1) {
+  } else {
+    // Every lost PS goes through the recovery: re-adopted when it was only cut off (Note [A
+    // stalled coordinator re-adopts its shards]), else promoted or restored, else fatal.
     on_ps_lost = [lost = coordinator->lost_](int32_t task) {
       absl::MutexLock lock(&lost->mu);
       lost->tasks.push_back(task);
@@ -216,7 +218,10 @@ void ClusterCoordinator::Recover(int32_t task) {
   };
   if (options_.recovery_checkpoints.empty()) {
     return fail(absl::FailedPreconditionError(
-        "its shards have no backup left and there is no --checkpoint_dir to restore them from"));
+        absl::StrCat("it is gone, ",
+                     strategy_.replicas() > 1 ? "its shards have no backup left, "
+                                              : "its shards have no backup, ",
+                     "and there is no --checkpoint_dir to restore them from")));
   }
   std::optional<std::string> latest =
       CheckpointManager(options_.recovery_checkpoints, 1).Latest();

@@ -6,10 +6,12 @@
 # Checks: each PS kept the shards and gave them back; the coordinator re-adopted both PS tasks
 # (no checkpoint reloaded, no step lost); every closure completed; every shard's optimizer step
 # is the global step (no update lost or applied twice); the model still reaches its test AUC.
-#   net_coordinator_stall.sh RECSYS_BINARY TESSERA_BINARY
+# MODE "no_checkpoint_dir": the same with no --checkpoint_dir (re-adoption needs none).
+#   net_coordinator_stall.sh RECSYS_BINARY TESSERA_BINARY [MODE]
 set -euo pipefail
 recsys=$1
 tessera=$2
+mode=${3:-}
 source "$(dirname "$0")/net_lib.sh"
 read -r -a ports < <(free_ports 5)
 write_spec 2 2
@@ -17,14 +19,24 @@ common=(--cluster_spec="$work/spec.json" --users=20000 --items=2000 --train_exam
         --test_examples=20000 --connect_timeout_s=60)
 start_ps "$tessera" 2
 start_workers 2 "$recsys" "${common[@]}"
-"$recsys" "${common[@]}" --min_workers=2 --checkpoint_dir="$work/ckpt" --checkpoint_every=100 \
+checkpointing=(--checkpoint_dir="$work/ckpt" --checkpoint_every=100)
+[ "$mode" = no_checkpoint_dir ] && checkpointing=()
+"$recsys" "${common[@]}" --min_workers=2 "${checkpointing[@]}" \
   --summary="$work/summary.json" >"$work/coordinator.log" 2>&1 &
 coordinator=$!
 pids[coordinator]=$coordinator
 
-# Freeze the coordinator once training is under way (the first checkpoint exists).
-for _ in $(seq 600); do ls "$work"/ckpt/ckpt-*/manifest.tsr >/dev/null 2>&1 && break; sleep 0.1; done
-ls "$work"/ckpt/ckpt-*/manifest.tsr >/dev/null 2>&1 || { echo "no checkpoint within 60 s"; exit 1; }
+# Freeze the coordinator once training is under way (the first checkpoint exists; without
+# checkpoints, both workers joined and half a second more).
+if [ "$mode" = no_checkpoint_dir ]; then
+  for t in 0 1; do
+    for _ in $(seq 600); do grep -q "joined the coordinator" "$work/worker$t.log" && break; sleep 0.1; done
+  done
+  sleep 0.5
+else
+  for _ in $(seq 600); do ls "$work"/ckpt/ckpt-*/manifest.tsr >/dev/null 2>&1 && break; sleep 0.1; done
+  ls "$work"/ckpt/ckpt-*/manifest.tsr >/dev/null 2>&1 || { echo "no checkpoint within 60 s"; exit 1; }
+fi
 kill -STOP "$coordinator"
 echo "stall: stopped the coordinator"
 sleep 5

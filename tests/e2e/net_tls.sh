@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End to end across real processes on loopback, with mutual TLS made exactly as docs/tls.md
 # says (openssl: a cluster CA, one key and certificate per node): 2 `tessera ps`, 2 recsys
-# workers and the coordinator train a short run with a checkpoint directory. Checks: the whole
+# workers and the coordinator train a short run with a checkpoint directory and replicated
+# shards (each PS node replicating to the other over its own TLS connection). Checks: the whole
 # run, workers included, is over within 30 s (a TLS run used to sit ~110 s after training,
-# its connections dropped), the final AUC line and the final checkpoint appear, and no PS
-# dropped the shards of a coordinator that was "gone". Then the mirrored strategy over TLS trains
+# its connections dropped), the final AUC line and the final checkpoint appear, no PS
+# dropped the shards of a coordinator that was "gone", and every shard's backup is at the
+# global step with its primary. Then the mirrored strategy over TLS trains
 # with its ring on the TLS connections (no plain ring link). Then a TLS-vs-plain mismatch, both ways,
 # fails within a few seconds with a message saying which side speaks what.
 #   net_tls.sh RECSYS_BINARY TESSERA_BINARY
@@ -56,8 +58,8 @@ for t in 0 1; do
   pids[worker$t]=$!
 done
 # shellcheck disable=SC2046
-"$recsys" "${common[@]}" --min_workers=2 --checkpoint_dir="$work/ckpt" $(tls coordinator) \
-  >"$work/coordinator.log" 2>&1 &
+"$recsys" "${common[@]}" --min_workers=2 --checkpoint_dir="$work/ckpt" --replicas=2 \
+  --summary="$work/summary.json" $(tls coordinator) >"$work/coordinator.log" 2>&1 &
 coordinator=$!
 pids[coordinator]=$coordinator
 status=0
@@ -80,7 +82,20 @@ for t in 0 1; do
     echo "ps $t lost the coordinator's connection:"; grep "is gone" "$work/ps$t.log"; exit 1
   fi
 done
-echo "net tls: 2 PS, 2 workers and the coordinator over mutual TLS, all done in $took s"
+python3 - "$work/summary.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+copies = {}
+for shard in s["shards"]:
+    copies.setdefault(shard["name"], []).append((shard["ps_task"], shard["step"]))
+problems = [f"{name}: {held}" for name, held in copies.items()
+            if len(held) != 2 or len({task for task, _ in held}) != 2 or
+            any(step not in (0, s["global_step"]) for _, step in held)]
+if len(copies) < 6 or problems:
+    sys.exit(f"replicated over TLS, expected a primary and a backup at the global step "
+             f"{s['global_step']} for each shard: {problems or copies}")
+PY
+echo "net tls: 2 PS (replicated to each other), 2 workers and the coordinator over mutual TLS, all done in $took s"
 
 # -- The mirrored strategy over TLS: the ring stays on the encrypted actor connections ------------
 mirrored=(--cluster_spec="$work/spec.json" --strategy=mirrored --users=2000 --items=200

@@ -129,6 +129,23 @@ void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()
           });
 }
 
+// Sends `backup` the shard's part from row `begin` (RestorePart), then, once the backup applied
+// it, the next one, and so on (Note [Replicated shards]); `done` learns whether the backup took
+// them all (false: it was dropped or replaced on the way).
+void SendStateParts(ShardPointer self, const caf::actor& backup, int64_t begin, int64_t part_rows,
+                    std::function<void(bool)> done) {
+  const ShardState& shard = *self->state.shard;
+  const int64_t rows = shard.block_shape().rank() == 0 ? 1 : shard.block_shape().rows();
+  std::vector<ShardOp> ops;
+  ops.emplace_back(RestorePart(shard, begin, part_rows));
+  const int64_t next = begin + part_rows;
+  Replicate(self, std::move(ops), [self, backup, next, rows, part_rows, done]() {
+    if (self->state.backup != backup) return done(false);
+    if (next >= rows) return done(true);
+    SendStateParts(self, backup, next, part_rows, done);
+  });
+}
+
 // The handlers, over the state's shard (or its build error).
 shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceStore> store) {
   self->state.store = store != nullptr ? std::move(store) : std::make_shared<FileSliceStore>();
@@ -203,38 +220,30 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
           return StatusToError(absl::InvalidArgumentError(
               absl::StrCat("shard ", NameOf(*state.shard), " cannot be its own backup")));
         }
-        // What waited for the old backup is acknowledged (that backup got it, or is gone).
+        // What waited for the old backup is acknowledged (that backup got it, or is gone); a
+        // rebuild of the old one under way stops, seeing the new backup.
         if (state.backup) self->demonitor(state.backup);
         ++state.backup_epoch;
-        ReleaseAwaiting(state);
         state.backup = backup;
+        ReleaseAwaiting(state);
         const int64_t version = state.shard->version();
         if (!backup) return version;
         // A backup that goes down is noticed even while nothing waits for it, and what waits
         // for one is acknowledged when it does (a lost connection answers no request).
         self->monitor(backup);
         if (!send_state) return version;
-        // The state as of now goes first, in parts that each fit a network message, the last
-        // with the ledger (re-run updates the primary applied stay dropped once the backup is
-        // promoted); every op forwarded after them arrives after them.
-        std::vector<RestoreOp> parts = RestoreOpsFor(*state.shard, kRebuildPartBytes);
-        const auto alone = [](RestoreOp part) {
-          std::vector<ShardOp> ops;
-          ops.emplace_back(std::move(part));
-          return ops;
-        };
-        for (size_t i = 0; i + 1 < parts.size(); ++i) {
-          Replicate(self, alone(std::move(parts[i])), [] {});
-        }
+        // The state, part by part (Note [Replicated shards]).
         auto promise = self->make_response_promise<int64_t>();
-        Replicate(self, alone(std::move(parts.back())), [self, promise, backup, version]() mutable {
-          if (self->state.backup != backup) {
-            promise.deliver(StatusToError(absl::UnavailableError(absl::StrCat(
-                "shard ", NameOf(*self->state.shard), ": the new backup did not take its state"))));
-            return;
-          }
-          promise.deliver(version);
-        });
+        SendStateParts(self, backup, 0, RestorePartRows(*state.shard, kRebuildPartBytes),
+                       [self, promise, backup, version](bool taken) mutable {
+                         if (!taken) {
+                           promise.deliver(StatusToError(absl::UnavailableError(
+                               absl::StrCat("shard ", NameOf(*self->state.shard),
+                                            ": the new backup did not take its state"))));
+                           return;
+                         }
+                         promise.deliver(version);
+                       });
         return promise;
       },
   };

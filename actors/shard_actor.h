@@ -36,15 +36,22 @@
 // forwarded but stands in line as a no-op (an InfoOp), so its acknowledgement still waits for
 // the changes sent before it.
 // replicate_atom names the backup: one built from the same spec at the same moment as the primary
-// is identical already (send_state false); a new one, in place of a lost backup, first gets the
-// primary's block, slots and step, ahead of every op forwarded after it (send_state true): as
-// RestoreOps of at most kRebuildPartBytes each (RestoreOpsFor, core/shard_op.h), the last with
-// the primary's ledger (RestoreOp::ledger), so that promoted later it still drops the re-run
-// updates the primary had applied before it was built. A backup that fails — gone, or answering an
-// op with an error — is dropped with a warning and the shard goes on unreplicated, acknowledging on
-// its own, until it is given another: availability first, the coordinator rebuilds the backup.
-// Reads see the primary's state, which may include an update whose acknowledgement still waits for
-// the backup.
+// is identical already (send_state false); a new one, in place of a lost backup, is first filled
+// with the primary's block, slots and step (send_state true), as RestoreOps of at most
+// kRebuildPartBytes each (RestorePart, core/shard_op.h), the last with the primary's ledger
+// (RestoreOp::ledger), so that promoted later it still drops the re-run updates the primary had
+// applied before it was built. The parts go one at a time, each copied when the one before it
+// was applied, so a rebuild holds one part's copy at a time whatever the shard's size; ops go on
+// being forwarded from the first part on. That stays exact: a part copies its rows as they are
+// after every op forwarded before it, and the ops after it reach the backup after it, in order;
+// rows not restored yet take forwarded changes that their part then overwrites with the
+// primary's rows, which include them; each part carries the step, so the backup's optimizer
+// steps in lockstep with the primary's. The backup counts only once replicate_atom answered,
+// after the last part: until then the shard has no backup to promote. A backup that fails — gone,
+// or answering an op with an error — is dropped with a warning and the shard goes on unreplicated,
+// acknowledging on its own, until it is given another: availability first, the coordinator rebuilds
+// the backup. Reads see the primary's state, which may include an update whose acknowledgement
+// still waits for the backup.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once

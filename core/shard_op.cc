@@ -175,21 +175,34 @@ bool ChangesShard(const ShardOp& op) {
       op);
 }
 
-std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes) {
-  std::vector<RestoreOp> parts;
+int64_t RestorePartRows(const ShardState& shard, int64_t max_bytes) {
   const Shape& block = shard.block_shape();
+  if (block.rank() == 0) return 1;
   const int64_t row_bytes = block.row_size() * static_cast<int64_t>(sizeof(float)) *
                             (1 + static_cast<int64_t>(shard.slots().tensors.size()));
-  const int64_t rows_per_part = std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, row_bytes));
-  if (block.rank() == 0 || block.rows() <= rows_per_part) {
-    parts.push_back(RestoreOp{shard.Snapshot(), {}});
+  return std::max<int64_t>(1, max_bytes / std::max<int64_t>(1, row_bytes));
+}
+
+RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows) {
+  const Shape& block = shard.block_shape();
+  const int64_t rows = block.rank() == 0 ? 1 : block.rows();
+  RestoreOp part;
+  if (begin == 0 && rows <= max_rows) {
+    part.slice = shard.Snapshot();
   } else {
-    for (int64_t begin = 0; begin < block.rows(); begin += rows_per_part) {
-      parts.push_back(
-          RestoreOp{shard.SnapshotRows(begin, std::min(rows_per_part, block.rows() - begin)), {}});
-    }
+    part.slice = shard.SnapshotRows(begin, std::min(max_rows, rows - begin));
   }
-  parts.back().ledger = shard.RememberedUpdates();
+  if (begin + max_rows >= rows) part.ledger = shard.RememberedUpdates();
+  return part;
+}
+
+std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes) {
+  std::vector<RestoreOp> parts;
+  const int64_t rows = shard.block_shape().rank() == 0 ? 1 : shard.block_shape().rows();
+  const int64_t rows_per_part = RestorePartRows(shard, max_bytes);
+  for (int64_t begin = 0; begin < rows; begin += rows_per_part) {
+    parts.push_back(RestorePart(shard, begin, rows_per_part));
+  }
   return parts;
 }
 

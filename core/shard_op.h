@@ -204,6 +204,13 @@ struct ShardSnapshot {
 // RememberedUpdates()} would. What a rebuilt backup is sent (Note [Replicated shards],
 // actors/shard_actor.h): a shard larger than a network message still goes, part by part.
 std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes);
+// The rows each of RestoreOpsFor's parts holds (the last may hold fewer); 1 for a scalar.
+int64_t RestorePartRows(const ShardState& shard, int64_t max_bytes);
+// RestoreOpsFor's part from row `begin` (a multiple of RestorePartRows) as the shard is now: at
+// most `max_rows` rows, the ledger when it is the last. Taken one at a time as the shard changes,
+// with every change in between applied to the receiver in order too, the parts still leave the
+// receiver as the shard is after the last one (Note [Replicated shards], actors/shard_actor.h).
+RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows);
 // Copies `shard` into `into`, reusing its memory (ShardState::SnapshotInto).
 void CopySnapshot(const ShardState& shard, ShardSnapshot& into);
 // Writes `snapshot` as `op` says, through `store`: SaveOp's work, off the shard

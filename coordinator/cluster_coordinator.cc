@@ -425,7 +425,12 @@ absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& func
   }
   // Note [Closure ids that survive a restart] (core/closure_queue.h).
   std::optional<ClosureId> id;
-  if (step.has_value() && options_.queue_identity.has_value()) id = *step + 1;
+  if (step.has_value() && options_.queue_identity.has_value()) {
+    if (*step < 0 || *step >= kFirstUnnumberedId - 1) {
+      return absl::InvalidArgumentError(absl::StrCat("step ", *step, " is out of range"));
+    }
+    id = *step + 1;
+  }
   bool was_empty = false;
   absl::StatusOr<RemoteValue> value = queue_->Enqueue(function, std::move(args), &was_empty, id);
   // Into a non-empty queue, every worker is busy and pulls the next closure when it finishes.

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -533,6 +534,9 @@ TEST_CASE(
   REQUIRE(FetchAllWithin(values).ok());
   REQUIRE(f->coordinator->Join().ok());
   CHECK(absl::IsInvalidArgument(f->coordinator->Schedule("add2", {}, 4).status()));  // rising
+  CHECK(absl::IsInvalidArgument(f->coordinator->Schedule("add2", {}, -1).status()));
+  CHECK(absl::IsInvalidArgument(
+      f->coordinator->Schedule("add2", {}, std::numeric_limits<int64_t>::max()).status()));
   // Step 5 reaches the shard; its coordinator is lost before it answers.
   REQUIRE(f->coordinator->Schedule("add_and_stall", {}, 5).ok());
   REQUIRE(testing::WaitUntil([&f] { return f->Counter() == 12.0f; }));

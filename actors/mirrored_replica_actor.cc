@@ -537,14 +537,17 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
         // Connecting blocks: a detached helper does it, and the reply waits for it.
         auto promise = self->make_response_promise<bool>();
         ReplicaLinker linker = s.options.linker;
-        auto helper =
-            self->spawn<caf::detached>([linker](caf::event_based_actor*) -> caf::behavior {
+        // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is
+        // none.)
+        auto helper = self->spawn<caf::detached>(
+            [linker](caf::event_based_actor*, int) -> caf::behavior {
               return {[linker](const std::string& address) -> caf::result<caf::actor> {
                 absl::StatusOr<caf::actor> next = linker(address);
                 if (!next.ok()) return StatusToError(next.status());
                 return *next;
               }};
-            });
+            },
+            0);
         self->request(helper, caf::infinite, ring.next_address)
             .then(
                 [self, promise, helper,

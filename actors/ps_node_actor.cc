@@ -214,8 +214,9 @@ caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const 
     GiveBackup(self, name, shard, backup, send_state, promise);
     return promise;
   }
+  // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
   auto connector = self->spawn<caf::detached>(
-      [connect = self->state.connect_peer](caf::event_based_actor* helper) -> caf::behavior {
+      [connect = self->state.connect_peer](caf::event_based_actor* helper, int) -> caf::behavior {
         return {[helper, connect](const std::string& address) -> caf::result<void> {
           helper->quit();
           if (absl::Status reached = connect(address); !reached.ok()) {
@@ -223,7 +224,8 @@ caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const 
           }
           return caf::unit;
         }};
-      });
+      },
+      0);
   self->request(connector, caf::infinite, backup_address)
       .then(
           [self, name, shard, backup, send_state, promise]() mutable {

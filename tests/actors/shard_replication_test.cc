@@ -120,11 +120,14 @@ caf::behavior HoldingRelay(caf::stateful_actor<HeldChanges>* self, shard_actor b
 // Sends `op` to `primary` without waiting; `acknowledged` gets its reply once one comes.
 void SendUnanswered(DeterministicSystem& fixture, const shard_actor& primary, ShardOp op,
                     std::optional<absl::StatusOr<ShardOpResult>>& acknowledged) {
-  fixture.system().spawn([&acknowledged, primary, op](caf::event_based_actor* self) {
-    self->request(primary, caf::infinite, op)
-        .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
-              [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
-  });
+  // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
+  fixture.system().spawn(
+      [&acknowledged, primary, op](caf::event_based_actor* self, int) {
+        self->request(primary, caf::infinite, op)
+            .then([&acknowledged](ShardOpResult& r) { acknowledged = std::move(r); },
+                  [&acknowledged](caf::error& e) { acknowledged = ErrorToStatus(e); });
+      },
+      0);
 }
 
 TEST_CASE("a replicated shard acknowledges a change only once its backup has applied it") {
@@ -232,21 +235,25 @@ TEST_CASE("a backup rebuilt part by part while updates keep coming ends identica
   const shard_actor backup = spawn();
   std::optional<absl::StatusOr<int64_t>> replicated;
   int updates_acknowledged = 0;
-  fixture.system().spawn([&](caf::event_based_actor* self) {
-    self->request(primary, caf::infinite, replicate_atom::value,
-                  caf::actor_cast<caf::actor>(backup), true)
-        .then([&](int64_t version) { replicated = version; },
-              [&](caf::error& err) { replicated = ErrorToStatus(err); });
-    for (int k = 0; k < 3; ++k) {
-      ShardOp dense = ApplyDenseGradientOp{Iota(Shape{1200000, 8}, 1e-6f * (k + 1)), Named(k + 1)};
-      ShardOp sparse = ApplySparseGradientOp{
-          IndexedSlices{Ids{3, 600000 + k, 1199999}, Iota(Shape{3, 8}, -0.5f)}, Named(10 + k)};
-      for (ShardOp& op : {std::ref(dense), std::ref(sparse)}) {
-        self->request(primary, caf::infinite, std::move(op))
-            .then([&](ShardOpResult&) { ++updates_acknowledged; }, [](caf::error&) {});
-      }
-    }
-  });
+  // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
+  fixture.system().spawn(
+      [&](caf::event_based_actor* self, int) {
+        self->request(primary, caf::infinite, replicate_atom::value,
+                      caf::actor_cast<caf::actor>(backup), true)
+            .then([&](int64_t version) { replicated = version; },
+                  [&](caf::error& err) { replicated = ErrorToStatus(err); });
+        for (int k = 0; k < 3; ++k) {
+          ShardOp dense =
+              ApplyDenseGradientOp{Iota(Shape{1200000, 8}, 1e-6f * (k + 1)), Named(k + 1)};
+          ShardOp sparse = ApplySparseGradientOp{
+              IndexedSlices{Ids{3, 600000 + k, 1199999}, Iota(Shape{3, 8}, -0.5f)}, Named(10 + k)};
+          for (ShardOp& op : {std::ref(dense), std::ref(sparse)}) {
+            self->request(primary, caf::infinite, std::move(op))
+                .then([&](ShardOpResult&) { ++updates_acknowledged; }, [](caf::error&) {});
+          }
+        }
+      },
+      0);
   fixture.Run();
   REQUIRE(replicated.has_value());
   REQUIRE(replicated->ok());

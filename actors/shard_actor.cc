@@ -135,7 +135,7 @@ void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()
 void SendStateParts(ShardPointer self, const caf::actor& backup, int64_t begin, int64_t part_rows,
                     std::function<void(bool)> done) {
   const ShardState& shard = *self->state.shard;
-  const int64_t rows = shard.block_shape().rank() == 0 ? 1 : shard.block_shape().rows();
+  const int64_t rows = shard.spec().rows;  // 1 for a scalar
   std::vector<ShardOp> ops;
   ops.emplace_back(RestorePart(shard, begin, part_rows));
   const int64_t next = begin + part_rows;

@@ -184,8 +184,7 @@ int64_t RestorePartRows(const ShardState& shard, int64_t max_bytes) {
 }
 
 RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows) {
-  const Shape& block = shard.block_shape();
-  const int64_t rows = block.rank() == 0 ? 1 : block.rows();
+  const int64_t rows = shard.spec().rows;  // 1 for a scalar
   RestoreOp part;
   if (begin == 0 && rows <= max_rows) {
     part.slice = shard.Snapshot();
@@ -198,9 +197,8 @@ RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows) 
 
 std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes) {
   std::vector<RestoreOp> parts;
-  const int64_t rows = shard.block_shape().rank() == 0 ? 1 : shard.block_shape().rows();
   const int64_t rows_per_part = RestorePartRows(shard, max_bytes);
-  for (int64_t begin = 0; begin < rows; begin += rows_per_part) {
+  for (int64_t begin = 0; begin < shard.spec().rows; begin += rows_per_part) {
     parts.push_back(RestorePart(shard, begin, rows_per_part));
   }
   return parts;

@@ -53,23 +53,23 @@ void UpdateLedger::Record(const UpdateId& id) {
   }
 }
 
-std::vector<std::pair<uint64_t, int64_t>> UpdateLedger::Marks() const {
+std::vector<const UpdateLedger::Queue*> UpdateLedger::LeastRecentlyUsedFirst() const {
   std::vector<const Queue*> order;
   for (const Queue& q : queues_) order.push_back(&q);
   std::sort(order.begin(), order.end(),
             [](const Queue* a, const Queue* b) { return a->last_used < b->last_used; });
+  return order;
+}
+
+std::vector<std::pair<uint64_t, int64_t>> UpdateLedger::Marks() const {
   std::vector<std::pair<uint64_t, int64_t>> out;
-  for (const Queue* q : order) out.emplace_back(q->id, q->resolved_below);
+  for (const Queue* q : LeastRecentlyUsedFirst()) out.emplace_back(q->id, q->resolved_below);
   return out;
 }
 
 std::vector<RememberedQueue> UpdateLedger::Remembered() const {
-  std::vector<const Queue*> order;
-  for (const Queue& q : queues_) order.push_back(&q);
-  std::sort(order.begin(), order.end(),
-            [](const Queue* a, const Queue* b) { return a->last_used < b->last_used; });
   std::vector<RememberedQueue> out;
-  for (const Queue* q : order) {
+  for (const Queue* q : LeastRecentlyUsedFirst()) {
     out.push_back({q->id, q->resolved_below, {q->applied.begin(), q->applied.end()}});
   }
   return out;

@@ -117,6 +117,8 @@ class UpdateLedger {
   };
   // The entry of queue `id`, made (evicting the least recently used) when missing.
   Queue& Find(uint64_t id);
+  // Every queue, the least recently used first.
+  std::vector<const Queue*> LeastRecentlyUsedFirst() const;
 
   std::vector<Queue> queues_;
   uint64_t clock_ = 0;

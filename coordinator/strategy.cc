@@ -338,17 +338,24 @@ std::vector<ShardedVariable> ParameterServerStrategy::Register(std::vector<Plann
 
 absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
     const VariableOptions& options) {
+  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables({options}));
+  return std::move(created.front());
+}
+
+absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreateVariables(
+    const std::vector<VariableOptions>& options) {
+  if (options.empty()) return std::vector<ShardedVariable>();
   const int64_t next_ps_before = next_ps_;
   std::vector<PlannedVariable> planned;
-  absl::StatusOr<PlannedVariable> plan = Plan(options, planned);
-  if (!plan.ok()) {
-    next_ps_ = next_ps_before;
-    return plan.status();
+  for (const VariableOptions& variable : options) {
+    absl::StatusOr<PlannedVariable> plan = Plan(variable, planned);
+    if (!plan.ok()) {
+      next_ps_ = next_ps_before;
+      return plan.status();
+    }
+    planned.push_back(*std::move(plan));
   }
-  planned.push_back(*std::move(plan));
-  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created,
-                   CreatePlanned(std::move(planned), next_ps_before));
-  return std::move(created.front());
+  return CreatePlanned(std::move(planned), next_ps_before);
 }
 
 absl::StatusOr<std::shared_ptr<const ModelVariables>>
@@ -620,7 +627,11 @@ std::optional<std::vector<shard_actor>> ParameterServerStrategy::AdoptClaimed(
     adopted_shards_ = static_cast<int64_t>(adopted.size());
     return adopted;
   }
-  if (mismatch.empty()) mismatch = absl::StrCat(total - adopted.size(), " more than planned");
+  if (mismatch.empty()) {
+    mismatch = absl::StrCat(total - adopted.size(),
+                            " more than planned; a run's variables are adopted only when "
+                            "created in one call, CreateVariables or CreateModelVariables");
+  }
   Log().warn(
       "the lost coordinator's {} shard(s) are not this run's layout ({}): dropping them "
       "to create the shards afresh",

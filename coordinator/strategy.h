@@ -106,6 +106,13 @@ class ParameterServerStrategy {
   // the shard); Unavailable when a PS node is gone; ResourceExhausted when a PS node cannot
   // allocate a shard. On error no shard of the variable is left behind.
   absl::StatusOr<ShardedVariable> CreateVariable(const VariableOptions& options);
+  // Creates several variables, every shard of all of them at once, in `options`' order; errors
+  // as CreateVariable's, and on error no shard of any of them is left behind. After
+  // ClaimShardsOfRun, create all of a run's variables in one call (this or CreateModelVariables):
+  // the next creation alone decides whether the claimed shards are adopted, and a creation of
+  // only some of the run's variables finds shards it did not plan and drops them all.
+  absl::StatusOr<std::vector<ShardedVariable>> CreateVariables(
+      const std::vector<VariableOptions>& options);
 
   // One variable per parameter of `model`, partitioned when the ParamSpec asks for it (else
   // never), all trained by `optimizer`; ready for TrainStepAsync (actors/train_step.h). Every
@@ -121,7 +128,8 @@ class ParameterServerStrategy {
 
   // Networked (Note [A restarted coordinator re-adopts its run's shards]): names `run` to every
   // PS node as this coordinator's run and claims the shards a lost coordinator of the same run
-  // left there under their lease, for the next creation to adopt or drop. Returns how many were
+  // left there under their lease, for the next creation (CreateVariables or CreateModelVariables,
+  // with every variable of the run) to adopt or drop. Returns how many were
   // claimed; Unavailable when a PS node does not answer. No-op in process (0).
   absl::StatusOr<int64_t> ClaimShardsOfRun(const std::string& run);
   // The shards (backups included) the creation adopted from ClaimShardsOfRun; 0 when it created

@@ -230,6 +230,57 @@ TEST_CASE(
   strategy.reset();
 }
 
+TEST_CASE(
+    "networked coordinator: a restarted coordinator adopts a run of several variables created in "
+    "one call, and drops them for a creation of only some") {
+  testing::NetworkNode ps_host(FastNetwork());
+  const uint16_t ps_port = ps_host.PublishPsNode(0, kProtocolVersion, 0, std::chrono::seconds(60));
+  const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
+  const std::string run = "fedcba9876543210fedcba9876543210";
+  auto names = [&] {
+    return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
+                                                             list_atom::value),
+                      "list");
+  };
+  VariableOptions bias;
+  bias.name = "b";
+  bias.shape = Shape{3};
+  const std::vector<VariableOptions> model = {TwoShardW(), bias};
+  const Tensor trained = testing::FromVector(Shape{3}, {7, 8, 9});
+  auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*first);
+  CHECK(ValueOrDie(strategy->ClaimShardsOfRun(run), "claim") == 0);
+  {
+    std::vector<ShardedVariable> made = ValueOrDie(strategy->CreateVariables(model), "create");
+    REQUIRE(made[1].Assign(trained).ok());
+  }
+  caf::anon_send_exit(first->session(), caf::exit_reason::kill);
+
+  // Both variables in one call: all three shards adopted, the trained bias among them.
+  auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
+  auto successor = std::make_unique<ParameterServerStrategy>(*second);
+  REQUIRE(testing::WaitUntil([&] { return successor->ClaimShardsOfRun(run).value_or(0) == 3; }));
+  {
+    std::vector<ShardedVariable> again = ValueOrDie(successor->CreateVariables(model), "again");
+    CHECK(successor->adopted_shards() == 3);
+    CHECK_TENSOR(ValueOrDie(again[1].Read(), "Read"), trained);
+  }
+  caf::anon_send_exit(second->session(), caf::exit_reason::kill);
+
+  // One variable alone is not the run's layout: every claimed shard is dropped, the bias too.
+  auto third = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a third time");
+  auto partial = std::make_unique<ParameterServerStrategy>(*third);
+  REQUIRE(testing::WaitUntil([&] { return partial->ClaimShardsOfRun(run).value_or(0) == 3; }));
+  ShardedVariable only_b = ValueOrDie(partial->CreateVariable(bias), "b alone");
+  CHECK(partial->adopted_shards() == 0);
+  CHECK(names() == std::vector<std::string>{"b"});
+  CHECK_TENSOR(ValueOrDie(only_b.Read(), "Read"), Tensor(Shape{3}, 0.0f));
+  only_b = ShardedVariable();
+  partial.reset();
+  successor.reset();
+  strategy.reset();
+}
+
 TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoint onto a node "
           "started again at its address") {
   testing::ScratchDir checkpoints("tessera-recovery");

@@ -301,6 +301,40 @@ TEST_CASE("CreateVariable rejects duplicates, MEAN on int64 and ON_READ with NON
   CHECK_TENSOR(ValueOrDie(ok.Read()), Tensor(Shape{6, 2}, 1.0f));
 }
 
+TEST_CASE("CreateVariables creates every variable or none of them") {
+  auto cluster = testing::StartCluster(2, 1);
+  ParameterServerStrategy strategy(*cluster, ValueOrDie(FixedShardsPartitioner(2)));
+  auto options = [](const std::string& name, InitializerSpec init) {
+    VariableOptions o;
+    o.name = name;
+    o.shape = Shape{4, 2};
+    o.initializer = std::move(init);
+    return o;
+  };
+  const InitializerSpec ones{"ones", {}, 0};
+  const InitializerSpec bad{"random_uniform", {{"minval", 1.0}, {"maxval", -1.0}}, 0};
+
+  // A duplicate within the call, and a bad initializer found by a PS: nothing is created.
+  CHECK(absl::IsInvalidArgument(
+      strategy.CreateVariables({options("a", ones), options("a", ones)}).status()));
+  CHECK(absl::IsInvalidArgument(
+      strategy.CreateVariables({options("a", ones), options("b", bad)}).status()));
+  CHECK(strategy.variables().empty());
+  CHECK(ShardsOn(*cluster, 0).empty());
+  CHECK(ShardsOn(*cluster, 1).empty());
+  CHECK(ValueOrDie(strategy.CreateVariables({})).empty());
+
+  // Both at once, in order, placed round-robin across the call as one by one would be.
+  std::vector<ShardedVariable> made =
+      ValueOrDie(strategy.CreateVariables({options("a", ones), options("b", ones)}));
+  REQUIRE(made.size() == 2);
+  CHECK(made[0].name() == "a");
+  CHECK(made[1].name() == "b");
+  CHECK_TENSOR(ValueOrDie(made[1].Read()), Tensor(Shape{4, 2}, 1.0f));
+  CHECK(ShardsOn(*cluster, 0) == std::vector<std::string>{"a/part_0", "b/part_0"});
+  CHECK(ShardsOn(*cluster, 1) == std::vector<std::string>{"a/part_1", "b/part_1"});
+}
+
 // Three ON_READ variables over 3 worker slots whose copies hold 1, 2 and 3.
 ShardedVariable CreateOnRead(ParameterServerStrategy& strategy, const std::string& name,
                              VariableAggregation aggregation) {

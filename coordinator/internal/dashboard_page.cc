@@ -252,9 +252,11 @@ function drawCluster(cluster) {
     cell(row, human(w.errors));
     cell(row, human(w.failures));
     cell(row, human(Math.max(0, w.starts - 1)));
+    // Closures not numbered by a step (evaluations, a program's own) have ids from 2^62 up,
+    // beyond what a JavaScript number holds exactly: they are shown without one.
     cell(row, w.last_closure < 0 ? "-"
         : (w.last_function || "closure") + (w.last_batch >= 0 ? " " + w.last_batch : "") +
-          " (#" + w.last_closure + ")");
+          (w.last_closure < 2 ** 53 ? " (#" + w.last_closure + ")" : ""));
   }
   const c = cluster.closures || {};
   $("closures").textContent = "closures: " + human(c.scheduled) + " scheduled, " +

@@ -107,7 +107,7 @@ TEST_CASE("ring all-reduce: every member ends with the same bits, the sum or mea
             for (float& x : buffer) x = value(rng);
           }
           const std::vector<std::vector<float>> reduced = RunRing(members, length, op, chunk, 7);
-          for (int32_t r = 1; r < members; ++r) {
+          for (int32_t r = 1; r < members && length > 0; ++r) {  // memcmp of no bytes: null
             REQUIRE(std::memcmp(reduced[r].data(), reduced[0].data(),
                                 sizeof(float) * static_cast<size_t>(length)) == 0);
           }

@@ -365,8 +365,7 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
   auto vars = std::make_shared<ModelVariables>();
   vars->model = model;
   static const Partitioner kNone;
-  const int64_t next_ps_before = next_ps_;
-  std::vector<PlannedVariable> planned;
+  std::vector<VariableOptions> variables;
   for (const ParamSpec& param : model->spec().params) {
     VariableOptions options;
     options.name = param.name;
@@ -376,15 +375,9 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
     options.trainable = param.trainable;
     if (param.trainable) options.optimizer = optimizer;
     if (!param.partitioned) options.partitioner = kNone;
-    absl::StatusOr<PlannedVariable> plan = Plan(options, planned);
-    if (!plan.ok()) {
-      next_ps_ = next_ps_before;
-      return plan.status();
-    }
-    planned.push_back(*std::move(plan));
+    variables.push_back(std::move(options));
   }
-  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created,
-                   CreatePlanned(std::move(planned), next_ps_before));
+  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables(variables));
   for (size_t i = 0; i < created.size(); ++i) {
     vars->by_param.emplace(model->spec().params[i].name, created[i].handle());
   }

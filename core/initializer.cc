@@ -222,7 +222,7 @@ constexpr int kBatch = 32;
 
 // Not under ThreadSanitizer: the loader runs target_clones' resolvers while it relocates the
 // binary, before the TSan runtime is up, and GCC instruments them, so every TSan binary died
-// with SIGSEGV before main (scripts/sanitize.sh tsan). Such a build runs the baseline kernel.
+// with SIGSEGV before main. Such a build runs the baseline kernel.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TESSERA_KERNEL \
   __attribute__((noinline, target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

@@ -45,6 +45,13 @@ ClusterSpec SpecFor(uint16_t ps_port, int32_t workers) {
   return spec;
 }
 
+// The names of the shards PS node 0 of `host` holds.
+std::vector<std::string> ShardsHeldBy(testing::NetworkNode& host) {
+  return ValueOrDie(
+      testing::Ask<std::vector<std::string>>(host.system(), host.ps_node(0), list_atom::value),
+      "list");
+}
+
 // "w": 6 x 2 in two shards.
 VariableOptions TwoShardW() {
   VariableOptions options;
@@ -142,11 +149,7 @@ TEST_CASE("networked coordinator: the shards of a coordinator that is gone are d
   auto strategy = std::make_unique<ParameterServerStrategy>(*first);
   const VariableOptions options = TwoShardW();
   REQUIRE(strategy->CreateVariable(options).ok());
-  auto names = [&] {
-    return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
-                                                             list_atom::value),
-                      "list");
-  };
+  auto names = [&] { return ShardsHeldBy(ps_host); };
   REQUIRE(names() == std::vector<std::string>{"w/part_0", "w/part_1"});
 
   // The coordinator's session ends without a word to the PS, as in a crash.
@@ -173,11 +176,7 @@ TEST_CASE(
   const uint16_t ps_port = ps_host.PublishPsNode(0, kProtocolVersion, 0, std::chrono::seconds(60));
   const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
   const std::string run = "0123456789abcdef0123456789abcdef";
-  auto names = [&] {
-    return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
-                                                             list_atom::value),
-                      "list");
-  };
+  auto names = [&] { return ShardsHeldBy(ps_host); };
   auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*first);
   CHECK(ValueOrDie(strategy->ClaimShardsOfRun(run), "claim") == 0);
@@ -237,11 +236,7 @@ TEST_CASE(
   const uint16_t ps_port = ps_host.PublishPsNode(0, kProtocolVersion, 0, std::chrono::seconds(60));
   const ClusterSpec spec = SpecFor(ps_port, /*workers=*/1);
   const std::string run = "fedcba9876543210fedcba9876543210";
-  auto names = [&] {
-    return ValueOrDie(testing::Ask<std::vector<std::string>>(ps_host.system(), ps_host.ps_node(0),
-                                                             list_atom::value),
-                      "list");
-  };
+  auto names = [&] { return ShardsHeldBy(ps_host); };
   VariableOptions bias;
   bias.name = "b";
   bias.shape = Shape{3};

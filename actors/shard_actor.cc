@@ -93,7 +93,7 @@ void LoseBackup(ShardPointer self, absl::string_view why) {
   ReleaseAwaiting(state);
 }
 
-// The most a part of the state sent to a new backup holds (RestoreOpsFor): far below
+// The most a part of the state sent to a new backup holds (RestorePart): far below
 // --max_message_bytes's default (1 GiB), so a shard of any size can be rebuilt; a limit set below
 // it makes rebuilds fail (the shard goes on unreplicated, saying why).
 constexpr int64_t kRebuildPartBytes = int64_t{32} << 20;

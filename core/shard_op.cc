@@ -195,15 +195,6 @@ RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows) 
   return part;
 }
 
-std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes) {
-  std::vector<RestoreOp> parts;
-  const int64_t rows_per_part = RestorePartRows(shard, max_bytes);
-  for (int64_t begin = 0; begin < shard.spec().rows; begin += rows_per_part) {
-    parts.push_back(RestorePart(shard, begin, rows_per_part));
-  }
-  return parts;
-}
-
 UpdateId* UpdateIdOf(ShardOp& op) {
   return std::visit(
       [](auto& o) -> UpdateId* {

@@ -198,18 +198,17 @@ struct ShardSnapshot {
   ShardSpec spec;
   std::optional<OptimizerSpec> optimizer;  // the rule's full spec; none without one
 };
-// The shard's state as RestoreOps in order, each of at most about `max_bytes` of values and
-// slots (whole rows, at least one a part; one op when it all fits), the last carrying the shard's
-// ledger: applied in order to a shard of the same spec, they leave it as one RestoreOp{Snapshot(),
-// RememberedUpdates()} would. What a rebuilt backup is sent (Note [Replicated shards],
+// A shard's state as RestoreOps, for a rebuilt backup (Note [Replicated shards],
 // actors/shard_actor.h): a shard larger than a network message still goes, part by part.
-std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes);
-// The rows each of RestoreOpsFor's parts holds (the last may hold fewer); 1 for a scalar.
+// RestorePartRows: the rows a part of at most about `max_bytes` of values and slots holds (whole
+// rows, at least one; the last part may hold fewer); 1 for a scalar.
 int64_t RestorePartRows(const ShardState& shard, int64_t max_bytes);
-// RestoreOpsFor's part from row `begin` (a multiple of RestorePartRows) as the shard is now: at
-// most `max_rows` rows, the ledger when it is the last. Taken one at a time as the shard changes,
-// with every change in between applied to the receiver in order too, the parts still leave the
-// receiver as the shard is after the last one (Note [Replicated shards], actors/shard_actor.h).
+// The part from row `begin` (a multiple of RestorePartRows) as the shard is now: at most
+// `max_rows` rows, the ledger when it is the last (one part, the whole Snapshot(), when it all
+// fits). Applied in order to a shard of the same spec, the parts from row 0 up leave it as one
+// RestoreOp{Snapshot(), RememberedUpdates()} would. Taken one at a time as the shard changes,
+// with every change in between applied to the receiver in order too, they still leave the
+// receiver as the shard is after the last one.
 RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows);
 // Copies `shard` into `into`, reusing its memory (ShardState::SnapshotInto).
 void CopySnapshot(const ShardState& shard, ShardSnapshot& into);

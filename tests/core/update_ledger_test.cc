@@ -199,6 +199,16 @@ TEST_CASE("every row update is named: assign, scatter and dense gradients repeat
   CHECK(shard.Info().step == 1);
 }
 
+// Every part of the shard's state, as a rebuild sends them (RestorePart from row 0 up).
+std::vector<RestoreOp> RestoreOpsFor(const ShardState& shard, int64_t max_bytes) {
+  std::vector<RestoreOp> parts;
+  const int64_t rows_per_part = RestorePartRows(shard, max_bytes);
+  for (int64_t begin = 0; begin < shard.spec().rows; begin += rows_per_part) {
+    parts.push_back(RestorePart(shard, begin, rows_per_part));
+  }
+  return parts;
+}
+
 TEST_CASE("a shard's state goes out in parts that fit a message, the last with its ledger") {
   ShardState primary = AdagradShard();  // 4 rows of 2 floats and an accumulator: 16 bytes a row
   REQUIRE(ApplyShardOp(primary, Sparse(1, 1.0f, Id(5)), nullptr).ok());

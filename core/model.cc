@@ -81,6 +81,31 @@ Model::Model(ModelSpec spec, ResolvedGraph graph)
       if (v >= graph_.num_inputs) upstream[n] = upstream[n] || upstream[v - graph_.num_inputs];
     }
   }
+  // Note [Concat in place]: an embedding read only by one concat writes into the concat's
+  // columns.
+  std::vector<int> uses(num_nodes, 0);
+  for (const ResolvedGraph::Node& node : graph_.nodes) {
+    for (int v : node.inputs) {
+      if (v >= graph_.num_inputs) ++uses[v - graph_.num_inputs];
+    }
+  }
+  for (const auto& [name, v] : graph_.output_values) ++uses[v - graph_.num_inputs];
+  ++uses[graph_.loss_value - graph_.num_inputs];
+  in_concat_.assign(num_nodes, ColumnBlock());
+  has_inputs_in_place_.assign(num_nodes, false);
+  for (int c = 0; c < num_nodes; ++c) {
+    const ResolvedGraph::Node& node = graph_.nodes[c];
+    if (node.is_embedding() || node.op->name != "concat") continue;
+    int64_t offset = 0;
+    for (int v : node.inputs) {
+      const int n = v - graph_.num_inputs;
+      if (n >= 0 && graph_.nodes[n].is_embedding() && uses[n] == 1) {
+        in_concat_[n] = {c, offset};
+        has_inputs_in_place_[c] = true;
+      }
+      offset += graph_.value_widths[v];
+    }
+  }
   backprop_.assign(num_nodes, false);
   const int loss_node = graph_.loss_value - graph_.num_inputs;
   backprop_[loss_node] = upstream[loss_node];
@@ -306,13 +331,31 @@ absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& 
   return needed;
 }
 
-Eigen::Map<const RowMatrix> Model::Value(const Batch& batch, const StepWorkspace& ws, int v) const {
+Model::ValueMap Model::Value(const Batch& batch, const StepWorkspace& ws, int v) const {
+  const int64_t width = graph_.value_widths[v];
   if (v < graph_.num_inputs) {
     const Tensor& t = batch.dense.at(spec_.inputs[v].name);
-    return Eigen::Map<const RowMatrix>(t.data(), batch.size, graph_.value_widths[v]);
+    return ValueMap(t.data(), batch.size, width, Eigen::OuterStride<>(width));
+  }
+  const ColumnBlock& block = in_concat_[v - graph_.num_inputs];
+  if (block.concat >= 0) {
+    const RowMatrix& m = ws.activations[block.concat];
+    return ValueMap(m.data() + block.offset, m.rows(), width, Eigen::OuterStride<>(m.cols()));
   }
   const RowMatrix& m = ws.activations[v - graph_.num_inputs];
-  return Eigen::Map<const RowMatrix>(m.data(), m.rows(), m.cols());
+  return ValueMap(m.data(), m.rows(), m.cols(), Eigen::OuterStride<>(m.cols()));
+}
+
+MatrixRef Model::Output(StepWorkspace& ws, int n) const {
+  const ColumnBlock& block = in_concat_[n];
+  if (block.concat < 0) return ws.activations[n];
+  return ws.activations[block.concat].middleCols(block.offset, graph_.nodes[n].width);
+}
+
+MatrixRef Model::OutputGradient(StepWorkspace& ws, int n) const {
+  const ColumnBlock& block = in_concat_[n];
+  if (block.concat < 0) return ws.gradients[n];
+  return ws.gradients[block.concat].middleCols(block.offset, graph_.nodes[n].width);
 }
 
 void Model::HashInputs(const Batch& batch, StepWorkspace& ws) const {
@@ -344,19 +387,42 @@ Model::Lookup Model::LookupOf(const Batch& batch, const StepWorkspace& ws, int n
   return lookup;
 }
 
+// Note [Concat in place]
+// An embedding node whose output only a concat reads (the usual way an embedding joins the dense
+// part of a model) writes its rows straight into its columns of the concat's output, and its
+// backward reads its gradient from the concat's gradient there. The concat then copies only its
+// other inputs forward and adds nothing backward for these: at a batch of 512 over 1000-wide
+// tables that is a copy, a zero-fill and an addition of 2 MB per table and step saved, with
+// the same bits computed (the gradient block is exactly what the concat's backward would have
+// added to zeros).
 void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
-  ws.activations.resize(graph_.nodes.size());
-  ws.bag_scales.resize(graph_.nodes.size());
-  for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+  const int num_nodes = static_cast<int>(graph_.nodes.size());
+  ws.activations.resize(num_nodes);
+  ws.bag_scales.resize(num_nodes);
+  // Every output's memory first: a node in place writes into a concat defined after it.
+  for (int n = 0; n < num_nodes; ++n) {
+    if (in_concat_[n].concat < 0) ws.activations[n].resize(batch.size, graph_.nodes[n].width);
+  }
+  for (int n = 0; n < num_nodes; ++n) {
     const ResolvedGraph::Node& node = graph_.nodes[n];
-    RowMatrix& y = ws.activations[n];
-    y.resize(batch.size, node.width);
+    MatrixRef y = Output(ws, n);
+    if (has_inputs_in_place_[n]) {
+      Eigen::Index offset = 0;
+      for (int v : node.inputs) {
+        const int64_t width = graph_.value_widths[v];
+        if (v < graph_.num_inputs || !InPlaceIn(v - graph_.num_inputs, n)) {
+          y.middleCols(offset, width) = Value(batch, ws, v);
+        }
+        offset += width;
+      }
+      continue;
+    }
     if (!node.is_embedding()) {
-      node.op->forward(OpArgs(batch, ws, static_cast<int>(n)), y);
+      node.op->forward(OpArgs(batch, ws, n), y);
       continue;
     }
     const int p = node.params[0];
-    const Lookup lookup = LookupOf(batch, ws, static_cast<int>(n));
+    const Lookup lookup = LookupOf(batch, ws, n);
     // A whole table is read at the id's row, gathered rows at its slot.
     const absl::Span<const int64_t> rows =
         ws.param_gathered[p] != nullptr ? absl::MakeConstSpan(ws.slots[n]) : lookup.rows;
@@ -422,7 +488,9 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
   const int num_nodes = static_cast<int>(graph_.nodes.size());
   const int loss_node = graph_.loss_value - graph_.num_inputs;
   for (int n = 0; n < num_nodes; ++n) {
-    if (backprop_[n] && n != loss_node) ws.gradients[n].setZero(batch.size, graph_.nodes[n].width);
+    if (backprop_[n] && n != loss_node && in_concat_[n].concat < 0) {
+      ws.gradients[n].setZero(batch.size, graph_.nodes[n].width);
+    }
   }
   // Views of the gradient buffers a node adds to (null: no gradient wanted).
   std::vector<std::optional<MatrixRef>> input_grads;
@@ -430,7 +498,7 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
   for (int n = num_nodes - 1; n >= 0; --n) {
     if (!backprop_[n]) continue;
     const ResolvedGraph::Node& node = graph_.nodes[n];
-    RowMatrix& dy = ws.gradients[n];
+    MatrixRef dy = OutputGradient(ws, n);
     if (node.is_embedding()) {
       const ParamSpec& table = spec_.params[node.params[0]];
       if (!table.trainable) continue;
@@ -448,7 +516,9 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
     input_grads.clear();
     input_grads.reserve(node.inputs.size());
     for (int v : node.inputs) {
-      if (v >= graph_.num_inputs && backprop_[v - graph_.num_inputs]) {
+      // An input in place in this concat has its gradient there already.
+      if (v >= graph_.num_inputs && backprop_[v - graph_.num_inputs] &&
+          !InPlaceIn(v - graph_.num_inputs, n)) {
         input_grads.emplace_back(ws.gradients[v - graph_.num_inputs]);
         args.input_grads.push_back(&*input_grads.back());
       } else {

@@ -89,8 +89,10 @@ class StepWorkspace {
  private:
   friend class Model;
 
-  std::vector<RowMatrix> activations;  // per node: its [B, width] output
-  std::vector<RowMatrix> gradients;    // per node: dLoss/d(output), when backpropagated
+  // Per node: its [B, width] output, and dLoss/d(output) when backpropagated; both empty for a
+  // node whose output lives in a concat's (Note [Concat in place] in model.cc).
+  std::vector<RowMatrix> activations;
+  std::vector<RowMatrix> gradients;
   // Per input (hashed ids and id_list inputs only): the table row of each of the batch's ids.
   std::vector<Ids> hashed_rows;
   // Per parameter (embedding tables only): the batch's sorted unique ids, and a concatenation
@@ -188,7 +190,13 @@ class Model {
                    const GradientSink& sink) const;
   void CopyOutputs(const StepWorkspace& ws, std::map<std::string, Tensor>& outputs) const;
   // The [B, width] matrix of value `v` (a dense input or a node's output).
-  Eigen::Map<const RowMatrix> Value(const Batch& batch, const StepWorkspace& ws, int v) const;
+  using ValueMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+  ValueMap Value(const Batch& batch, const StepWorkspace& ws, int v) const;
+  // Node n's output and its gradient: its own matrices, or its columns of a concat's.
+  MatrixRef Output(StepWorkspace& ws, int n) const;
+  MatrixRef OutputGradient(StepWorkspace& ws, int n) const;
+  // True when node n is in place in node `concat`'s output.
+  bool InPlaceIn(int n, int concat) const { return in_concat_[n].concat == concat; }
 
   ModelSpec spec_;
   ResolvedGraph graph_;
@@ -197,6 +205,14 @@ class Model {
   std::vector<bool> backprop_;
   // For each parameter, the embedding nodes that look it up.
   std::vector<std::vector<int>> lookups_;
+  // Per node: the concat whose output holds its output as the columns from `offset` (concat
+  // -1: none), and whether a concat has such an input (Note [Concat in place]).
+  struct ColumnBlock {
+    int concat = -1;
+    int64_t offset = 0;
+  };
+  std::vector<ColumnBlock> in_concat_;
+  std::vector<bool> has_inputs_in_place_;
   std::map<std::string, int, std::less<>> param_index_;
 };
 

@@ -438,6 +438,73 @@ struct CallErrorCase {
   const char* message_part;
 };
 
+// Note [Concat in place] in core/model.cc: embeddings read only by a concat write into its
+// columns. The same model with the embeddings also named as outputs (so read twice, and copied)
+// must compute the same bits.
+TEST_CASE("embeddings written in place into a concat give the bits of embeddings copied into it") {
+  ModelSpec in_place;
+  in_place.inputs = {
+      {"user", InputKind::kIds, 1}, {"tags", InputKind::kIdList, 1}, {"x", InputKind::kDense, 3}};
+  in_place.params = {
+      {"user_emb", Shape{5, 2}, {"random_uniform", {{"minval", -1}, {"maxval", 1}}, 1}, true, true},
+      {"tag_emb", Shape{6, 3}, {"random_uniform", {{"minval", -1}, {"maxval", 1}}, 2}, true, true},
+      {"w1", Shape{8, 4}, {"glorot_uniform", {}, 3}, true, false},
+      {"b1", Shape{4}, {"random_normal", {{"stddev", 0.5}}, 4}, true, false},
+      {"w2", Shape{4, 1}, {"glorot_uniform", {}, 5}, true, false}};
+  // The dense input first, so the embeddings sit at column offsets 3 and 5.
+  in_place.nodes = {{"eu", kOpEmbedding, {"user"}, {"user_emb"}, {}, {}},
+                    {"et", kOpEmbedding, {"tags"}, {"tag_emb"}, {}, {{"combiner", "sqrtn"}}},
+                    {"c", kOpConcat, {"x", "eu", "et"}, {}, {}, {}},
+                    {"h", kOpDense, {"c"}, {"w1", "b1"}, {{"units", 4}}, {{"activation", "relu"}}},
+                    {"logits", kOpDense, {"h"}, {"w2"}, {{"units", 1}}, {}}};
+  in_place.outputs = {{"logits", "logits"}, {"joined", "c"}};
+  in_place.loss = {"sigmoid_cross_entropy", "logits"};
+  ModelSpec copied = in_place;
+  copied.outputs.emplace("user_vector", "eu");
+  copied.outputs.emplace("tag_vector", "et");
+  auto a = Model::Create(in_place);
+  auto b = Model::Create(copied);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const Variables vars = InitVariables(in_place);
+  Batch batch;
+  batch.size = 3;
+  batch.ids["user"] = {4, 1, 4};
+  batch.id_lists["tags"] = IdList{{0, 2, 2, 5}, {0, 5, 0, 3, 1}, {}};
+  batch.dense["x"] = *Tensor::FromVector(Shape{3, 3}, {1, -2, 3, 0.5, 0, -1, 2, 2, -0.5});
+  batch.labels = Column({1, 0, 1});
+
+  auto from_a = a->ForwardBackward(batch, FullParams(vars));
+  auto from_b = b->ForwardBackward(batch, FullParams(vars));
+  REQUIRE(from_a.ok());
+  REQUIRE(from_b.ok());
+  testing::CheckSameStep(*from_a, *from_b);
+  CHECK(from_a->outputs.at("logits").matrix() == from_b->outputs.at("logits").matrix());
+  const RowMatrix joined = from_a->outputs.at("joined").matrix();
+  CHECK(joined == from_b->outputs.at("joined").matrix());
+  // The concat's columns hold x, then the user's row, then the tags' sqrtn-combined rows.
+  CHECK(joined.leftCols(3) == batch.dense["x"].matrix());
+  CHECK(joined.middleCols(3, 2) == from_b->outputs.at("user_vector").matrix());
+  CHECK(joined.row(0).segment(3, 2) == vars.at("user_emb").matrix().row(4));
+  CHECK(joined.rightCols(3) == from_b->outputs.at("tag_vector").matrix());
+  CHECK(joined.row(1).tail(3).isZero());  // an empty bag
+
+  // Gathered rows, and a workspace reused across both models' steps.
+  auto needed = a->RowsNeeded(batch);
+  REQUIRE(needed.ok());
+  testing::GatheredParams gathered = testing::Gather(vars, *needed);
+  StepWorkspace ws;
+  StepResult gathered_a;
+  StepResult gathered_b;
+  REQUIRE(a->ForwardBackward(batch, gathered.params, ws, gathered_a).ok());
+  REQUIRE(b->ForwardBackward(batch, gathered.params, ws, gathered_b).ok());
+  testing::CheckSameStep(gathered_a, *from_a);
+  testing::CheckSameStep(gathered_b, *from_a);
+  auto forward = a->Forward(batch, gathered.params);
+  REQUIRE(forward.ok());
+  CHECK(forward->outputs.at("joined").matrix() == joined);
+}
+
 TEST_CASE("bad batches and parameters are InvalidArgument naming what is wrong") {
   const ModelSpec spec = AllOpsSpec();
   auto model = Model::Create(spec);

@@ -161,6 +161,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   TrainingRun run;
   run.startup_seconds = SecondsSinceProcessStart().value_or(0);
   const double start = internal::MonotonicSeconds();
+  double last_checkpoint = start;  // when the last checkpoint began (or training did)
   if (monitor != nullptr) monitor->BeginTraining(first_step, total_steps);
   std::vector<int64_t> planned;
   if (!options.cluster.has_value() && options.inject_worker_failures > 0) {
@@ -275,9 +276,15 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
         progress.Update(step, result.examples, result.loss);
         if (monitor != nullptr) monitor->RecordStep(step, result.examples, result.loss);
       }
-      if (checkpoints.has_value() && options.checkpoint_every > 0 &&
-          step % options.checkpoint_every == 0 && step < total_steps) {
+      // Every checkpoint_every steps (requests end there), and by time (StepCadence) at the end
+      // of a request.
+      const bool due =
+          (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) ||
+          (options.checkpoint_every_seconds > 0 &&
+           internal::MonotonicSeconds() - last_checkpoint >= options.checkpoint_every_seconds);
+      if (checkpoints.has_value() && due && step < total_steps) {
         const double save_start = internal::MonotonicSeconds();
+        last_checkpoint = save_start;
         absl::StatusOr<std::string> dir = SaveCheckpoint(*checkpoints, *strategy, job, step);
         if (!dir.ok()) {
           RETURN_IF_ERROR(recover(dir.status()));

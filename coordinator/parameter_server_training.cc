@@ -313,6 +313,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   StepCadence cadence;
   if (checkpoints.has_value()) {
     cadence.checkpoint_every = options.checkpoint_every;
+    cadence.checkpoint_every_seconds = options.checkpoint_every_seconds;
     cadence.checkpoint = [&](int64_t step, std::function<void()> on_cut) {
       // In the foreground the cut is the end of the save.
       if (!options.checkpoint_in_background) on_cut = nullptr;

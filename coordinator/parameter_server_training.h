@@ -46,13 +46,15 @@ struct ParameterServerTrainingOptions {
   int32_t closures_per_worker = 1;
   // 2: a backup of every shard on another PS (Note [Backups on the next PS], strategy.h).
   int32_t replicas = 1;
-  // Checkpoints: every `checkpoint_every` steps (0: only at the end) into
+  // Checkpoints: every `checkpoint_every` steps and every `checkpoint_every_seconds` of training,
+  // whichever comes first (0 and 0: only at the end; StepCadence), into
   // checkpoint_dir/ckpt-<step> (the last 3 are kept); with `resume`, training continues from the
   // latest one there (any PS count or partitioner). A run without `resume` refuses a
   // checkpoint_dir that holds checkpoints, unless `overwrite_checkpoints` (then they are deleted
   // first). With export_dir, the trained model is exported there at the end.
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
+  double checkpoint_every_seconds = 0;
   // A checkpoint during training is written while training goes on, which waits only for the
   // shards' copies (Note [Checkpoints without pausing], coordinator/checkpoint.cc); false: it
   // waits for the whole write (and no PS holds a copy of its shards meanwhile).

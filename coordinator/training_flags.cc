@@ -1,5 +1,6 @@
 #include "coordinator/training_flags.h"
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,6 +37,9 @@ ABSL_FLAG(int32_t, closures_per_worker, 1,
           "compute)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "save checkpoints under this directory (on parameter servers: sim or networked)");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(double, checkpoint_every_seconds, 0,
+          "seconds of training between checkpoints (0: only at the end); with --checkpoint_every, "
+          "whichever comes first");
 ABSL_FLAG(bool, checkpoint_in_background, true,
           "on parameter servers: a checkpoint during training pauses it only while each shard "
           "copies its state, and is written while training goes on (each PS holds a copy of its "
@@ -206,8 +210,8 @@ std::vector<FlagGroup> TrainingFlagGroups() {
       {"Monitoring",
        {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
       {"Checkpoints and export",
-       {"checkpoint_dir", "checkpoint_every", "checkpoint_in_background", "resume",
-        "overwrite_checkpoints", "export_dir"}},
+       {"checkpoint_dir", "checkpoint_every", "checkpoint_every_seconds",
+        "checkpoint_in_background", "resume", "overwrite_checkpoints", "export_dir"}},
       {"Networked cluster (--cluster_spec or the TF_CONFIG environment variable)",
        {"cluster_spec", "role", "task", "min_workers", "worker_wait_s", "connect_timeout_s",
         "threads", "bind", "tls_cert", "tls_key", "tls_ca", "max_message_bytes"}},
@@ -266,6 +270,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.replicas = absl::GetFlag(FLAGS_replicas);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  options.checkpoint_every_seconds = absl::GetFlag(FLAGS_checkpoint_every_seconds);
   options.checkpoint_in_background = absl::GetFlag(FLAGS_checkpoint_in_background);
   options.resume = absl::GetFlag(FLAGS_resume);
   options.overwrite_checkpoints = absl::GetFlag(FLAGS_overwrite_checkpoints);
@@ -292,6 +297,11 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
     if (value < 0) {
       return absl::InvalidArgumentError(absl::StrCat(name, " must be >= 0, not ", value));
     }
+  }
+  if (!(options.checkpoint_every_seconds >= 0) || std::isinf(options.checkpoint_every_seconds)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint_every_seconds must be a number of seconds >= 0, not ",
+                     options.checkpoint_every_seconds));
   }
   if (options.replicas != 1 && options.replicas != 2) {
     return absl::InvalidArgumentError(

@@ -85,6 +85,7 @@ nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
                    {"partitioner", job.partitioner.description()},
                    {"checkpoint_dir", ps.checkpoint_dir},
                    {"checkpoint_every", ps.checkpoint_every},
+                   {"checkpoint_every_seconds", ps.checkpoint_every_seconds},
                    {"checkpoint_in_background", ps.checkpoint_in_background},
                    {"resume", ps.resume},
                    {"inject_worker_failures", ps.inject_worker_failures}});

@@ -115,6 +115,12 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   auto every = [steps](int64_t period, int64_t reached) {
     return period > 0 && reached % period == 0 && reached < steps;
   };
+  double last_checkpoint = start;  // when the last checkpoint began (or training did)
+  auto checkpoint_due = [&](int64_t reached) {
+    if (every(cadence.checkpoint_every, reached)) return true;
+    return cadence.checkpoint_every_seconds > 0 && reached < steps &&
+           internal::MonotonicSeconds() - last_checkpoint >= cadence.checkpoint_every_seconds;
+  };
   std::unique_ptr<BackgroundSave> saving;  // the checkpoint being written, if any
   // Waits for it; an Unavailable failure (a PS lost meanwhile) skips it with a warning.
   auto finish_save = [&]() -> absl::Status {
@@ -142,7 +148,8 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
       ASSIGN_OR_RETURN(PendingEvaluation eval, cadence.evaluate(step + 1));
       evaluations.push_back(std::move(eval));
     }
-    if (cadence.checkpoint && every(cadence.checkpoint_every, step + 1)) {
+    if (cadence.checkpoint && checkpoint_due(step + 1)) {
+      last_checkpoint = internal::MonotonicSeconds();
       RETURN_IF_ERROR(coordinator.Join());
       RETURN_IF_ERROR(collect(true));
       RETURN_IF_ERROR(finish_save());

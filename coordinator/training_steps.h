@@ -35,6 +35,10 @@ struct StepCadence {
   // the previous to be written first. A checkpoint that fails with Unavailable (a PS lost while
   // it was written) is skipped with a warning; any other error ends the run.
   int64_t checkpoint_every = 0;
+  // Also (0: never by time) once this many seconds have passed since training started or the
+  // last checkpoint began, whichever is later (TF's save_checkpoints_secs): the cost of a
+  // checkpoint then stays a bounded share of the run however fast its steps are.
+  double checkpoint_every_seconds = 0;
   CheckpointFunction checkpoint;
   // Every `eval_every` steps (0: never; never at the last step, which the caller evaluates):
   // start `evaluate`, without pausing training; its result is printed once ready and recorded in

@@ -29,6 +29,7 @@
 #include "actors/error.h"
 #include "cluster/cluster.h"
 #include "coordinator/checkpoint.h"
+#include "coordinator/checkpoint_manager.h"
 #include "coordinator/mirrored_training.h"
 #include "coordinator/strategy.h"
 #include "core/local_trainer.h"
@@ -622,6 +623,21 @@ TEST_CASE("mirrored training: lost replicas are restored from the latest checkpo
   int64_t lost = 0;
   for (const auto& loss : summary["replica_losses"]) lost += loss["lost_steps"].get<int64_t>();
   CHECK(run.steps == 100 + lost);
+}
+
+TEST_CASE("mirrored training: a cadence in seconds checkpoints between requests") {
+  testing::TempDir dir;
+  ParameterServerTrainingOptions options;
+  options.workers = 2;
+  options.checkpoint_dir = dir.path();
+  // A nanosecond: due at the end of every request of steps (50 of them), and the final one.
+  options.checkpoint_every_seconds = 1e-9;
+  nlohmann::json summary;
+  ValueOrDie(TrainMirrored(MlpJob(300), options, ReplicaLossPolicy::kRestore, 0, summary));
+  REQUIRE(summary["global_step"] == 150);
+  CHECK(CheckpointManager(dir.path(), 3).Checkpoints() ==
+        std::vector<std::string>{dir.path() + "/ckpt-50", dir.path() + "/ckpt-100",
+                                 dir.path() + "/ckpt-150"});
 }
 
 TEST_CASE("mirrored training: --on_replica_loss=continue goes on with the replicas left") {

@@ -2,18 +2,18 @@
 // networked cluster comes from: --cluster_spec, TF_CONFIG, and the flags that override them.
 #include "coordinator/training_flags.h"
 
-#include <doctest/doctest.h>
-#include <unistd.h>
-
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +43,7 @@ ABSL_DECLARE_FLAG(int32_t, ps);
 ABSL_DECLARE_FLAG(int32_t, workers);
 ABSL_DECLARE_FLAG(int32_t, closures_per_worker);
 ABSL_DECLARE_FLAG(int64_t, checkpoint_every);
+ABSL_DECLARE_FLAG(double, checkpoint_every_seconds);
 ABSL_DECLARE_FLAG(int32_t, inject_worker_failures);
 ABSL_DECLARE_FLAG(int64_t, restart_delay_ms);
 ABSL_DECLARE_FLAG(uint64_t, seed);
@@ -307,8 +308,7 @@ TEST_CASE("inconsistent flags are InvalidArgument saying which") {
       {"--mode=net without a cluster",
        [](const std::string&) { absl::SetFlag(&FLAGS_mode, "net"); },
        "--mode=net needs a cluster: --cluster_spec=FILE or the TF_CONFIG environment variable"},
-      {"a task without a cluster",
-       [](const std::string&) { absl::SetFlag(&FLAGS_task, 1); },
+      {"a task without a cluster", [](const std::string&) { absl::SetFlag(&FLAGS_task, 1); },
        "--role and --task need a cluster"},
       {"more workers to wait for than the spec has",
        [](const std::string& spec) {
@@ -319,10 +319,17 @@ TEST_CASE("inconsistent flags are InvalidArgument saying which") {
       {"a negative checkpoint cadence",
        [](const std::string&) { absl::SetFlag(&FLAGS_checkpoint_every, -5); },
        "--checkpoint_every must be >= 0, not -5"},
-      {"no parameter servers",
-       [](const std::string&) { absl::SetFlag(&FLAGS_ps, 0); }, "--ps must be >= 1, not 0"},
-      {"no workers",
-       [](const std::string&) { absl::SetFlag(&FLAGS_workers, -2); },
+      {"a negative checkpoint cadence in seconds",
+       [](const std::string&) { absl::SetFlag(&FLAGS_checkpoint_every_seconds, -0.5); },
+       "--checkpoint_every_seconds must be a number of seconds >= 0, not -0.5"},
+      {"a checkpoint cadence of no number of seconds",
+       [](const std::string&) {
+         absl::SetFlag(&FLAGS_checkpoint_every_seconds, std::numeric_limits<double>::quiet_NaN());
+       },
+       "--checkpoint_every_seconds must be a number of seconds >= 0, not nan"},
+      {"no parameter servers", [](const std::string&) { absl::SetFlag(&FLAGS_ps, 0); },
+       "--ps must be >= 1, not 0"},
+      {"no workers", [](const std::string&) { absl::SetFlag(&FLAGS_workers, -2); },
        "--workers must be >= 1, not -2"},
       {"no closures per worker",
        [](const std::string&) { absl::SetFlag(&FLAGS_closures_per_worker, 0); },

@@ -274,6 +274,43 @@ TEST_CASE("a new run refuses another run's checkpoints unless told to overwrite 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a checkpoint cadence in seconds checkpoints once that much training has passed") {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("tessera_training_job_test_" + std::to_string(getpid()) + "_secs"))
+                              .string();
+  std::filesystem::remove_all(dir);
+  EvalResult reported;
+  const TrainingJob job = SmallRecsysJob(&reported);  // 16 steps
+  TrainingFlags flags;
+  flags.parameter_servers.ps = 2;
+  flags.parameter_servers.workers = 2;
+  flags.parameter_servers.checkpoint_dir = dir;
+  // An hour: only the final checkpoint.
+  flags.parameter_servers.checkpoint_every_seconds = 3600;
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  CHECK(CheckpointManager(dir, 3).Checkpoints() == std::vector<std::string>{dir + "/ckpt-16"});
+  // A nanosecond: one after every step (each begins once the one before is written), of which
+  // the last 3 are kept.
+  flags.parameter_servers.overwrite_checkpoints = true;
+  flags.parameter_servers.checkpoint_every_seconds = 1e-9;
+  flags.summary = SummaryPath("every_nanosecond");
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  CHECK(CheckpointManager(dir, 3).Checkpoints() ==
+        std::vector<std::string>{dir + "/ckpt-14", dir + "/ckpt-15", dir + "/ckpt-16"});
+  std::ifstream in(flags.summary);
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  std::filesystem::remove(flags.summary);
+  CHECK(summary["events"].size() == 16);  // steps 1 to 15 by time, and the final one
+  // With a step cadence too, whichever comes first: every 8 steps, or after an hour.
+  flags.parameter_servers.checkpoint_every = 8;
+  flags.parameter_servers.checkpoint_every_seconds = 3600;
+  flags.summary.clear();
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  CHECK(CheckpointManager(dir, 3).Checkpoints() ==
+        std::vector<std::string>{dir + "/ckpt-8", dir + "/ckpt-16"});
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("WriteSummary writes nothing without a path and fails on an unwritable one") {
   CHECK(WriteSummary("", nlohmann::json{{"a", 1}}).ok());
   CHECK(absl::IsUnavailable(WriteSummary("/nonexistent/dir/summary.json", {{"a", 1}})));

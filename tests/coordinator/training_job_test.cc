@@ -8,10 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "coordinator/checkpoint_manager.h"
@@ -19,6 +18,7 @@
 #include "coordinator/training_summary.h"
 #include "core/version.h"
 #include "schema/checkpoint_io.h"
+#include "tests/temp_dir.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"
 
@@ -212,18 +212,23 @@ RunId RunOf(const std::string& checkpoint) {
   return manifest->run_id;
 }
 
-TEST_CASE("a new run refuses another run's checkpoints unless told to overwrite them, and a "
-          "resume then continues the new run") {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("tessera_training_job_test_" + std::to_string(getpid()) + "_ckpt"))
-                              .string();
-  std::filesystem::remove_all(dir);
-  EvalResult reported;
-  const TrainingJob job = SmallRecsysJob(&reported);  // 16 steps
+// 2 PS and 2 workers, checkpointing into `dir`.
+TrainingFlags CheckpointingFlags(const std::string& dir) {
   TrainingFlags flags;
   flags.parameter_servers.ps = 2;
   flags.parameter_servers.workers = 2;
   flags.parameter_servers.checkpoint_dir = dir;
+  return flags;
+}
+
+TEST_CASE(
+    "a new run refuses another run's checkpoints unless told to overwrite them, and a "
+    "resume then continues the new run") {
+  testing::TempDir root;
+  const std::string dir = root.path() + "/ckpt";
+  EvalResult reported;
+  const TrainingJob job = SmallRecsysJob(&reported);  // 16 steps
+  TrainingFlags flags = CheckpointingFlags(dir);
   flags.parameter_servers.checkpoint_every = 8;
   REQUIRE(RunTrainingJob(job, flags).ok());
   const std::vector<std::string> old_checkpoints = {dir + "/ckpt-8", dir + "/ckpt-16"};
@@ -271,20 +276,14 @@ TEST_CASE("a new run refuses another run's checkpoints unless told to overwrite 
   CHECK(CheckpointManager(dir, 3).Checkpoints() ==
         std::vector<std::string>{dir + "/ckpt-4", dir + "/ckpt-8", dir + "/ckpt-16"});
   CHECK(RunOf(dir + "/ckpt-16") == new_run);  // one run, continued
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a checkpoint cadence in seconds checkpoints once that much training has passed") {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("tessera_training_job_test_" + std::to_string(getpid()) + "_secs"))
-                              .string();
-  std::filesystem::remove_all(dir);
+  testing::TempDir root;
+  const std::string dir = root.path() + "/ckpt";
   EvalResult reported;
   const TrainingJob job = SmallRecsysJob(&reported);  // 16 steps
-  TrainingFlags flags;
-  flags.parameter_servers.ps = 2;
-  flags.parameter_servers.workers = 2;
-  flags.parameter_servers.checkpoint_dir = dir;
+  TrainingFlags flags = CheckpointingFlags(dir);
   // An hour: only the final checkpoint.
   flags.parameter_servers.checkpoint_every_seconds = 3600;
   REQUIRE(RunTrainingJob(job, flags).ok());
@@ -308,7 +307,6 @@ TEST_CASE("a checkpoint cadence in seconds checkpoints once that much training h
   REQUIRE(RunTrainingJob(job, flags).ok());
   CHECK(CheckpointManager(dir, 3).Checkpoints() ==
         std::vector<std::string>{dir + "/ckpt-8", dir + "/ckpt-16"});
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("WriteSummary writes nothing without a path and fails on an unwritable one") {

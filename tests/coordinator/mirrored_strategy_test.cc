@@ -170,8 +170,6 @@ bool CopiesIdentical(MirroredStrategy& strategy, const std::string& variable) {
                      [&](const Tensor& copy) { return BitIdentical(copy, copies.values[0]); });
 }
 
-// N replicas of B examples each for `steps` steps against one LocalTrainer with batches of N*B
-// from the same stream: every parameter within 1e-6, every copy the same bits after every step.
 // The sockets this process has open.
 int OpenSockets() {
   int sockets = 0;
@@ -183,6 +181,8 @@ int OpenSockets() {
   return sockets;
 }
 
+// N replicas of B examples each for `steps` steps against one LocalTrainer with batches of N*B
+// from the same stream: every parameter within 1e-6, every copy the same bits after every step.
 void CheckEqualsOneProcess(const Workload& w, const OptimizerSpec& optimizer, int32_t replicas,
                            int64_t batch_size, int64_t steps, Ring ring = Ring::kActors) {
   ActorSystem actors;

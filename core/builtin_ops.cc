@@ -117,6 +117,7 @@ OpDef ConcatOp() {
     return shape;
   };
   op.forward = [](const OpForwardArgs& a, MatrixRef y) { ConcatForward(a.inputs, y); };
+  op.output_holds_inputs = true;
   op.backward = [](const OpBackwardArgs& a) {
     std::vector<int64_t> widths;
     for (const ConstMatrixRef& x : a.inputs) widths.push_back(x.cols());

@@ -197,7 +197,8 @@ void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y) {
   Eigen::Index offset = 0;
   for (const ConstMatrixRef& x : xs) {
     assert(x.rows() == y.rows() && offset + x.cols() <= y.cols());
-    y.middleCols(offset, x.cols()) = x;
+    const bool in_place = x.data() == y.data() + offset && x.outerStride() == y.outerStride();
+    if (!in_place) y.middleCols(offset, x.cols()) = x;
     offset += x.cols();
   }
   assert(offset == y.cols());

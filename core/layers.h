@@ -96,8 +96,9 @@ void EmbeddingBagBackward(absl::Span<const int64_t> slots, absl::Span<const int6
                           absl::Span<const float> weights, absl::Span<const float> scales,
                           ConstMatrixRef dy, MatrixRef grad_rows);
 
-// Concat along the feature axis: y = [x_0 | x_1 | ...]. Precondition: every x_i has y's row
-// count and the column counts sum to y.cols().
+// Concat along the feature axis: y = [x_0 | x_1 | ...]. An x_i that already is its columns of y
+// (the same memory: computed in place, Note [Concat in place] in core/model.cc) is left as it
+// is. Precondition: every x_i has y's row count and the column counts sum to y.cols().
 void ConcatForward(absl::Span<const ConstMatrixRef> xs, MatrixRef y);
 
 // Adds dy's column block of input i (widths[i] columns, after those of inputs 0..i-1) to

@@ -81,8 +81,8 @@ Model::Model(ModelSpec spec, ResolvedGraph graph)
       if (v >= graph_.num_inputs) upstream[n] = upstream[n] || upstream[v - graph_.num_inputs];
     }
   }
-  // Note [Concat in place]: an embedding read only by one concat writes into the concat's
-  // columns.
+  // Note [Concat in place]: an embedding read only by one concat (an op whose output holds its
+  // inputs) writes into the concat's columns.
   std::vector<int> uses(num_nodes, 0);
   for (const ResolvedGraph::Node& node : graph_.nodes) {
     for (int v : node.inputs) {
@@ -92,16 +92,14 @@ Model::Model(ModelSpec spec, ResolvedGraph graph)
   for (const auto& [name, v] : graph_.output_values) ++uses[v - graph_.num_inputs];
   ++uses[graph_.loss_value - graph_.num_inputs];
   in_concat_.assign(num_nodes, ColumnBlock());
-  has_inputs_in_place_.assign(num_nodes, false);
   for (int c = 0; c < num_nodes; ++c) {
     const ResolvedGraph::Node& node = graph_.nodes[c];
-    if (node.is_embedding() || node.op->name != "concat") continue;
+    if (node.is_embedding() || !node.op->output_holds_inputs) continue;
     int64_t offset = 0;
     for (int v : node.inputs) {
       const int n = v - graph_.num_inputs;
       if (n >= 0 && graph_.nodes[n].is_embedding() && uses[n] == 1) {
         in_concat_[n] = {c, offset};
-        has_inputs_in_place_[c] = true;
       }
       offset += graph_.value_widths[v];
     }
@@ -390,8 +388,9 @@ Model::Lookup Model::LookupOf(const Batch& batch, const StepWorkspace& ws, int n
 // Note [Concat in place]
 // An embedding node whose output only a concat reads (the usual way an embedding joins the dense
 // part of a model) writes its rows straight into its columns of the concat's output, and its
-// backward reads its gradient from the concat's gradient there. The concat then copies only its
-// other inputs forward and adds nothing backward for these: at a batch of 512 over 1000-wide
+// backward reads its gradient from the concat's gradient there. The concat (any op declaring
+// OpDef::output_holds_inputs) then copies only its other inputs forward, and gets a null
+// gradient backward for these: at a batch of 512 over 1000-wide
 // tables that is a copy, a zero-fill and an addition of 2 MB per table and step saved, with
 // the same bits computed (the gradient block is exactly what the concat's backward would have
 // added to zeros).
@@ -406,17 +405,6 @@ void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
   for (int n = 0; n < num_nodes; ++n) {
     const ResolvedGraph::Node& node = graph_.nodes[n];
     MatrixRef y = Output(ws, n);
-    if (has_inputs_in_place_[n]) {
-      Eigen::Index offset = 0;
-      for (int v : node.inputs) {
-        const int64_t width = graph_.value_widths[v];
-        if (v < graph_.num_inputs || !InPlaceIn(v - graph_.num_inputs, n)) {
-          y.middleCols(offset, width) = Value(batch, ws, v);
-        }
-        offset += width;
-      }
-      continue;
-    }
     if (!node.is_embedding()) {
       node.op->forward(OpArgs(batch, ws, n), y);
       continue;

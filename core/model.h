@@ -206,13 +206,12 @@ class Model {
   // For each parameter, the embedding nodes that look it up.
   std::vector<std::vector<int>> lookups_;
   // Per node: the concat whose output holds its output as the columns from `offset` (concat
-  // -1: none), and whether a concat has such an input (Note [Concat in place]).
+  // -1: none; Note [Concat in place]).
   struct ColumnBlock {
     int concat = -1;
     int64_t offset = 0;
   };
   std::vector<ColumnBlock> in_concat_;
-  std::vector<bool> has_inputs_in_place_;
   std::map<std::string, int, std::less<>> param_index_;
 };
 

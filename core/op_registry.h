@@ -110,6 +110,11 @@ struct OpDef {
   // y = op(inputs, params). y is [B, width], already sized; its values are unspecified.
   std::function<void(const OpForwardArgs&, MatrixRef y)> forward;
   std::function<void(const OpBackwardArgs&)> backward;
+  // y is the inputs side by side, [x_0 | x_1 | ...] (concat). The model may then compute an
+  // input that only this node reads straight into its columns of y (Note [Concat in place],
+  // core/model.cc): forward must leave an input that already is its columns of y as it is, and
+  // backward gets a null gradient for it, since dy's columns already are that gradient.
+  bool output_holds_inputs = false;
 };
 
 // Adds `op` to the registry. InvalidArgument for an empty name, a missing infer, forward or

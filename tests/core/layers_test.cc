@@ -260,6 +260,17 @@ TEST_CASE("concat places its inputs side by side and splits the gradient back") 
   const std::vector<MatrixRef*> skip_first = {nullptr, &db_only_ref};
   ConcatBackward(r, widths, skip_first);
   CHECK(db_only == r.rightCols(4));
+
+  // An input that already is its columns of the output (computed in place) stays; the others are
+  // copied around it, an input the same width at another place included.
+  RowMatrix joined = RowMatrix::Zero(3, 6);
+  joined.middleCols(2, 2) = a;
+  const RowMatrix c = RandomMatrix(3, 2, 64);
+  const std::vector<ConstMatrixRef> xs = {c, joined.middleCols(2, 2), a};
+  ConcatForward(xs, joined);
+  CHECK(joined.leftCols(2) == c);
+  CHECK(joined.middleCols(2, 2) == a);
+  CHECK(joined.rightCols(2) == a);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "coordinator/job_description.h"
 #include "coordinator/mirrored_strategy.h"
 #include "coordinator/training_monitor.h"
+#include "coordinator/training_steps.h"
 #include "core/env.h"
 #include "core/exported_model.h"
 #include "core/logging.h"
@@ -161,7 +162,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   TrainingRun run;
   run.startup_seconds = SecondsSinceProcessStart().value_or(0);
   const double start = internal::MonotonicSeconds();
-  double last_checkpoint = start;  // when the last checkpoint began (or training did)
+  CheckpointClock checkpoint_clock(options.checkpoint_every, options.checkpoint_every_seconds,
+                                   total_steps);
   if (monitor != nullptr) monitor->BeginTraining(first_step, total_steps);
   std::vector<int64_t> planned;
   if (!options.cluster.has_value() && options.inject_worker_failures > 0) {
@@ -276,15 +278,10 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
         progress.Update(step, result.examples, result.loss);
         if (monitor != nullptr) monitor->RecordStep(step, result.examples, result.loss);
       }
-      // Every checkpoint_every steps (requests end there), and by time (StepCadence) at the end
-      // of a request.
-      const bool due =
-          (options.checkpoint_every > 0 && step % options.checkpoint_every == 0) ||
-          (options.checkpoint_every_seconds > 0 &&
-           internal::MonotonicSeconds() - last_checkpoint >= options.checkpoint_every_seconds);
-      if (checkpoints.has_value() && due && step < total_steps) {
+      // Requests end at every checkpoint_every steps; the time measure is checked between them.
+      if (checkpoints.has_value() && checkpoint_clock.Due(step)) {
+        checkpoint_clock.Began();
         const double save_start = internal::MonotonicSeconds();
-        last_checkpoint = save_start;
         absl::StatusOr<std::string> dir = SaveCheckpoint(*checkpoints, *strategy, job, step);
         if (!dir.ok()) {
           RETURN_IF_ERROR(recover(dir.status()));

@@ -70,6 +70,20 @@ class BackgroundSave {
 
 }  // namespace
 
+CheckpointClock::CheckpointClock(int64_t every_steps, double every_seconds, int64_t steps)
+    : every_steps_(every_steps),
+      every_seconds_(every_seconds),
+      steps_(steps),
+      last_(internal::MonotonicSeconds()) {}
+
+bool CheckpointClock::Due(int64_t reached) const {
+  if (reached >= steps_) return false;
+  if (every_steps_ > 0 && reached % every_steps_ == 0) return true;
+  return every_seconds_ > 0 && internal::MonotonicSeconds() - last_ >= every_seconds_;
+}
+
+void CheckpointClock::Began() { last_ = internal::MonotonicSeconds(); }
+
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,
                                              int64_t steps, const std::string& label,
                                              const StepCadence& cadence,
@@ -115,12 +129,8 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   auto every = [steps](int64_t period, int64_t reached) {
     return period > 0 && reached % period == 0 && reached < steps;
   };
-  double last_checkpoint = start;  // when the last checkpoint began (or training did)
-  auto checkpoint_due = [&](int64_t reached) {
-    if (every(cadence.checkpoint_every, reached)) return true;
-    return cadence.checkpoint_every_seconds > 0 && reached < steps &&
-           internal::MonotonicSeconds() - last_checkpoint >= cadence.checkpoint_every_seconds;
-  };
+  CheckpointClock checkpoint_clock(cadence.checkpoint_every, cadence.checkpoint_every_seconds,
+                                   steps);
   std::unique_ptr<BackgroundSave> saving;  // the checkpoint being written, if any
   // Waits for it; an Unavailable failure (a PS lost meanwhile) skips it with a warning.
   auto finish_save = [&]() -> absl::Status {
@@ -148,8 +158,8 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
       ASSIGN_OR_RETURN(PendingEvaluation eval, cadence.evaluate(step + 1));
       evaluations.push_back(std::move(eval));
     }
-    if (cadence.checkpoint && checkpoint_due(step + 1)) {
-      last_checkpoint = internal::MonotonicSeconds();
+    if (cadence.checkpoint && checkpoint_clock.Due(step + 1)) {
+      checkpoint_clock.Began();
       RETURN_IF_ERROR(coordinator.Join());
       RETURN_IF_ERROR(collect(true));
       RETURN_IF_ERROR(finish_save());

@@ -47,6 +47,24 @@ struct StepCadence {
   EvaluateFunction evaluate;
 };
 
+// When a training loop checkpoints, by StepCadence's two measures: at every multiple of
+// `every_steps` and once `every_seconds` have passed since training or the last checkpoint began
+// (0: never by that measure), never at the last step of `steps` (the caller saves that one).
+class CheckpointClock {
+ public:
+  CheckpointClock(int64_t every_steps, double every_seconds, int64_t steps);
+  // Whether a checkpoint is due once `reached` steps are done.
+  bool Due(int64_t reached) const;
+  // A checkpoint begins now: the time measure starts over.
+  void Began();
+
+ private:
+  const int64_t every_steps_;
+  const double every_seconds_;
+  const int64_t steps_;
+  double last_;
+};
+
 // Schedules kTrainStep(first_step), ..., kTrainStep(steps - 1) on `coordinator`, whose registry
 // must hold RegisterTrainStep's functions (and RegisterEvalStep's for evaluations), running
 // `cadence` between them. Prints the progress line labelled `label` ("\r"-rewritten on a

@@ -48,6 +48,7 @@ namespace {
 
 using testing::CheckOk;
 using testing::ValueOrDie;
+using testing::WaitUntil;
 
 struct ActorSystem {
   ActorSystem() {
@@ -170,7 +171,7 @@ bool CopiesIdentical(MirroredStrategy& strategy, const std::string& variable) {
                      [&](const Tensor& copy) { return BitIdentical(copy, copies.values[0]); });
 }
 
-// The sockets this process has open.
+// The sockets this process has open, by one scan of its descriptors.
 int OpenSockets() {
   int sockets = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
@@ -179,6 +180,19 @@ int OpenSockets() {
     if (!error && absl::StartsWith(target.string(), "socket:")) ++sockets;
   }
   return sockets;
+}
+
+// Whether the process comes to have `want` sockets more than `before`, three scans in a row. One
+// scan races with sockets opened and closed meanwhile: an accept takes the lowest free
+// descriptor, perhaps one the scan has passed, and the listener it then closes may lie ahead.
+bool SocketsSettleAt(int before, int want) {
+  int in_a_row = 0;
+  const bool settled = WaitUntil([&] {
+    in_a_row = OpenSockets() - before == want ? in_a_row + 1 : 0;
+    return in_a_row == 3;
+  });
+  if (!settled) MESSAGE((OpenSockets() - before) << " sockets opened, not " << want);
+  return settled;
 }
 
 // N replicas of B examples each for `steps` steps against one LocalTrainer with batches of N*B
@@ -191,9 +205,10 @@ void CheckEqualsOneProcess(const Workload& w, const OptimizerSpec& optimizer, in
       StartMirrored(*actors.system, w, optimizer, replicas, batch_size, {}, ring);
   // Replicas reached by address are not the strategy's to stop; these are, whatever happens.
   absl::Cleanup end_run = [&] { strategy->EndRun(); };
-  // Over links, each replica holds its link to the next and the one from the previous, so the
-  // messages cannot have gone over the actor connection instead.
-  CHECK(OpenSockets() - sockets_before == (ring == Ring::kLinks ? 2 * replicas : 0));
+  // Over links, each replica holds its link to the next and, once its reader accepted it (on a
+  // thread of its own, perhaps after Create returned), the one from the previous: the messages
+  // cannot have gone over the actor connection instead.
+  CHECK(SocketsSettleAt(sockets_before, ring == Ring::kLinks ? 2 * replicas : 0));
   LocalTrainer local = ValueOrDie(LocalTrainer::Create(w.model, optimizer));
   BatchStream stream =
       ValueOrDie(BatchStream::Create(w.train, replicas * batch_size, /*shuffle=*/true, 5));

@@ -15,7 +15,8 @@
 // wall time counts other processes' turns too), the process's RSS after the round (the memory
 // touched: values always, slots only when they start non-zero) and its peak, and, on one thread,
 // the initializer alone per kind (floats/s into memory already touched) and random_uniform into a
-// fresh block (page faults included). The last line is one JSON object with the medians.
+// fresh block (page faults included), and each batched Philox variant the CPU runs. The last line
+// is one JSON object with the medians.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -24,11 +25,10 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +37,7 @@
 #include "cluster/cluster.h"
 #include "coordinator/strategy.h"
 #include "core/initializer.h"
+#include "core/internal/philox_batch.h"
 #include "core/model.h"
 #include "core/partitioner.h"
 #include "core/status.h"
@@ -97,6 +98,27 @@ double KernelFloatsPerSecond(const InitializerSpec& spec, int64_t n) {
     if (!s.ok()) return 0;
     best = std::max(best, rate);
   }
+  return best;
+}
+
+// Where the Philox measurement leaves its results, so that its loop cannot be dropped.
+volatile uint32_t philox_sink = 0;
+
+// Counters/s of one batched Philox variant on this thread over `n` counters, best of 3: the
+// generator under every random initializer (core/internal/philox_batch.h).
+double PhiloxCountersPerSecond(const internal::PhiloxBatchVariant& variant, int64_t n) {
+  uint32_t word0[internal::kPhiloxLanes], word1[internal::kPhiloxLanes];
+  uint32_t sink = 0;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    const Clock::time_point start = Clock::now();
+    for (int64_t first = 0; first < n; first += internal::kPhiloxLanes) {
+      variant.fn(1, 2, static_cast<uint64_t>(first), word0, word1);
+      sink ^= word0[first & (internal::kPhiloxLanes - 1)] ^ word1[0];
+    }
+    best = std::max(best, static_cast<double>(n) / Seconds(start));
+  }
+  philox_sink = sink;
   return best;
 }
 
@@ -161,6 +183,13 @@ absl::Status Run(int argc, char** argv) {
     std::printf("initializer %-16s %6.0f M floats/s (one thread, memory already touched)\n",
                 init.name.c_str(), rate / 1e6);
   }
+  nlohmann::json philox;
+  for (const internal::PhiloxBatchVariant& variant : internal::RunnablePhiloxBatches()) {
+    const double rate = PhiloxCountersPerSecond(variant, n);
+    philox[variant.name] = rate;
+    std::printf("philox %-8s %6.0f M counters/s (one thread; two floats' bits each)\n",
+                variant.name, rate / 1e6);
+  }
   // random_uniform into a fresh block: what a shard pays, page faults included.
   const Clock::time_point start = Clock::now();
   ASSIGN_OR_RETURN(Tensor fresh, MakeInitializedBlock(InitializerSpec{"random_uniform", {}, 1},
@@ -178,6 +207,7 @@ absl::Status Run(int argc, char** argv) {
   out["rss_gb"] = Median(rss_gb);
   out["peak_rss_gb"] = PeakRssBytes() / 1e9;
   out["kernel_floats_per_s"] = kernels;
+  out["philox_counters_per_s"] = philox;
   out["fresh_uniform_floats_per_s"] = fresh_rate;
   std::printf("median: %.2f s to create %.2f GB (%.2f GB/s), %.2f CPU s\n", Median(seconds), gb,
               gb / Median(seconds), Median(cpu_seconds));

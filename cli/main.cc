@@ -26,6 +26,7 @@
 #include "coordinator/command_line.h"
 #include "core/env.h"
 #include "core/logging.h"
+#include "core/process.h"
 #include "core/status.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
@@ -379,6 +380,8 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `tessera serve`'s handler threads allocate at once: glibc's arenas (core/process.h).
+  tessera::UseTensorMallocPolicy(tessera::MallocArenas::kPerThread);
   std::vector<char*> args = JoinStdinInput(argc, argv);
   const tessera::CommandLine line =
       tessera::ParseCommandLine(static_cast<int>(args.size()), args.data());

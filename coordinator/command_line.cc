@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/process.h"
 #include "core/version.h"
 
 // Note [Usage errors exit 2]
@@ -230,6 +231,7 @@ int ExitCode(const absl::Status& status) {
 
 int RunProgram(int argc, char** argv, const ProgramHelp& help,
                const std::function<absl::Status()>& run) {
+  UseTensorMallocPolicy(MallocArenas::kOne);
   const CommandLine line = ParseCommandLine(argc, argv);
   if (line.help) {
     std::cout << FormatHelp(help) << std::flush;

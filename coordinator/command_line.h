@@ -77,7 +77,9 @@ CommandLine ParseCommandLine(int argc, char** argv);
 // node, an I/O failure, a cancelled run, an internal error).
 int ExitCode(const absl::Status& status);
 
-// For a program's main: parses the command line; prints `help` and returns 0 for --help;
+// For a program's main: sets the process's malloc policy (UseTensorMallocPolicy with one arena,
+// core/process.h);
+// parses the command line; prints `help` and returns 0 for --help;
 // returns 2 naming an unexpected argument; otherwise runs `run`, prints "<name>: <message>" to
 // stderr when it fails, and returns ExitCode of its status.
 int RunProgram(int argc, char** argv, const ProgramHelp& help,

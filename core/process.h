@@ -28,4 +28,22 @@ std::optional<int64_t> ResidentBytes();
 // happens, and the pages are faulted in as they are written.
 void PopulateForWrite(float* data, int64_t count);
 
+// How many malloc arenas a process keeps (Note [Tensors and malloc's thresholds] in the .cc).
+enum class MallocArenas {
+  // One for every thread: the least memory, for threads that compute far more than they
+  // allocate (the training drivers: coordinator, workers, the simulation).
+  kOne,
+  // glibc's own, up to eight per core: for many threads allocating at once (`tessera serve`).
+  kPerThread,
+};
+
+// Sets glibc malloc's policy for a process whose work allocates and frees tensors of a few MiB
+// (Note [Tensors and malloc's thresholds] in the .cc): blocks from 32 MiB up get pages of their
+// own (untouched pages cost nothing), smaller ones are kept and reused, an arena returns its free
+// top to the system only past 64 MiB, and the process keeps `arenas`. Leaves malloc alone when
+// GLIBC_TUNABLES or MALLOC_ARENA_MAX is set. Call once at the start of main, before other
+// threads: RunProgram (the training drivers) asks for one arena, the `tessera` command for
+// glibc's. Does nothing without glibc.
+void UseTensorMallocPolicy(MallocArenas arenas);
+
 }  // namespace tessera

@@ -2,8 +2,13 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace tessera {
 namespace {
@@ -41,6 +46,31 @@ TEST_CASE("a process has been running for a little while, not for negative or ab
   CHECK(*seconds >= 0);
   CHECK(*seconds < 3600);  // a test binary started within the hour
 }
+
+#ifdef __GLIBC__
+TEST_CASE(
+    "under the tensor malloc policy, blocks under 32 MiB come from the arena and stay there") {
+  // The policy leaves malloc alone when the environment sets it.
+  unsetenv("GLIBC_TUNABLES");
+  unsetenv("MALLOC_ARENA_MAX");
+  UseTensorMallocPolicy(MallocArenas::kPerThread);
+  const size_t mappings = mallinfo2().hblks;
+  // 8 MiB, a few steps' tensors: no mapping of its own (glibc's default makes one).
+  void* tensor = std::malloc(size_t{8} << 20);
+  REQUIRE(tensor != nullptr);
+  std::memset(tensor, 1, size_t{8} << 20);
+  CHECK(mallinfo2().hblks == mappings);
+  std::free(tensor);
+  // Freed, it stays in the arena for the next step instead of being trimmed.
+  CHECK(mallinfo2().fordblks >= (size_t{8} << 20));
+  // 40 MiB, a shard's block: a mapping of its own, returned on free.
+  void* block = std::calloc(size_t{10} << 20, sizeof(float));
+  REQUIRE(block != nullptr);
+  CHECK(mallinfo2().hblks == mappings + 1);
+  std::free(block);
+  CHECK(mallinfo2().hblks == mappings);
+}
+#endif
 
 }  // namespace
 }  // namespace tessera

@@ -52,18 +52,21 @@ struct StepFetch {
   std::map<std::string, SortedIds> needed;  // per embedding table
 };
 
-// The step's parameters: the fetched `values` (in vars.by_param order) as gathered rows or whole
-// values. The views point into `values`, which must outlive them.
+// The step's parameters: the fetched `values` (in vars.by_param order) as gathered rows (the
+// shards' reply blocks) or whole values (one block). The views point into `values`, which must
+// outlive them.
 StepParams BindValues(const ModelVariables& vars, const StepFetch& fetch,
-                      const std::vector<Tensor>& values) {
+                      const std::vector<std::vector<Tensor>>& values) {
   StepParams params;
   size_t k = 0;
   for (const auto& [name, handle] : vars.by_param) {
     auto ids = fetch.needed.find(name);
     if (ids != fetch.needed.end()) {
-      params.gathered[name] = EmbeddingRows{ids->second, values[k].view()};
+      EmbeddingRows& rows = params.gathered[name];
+      rows.ids = ids->second;
+      for (const Tensor& block : values[k]) rows.blocks.push_back(block.view());
     } else {
-      params.full[name] = values[k].view();
+      params.full[name] = values[k][0].view();
     }
     ++k;
   }
@@ -73,7 +76,7 @@ StepParams BindValues(const ModelVariables& vars, const StepFetch& fetch,
 // Phase 2: forward/backward on the fetched values (`values[k]` belongs to the k-th parameter of
 // vars.by_param), then one gradient op per touched shard, all in one flush.
 void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars,
-                     std::shared_ptr<StepFetch> fetch, std::vector<Tensor> values,
+                     std::shared_ptr<StepFetch> fetch, std::vector<std::vector<Tensor>> values,
                      std::shared_ptr<UpdateNamer> updates, Done<StepOutcome> done) {
   const StepParams params = BindValues(*vars, *fetch, values);
   StepResult& result = fetch->scratch->result;
@@ -112,10 +115,12 @@ void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVari
 // Phase 1 of a step, training or forward-only: plans the batch's lookups into a scratch
 // workspace, then fetches every parameter's value (the gathered rows of each embedding table, the
 // whole value of each dense variable), all in one flush; `then` gets the fetch and the values in
-// vars->by_param order.
+// vars->by_param order, each as row blocks: a table's rows as its shards replied, unjoined
+// (EmbeddingRows), a dense value as one block.
 void FetchStepValues(
     caf::scheduled_actor* self, std::shared_ptr<const ModelVariables> vars, Batch batch,
-    std::function<void(absl::StatusOr<std::pair<std::shared_ptr<StepFetch>, std::vector<Tensor>>>)>
+    std::function<void(
+        absl::StatusOr<std::pair<std::shared_ptr<StepFetch>, std::vector<std::vector<Tensor>>>>)>
         then) {
   auto fetch = std::make_shared<StepFetch>();
   fetch->batch = std::move(batch);
@@ -126,9 +131,9 @@ void FetchStepValues(
   if (!needed.ok()) return then(needed.status());
   fetch->needed = *std::move(needed);
 
-  auto values = FanIn<Tensor>::Start(
+  auto values = FanIn<std::vector<Tensor>>::Start(
       vars->by_param.size(),
-      [fetch, then = std::move(then)](absl::StatusOr<std::vector<Tensor>> values) {
+      [fetch, then = std::move(then)](absl::StatusOr<std::vector<std::vector<Tensor>>> values) {
         if (!values.ok()) return then(values.status());
         then(std::make_pair(fetch, *std::move(values)));
       });
@@ -137,9 +142,14 @@ void FetchStepValues(
   for (const auto& [name, handle] : vars->by_param) {
     auto ids = fetch->needed.find(name);
     if (ids != fetch->needed.end()) {
-      GatherAsync(client, handle, ids->second, values->Slot(k++));
+      GatherBlocksAsync(client, handle, ids->second, values->Slot(k++));
     } else {
-      ReadAsync(client, handle, values->Slot(k++));
+      ReadAsync(client, handle, [arrived = values->Slot(k++)](absl::StatusOr<Tensor> value) {
+        if (!value.ok()) return arrived(value.status());
+        std::vector<Tensor> whole;
+        whole.push_back(*std::move(value));
+        arrived(std::move(whole));
+      });
     }
   }
 }

@@ -50,19 +50,34 @@ Done<std::vector<ShardVersion>> IgnoreVersions(DoneStatus done) {
   };
 }
 
-// Appends the row blocks `parts` (in order) into one tensor of shape `shape`: the parts tile its
-// rows in order, so appending into reserved memory skips zero-filling the result.
-absl::StatusOr<Tensor> Concatenate(const Shape& shape, const std::vector<ShardValue>& parts,
-                                   const std::vector<int64_t>& part_rows, absl::string_view op) {
+// Checks that block k of `parts` has part_rows[k] rows of `shape`'s other dimensions.
+absl::Status CheckBlocks(const Shape& shape, const std::vector<Tensor>& parts,
+                         const std::vector<int64_t>& part_rows, absl::string_view op) {
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const Shape want = shape.WithRows(part_rows[k]);
+    if (parts[k].shape() != want) {
+      return CheckSameShape(parts[k].shape(), want, absl::StrCat(op, " reply from shard ", k));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The replies' values, in order.
+std::vector<Tensor> Values(std::vector<ShardValue>& replies) {
+  std::vector<Tensor> values;
+  values.reserve(replies.size());
+  for (ShardValue& reply : replies) values.push_back(std::move(reply.value));
+  return values;
+}
+
+// Appends the row blocks `parts` (in order, checked) into one tensor of shape `shape`: the parts
+// tile its rows in order, so appending into reserved memory skips zero-filling the result.
+absl::StatusOr<Tensor> Concatenate(const Shape& shape, std::vector<Tensor> parts) {
+  if (parts.size() == 1 && parts[0].shape() == shape) return std::move(parts[0]);
   std::vector<float> values;
   values.reserve(static_cast<size_t>(shape.num_elements()));
-  for (size_t k = 0; k < parts.size(); ++k) {
-    const Tensor& rows = parts[k].value;
-    const Shape want = shape.WithRows(part_rows[k]);
-    if (rows.shape() != want) {
-      return CheckSameShape(rows.shape(), want, absl::StrCat(op, " reply from shard ", k));
-    }
-    values.insert(values.end(), rows.values().begin(), rows.values().end());
+  for (const Tensor& part : parts) {
+    values.insert(values.end(), part.values().begin(), part.values().end());
   }
   return Tensor::FromVector(shape, std::move(values));
 }
@@ -80,38 +95,40 @@ void ReadAsync(ShardClient& client, const VariableHandle& v, Done<Tensor> done) 
         for (size_t s = 0; s < rows.size(); ++s) {
           rows[s] = layout.Extent(static_cast<int64_t>(s)).rows;
         }
-        done(Concatenate(shape, *replies, rows, "read"));
+        std::vector<Tensor> blocks = Values(*replies);
+        if (absl::Status s = CheckBlocks(shape, blocks, rows, "read"); !s.ok()) return done(s);
+        done(Concatenate(shape, std::move(blocks)));
       });
 }
 
 namespace {
 
-// Gathers the rows of `grouping` (of v's ids) and puts them in the ids' order.
+// Gathers the rows of `grouping` (of v's ids) in the ids' order, as row blocks: with the ids in
+// shard order (a train step's sorted unique ids) the shards' replies as they came, else one
+// block stitched from them.
 void GatherGrouped(ShardClient& client, const VariableHandle& v,
-                   absl::StatusOr<IdGrouping> grouping, Done<Tensor> done) {
+                   absl::StatusOr<IdGrouping> grouping, Done<std::vector<Tensor>> done) {
   if (!grouping.ok()) return done(Annotate(grouping.status(), absl::StrCat("gather from ", v.name)));
   auto g = std::make_shared<IdGrouping>(*std::move(grouping));
   FanOut<GatherOp>(
-      client, v, g->touched_shards,
-      [&](int64_t s, size_t) { return GatherOp{g->local_ids[s]}; },
-      [g, shape = v.shape, done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
+      client, v, g->touched_shards, [&](int64_t s, size_t) { return GatherOp{g->local_ids[s]}; },
+      [g, shape = v.shape,
+       done = std::move(done)](absl::StatusOr<std::vector<ShardValue>> replies) {
         if (!replies.ok()) return done(replies.status());
-        const Shape out_shape = shape.WithRows(g->num_ids);
         if (g->in_shard_order) {
-          // Sorted unique ids (a train step's): the replies in order are the rows in order.
-          if (replies->size() == 1 && (*replies)[0].value.shape() == out_shape) {
-            return done(std::move((*replies)[0].value));
-          }
           std::vector<int64_t> rows;
           for (int64_t s : g->touched_shards) rows.push_back(g->local_ids[s].size());
-          return done(Concatenate(out_shape, *replies, rows, "gather"));
+          std::vector<Tensor> blocks = Values(*replies);
+          if (absl::Status s = CheckBlocks(shape, blocks, rows, "gather"); !s.ok()) return done(s);
+          return done(std::move(blocks));
         }
         std::vector<ConstTensorView> views(g->local_ids.size());
         for (size_t k = 0; k < g->touched_shards.size(); ++k) {
           views[g->touched_shards[k]] = (*replies)[k].value.view();
         }
-        Tensor out(out_shape);
-        if (absl::Status s = StitchGatheredRows(*g, views, out.view()); !s.ok()) return done(s);
+        std::vector<Tensor> out;
+        out.emplace_back(shape.WithRows(g->num_ids));
+        if (absl::Status s = StitchGatheredRows(*g, views, out[0].view()); !s.ok()) return done(s);
         done(std::move(out));
       });
 }
@@ -120,11 +137,16 @@ void GatherGrouped(ShardClient& client, const VariableHandle& v,
 
 void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
                  ShardingStrategy strategy, Done<Tensor> done) {
-  GatherGrouped(client, v, v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge), std::move(done));
+  GatherGrouped(client, v, v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge),
+                [shape = v.shape.WithRows(static_cast<int64_t>(ids.size())),
+                 done = std::move(done)](absl::StatusOr<std::vector<Tensor>> blocks) {
+                  if (!blocks.ok()) return done(blocks.status());
+                  done(Concatenate(shape, *std::move(blocks)));
+                });
 }
 
-void GatherAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
-                 Done<Tensor> done) {
+void GatherBlocksAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
+                       Done<std::vector<Tensor>> done) {
   GatherGrouped(client, v, v.layout.GroupIds(ids), std::move(done));
 }
 

@@ -52,9 +52,11 @@ void ReadAsync(ShardClient& client, const VariableHandle& v, Done<Tensor> done);
 void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
                  ShardingStrategy strategy, Done<Tensor> done);
 
-// The same for a step's sorted unique ids (div): the replies concatenate in order.
-void GatherAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
-                 Done<Tensor> done);
+// The same for a step's sorted unique ids (div), as the row blocks the shards replied, in order:
+// block k holds the rows of the k-th shard the ids touch. Nothing joins them (EmbeddingRows,
+// core/model.h, takes them so).
+void GatherBlocksAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
+                       Done<std::vector<Tensor>> done);
 
 // numpy's v[start:stop:step]; only the shards the slice touches are contacted.
 void SliceAsync(ShardClient& client, const VariableHandle& v, std::optional<int64_t> start,

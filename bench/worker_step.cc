@@ -76,7 +76,7 @@ absl::Status Run(int argc, char** argv) {
         std::copy(value->row(ids->second[k]).begin(), value->row(ids->second[k]).end(),
                   gathered.row(static_cast<int64_t>(k)).begin());
       }
-      params.gathered[p.name] = EmbeddingRows{ids->second, gathered.view()};
+      params.gathered[p.name] = EmbeddingRows{ids->second, {gathered.view()}};
     }
     return model.ForwardBackward(batch, params, ws != nullptr ? *ws : fresh_ws,
                                  result != nullptr ? *result : fresh_result);

@@ -145,12 +145,33 @@ void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMa
   }
 }
 
-void EmbeddingForward(ConstMatrixRef table, absl::Span<const int64_t> rows, MatrixRef y) {
-  assert(y.rows() == static_cast<Eigen::Index>(rows.size()) && y.cols() == table.cols());
-  for (size_t b = 0; b < rows.size(); ++b) {
-    assert(rows[b] >= 0 && rows[b] < table.rows());
-    y.row(b) = table.row(rows[b]);
+void RowAddresses(ConstMatrixRef table, absl::Span<const int64_t> ids,
+                  std::vector<const float*>& rows) {
+  rows.resize(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    assert(ids[k] >= 0 && ids[k] < table.rows());
+    rows[k] = table.data() + ids[k] * table.outerStride();
   }
+}
+
+std::vector<const float*> RowAddresses(ConstMatrixRef table, absl::Span<const int64_t> ids) {
+  std::vector<const float*> rows;
+  RowAddresses(table, ids, rows);
+  return rows;
+}
+
+namespace {
+
+// The row of `width` floats at `row`.
+Eigen::Map<const Eigen::RowVectorXf> RowAt(const float* row, Eigen::Index width) {
+  return Eigen::Map<const Eigen::RowVectorXf>(row, width);
+}
+
+}  // namespace
+
+void EmbeddingForward(absl::Span<const float* const> rows, MatrixRef y) {
+  assert(y.rows() == static_cast<Eigen::Index>(rows.size()));
+  for (size_t b = 0; b < rows.size(); ++b) y.row(b) = RowAt(rows[b], y.cols());
 }
 
 void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, MatrixRef grad_rows) {
@@ -161,19 +182,18 @@ void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, Matri
   }
 }
 
-void EmbeddingBagForward(ConstMatrixRef table, absl::Span<const int64_t> rows,
-                         absl::Span<const int64_t> row_splits, absl::Span<const float> weights,
-                         absl::Span<const float> scales, MatrixRef y) {
-  assert(row_splits.size() == static_cast<size_t>(y.rows()) + 1 && y.cols() == table.cols());
+void EmbeddingBagForward(absl::Span<const float* const> rows, absl::Span<const int64_t> row_splits,
+                         absl::Span<const float> weights, absl::Span<const float> scales,
+                         MatrixRef y) {
+  assert(row_splits.size() == static_cast<size_t>(y.rows()) + 1);
   for (Eigen::Index b = 0; b < y.rows(); ++b) {
     auto out = y.row(b);
     out.setZero();
     for (int64_t k = row_splits[b]; k < row_splits[b + 1]; ++k) {
-      assert(rows[k] >= 0 && rows[k] < table.rows());
       if (weights.empty()) {
-        out += table.row(rows[k]);
+        out += RowAt(rows[k], y.cols());
       } else {
-        out += weights[k] * table.row(rows[k]);
+        out += weights[k] * RowAt(rows[k], y.cols());
       }
     }
     out *= scales[b];

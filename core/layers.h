@@ -68,27 +68,32 @@ void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMa
                    Activation activation, MatrixRef dz, MatrixRef* dw, absl::Span<float> db,
                    MatrixRef* dx);
 
-// Embedding lookup: y.row(b) = table.row(rows[b]). `table` is either the whole embedding
-// variable (rows[b] = the example's id) or the gathered rows of a step (rows[b] = the position of
-// the example's id among them). Precondition: every rows[b] in [0, table.rows()), y is
-// [rows.size(), table.cols()].
-void EmbeddingForward(ConstMatrixRef table, absl::Span<const int64_t> rows, MatrixRef y);
+// Where each looked-up row lives: rows[k] is the address of row ids[k] of `table` (y.cols() floats
+// from there). Model resolves a lookup so, from a whole table or from a step's gathered rows,
+// which may come in several blocks (EmbeddingRows, core/model.h). Precondition: every ids[k] in
+// [0, table.rows()).
+void RowAddresses(ConstMatrixRef table, absl::Span<const int64_t> ids,
+                  std::vector<const float*>& rows);
+std::vector<const float*> RowAddresses(ConstMatrixRef table, absl::Span<const int64_t> ids);
+
+// Embedding lookup: y.row(b) = the y.cols() floats at rows[b] (RowAddresses). Precondition: y is
+// [rows.size(), width].
+void EmbeddingForward(absl::Span<const float* const> rows, MatrixRef y);
 
 // Embedding gradient: grad_rows.row(slots[b]) += dy.row(b). grad_rows holds one row per unique
 // id of the step, so repeated ids in a batch sum into one row. Precondition: every slots[b] in
 // [0, grad_rows.rows()), dy is [slots.size(), grad_rows.cols()].
 void EmbeddingBackward(absl::Span<const int64_t> slots, ConstMatrixRef dy, MatrixRef grad_rows);
 
-
 // Embedding bags (several ids per example): y.row(b) = scales[b] * sum over k in
-// [row_splits[b], row_splits[b+1]) of weights[k] * table.row(rows[k]) (weights empty: all 1; an
-// empty bag is a zero row). `scales` carries the combiner (1 for sum, 1 / sum of weights for
+// [row_splits[b], row_splits[b+1]) of weights[k] * (the row at rows[k]) (weights empty: all 1;
+// an empty bag is a zero row). `scales` carries the combiner (1 for sum, 1 / sum of weights for
 // mean, 1 / sqrt(sum of squared weights) for sqrtn). Precondition: row_splits has y.rows() + 1
-// entries from 0 to rows.size(), non-decreasing; rows in [0, table.rows()); scales has y.rows()
-// entries; weights is empty or rows.size() long.
-void EmbeddingBagForward(ConstMatrixRef table, absl::Span<const int64_t> rows,
-                         absl::Span<const int64_t> row_splits, absl::Span<const float> weights,
-                         absl::Span<const float> scales, MatrixRef y);
+// entries from 0 to rows.size(), non-decreasing; rows are RowAddresses of y.cols() floats;
+// scales has y.rows() entries; weights is empty or rows.size() long.
+void EmbeddingBagForward(absl::Span<const float* const> rows, absl::Span<const int64_t> row_splits,
+                         absl::Span<const float> weights, absl::Span<const float> scales,
+                         MatrixRef y);
 
 // Its gradient: grad_rows.row(slots[k]) += scales[b] * weights[k] * dy.row(b) for every id k of
 // example b. The same preconditions, with slots in place of rows.

@@ -180,6 +180,7 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
   const size_t num_params = spec_.params.size();
   ws.param_values.assign(num_params, ConstTensorView());
   ws.param_gathered.assign(num_params, nullptr);
+  ws.gathered_rows.resize(num_params);
   std::vector<bool> bound(num_params, false);
   for (const auto& [name, value] : params.full) {
     auto it = param_index_.find(name);
@@ -206,11 +207,24 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
       return absl::InvalidArgumentError(
           absl::StrCat("params: parameter '", name, "' is given both whole and gathered"));
     }
-    const Shape expected =
-        spec_.params[p].shape.WithRows(static_cast<int64_t>(gathered.ids.size()));
-    RETURN_IF_ERROR(CheckSameShape(gathered.rows.shape(), expected,
-                                   absl::StrCat("params: gathered rows of '", name, "'")));
-    ws.param_values[p] = gathered.rows;
+    const Shape& table = spec_.params[p].shape;
+    std::vector<const float*>& rows = ws.gathered_rows[p];
+    rows.clear();
+    for (size_t k = 0; k < gathered.blocks.size(); ++k) {
+      const ConstTensorView& block = gathered.blocks[k];
+      const int64_t block_rows = block.shape().rank() == 0 ? 0 : block.rows();
+      RETURN_IF_ERROR(
+          CheckSameShape(block.shape(), table.WithRows(block_rows),
+                         absl::StrCat("params: gathered rows of '", name, "', block ", k)));
+      for (int64_t r = 0; r < block_rows; ++r) {
+        rows.push_back(block.data() + r * block.row_size());
+      }
+    }
+    if (rows.size() != gathered.ids.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("params: gathered rows of '", name,
+                                                     "': ", rows.size(), " rows for ",
+                                                     gathered.ids.size(), " ids"));
+    }
     ws.param_gathered[p] = &gathered;
     bound[p] = true;
   }
@@ -412,10 +426,16 @@ void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
     const int p = node.params[0];
     const Lookup lookup = LookupOf(batch, ws, n);
     // A whole table is read at the id's row, gathered rows at its slot.
-    const absl::Span<const int64_t> rows =
-        ws.param_gathered[p] != nullptr ? absl::MakeConstSpan(ws.slots[n]) : lookup.rows;
+    std::vector<const float*>& rows = ws.lookup_rows;
+    if (ws.param_gathered[p] != nullptr) {
+      const std::vector<const float*>& gathered = ws.gathered_rows[p];
+      rows.resize(ws.slots[n].size());
+      for (size_t k = 0; k < rows.size(); ++k) rows[k] = gathered[ws.slots[n][k]];
+    } else {
+      RowAddresses(ws.param_values[p].matrix(), lookup.rows, rows);
+    }
     if (lookup.row_splits.empty()) {
-      EmbeddingForward(ws.param_values[p].matrix(), rows, y);
+      EmbeddingForward(rows, y);
       continue;
     }
     std::vector<float>& scales = ws.bag_scales[n];
@@ -433,8 +453,7 @@ void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
                       ? static_cast<float>(1.0 / sum)
                       : static_cast<float>(1.0 / std::sqrt(sum));
     }
-    EmbeddingBagForward(ws.param_values[p].matrix(), rows, lookup.row_splits, lookup.weights,
-                        scales, y);
+    EmbeddingBagForward(rows, lookup.row_splits, lookup.weights, scales, y);
   }
 }
 

@@ -8,7 +8,7 @@
 //   ... gather needed["user_embedding"] from the shards into `user_rows` ...
 //   StepParams params;
 //   params.full["hidden/kernel"] = kernel_value;           // dense variables: whole values
-//   params.gathered["user_embedding"] = {needed["user_embedding"], user_rows};
+//   params.gathered["user_embedding"] = {needed["user_embedding"], {user_rows}};
 //   RETURN_IF_ERROR(model.ForwardBackward(batch, params, workspace, result));
 //   ... send result.dense_gradients / result.sparse_gradients (global ids) to the shards ...
 // A local trainer passes embedding tables whole in `full` instead, and the model gathers their
@@ -34,10 +34,12 @@
 
 namespace tessera {
 
-// An embedding table's rows for one step: row k of `rows` is the table's row `ids[k]`.
+// An embedding table's rows for one step: the rows of `ids`, in order, in consecutive row
+// blocks (the first block's rows first). A worker passes each shard's gather reply as a block of
+// its own, so nothing joins them into one tensor first.
 struct EmbeddingRows {
-  absl::Span<const int64_t> ids;  // exactly Model::RowsNeeded's ids for this table
-  ConstTensorView rows;           // [ids.size(), dim]
+  absl::Span<const int64_t> ids;        // exactly Model::RowsNeeded's ids for this table
+  std::vector<ConstTensorView> blocks;  // each [rows, dim]; their rows add up to ids.size()
 };
 
 // The parameter values one step reads. Every parameter of the model appears in exactly one map;
@@ -108,9 +110,12 @@ class StepWorkspace {
   // the next call checks against its own batch before sorting again (Note [Reused lookup plans]).
   std::vector<bool> planned;
   std::vector<uint8_t> plan_marks;  // scratch of that check: which unique ids a batch uses
-  // Per parameter: its value for this call (a whole value, or a gathered table's rows).
+  // Per parameter: its whole value for this call (empty for a gathered table).
   std::vector<ConstTensorView> param_values;
   std::vector<const EmbeddingRows*> param_gathered;  // null unless gathered
+  // Per parameter: a gathered table's rows by position among its ids (RowAddresses).
+  std::vector<std::vector<const float*>> gathered_rows;
+  std::vector<const float*> lookup_rows;  // scratch: the rows one lookup reads
   std::vector<float*> dense_gradients;  // per parameter: where backward writes its gradient
 };
 

@@ -288,7 +288,7 @@ TEST_CASE("embedding bags over rows gathered by div and by mod lookups equal the
     CAPTURE(ShardingStrategyName(strategy));
     const Tensor rows = ValueOrDie(f.v.Gather(ids, strategy), "Gather");
     StepParams gathered;
-    gathered.gathered.emplace("v", EmbeddingRows{ids, rows.view()});
+    gathered.gathered.emplace("v", EmbeddingRows{ids, {rows.view()}});
     StepParams whole;
     whole.full.emplace("v", table->view());
     const ForwardResult from_shards = ValueOrDie(model.Forward(batch, gathered), "gathered");

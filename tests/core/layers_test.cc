@@ -202,7 +202,7 @@ TEST_CASE("an embedding gathers rows and sums the gradients of repeated ids") {
   RowMatrix table = RandomMatrix(6, 3, 51);
   const Ids ids = {4, 1, 4, 0, 4};
   RowMatrix y(5, 3);
-  EmbeddingForward(table, ids, y);
+  EmbeddingForward(RowAddresses(table, ids), y);
   for (size_t b = 0; b < ids.size(); ++b) CHECK(y.row(b) == table.row(ids[b]));
 
   SortedIds unique;
@@ -219,7 +219,7 @@ TEST_CASE("an embedding gathers rows and sums the gradients of repeated ids") {
   // The dense gradient of the whole table has the sparse rows at their ids and zeros elsewhere.
   const RowMatrix numeric = NumericGradient(table, [&] {
     RowMatrix out(5, 3);
-    EmbeddingForward(table, ids, out);
+    EmbeddingForward(RowAddresses(table, ids), out);
     return Dot(r, out);
   });
   RowMatrix analytic = RowMatrix::Zero(6, 3);

@@ -238,8 +238,8 @@ HandComposed ComposeByHand(const Variables& v, const Batch& batch) {
   const int64_t d = v.at("user_embedding").row_size();
   const int64_t h = v.at("hidden/bias").size();
   RowMatrix u(b, d), i(b, d), f(b, 2 * d), hidden(b, h);
-  EmbeddingForward(v.at("user_embedding").matrix(), batch.ids.at("user"), u);
-  EmbeddingForward(v.at("item_embedding").matrix(), batch.ids.at("item"), i);
+  EmbeddingForward(RowAddresses(v.at("user_embedding").matrix(), batch.ids.at("user")), u);
+  EmbeddingForward(RowAddresses(v.at("item_embedding").matrix(), batch.ids.at("item")), i);
   ConcatForward(std::vector<ConstMatrixRef>{u, i}, f);
   out.hidden_preactivation = f * v.at("hidden/kernel").matrix();
   out.hidden_preactivation.rowwise() +=
@@ -423,10 +423,21 @@ TEST_CASE("gathered embedding rows give exactly the whole-table result") {
   REQUIRE(forward.ok());
   CHECK(forward->outputs.at("logits").matrix() == full->outputs.at("logits").matrix());
 
+  // The rows in several blocks, as the replies of that many shards (3: one block is empty).
+  for (int64_t blocks : {2, 3}) {
+    CAPTURE(blocks);
+    testing::GatheredParams in_blocks = testing::Gather(vars, *needed, blocks);
+    CHECK(in_blocks.params.gathered.at("user_embedding").blocks.size() ==
+          static_cast<size_t>(blocks));
+    auto from_blocks = model->ForwardBackward(batch, in_blocks.params);
+    REQUIRE(from_blocks.ok());
+    testing::CheckSameStep(*from_blocks, *full);
+  }
+
   // Rows for other ids than the batch needs are refused.
   const Ids too_few = {4};
   Tensor one_row(Shape{1, 3});
-  params.gathered["user_embedding"] = EmbeddingRows{too_few, one_row.view()};
+  params.gathered["user_embedding"] = EmbeddingRows{too_few, {one_row.view()}};
   auto mismatch = model->ForwardBackward(batch, params);
   CHECK(mismatch.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(Contains(mismatch.status(), "gathered rows of 'user_embedding' are for 1 ids"));
@@ -503,6 +514,16 @@ TEST_CASE("embeddings written in place into a concat give the bits of embeddings
   auto forward = a->Forward(batch, gathered.params);
   REQUIRE(forward.ok());
   CHECK(forward->outputs.at("joined").matrix() == joined);
+
+  // The gathered rows in blocks, as several shards reply (7: some blocks are empty), bags too.
+  for (int64_t blocks : {2, 3, 7}) {
+    CAPTURE(blocks);
+    testing::GatheredParams in_blocks = testing::Gather(vars, *needed, blocks);
+    StepResult from_blocks;
+    REQUIRE(a->ForwardBackward(batch, in_blocks.params, ws, from_blocks).ok());
+    testing::CheckSameStep(from_blocks, *from_a);
+    CHECK(from_blocks.outputs.at("joined").matrix() == joined);
+  }
 }
 
 TEST_CASE("bad batches and parameters are InvalidArgument naming what is wrong") {
@@ -519,6 +540,8 @@ TEST_CASE("bad batches and parameters are InvalidArgument naming what is wrong")
   Tensor wrong_shape(Shape{5, 3});
   const Ids two_ids = {1, 4};
   Tensor two_rows(Shape{2, 1});
+  Tensor one_row(Shape{1, 2});  // emb is [5, 2]
+  Tensor wide_two(Shape{2, 2});
   const std::vector<CallErrorCase> cases = {
       {"empty batch", [](Batch& b, StepParams&) { b.size = 0; }, "size must be >= 1, got 0"},
       {"missing ids feature", [](Batch& b, StepParams&) { b.ids.clear(); },
@@ -558,20 +581,32 @@ TEST_CASE("bad batches and parameters are InvalidArgument naming what is wrong")
       {"dense parameter gathered",
        [&](Batch&, StepParams& p) {
          p.full.erase("w2");
-         p.gathered.emplace("w2", EmbeddingRows{two_ids, two_rows.view()});
+         p.gathered.emplace("w2", EmbeddingRows{two_ids, {two_rows.view()}});
        },
        "'w2' is a dense parameter"},
       {"table given twice",
        [&](Batch&, StepParams& p) {
-         p.gathered.emplace("emb", EmbeddingRows{two_ids, two_rows.view()});
+         p.gathered.emplace("emb", EmbeddingRows{two_ids, {two_rows.view()}});
        },
        "parameter 'emb' is given both whole and gathered"},
       {"gathered rows of the wrong width",
        [&](Batch&, StepParams& p) {
          p.full.erase("emb");
-         p.gathered.emplace("emb", EmbeddingRows{two_ids, two_rows.view()});
+         p.gathered.emplace("emb", EmbeddingRows{two_ids, {two_rows.view()}});
        },
-       "gathered rows of 'emb': shape [2, 1] does not match expected [2, 2]"},
+       "gathered rows of 'emb', block 0: shape [2, 1] does not match expected [2, 2]"},
+      {"gathered blocks of fewer rows than ids",
+       [&](Batch&, StepParams& p) {
+         p.full.erase("emb");
+         p.gathered.emplace("emb", EmbeddingRows{two_ids, {one_row.view()}});
+       },
+       "gathered rows of 'emb': 1 rows for 2 ids"},
+      {"gathered blocks of more rows than ids",
+       [&](Batch&, StepParams& p) {
+         p.full.erase("emb");
+         p.gathered.emplace("emb", EmbeddingRows{two_ids, {one_row.view(), wide_two.view()}});
+       },
+       "gathered rows of 'emb': 3 rows for 2 ids"},
   };
   for (const CallErrorCase& c : cases) {
     INFO(c.name);
@@ -779,7 +814,7 @@ TEST_CASE("a lookup plan left by RowsNeeded is reused only for the batch it fits
         rows.matrix().row(k) = value.matrix().row(ids->second[k]);
       }
       gathered_rows.emplace(name, std::move(rows));
-      gathered.gathered.emplace(name, EmbeddingRows{ids->second, gathered_rows.at(name).view()});
+      gathered.gathered.emplace(name, EmbeddingRows{ids->second, {gathered_rows.at(name).view()}});
     }
     StepResult result;
     REQUIRE(model->ForwardBackward(batch, gathered, ws, result).ok());

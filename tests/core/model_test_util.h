@@ -24,14 +24,16 @@ inline StepParams FullParams(const Variables& vars) {
 }
 
 // The parameters of one step as a worker holds them: embedding tables as the rows `needed`
-// names (copied out of `vars`), every other variable whole. Owns the copied rows.
+// names (copied out of `vars`), every other variable whole. Each table's rows come in `blocks`
+// row blocks of as even sizes as they split into (some empty when there are fewer rows than
+// blocks), as a worker passes the replies of that many shards. Owns the copied rows.
 struct GatheredParams {
-  Variables rows;
+  std::map<std::string, std::vector<Tensor>> rows;  // per table, its blocks
   StepParams params;
 };
 
-inline GatheredParams Gather(const Variables& vars,
-                             const std::map<std::string, SortedIds>& needed) {
+inline GatheredParams Gather(const Variables& vars, const std::map<std::string, SortedIds>& needed,
+                             int64_t blocks = 1) {
   GatheredParams out;
   for (const auto& [name, value] : vars) {
     auto ids = needed.find(name);
@@ -39,14 +41,22 @@ inline GatheredParams Gather(const Variables& vars,
       out.params.full.emplace(name, value.view());
       continue;
     }
-    Tensor rows(value.shape().WithRows(static_cast<int64_t>(ids->second.size())));
-    for (size_t k = 0; k < ids->second.size(); ++k) {
-      rows.matrix().row(k) = value.matrix().row(ids->second[k]);
+    const int64_t count = static_cast<int64_t>(ids->second.size());
+    std::vector<Tensor>& parts = out.rows[name];
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t begin = count * b / blocks;
+      const int64_t end = count * (b + 1) / blocks;
+      Tensor part(value.shape().WithRows(end - begin));
+      for (int64_t k = begin; k < end; ++k) {
+        part.matrix().row(k - begin) = value.matrix().row(ids->second[static_cast<size_t>(k)]);
+      }
+      parts.push_back(std::move(part));
     }
-    out.rows.emplace(name, std::move(rows));
   }
-  for (const auto& [name, rows] : out.rows) {
-    out.params.gathered.emplace(name, EmbeddingRows{needed.at(name), rows.view()});
+  for (const auto& [name, parts] : out.rows) {
+    EmbeddingRows& rows = out.params.gathered[name];
+    rows.ids = needed.at(name);
+    for (const Tensor& part : parts) rows.blocks.push_back(part.view());
   }
   return out;
 }

@@ -1,6 +1,5 @@
 #include "actors/shard_actor.h"
 
-#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -39,33 +38,6 @@ snapshot_writer::behavior_type SnapshotWriter(snapshot_writer::pointer self,
         return ShardOpResult(*std::move(saved));
       },
   };
-}
-
-// Note [Snapshot memory kept]
-// A background save copies the shard (Note [Checkpoints without pausing]) while training waits
-// for the cut. Into fresh memory that copy is mostly page faults — every page zeroed by the
-// kernel before the copy writes it (recsys default: ~19 ms of cut per checkpoint, ~12.5 ms
-// without). So a shard keeps its copy once written and the next save copies into it, its pages
-// already in memory, as long as every copy kept in the process fits KeptSnapshots::kBudgetBytes:
-// a node of many or large shards keeps the copies of the first to ask and the others save into
-// fresh memory as before (for gigabytes, whose writes take seconds, the faults matter little and
-// the memory a lot). A copy a writer still holds is never reused: that save gets a fresh one.
-
-std::atomic<int64_t> kept_snapshot_bytes{0};
-
-int64_t SnapshotBytes(const ShardState& shard) {
-  int64_t floats = shard.value().size();
-  for (const Tensor& slot : shard.slots().tensors) floats += slot.size();
-  return floats * static_cast<int64_t>(sizeof(float));
-}
-
-// A copy of the state's shard for a background save (Note [Snapshot memory kept]).
-std::shared_ptr<const ShardSnapshot> TakeSnapshot(ShardActorState& state) {
-  std::shared_ptr<ShardSnapshot> copy = state.snapshots.Free();
-  if (copy == nullptr) copy = std::make_shared<ShardSnapshot>();
-  CopySnapshot(*state.shard, *copy);
-  state.snapshots.Keep(copy, SnapshotBytes(*state.shard));
-  return copy;
 }
 
 std::string NameOf(const ShardState& shard) {
@@ -161,8 +133,9 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
       [self, &state](ShardOp& op) -> caf::result<ShardOpResult> {
         if (state.shard == nullptr) return StatusToError(state.build_error);
         if (auto* save = std::get_if<SaveOp>(&op); save != nullptr && save->in_background) {
-          // The copy is this op's cut: later ops in the mailbox change the shard, not the copy.
-          std::shared_ptr<const ShardSnapshot> snapshot = TakeSnapshot(state);
+          // The snapshot is this op's cut: later ops in the mailbox change the shard, not what
+          // the writer reads (Note [Copy-on-write snapshots], core/cow_snapshot.h).
+          std::shared_ptr<const ShardSnapshot> snapshot = StartSnapshot(*state.shard);
           auto writer =
               self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
           return self->delegate(writer, write_atom::value);
@@ -263,39 +236,6 @@ absl::StatusOr<ShardState> Build(const ShardSpec& spec) {
 }
 
 }  // namespace
-
-int64_t KeptSnapshots::BytesKept() { return kept_snapshot_bytes.load(); }
-
-KeptSnapshots::~KeptSnapshots() {
-  while (!kept_.empty()) Drop(kept_.size() - 1);
-}
-
-std::shared_ptr<ShardSnapshot> KeptSnapshots::Free() const {
-  for (const auto& [kept, bytes] : kept_) {
-    // use_count 1: only this list holds it. Copying the pointer is an acquire on the count the
-    // writer's release lowered, so the writer's reads happen before the caller's writes.
-    if (kept.use_count() == 1) return kept;
-  }
-  return nullptr;
-}
-
-void KeptSnapshots::Keep(const std::shared_ptr<ShardSnapshot>& copy, int64_t bytes) {
-  constexpr size_t kMaxKept = 2;
-  for (const auto& [kept, kept_bytes] : kept_) {
-    if (kept == copy) return;
-  }
-  if (kept_.size() == kMaxKept) Drop(0);
-  if (kept_snapshot_bytes.fetch_add(bytes) + bytes > kBudgetBytes) {
-    kept_snapshot_bytes.fetch_sub(bytes);
-    return;
-  }
-  kept_.emplace_back(copy, bytes);
-}
-
-void KeptSnapshots::Drop(size_t i) {
-  kept_snapshot_bytes.fetch_sub(kept_[i].second);
-  kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(i));
-}
 
 shard_actor::behavior_type ShardActor(ShardPointer self, std::shared_ptr<ShardState> shard,
                                       std::shared_ptr<const SliceStore> store) {

@@ -82,32 +82,6 @@ using shard_actor =
                      caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>,
                      caf::replies_to<replicate_atom, caf::actor, bool>::with<int64_t>>;
 
-// The copies a shard's background saves made, kept for its next save within a budget all the
-// shards of the process share (Note [Snapshot memory kept] in shard_actor.cc). Given back to the
-// budget when dropped and when the shard exits.
-class KeptSnapshots {
- public:
-  // At most this many bytes of kept copies in the process.
-  static constexpr int64_t kBudgetBytes = int64_t{256} << 20;
-  // The bytes the process's shards keep now.
-  static int64_t BytesKept();
-
-  KeptSnapshots() = default;
-  KeptSnapshots(const KeptSnapshots&) = delete;
-  KeptSnapshots& operator=(const KeptSnapshots&) = delete;
-  ~KeptSnapshots();
-
-  // A kept copy no writer holds any more (its writes happen before the caller's), or null.
-  std::shared_ptr<ShardSnapshot> Free() const;
-  // Keeps `copy`, of `bytes`, if the budget allows; at most two per shard, the oldest dropped.
-  // A copy already kept stays.
-  void Keep(const std::shared_ptr<ShardSnapshot>& copy, int64_t bytes);
-
- private:
-  void Drop(size_t i);
-  std::vector<std::pair<std::shared_ptr<ShardSnapshot>, int64_t>> kept_;
-};
-
 struct ShardActorState {
   static inline const char* name = "tessera.shard";
   // Shared only to pass the move-only ShardState through CAF's spawn (which copies its
@@ -116,7 +90,6 @@ struct ShardActorState {
   // Why the build failed: every op's answer then.
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
-  KeptSnapshots snapshots;
   // Note [Replicated shards]: where the changes go before they are acknowledged (null: nowhere),
   // the acknowledgements waiting for it in the order sent, and a count of backups given or lost
   // (a late answer of an earlier backup is ignored).

@@ -206,15 +206,16 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
 // A checkpoint is a cut: the state after exactly the closures before its step. The driver joins
 // the coordinator (the closures in flight finish; workers go idle only for that tail), and then,
 // instead of keeping dispatch stopped while every shard writes its file (seconds for gigabytes),
-// it waits only for the copy: each shard gets a SaveOp::in_background, copies its block, slots
-// and step in its mailbox (memory bandwidth, ~5 GB/s) and hands the copy to a writer thread of
-// its own, which answers the SaveOp once the file is written; an InfoOp sent right behind it
-// from the same actor is answered once the copy is taken (one sender, one mailbox: in order,
-// across processes too), so when every InfoOp is answered no later update can reach a copy and
-// training resumes (`on_cut`). ON_READ values are read before that. The manifest is written once
-// every file is, while training runs; a save that fails leaves no manifest (an incomplete
-// checkpoint, removed by the next save). The price is memory: each shard holds a copy of itself
-// until its file is written.
+// it waits only for the cut: each shard gets a SaveOp::in_background, marks its block, slots and
+// step in its mailbox (a copy-on-write snapshot: Note [Copy-on-write snapshots],
+// core/cow_snapshot.h) and hands it to a writer thread of its own, which answers the SaveOp once
+// the file is written; an InfoOp sent right behind it from the same actor is answered once the
+// mark is made (one sender, one mailbox: in order, across processes too), so when every InfoOp
+// is answered no later update can reach what the writers read and training resumes (`on_cut`).
+// ON_READ values are read before that. The manifest is written once every file is, while
+// training runs; a save that fails leaves no manifest (an incomplete checkpoint, removed by the
+// next save). The price is memory: a shard holds a copy of each chunk it updates before its
+// writer has written it.
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step, const RunId& run, std::function<void()> on_cut) {
   // Whatever happens, a caller waiting for the cut is released, once.

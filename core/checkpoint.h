@@ -13,12 +13,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/optimizer.h"
 #include "core/tensor.h"
 
@@ -81,6 +84,15 @@ struct TensorSlice {
 
 // A TensorSlice whose value and slots are borrowed: what a shard saves straight from its own
 // memory (no snapshot copy). Valid while the tensors it views live unchanged.
+// A slice file checksums (and a copy-on-write snapshot hands out) a tensor's data in chunks of
+// this many bytes, the last one shorter.
+inline constexpr int64_t kSliceChunkBytes = int64_t{1} << 20;
+
+// Calls `use` with the bytes of chunk `chunk` of tensor `tensor` (0 the value, then each slot)
+// and returns what it returns (CowSnapshot::ReadChunk).
+using SliceChunkReader = std::function<absl::Status(
+    size_t tensor, int64_t chunk, absl::FunctionRef<absl::Status(absl::string_view)> use)>;
+
 struct TensorSliceView {
   std::string variable;
   Shape full_shape;
@@ -91,6 +103,10 @@ struct TensorSliceView {
   std::vector<ConstTensorView> slots;
   int64_t step = 0;
   CheckpointId checkpoint;
+  // When set, a writer takes the tensors' data from it, chunk by chunk, each once and in order,
+  // and uses the views for their shapes only (Note [Copy-on-write snapshots],
+  // core/cow_snapshot.h).
+  SliceChunkReader chunks;
 };
 
 // A view of `slice` (valid while it lives unchanged).

@@ -152,17 +152,38 @@ absl::string_view ShardOpName(const ShardOp& op) {
   return std::visit([](const auto& o) -> absl::string_view { return o.kName; }, op);
 }
 
-absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,
-                                         const SliceStore& store) {
-  TensorSliceView slice = ViewOf(snapshot.slice);
-  slice.checkpoint = op.checkpoint;
-  return Write(slice, snapshot.spec, snapshot.optimizer, op, store);
+ShardSnapshot::~ShardSnapshot() {
+  if (data != nullptr) data->Finish();
 }
 
-void CopySnapshot(const ShardState& shard, ShardSnapshot& into) {
-  shard.SnapshotInto(into.slice);
-  into.spec = shard.spec();
-  into.optimizer = OptimizerOf(shard);
+absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,
+                                         const SliceStore& store) {
+  TensorSliceView slice = snapshot.slice;
+  slice.checkpoint = op.checkpoint;
+  slice.chunks = [data = snapshot.data](size_t tensor, int64_t chunk,
+                                        absl::FunctionRef<absl::Status(absl::string_view)> use) {
+    return data->ReadChunk(tensor, chunk, use);
+  };
+  absl::StatusOr<SavedSlice> saved = Write(slice, snapshot.spec, snapshot.optimizer, op, store);
+  snapshot.data->Finish();  // the copies go now, not when the last reference does
+  return saved;
+}
+
+std::shared_ptr<const ShardSnapshot> StartSnapshot(ShardState& shard) {
+  auto snapshot = std::make_shared<ShardSnapshot>();
+  snapshot->data = shard.StartSnapshot();
+  TensorSliceView& slice = snapshot->slice;
+  slice.variable = shard.spec().variable;
+  slice.full_shape = shard.full_shape();
+  slice.dtype = shard.spec().dtype;
+  slice.row_offset = shard.row_offset();
+  slice.value = shard.value();
+  if (shard.optimizer() != nullptr) slice.slot_names = shard.optimizer()->SlotNames();
+  for (const Tensor& slot : shard.slots().tensors) slice.slots.push_back(slot);
+  slice.step = shard.slots().step;
+  snapshot->spec = shard.spec();
+  snapshot->optimizer = OptimizerOf(shard);
+  return snapshot;
 }
 
 bool ChangesShard(const ShardOp& op) {

@@ -149,9 +149,10 @@ struct SaveOp {
   std::string dir;          // the checkpoint directory
   std::string file;         // the slice file's name in it
   CheckpointId checkpoint;  // the checkpoint the file belongs to (written into it)
-  // Written while the shard serves on: the shard actor copies its block, slots and step and a
-  // writer of its own writes the copy, answering once written (Note [Checkpoints without
-  // pausing], coordinator/checkpoint.cc). ApplyShardOp itself always writes in place.
+  // Written while the shard serves on: the shard actor marks its block, slots and step (a
+  // copy-on-write snapshot, core/cow_snapshot.h) and a writer of its own writes them as they
+  // were, answering once written (Note [Checkpoints without pausing], coordinator/
+  // checkpoint.cc). ApplyShardOp itself always writes in place.
   bool in_background = false;
 };
 
@@ -192,11 +193,20 @@ class SliceStore {
                                                 int64_t offset, int64_t rows) const = 0;
 };
 
-// A shard's block, slots and step, copied (ShardState::Snapshot), with what a save records of it.
+// A shard as of a cut, for a save off the shard (SaveOp::in_background): the slice's metadata
+// and shapes, its data read through a copy-on-write snapshot (Note [Copy-on-write snapshots],
+// core/cow_snapshot.h), with what a save records of it. The snapshot is finished when this is
+// destroyed, written or not, and the shard then goes on without it.
 struct ShardSnapshot {
-  TensorSlice slice;
+  ShardSnapshot() = default;
+  ShardSnapshot(const ShardSnapshot&) = delete;
+  ShardSnapshot& operator=(const ShardSnapshot&) = delete;
+  ~ShardSnapshot();
+
+  TensorSliceView slice;  // shapes only: the data comes from `data`
   ShardSpec spec;
   std::optional<OptimizerSpec> optimizer;  // the rule's full spec; none without one
+  std::shared_ptr<CowSnapshot> data;
 };
 // A shard's state as RestoreOps, for a rebuilt backup (Note [Replicated shards],
 // actors/shard_actor.h): a shard larger than a network message still goes, part by part.
@@ -210,8 +220,8 @@ int64_t RestorePartRows(const ShardState& shard, int64_t max_bytes);
 // with every change in between applied to the receiver in order too, they still leave the
 // receiver as the shard is after the last one.
 RestoreOp RestorePart(const ShardState& shard, int64_t begin, int64_t max_rows);
-// Copies `shard` into `into`, reusing its memory (ShardState::SnapshotInto).
-void CopySnapshot(const ShardState& shard, ShardSnapshot& into);
+// Starts a snapshot of `shard` as it is now (ShardState::StartSnapshot): nothing is copied.
+std::shared_ptr<const ShardSnapshot> StartSnapshot(ShardState& shard);
 // Writes `snapshot` as `op` says, through `store`: SaveOp's work, off the shard
 // (SaveOp::in_background). The same file and result as ApplyShardOp's SaveOp.
 absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,

@@ -275,6 +275,7 @@ absl::StatusOr<Tensor> ShardState::Gather(absl::Span<const int64_t> local_ids) c
 
 absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
   InitializeAllRows();
+  BeforeWriteAll();
   RETURN_IF_ERROR(Annotate(AssignBlock(kind, value_.view(), value), name_));
   CountDenseUpdate();
   ++version_;
@@ -284,6 +285,7 @@ absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
 absl::Status ShardState::Scatter(ScatterOp op, absl::Span<const int64_t> local_ids,
                                  ConstTensorView rows) {
   InitializeRows(local_ids);
+  BeforeWriteRows(local_ids);
   RETURN_IF_ERROR(Annotate(ScatterRows(op, value_.view(), local_ids, rows), name_));
   CountRowUpdates(local_ids);
   ++version_;
@@ -301,6 +303,7 @@ absl::Status ShardState::ApplyDenseGradient(ConstTensorView grad) {
   RETURN_IF_ERROR(
       Annotate(CheckSameShape(grad.shape(), value_.shape(), "apply_dense_gradient"), name_));
   InitializeAllRows();
+  BeforeWriteAll();
   RETURN_IF_ERROR(Annotate(optimizer_->ApplyDense(value_.view(), slots_, grad), name_));
   CountDenseUpdate();
   ++version_;
@@ -315,6 +318,7 @@ absl::Status ShardState::ApplySparseGradient(absl::Span<const int64_t> local_ids
   RETURN_IF_ERROR(Annotate(
       CheckRowUpdate("apply_sparse_gradient", value_.shape(), local_ids, rows.shape()), name_));
   InitializeRows(local_ids);
+  BeforeWriteRows(local_ids);
   RETURN_IF_ERROR(Annotate(optimizer_->ApplySparse(value_.view(), slots_, local_ids, rows), name_));
   CountRowUpdates(local_ids);
   ++version_;
@@ -328,6 +332,7 @@ absl::Status ShardState::SetOptimizer(const OptimizerSpec& spec) {
   if (optimizer_ && SameOptimizerSpec(optimizer_->spec(), (*optimizer)->spec())) {
     return absl::OkStatus();
   }
+  BeforeWriteAll();  // the old slots are freed
   optimizer_ = std::move(optimizer).value();
   slots_ = optimizer_->CreateSlots(value_.shape());
   spec_.optimizer = optimizer_->spec();
@@ -337,22 +342,47 @@ absl::Status ShardState::SetOptimizer(const OptimizerSpec& spec) {
 
 TensorSlice ShardState::Snapshot() const {
   TensorSlice slice;
-  SnapshotInto(slice);
+  slice.variable = spec_.variable;
+  slice.full_shape = spec_.full_shape;
+  slice.dtype = spec_.dtype;
+  slice.row_offset = spec_.row_offset;
+  slice.value = value();
+  slice.slot_names = optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>();
+  slice.slots = slots_.tensors;
+  slice.step = slots_.step;
   return slice;
 }
 
-void ShardState::SnapshotInto(TensorSlice& into) const {
-  into.variable = spec_.variable;
-  into.full_shape = spec_.full_shape;
-  into.dtype = spec_.dtype;
-  into.row_offset = spec_.row_offset;
-  into.value = value();  // Tensor's copy assignment reuses a block big enough
-  into.slot_names = optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>();
-  into.slots.resize(slots_.tensors.size());
-  for (size_t i = 0; i < slots_.tensors.size(); ++i) into.slots[i] = slots_.tensors[i];
-  into.step = slots_.step;
-  into.checkpoint = CheckpointId();
+ShardState::~ShardState() { snapshot_.Detach(); }
+
+std::shared_ptr<CowSnapshot> ShardState::StartSnapshot() {
+  InitializeAllRows();  // no row is written for its initializer while the snapshot is read
+  snapshot_.Detach();
+  std::vector<ConstTensorView> tensors{value_.view()};
+  for (const Tensor& slot : slots_.tensors) tensors.push_back(slot.view());
+  snapshot_.snapshot = std::make_shared<CowSnapshot>(std::move(tensors));
+  return snapshot_.snapshot;
 }
+
+void ShardState::BeforeWriteRows(absl::Span<const int64_t> local_ids) {
+  if (snapshot_.snapshot == nullptr) return;
+  if (snapshot_.snapshot->finished()) {
+    snapshot_.snapshot = nullptr;
+    return;
+  }
+  snapshot_.snapshot->BeforeWriteRows(local_ids);
+}
+
+void ShardState::BeforeWriteRange(int64_t begin, int64_t end) {
+  if (snapshot_.snapshot == nullptr) return;
+  if (snapshot_.snapshot->finished()) {
+    snapshot_.snapshot = nullptr;
+    return;
+  }
+  snapshot_.snapshot->BeforeWriteRange(begin, end);
+}
+
+void ShardState::BeforeWriteAll() { snapshot_.Detach(); }
 
 TensorSlice ShardState::SnapshotRows(int64_t begin, int64_t count) const {
   TensorSlice slice;
@@ -374,6 +404,7 @@ absl::Status ShardState::Restore(const TensorSlice& slice) {
     RestoreRows(first, slice);
     return absl::OkStatus();
   }
+  BeforeWriteAll();
   value_ = slice.value;  // copies into the existing block: no new memory to fault in
   ForgetUninitializedRows();
   if (!slice.slot_names.empty()) {
@@ -391,6 +422,7 @@ absl::Status ShardState::Restore(TensorSlice&& slice) {
     RestoreRows(first, slice);
     return absl::OkStatus();
   }
+  BeforeWriteAll();
   value_ = std::move(slice.value);
   ForgetUninitializedRows();
   if (!slice.slot_names.empty()) {
@@ -404,6 +436,7 @@ absl::Status ShardState::Restore(TensorSlice&& slice) {
 
 void ShardState::RestoreRows(int64_t first, const TensorSlice& slice) {
   const int64_t count = slice.value.rows();
+  BeforeWriteRange(first, first + count);
   const auto copy_rows = [&](const Tensor& from, Tensor& to) {
     std::copy(from.values().begin(), from.values().end(), to.RowBlock(first, count).data());
   };

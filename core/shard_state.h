@@ -63,6 +63,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/checkpoint.h"
+#include "core/cow_snapshot.h"
 #include "core/initializer.h"
 #include "core/optimizer.h"
 #include "core/scatter.h"
@@ -150,7 +151,10 @@ class ShardState {
   static absl::Status Validate(const ShardSpec& spec);
 
   ShardState(ShardState&&) = default;
+  // A shard assigned over, or destroyed, first hands a snapshot still being written what it has
+  // not read (Note [Copy-on-write snapshots], core/cow_snapshot.h).
   ShardState& operator=(ShardState&&) = default;
+  ~ShardState();
 
   const std::string& name() const { return name_; }
   const ShardSpec& spec() const { return spec_; }
@@ -222,13 +226,16 @@ class ShardState {
   // rows and slots, in memory and in a checkpoint): its variable, full shape, dtype and row
   // offset, and its block, slots and step, copied.
   TensorSlice Snapshot() const;
-  // The same, into `into`: its tensors' memory is reused when big enough, so a shard saved again
-  // and again copies into pages already faulted in.
-  void SnapshotInto(TensorSlice& into) const;
   // Rows [begin, begin + count) of the block the same way: a TensorSlice naming just those rows
   // (row_offset is the shard's plus `begin`), their value and slot rows copied, and the step.
   // The caller keeps the range inside the block.
   TensorSlice SnapshotRows(int64_t begin, int64_t count) const;
+  // The block and slots as they are now, every row initialized first, for a writer on another
+  // thread (Note [Copy-on-write snapshots], core/cow_snapshot.h): nothing is copied now; until
+  // the snapshot is finished the shard copies a chunk aside before its first write there. Its
+  // tensors are the value, then each slot. A snapshot started while an earlier one is still being
+  // written first gives the earlier one a copy of every chunk it has not read.
+  std::shared_ptr<CowSnapshot> StartSnapshot();
   // Takes back a slice's value, slots and step. The slice must have the block's shape and, when
   // it carries slots, exactly this shard's slot names (in order) with tensors of the block's
   // shape; when it names its variable, it must be this shard's rows of that variable (same name,
@@ -263,7 +270,31 @@ class ShardState {
   // update succeeded), or of every row.
   void CountRowUpdates(absl::Span<const int64_t> local_ids);
   void CountDenseUpdate();
+  // Note [Copy-on-write snapshots]: called before writing rows `local_ids` (valid ids), rows
+  // [begin, end), or anything (or freeing a tensor) of the value and slots.
+  void BeforeWriteRows(absl::Span<const int64_t> local_ids);
+  void BeforeWriteRange(int64_t begin, int64_t end);
+  void BeforeWriteAll();
 
+  // The snapshot being written, if any. Declared first: a move assignment hands it what it has
+  // not read (SnapshotHold's) before the tensors below are replaced.
+  struct SnapshotHold {
+    SnapshotHold() = default;
+    SnapshotHold(SnapshotHold&& other) noexcept : snapshot(std::move(other.snapshot)) {}
+    SnapshotHold& operator=(SnapshotHold&& other) noexcept {
+      Detach();
+      snapshot = std::move(other.snapshot);
+      return *this;
+    }
+    ~SnapshotHold() = default;  // ~ShardState detaches, while the tensors are still there
+    // The snapshot gets a copy of every chunk it has not read, and the shard lets it go.
+    void Detach() {
+      if (snapshot != nullptr) snapshot->BeforeWriteAll();
+      snapshot = nullptr;
+    }
+    std::shared_ptr<CowSnapshot> snapshot;
+  };
+  SnapshotHold snapshot_;
   ShardSpec spec_;
   std::string name_;
   mutable Tensor value_;

@@ -76,6 +76,8 @@ absl::Status CheckFormatVersion(FileKind kind, uint32_t got, uint32_t want) {
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "schema/ assumes a little-endian host");
 
 constexpr size_t kChunkBytes = schema_internal::kMaxChunkBytes;
+static_assert(kChunkBytes == static_cast<size_t>(kSliceChunkBytes),
+              "a copy-on-write snapshot hands out the slice file's chunks");
 
 uint64_t PaddedToWords(uint64_t bytes) { return (bytes + 7) / 8 * 8; }
 
@@ -120,22 +122,35 @@ absl::Status WriteSlice(const TensorSliceView& slice, WritableFile& out) {
                      "): save it in more shards"));
   }
   uint64_t at = head.size();
-  auto write_tensor = [&](ConstTensorView tensor, capnp::List<uint32_t>::Builder crcs) {
+  // Each chunk from the view, or from slice.chunks when it is set (a copy-on-write snapshot).
+  auto write_tensor = [&](size_t t, ConstTensorView tensor,
+                          capnp::List<uint32_t>::Builder crcs) -> absl::Status {
     const char* data = reinterpret_cast<const char*>(tensor.data());
     for (unsigned i = 0; i < chunks; ++i) {
       const uint64_t offset = uint64_t{i} * kChunkBytes;
-      const absl::string_view chunk(data + offset, std::min<uint64_t>(kChunkBytes,
-                                                                      tensor_bytes - offset));
-      crcs.set(i, schema_internal::Crc32c(chunk));
-      RETURN_IF_ERROR(out.WriteAt(at, chunk));
-      at += chunk.size();
+      const uint64_t size = std::min<uint64_t>(kChunkBytes, tensor_bytes - offset);
+      auto write = [&](absl::string_view chunk) -> absl::Status {
+        if (chunk.size() != size) {
+          return absl::InternalError(absl::StrCat("slice of ", slice.variable, ": chunk ", i,
+                                                  " has ", chunk.size(), " bytes, not ", size));
+        }
+        crcs.set(i, schema_internal::Crc32c(chunk));
+        RETURN_IF_ERROR(out.WriteAt(at, chunk));
+        at += chunk.size();
+        return absl::OkStatus();
+      };
+      if (slice.chunks) {
+        RETURN_IF_ERROR(slice.chunks(t, i, write));
+      } else {
+        RETURN_IF_ERROR(write(absl::string_view(data + offset, size)));
+      }
     }
     return absl::OkStatus();
   };
   wire::TensorSlice::Builder root = message.getRoot<wire::TensorSlice>();
-  RETURN_IF_ERROR(write_tensor(slice.value, root.getValueCrc32c()));
+  RETURN_IF_ERROR(write_tensor(0, slice.value, root.getValueCrc32c()));
   for (size_t i = 0; i < slice.slots.size(); ++i) {
-    RETURN_IF_ERROR(write_tensor(slice.slots[i], root.getSlots()[i].getCrc32c()));
+    RETURN_IF_ERROR(write_tensor(1 + i, slice.slots[i], root.getSlots()[i].getCrc32c()));
   }
   if (tail_bytes > data_bytes) {
     RETURN_IF_ERROR(out.WriteAt(at, std::string(tail_bytes - data_bytes, '\0')));

@@ -296,26 +296,6 @@ TEST_CASE("a failed operation leaves the value, the slots and the version unchan
   }
 }
 
-TEST_CASE("a snapshot taken into an earlier one reuses its memory and holds the new state") {
-  ShardState shard = MakeShard(Adagrad());
-  TensorSlice copy;
-  shard.SnapshotInto(copy);
-  const float* value_memory = copy.value.data();
-  const float* slot_memory = copy.slots.at(0).data();
-  REQUIRE(shard.ApplySparseGradient(Ids{1}, Tensor(Shape{1, 4}, 1.0f)).ok());
-  shard.SnapshotInto(copy);
-  const TensorSlice fresh = shard.Snapshot();
-  CHECK(copy.value.data() == value_memory);
-  CHECK(copy.slots.at(0).data() == slot_memory);
-  CHECK(Same(copy.value, fresh.value));
-  REQUIRE(copy.slots.size() == fresh.slots.size());
-  CHECK(Same(copy.slots[0], fresh.slots[0]));
-  CHECK(copy.step == fresh.step);
-  CHECK(copy.step == 1);
-  CHECK(copy.slot_names == fresh.slot_names);
-  CHECK(copy.row_offset == 4);
-}
-
 TEST_CASE("gradients run the shard's optimizer rule on its block and slots") {
   ShardState shard = MakeShard(Adagrad());
   auto rule = MakeOptimizer(Adagrad());

@@ -1,0 +1,279 @@
+#include "core/cow_snapshot.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "core/checkpoint.h"
+#include "core/indexed_slices.h"
+#include "core/shard_state.h"
+
+namespace tessera {
+namespace {
+
+// 1,024-float rows: 256 rows a chunk; 900 rows are 3 whole chunks and a half one.
+constexpr int64_t kRows = 900;
+constexpr int64_t kWidth = 1024;
+constexpr int64_t kRowsPerChunk = kSliceChunkBytes / (kWidth * 4);
+
+Tensor Pattern(float base) {
+  Tensor t(Shape{kRows, kWidth});
+  for (int64_t i = 0; i < t.size(); ++i) t.values()[i] = base + static_cast<float>(i);
+  return t;
+}
+
+// Every chunk of `tensor` as the snapshot hands it out, joined.
+std::string ReadAll(CowSnapshot& snapshot, size_t tensor) {
+  std::string bytes;
+  for (int64_t c = 0; c < snapshot.chunks(); ++c) {
+    REQUIRE(snapshot
+                .ReadChunk(tensor, c,
+                           [&bytes](absl::string_view chunk) {
+                             bytes.append(chunk.data(), chunk.size());
+                             return absl::OkStatus();
+                           })
+                .ok());
+  }
+  return bytes;
+}
+
+std::string BytesOf(const Tensor& t) {
+  return std::string(reinterpret_cast<const char*>(t.data()), t.size() * sizeof(float));
+}
+
+void WriteRow(Tensor& t, int64_t row, float value) {
+  for (float& x : t.row(row)) x = value;
+}
+
+TEST_CASE("a copy-on-write snapshot hands out every chunk as it was at the cut") {
+  Tensor value = Pattern(0), slot = Pattern(1e6f);
+  const std::string value_at_cut = BytesOf(value), slot_at_cut = BytesOf(slot);
+  CowSnapshot snapshot({value.view(), slot.view()});
+  REQUIRE(snapshot.chunks() == 4);
+  CHECK(snapshot.copied_bytes() == 0);  // the cut copied nothing
+
+  // The writer has read the value's first chunk; then the shard writes rows in chunks 0, 1 and 3.
+  std::string value_read;
+  REQUIRE(snapshot
+              .ReadChunk(0, 0,
+                         [&](absl::string_view chunk) {
+                           value_read.assign(chunk.data(), chunk.size());
+                           return absl::OkStatus();
+                         })
+              .ok());
+  const std::vector<int64_t> rows = {10, kRowsPerChunk + 3, kRows - 1};
+  snapshot.BeforeWriteRows(rows);
+  for (const int64_t row : rows) {
+    WriteRow(value, row, -1);
+    WriteRow(slot, row, -2);
+  }
+  // Copied: the value's chunks 1 and 3 (chunk 0 was read already), the slot's 0, 1 and 3; the
+  // last chunk is the half one.
+  const int64_t half = (kRows - 3 * kRowsPerChunk) * kWidth * 4;
+  CHECK(snapshot.copied_bytes() == 3 * kSliceChunkBytes + 2 * half);
+  // Writing there again copies nothing more.
+  snapshot.BeforeWriteRows(rows);
+  snapshot.BeforeWriteRange(0, kRowsPerChunk);
+  CHECK(snapshot.copied_bytes() == 3 * kSliceChunkBytes + 2 * half + kSliceChunkBytes * 0);
+
+  for (int64_t c = 1; c < snapshot.chunks(); ++c) {
+    REQUIRE(snapshot
+                .ReadChunk(0, c,
+                           [&](absl::string_view chunk) {
+                             value_read.append(chunk.data(), chunk.size());
+                             return absl::OkStatus();
+                           })
+                .ok());
+  }
+  CHECK(value_read == value_at_cut);
+  CHECK(ReadAll(snapshot, 1) == slot_at_cut);
+  CHECK(snapshot.copied_bytes() == 0);    // each copy freed once handed out
+  CHECK(BytesOf(value) != value_at_cut);  // the shard's writes are in place
+}
+
+TEST_CASE("a snapshot refuses a chunk out of range or read twice") {
+  Tensor value = Pattern(0);
+  CowSnapshot snapshot({value.view()});
+  auto ignore = [](absl::string_view) { return absl::OkStatus(); };
+  CHECK(absl::IsInvalidArgument(snapshot.ReadChunk(1, 0, ignore)));
+  CHECK(absl::IsInvalidArgument(snapshot.ReadChunk(0, 4, ignore)));
+  CHECK(absl::IsInvalidArgument(snapshot.ReadChunk(0, -1, ignore)));
+  REQUIRE(snapshot.ReadChunk(0, 2, ignore).ok());
+  const absl::Status again = snapshot.ReadChunk(0, 2, ignore);
+  CHECK(absl::IsInvalidArgument(again));
+  CHECK(absl::StrContains(again.message(), "read before"));
+  // The writer's own error comes back as it is.
+  CHECK(absl::IsDataLoss(
+      snapshot.ReadChunk(0, 0, [](absl::string_view) { return absl::DataLossError("disk"); })));
+  // Rows out of range are left to the update's own checks.
+  snapshot.BeforeWriteRows({-1, kRows, kRows + 1000});
+  snapshot.BeforeWriteRange(-5, 0);
+  CHECK(snapshot.copied_bytes() == 0);
+}
+
+TEST_CASE("after BeforeWriteAll the tensors may go: the snapshot holds what it had not read") {
+  auto value = std::make_unique<Tensor>(Pattern(3));
+  const std::string at_cut = BytesOf(*value);
+  CowSnapshot snapshot({value->view()});
+  std::string read;
+  REQUIRE(snapshot
+              .ReadChunk(0, 0,
+                         [&](absl::string_view chunk) {
+                           read.assign(chunk.data(), chunk.size());
+                           return absl::OkStatus();
+                         })
+              .ok());
+  snapshot.BeforeWriteAll();
+  CHECK(snapshot.copied_bytes() == value->size() * 4 - kSliceChunkBytes);
+  value.reset();  // a restore or the shard's end frees the block
+  for (int64_t c = 1; c < snapshot.chunks(); ++c) {
+    REQUIRE(snapshot
+                .ReadChunk(0, c,
+                           [&](absl::string_view chunk) {
+                             read.append(chunk.data(), chunk.size());
+                             return absl::OkStatus();
+                           })
+                .ok());
+  }
+  CHECK(read == at_cut);
+}
+
+TEST_CASE("once finished, a snapshot frees its copies and the shard writes without copying") {
+  Tensor value = Pattern(0);
+  CowSnapshot snapshot({value.view()});
+  snapshot.BeforeWriteRows({0});
+  CHECK(snapshot.copied_bytes() == kSliceChunkBytes);
+  CHECK_FALSE(snapshot.finished());
+  snapshot.Finish();
+  CHECK(snapshot.finished());
+  CHECK(snapshot.copied_bytes() == 0);
+  snapshot.BeforeWriteAll();
+  CHECK(snapshot.copied_bytes() == 0);
+}
+
+TEST_CASE("a writer thread reads the cut while the shard's thread keeps writing rows") {
+  Tensor value = Pattern(0), slot = Pattern(-5e6f);
+  const std::string value_at_cut = BytesOf(value), slot_at_cut = BytesOf(slot);
+  for (int round = 0; round < 20; ++round) {
+    value = Pattern(0);
+    slot = Pattern(-5e6f);
+    CowSnapshot snapshot({value.view(), slot.view()});
+    std::atomic<bool> done{false};
+    std::string value_read, slot_read;
+    std::thread writer([&] {
+      value_read = ReadAll(snapshot, 0);
+      slot_read = ReadAll(snapshot, 1);
+      snapshot.Finish();
+      done = true;
+    });
+    std::mt19937 random(round);
+    std::uniform_int_distribution<int64_t> row(0, kRows - 1);
+    int writes = 0;
+    while (!done || writes < 50) {
+      const int64_t r = row(random);
+      const int64_t ids[] = {r};
+      snapshot.BeforeWriteRows(ids);
+      WriteRow(value, r, static_cast<float>(writes));
+      WriteRow(slot, r, static_cast<float>(-writes));
+      ++writes;
+    }
+    writer.join();
+    CHECK(value_read == value_at_cut);
+    CHECK(slot_read == slot_at_cut);
+  }
+}
+
+// A shard of 2 of a [1200, 1024] variable with Adagrad: rows [600, 1200), 600 rows, 3 chunks.
+ShardState MakeBigShard() {
+  ShardSpec spec;
+  spec.variable = "emb";
+  spec.shard_index = 1;
+  spec.num_shards = 2;
+  spec.full_shape = Shape{1200, kWidth};
+  spec.row_offset = 600;
+  spec.rows = 600;
+  spec.initializer = InitializerSpec{"random_uniform", {{"minval", -1.0}, {"maxval", 1.0}}, 3};
+  spec.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
+  auto shard = ShardState::Create(spec);
+  REQUIRE(shard.ok());
+  return std::move(shard).value();
+}
+
+// The snapshot's tensors read whole, as a TensorSlice's value and slots would hold them.
+std::vector<std::string> ReadTensors(CowSnapshot& snapshot, size_t tensors) {
+  std::vector<std::string> out;
+  for (size_t t = 0; t < tensors; ++t) out.push_back(ReadAll(snapshot, t));
+  return out;
+}
+
+std::vector<std::string> BytesOf(const TensorSlice& slice) {
+  std::vector<std::string> out{BytesOf(slice.value)};
+  for (const Tensor& slot : slice.slots) out.push_back(BytesOf(slot));
+  return out;
+}
+
+TEST_CASE("a shard's snapshot holds its cut through updates, restores, a new optimizer, its end") {
+  IndexedSlices g;
+  g.indices = {5, 300, 599};
+  g.values = Tensor(Shape{3, kWidth}, 0.25f);
+  SUBCASE("sparse and dense updates, assignments and scatters") {
+    ShardState shard = MakeBigShard();
+    const std::shared_ptr<CowSnapshot> snapshot = shard.StartSnapshot();
+    const TensorSlice at_cut = shard.Snapshot();
+    REQUIRE(shard.ApplySparseGradient(g.indices, g.values).ok());
+    REQUIRE(shard.Scatter(ScatterOp::kAdd, g.indices, g.values).ok());
+    REQUIRE(shard.ApplyDenseGradient(Tensor(Shape{600, kWidth}, 0.5f)).ok());
+    REQUIRE(shard.Assign(AssignKind::kAdd, Tensor(Shape{600, kWidth}, 1.0f)).ok());
+    CHECK(ReadTensors(*snapshot, 2) == BytesOf(at_cut));
+  }
+  SUBCASE("a whole restore, a restore of some rows, a new optimizer") {
+    ShardState shard = MakeBigShard();
+    const std::shared_ptr<CowSnapshot> snapshot = shard.StartSnapshot();
+    const TensorSlice at_cut = shard.Snapshot();
+    TensorSlice other = at_cut;
+    other.value = Tensor(Shape{600, kWidth}, 7.0f);
+    REQUIRE(shard.Restore(std::move(other)).ok());
+    REQUIRE(shard.Restore(shard.SnapshotRows(0, 10)).ok());
+    REQUIRE(shard.SetOptimizer(OptimizerSpec{"adam", {}}).ok());
+    CHECK(ReadTensors(*snapshot, 2) == BytesOf(at_cut));
+  }
+  SUBCASE("the shard ends before the writer has read anything") {
+    std::shared_ptr<CowSnapshot> snapshot;
+    TensorSlice at_cut;
+    {
+      ShardState shard = MakeBigShard();
+      snapshot = shard.StartSnapshot();
+      at_cut = shard.Snapshot();
+    }
+    CHECK(ReadTensors(*snapshot, 2) == BytesOf(at_cut));
+  }
+  SUBCASE("a second snapshot while the first is being read") {
+    ShardState shard = MakeBigShard();
+    const std::shared_ptr<CowSnapshot> first = shard.StartSnapshot();
+    const TensorSlice first_cut = shard.Snapshot();
+    REQUIRE(shard.ApplySparseGradient(g.indices, g.values).ok());
+    const std::shared_ptr<CowSnapshot> second = shard.StartSnapshot();
+    const TensorSlice second_cut = shard.Snapshot();
+    REQUIRE(shard.ApplySparseGradient(g.indices, g.values).ok());
+    CHECK(ReadTensors(*second, 2) == BytesOf(second_cut));
+    CHECK(ReadTensors(*first, 2) == BytesOf(first_cut));
+    CHECK(BytesOf(first_cut) != BytesOf(second_cut));
+  }
+  SUBCASE("a finished snapshot is dropped: later writes copy nothing") {
+    ShardState shard = MakeBigShard();
+    const std::shared_ptr<CowSnapshot> snapshot = shard.StartSnapshot();
+    snapshot->Finish();
+    REQUIRE(shard.ApplySparseGradient(g.indices, g.values).ok());
+    CHECK(snapshot.use_count() == 1);  // the shard let it go
+    CHECK(snapshot->copied_bytes() == 0);
+  }
+}
+
+}  // namespace
+}  // namespace tessera

@@ -364,22 +364,17 @@ std::shared_ptr<CowSnapshot> ShardState::StartSnapshot() {
   return snapshot_.snapshot;
 }
 
+CowSnapshot* ShardState::SnapshotBeingWritten() {
+  if (snapshot_.snapshot != nullptr && snapshot_.snapshot->finished()) snapshot_.snapshot = nullptr;
+  return snapshot_.snapshot.get();
+}
+
 void ShardState::BeforeWriteRows(absl::Span<const int64_t> local_ids) {
-  if (snapshot_.snapshot == nullptr) return;
-  if (snapshot_.snapshot->finished()) {
-    snapshot_.snapshot = nullptr;
-    return;
-  }
-  snapshot_.snapshot->BeforeWriteRows(local_ids);
+  if (CowSnapshot* snapshot = SnapshotBeingWritten()) snapshot->BeforeWriteRows(local_ids);
 }
 
 void ShardState::BeforeWriteRange(int64_t begin, int64_t end) {
-  if (snapshot_.snapshot == nullptr) return;
-  if (snapshot_.snapshot->finished()) {
-    snapshot_.snapshot = nullptr;
-    return;
-  }
-  snapshot_.snapshot->BeforeWriteRange(begin, end);
+  if (CowSnapshot* snapshot = SnapshotBeingWritten()) snapshot->BeforeWriteRange(begin, end);
 }
 
 void ShardState::BeforeWriteAll() { snapshot_.Detach(); }

@@ -275,6 +275,8 @@ class ShardState {
   void BeforeWriteRows(absl::Span<const int64_t> local_ids);
   void BeforeWriteRange(int64_t begin, int64_t end);
   void BeforeWriteAll();
+  // The snapshot its writer has not finished, if any (a finished one is let go here).
+  CowSnapshot* SnapshotBeingWritten();
 
   // The snapshot being written, if any. Declared first: a move assignment hands it what it has
   // not read (SnapshotHold's) before the tensors below are replaced.

@@ -86,21 +86,13 @@ std::optional<OptimizerSpec> OptimizerOf(const ShardState& s) {
   return s.optimizer()->spec();
 }
 
-// Writes the shard's block, slots and step straight from the shard's memory: the shard serves
-// nothing else meanwhile, so the block cannot change under the write.
+// Writes the shard's block, slots and step: a snapshot (StartSnapshot) written at once, as a
+// background save writes it later; the shard serves nothing else meanwhile. So both write the
+// same file, and neither initializes the rows still waiting for their initializer: the writer
+// computes them (Note [Copy-on-write snapshots], core/cow_snapshot.h).
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore* store) {
   RETURN_IF_ERROR(RequireStore(store, s, SaveOp::kName));
-  TensorSliceView slice;
-  slice.variable = s.spec().variable;
-  slice.full_shape = s.full_shape();
-  slice.dtype = s.spec().dtype;
-  slice.row_offset = s.row_offset();
-  slice.value = s.value().view();
-  if (s.optimizer() != nullptr) slice.slot_names = s.optimizer()->SlotNames();
-  for (const Tensor& slot : s.slots().tensors) slice.slots.push_back(slot.view());
-  slice.step = s.slots().step;
-  slice.checkpoint = op.checkpoint;
-  ASSIGN_OR_RETURN(SavedSlice saved, Write(slice, s.spec(), OptimizerOf(s), op, *store));
+  ASSIGN_OR_RETURN(SavedSlice saved, WriteSnapshot(*StartSnapshot(s), op, *store));
   return saved;
 }
 
@@ -177,9 +169,11 @@ std::shared_ptr<const ShardSnapshot> StartSnapshot(ShardState& shard) {
   slice.full_shape = shard.full_shape();
   slice.dtype = shard.spec().dtype;
   slice.row_offset = shard.row_offset();
-  slice.value = shard.value();
+  // The views only: shard.value() would initialize the rows the writer computes.
+  const CowSnapshot& data = *snapshot->data;
+  slice.value = data.tensor(0);
   if (shard.optimizer() != nullptr) slice.slot_names = shard.optimizer()->SlotNames();
-  for (const Tensor& slot : shard.slots().tensors) slice.slots.push_back(slot);
+  for (size_t i = 1; i < data.num_tensors(); ++i) slice.slots.push_back(data.tensor(i));
   slice.step = shard.slots().step;
   snapshot->spec = shard.spec();
   snapshot->optimizer = OptimizerOf(shard);

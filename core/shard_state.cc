@@ -229,8 +229,14 @@ std::vector<HotRow> ShardState::HottestRows(int32_t k) const {
 void ShardState::InitializeRows(absl::Span<const int64_t> local_ids) const {
   if (num_uninitialized_ == 0) return;
   const auto rows = static_cast<int64_t>(uninitialized_.size());
+  std::vector<int64_t> pending;
   for (const int64_t id : local_ids) {
-    if (id < 0 || id >= rows || uninitialized_[static_cast<size_t>(id)] == 0) continue;
+    if (id >= 0 && id < rows && uninitialized_[static_cast<size_t>(id)] != 0) pending.push_back(id);
+  }
+  if (pending.empty()) return;
+  if (CowSnapshot* snapshot = SnapshotBeingWritten()) snapshot->BeforeFillRows(pending);
+  for (const int64_t id : pending) {
+    if (uninitialized_[static_cast<size_t>(id)] == 0) continue;  // named twice
     // Cannot fail: Create validated the initializer, and the row is inside the block.
     InitializeBlock(spec_.initializer, spec_.full_shape, spec_.row_offset + id,
                     value_.view().RowBlock(id, 1))
@@ -252,6 +258,7 @@ void ShardState::InitializeAllRows() const {
     }
     int64_t end = begin + 1;
     while (end < rows && uninitialized_[static_cast<size_t>(end)] != 0) ++end;
+    if (CowSnapshot* snapshot = SnapshotBeingWritten()) snapshot->BeforeFillRange(begin, end);
     InitializeBlock(spec_.initializer, spec_.full_shape, spec_.row_offset + begin,
                     value_.view().RowBlock(begin, end - begin))
         .IgnoreError();
@@ -356,15 +363,24 @@ TensorSlice ShardState::Snapshot() const {
 ShardState::~ShardState() { snapshot_.Detach(); }
 
 std::shared_ptr<CowSnapshot> ShardState::StartSnapshot() {
-  InitializeAllRows();  // no row is written for its initializer while the snapshot is read
   snapshot_.Detach();
   std::vector<ConstTensorView> tensors{value_.view()};
   for (const Tensor& slot : slots_.tensors) tensors.push_back(slot.view());
-  snapshot_.snapshot = std::make_shared<CowSnapshot>(std::move(tensors));
+  // The rows still without a value are the writer's to compute (Note [Copy-on-write snapshots]).
+  UnfilledRows unfilled;
+  if (num_uninitialized_ > 0) {
+    unfilled.rows = uninitialized_;
+    unfilled.fill = [initializer = spec_.initializer, full_shape = spec_.full_shape,
+                     row_offset = spec_.row_offset](int64_t begin, TensorView out) {
+      // Cannot fail: Create validated the initializer, and the rows are inside the block.
+      InitializeBlock(initializer, full_shape, row_offset + begin, out).IgnoreError();
+    };
+  }
+  snapshot_.snapshot = std::make_shared<CowSnapshot>(std::move(tensors), std::move(unfilled));
   return snapshot_.snapshot;
 }
 
-CowSnapshot* ShardState::SnapshotBeingWritten() {
+CowSnapshot* ShardState::SnapshotBeingWritten() const {
   if (snapshot_.snapshot != nullptr && snapshot_.snapshot->finished()) snapshot_.snapshot = nullptr;
   return snapshot_.snapshot.get();
 }

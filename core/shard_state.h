@@ -14,14 +14,15 @@
 // Note [Rows initialized on first touch]
 // A shard's rows get their initializer's values when something first looks at them, not when the
 // shard is created: a gather or scatter or sparse gradient initializes the rows it names, and
-// anything that sees the whole block (read, assign, a dense gradient, a snapshot, a save, value())
+// anything that sees the whole block (read, assign, a dense gradient, a save, value())
 // initializes every row left. Values depend only on (seed, global element position) (core/
 // initializer.h), so no one can tell the difference — except in time and memory: creating the
 // RFC-scale model's 2.64 GB of embeddings took seconds of Philox and page faults before the first
 // step, most of it for rows a run never trains (200,000 examples touch a fraction of 600,000
 // users), and those rows now cost neither. A restore or an assignment of the whole block leaves
 // nothing to initialize. Blocks whose initializer is zeros are zeros already (Note [Tensor
-// storage]).
+// storage]). A background save's snapshot initializes nothing either: its writer computes the
+// rows still waiting (Note [Copy-on-write snapshots], core/cow_snapshot.h).
 //
 // Note [Row update counts]
 // For the cluster's status (which rows are hot, how many were trained), a shard counts, per row of
@@ -276,10 +277,11 @@ class ShardState {
   void BeforeWriteRange(int64_t begin, int64_t end);
   void BeforeWriteAll();
   // The snapshot its writer has not finished, if any (a finished one is let go here).
-  CowSnapshot* SnapshotBeingWritten();
+  CowSnapshot* SnapshotBeingWritten() const;
 
   // The snapshot being written, if any. Declared first: a move assignment hands it what it has
-  // not read (SnapshotHold's) before the tensors below are replaced.
+  // not read (SnapshotHold's) before the tensors below are replaced. Mutable as value_ is: a
+  // const read that initializes rows writes into what the snapshot reads.
   struct SnapshotHold {
     SnapshotHold() = default;
     SnapshotHold(SnapshotHold&& other) noexcept : snapshot(std::move(other.snapshot)) {}
@@ -296,7 +298,7 @@ class ShardState {
     }
     std::shared_ptr<CowSnapshot> snapshot;
   };
-  SnapshotHold snapshot_;
+  mutable SnapshotHold snapshot_;
   ShardSpec spec_;
   std::string name_;
   mutable Tensor value_;

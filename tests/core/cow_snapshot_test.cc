@@ -17,10 +17,11 @@
 namespace tessera {
 namespace {
 
-// 1,024-float rows: 256 rows a chunk; 900 rows are 3 whole chunks and a half one.
+// 1,024-float rows: one page each, 256 rows a chunk; 900 rows are 3 whole chunks and a half one.
 constexpr int64_t kRows = 900;
 constexpr int64_t kWidth = 1024;
 constexpr int64_t kRowsPerChunk = kSliceChunkBytes / (kWidth * 4);
+static_assert(kWidth * 4 == kCowPageBytes, "the cases below count a row as a page");
 
 Tensor Pattern(float base) {
   Tensor t(Shape{kRows, kWidth});
@@ -73,14 +74,15 @@ TEST_CASE("a copy-on-write snapshot hands out every chunk as it was at the cut")
     WriteRow(value, row, -1);
     WriteRow(slot, row, -2);
   }
-  // Copied: the value's chunks 1 and 3 (chunk 0 was read already), the slot's 0, 1 and 3; the
-  // last chunk is the half one.
-  const int64_t half = (kRows - 3 * kRowsPerChunk) * kWidth * 4;
-  CHECK(snapshot.copied_bytes() == 3 * kSliceChunkBytes + 2 * half);
-  // Writing there again copies nothing more.
+  // Copied: the pages of the rows written, the value's in chunks 1 and 3 (chunk 0 was read
+  // already) and all three of the slot's; not their chunks.
+  CHECK(snapshot.copied_bytes() == 5 * kCowPageBytes);
+  // Writing there again copies nothing more; the rest of the slot's chunk 0 is copied now.
   snapshot.BeforeWriteRows(rows);
+  CHECK(snapshot.copied_bytes() == 5 * kCowPageBytes);
   snapshot.BeforeWriteRange(0, kRowsPerChunk);
-  CHECK(snapshot.copied_bytes() == 3 * kSliceChunkBytes + 2 * half);
+  for (int64_t row = 0; row < kRowsPerChunk; ++row) WriteRow(slot, row, -3);
+  CHECK(snapshot.copied_bytes() == (5 + kRowsPerChunk - 1) * kCowPageBytes);
 
   ReadChunks(snapshot, 0, 1, snapshot.chunks(), value_read);
   CHECK(value_read == value_at_cut);
@@ -126,12 +128,58 @@ TEST_CASE("once finished, a snapshot frees its copies and the shard writes witho
   Tensor value = Pattern(0);
   CowSnapshot snapshot({value.view()});
   snapshot.BeforeWriteRows({0});
-  CHECK(snapshot.copied_bytes() == kSliceChunkBytes);
+  CHECK(snapshot.copied_bytes() == kCowPageBytes);
   CHECK_FALSE(snapshot.finished());
   snapshot.Finish();
   CHECK(snapshot.finished());
   CHECK(snapshot.copied_bytes() == 0);
   snapshot.BeforeWriteAll();
+  CHECK(snapshot.copied_bytes() == 0);
+}
+
+// Rows [begin, begin + out.rows()) as an initializer would give them: each element its row times
+// 10 plus its column, negated.
+void FillPattern(int64_t begin, TensorView out) {
+  for (int64_t r = 0; r < out.rows(); ++r) {
+    for (int64_t c = 0; c < kWidth; ++c) {
+      out.data()[r * kWidth + c] = -static_cast<float>((begin + r) * 10 + c);
+    }
+  }
+}
+
+TEST_CASE("a snapshot computes the rows without a value at the cut, and copies no page of them") {
+  // Rows 0-299 and 700-899 have values; 300-699 wait for their initializer (zeros in memory).
+  Tensor value = Pattern(0), slot = Pattern(1e6f);
+  std::vector<uint8_t> unfilled(kRows, 0);
+  for (int64_t row = 300; row < 700; ++row) {
+    unfilled[static_cast<size_t>(row)] = 1;
+    WriteRow(value, row, 0);
+  }
+  Tensor expected = Tensor::Copy(value.view());
+  FillPattern(300, expected.RowBlock(300, 400));
+  const std::string slot_at_cut = BytesOf(slot);
+  CowSnapshot snapshot({value.view(), slot.view()}, UnfilledRows{unfilled, FillPattern});
+
+  // The shard initializes rows 310 and 650 (their pages hold nothing else: no copy), updates row
+  // 100 (its pages of both tensors copied) and then rows 310 and 650 (only the slot's pages).
+  const std::vector<int64_t> filled = {310, 650};
+  snapshot.BeforeFillRows(filled);
+  CHECK(snapshot.copied_bytes() == 0);
+  for (const int64_t row : filled) WriteRow(value, row, 42);
+  const std::vector<int64_t> updated = {100};
+  snapshot.BeforeWriteRows(updated);
+  WriteRow(value, 100, 7);
+  WriteRow(slot, 100, 8);
+  CHECK(snapshot.copied_bytes() == 2 * kCowPageBytes);
+  snapshot.BeforeWriteRows(filled);
+  for (const int64_t row : filled) {
+    WriteRow(value, row, 43);
+    WriteRow(slot, row, 9);
+  }
+  CHECK(snapshot.copied_bytes() == 4 * kCowPageBytes);
+
+  CHECK(ReadAll(snapshot, 0) == BytesOf(expected));
+  CHECK(ReadAll(snapshot, 1) == slot_at_cut);
   CHECK(snapshot.copied_bytes() == 0);
 }
 
@@ -242,6 +290,20 @@ TEST_CASE("a shard's snapshot holds its cut through updates, restores, a new opt
     CHECK(ReadTensors(*second, 2) == BytesOf(second_cut));
     CHECK(ReadTensors(*first, 2) == BytesOf(first_cut));
     CHECK(BytesOf(first_cut) != BytesOf(second_cut));
+  }
+  SUBCASE("the cut initializes no row: the writer computes them, the shard's gathers copy none") {
+    ShardState shard = MakeBigShard();  // no row initialized yet
+    const std::shared_ptr<CowSnapshot> snapshot = shard.StartSnapshot();
+    REQUIRE(shard.Gather(g.indices).ok());  // initializes three rows, each alone on its page
+    CHECK(snapshot->copied_bytes() == 0);
+    // The update copies the three rows' slot pages, not their value pages: those held no value at
+    // the cut (had the cut initialized them, they would be copied too).
+    REQUIRE(shard.ApplySparseGradient(g.indices, g.values).ok());
+    CHECK(snapshot->copied_bytes() == 3 * kCowPageBytes);
+    REQUIRE(shard.ApplySparseGradient(g.indices, g.values).ok());
+    CHECK(snapshot->copied_bytes() == 3 * kCowPageBytes);
+    TensorSlice at_cut = MakeBigShard().Snapshot();  // every row as initialized
+    CHECK(ReadTensors(*snapshot, 2) == BytesOf(at_cut));
   }
   SUBCASE("a finished snapshot is dropped: later writes copy nothing") {
     ShardState shard = MakeBigShard();

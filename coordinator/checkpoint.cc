@@ -214,7 +214,7 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
 // is answered no later update can reach what the writers read and training resumes (`on_cut`).
 // ON_READ values are read before that. The manifest is written once every file is, while
 // training runs; a save that fails leaves no manifest (an incomplete checkpoint, removed by the
-// next save). The price is memory: a shard holds a copy of each chunk it updates before its
+// next save). The price is memory: a shard holds a copy of each page it updates before its
 // writer has written it.
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step, const RunId& run, std::function<void()> on_cut) {

@@ -43,7 +43,7 @@ ABSL_FLAG(double, checkpoint_every_seconds, 0,
 ABSL_FLAG(bool, checkpoint_in_background, true,
           "on parameter servers: a checkpoint during training pauses it only while each shard "
           "marks its state, and is written while training goes on (a shard copies aside each "
-          "1 MiB chunk it updates before it is written); false: training waits until it is "
+          "4 KiB page it updates before it is written); false: training waits until it is "
           "written");
 ABSL_FLAG(int64_t, eval_every, 0,
           "steps between validations on the test set while training (0: only at the end)");

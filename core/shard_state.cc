@@ -229,14 +229,18 @@ std::vector<HotRow> ShardState::HottestRows(int32_t k) const {
 void ShardState::InitializeRows(absl::Span<const int64_t> local_ids) const {
   if (num_uninitialized_ == 0) return;
   const auto rows = static_cast<int64_t>(uninitialized_.size());
-  std::vector<int64_t> pending;
-  for (const int64_t id : local_ids) {
-    if (id >= 0 && id < rows && uninitialized_[static_cast<size_t>(id)] != 0) pending.push_back(id);
+  auto pending = [&](int64_t id) {
+    return id >= 0 && id < rows && uninitialized_[static_cast<size_t>(id)] != 0;
+  };
+  if (CowSnapshot* snapshot = SnapshotBeingWritten()) {
+    std::vector<int64_t> filling;
+    for (const int64_t id : local_ids) {
+      if (pending(id)) filling.push_back(id);
+    }
+    snapshot->BeforeFillRows(filling);
   }
-  if (pending.empty()) return;
-  if (CowSnapshot* snapshot = SnapshotBeingWritten()) snapshot->BeforeFillRows(pending);
-  for (const int64_t id : pending) {
-    if (uninitialized_[static_cast<size_t>(id)] == 0) continue;  // named twice
+  for (const int64_t id : local_ids) {
+    if (!pending(id)) continue;
     // Cannot fail: Create validated the initializer, and the row is inside the block.
     InitializeBlock(spec_.initializer, spec_.full_shape, spec_.row_offset + id,
                     value_.view().RowBlock(id, 1))

@@ -8,10 +8,9 @@
 //
 // Export = WriteExportedModel from a row source handing out rows of a prepared buffer (so the
 // figure is the writer's: message, per-piece CRC-32C, the NaN check, 4 MiB writes, fsync,
-// rename; O_DIRECT where the filesystem takes it, Note [Direct writes] in core/env_posix.cc);
-// baseline = the same number of bytes written plainly, write(2) through the page cache in 4 MiB
-// calls, then fsync. Neither ever holds more than a few MiB. Serving: the export's
-// pages are dropped from the page cache first (posix_fadvise DONTNEED), then OpenExportedModel +
+// rename); baseline = the same number of bytes written plainly, write(2) through the page cache in
+// 4 MiB calls, then fsync. Neither ever holds more than a few MiB. Serving: the export's pages are
+// dropped from the page cache first (posix_fadvise DONTNEED), then OpenExportedModel +
 // Predictor::Create + one prediction (cold), then N single-example predictions of random users;
 // VmRSS (RssAnon + RssFile) is read from /proc/self/status before and after. The last line is one
 // JSON object with every figure.
@@ -107,8 +106,7 @@ Json Rss() {
   return out;
 }
 
-// What a plain program does: write(2) through the page cache, then fsync (not the Env's
-// direct writes, Note [Direct writes] in core/env_posix.cc).
+// What a plain program does: write(2) through the page cache, then fsync, outside the Env.
 absl::StatusOr<double> PlainWrite(const std::string& path, uint64_t bytes) {
   const std::vector<char> buffer(size_t{4} << 20, 1);
   const Clock::time_point start = Clock::now();

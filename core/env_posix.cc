@@ -8,17 +8,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <limits>
-#include <memory>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/env.h"
-#include "core/status.h"
 
 namespace tessera {
 namespace {
@@ -58,94 +54,11 @@ class FileDescriptor {
   int fd_;
 };
 
-// Note [Direct writes]
-// A checkpoint's slice files are gigabytes written once and not read back soon; through the page
-// cache the writer's CPU goes to copying them into it and then to writing it back (ext4's block
-// allocation, the writeback at fsync), CPU that a checkpoint written during training takes from
-// training. So files are opened with O_DIRECT where the filesystem allows it: whole aligned
-// blocks go from a staging buffer straight to the device (on this project's VM 1.1 GB/s, against
-// 395 MB/s buffered with fsync). O_DIRECT wants the memory, the offset and the length aligned, so
-// writes are gathered in an aligned buffer and written kDirectBufferBytes at a time; what cannot
-// be — a write below what was written already (a slice file's header, written last), the
-// unaligned tail at Sync, anything after a Sync — goes through the page cache: O_DIRECT is
-// switched off for it (fcntl), and the kernel keeps both kinds of write coherent. A filesystem
-// that refuses O_DIRECT (tmpfs) or its alignment gets buffered writes throughout. Small files
-// (manifests) end up written buffered at Sync, as before, after one copy into the buffer.
 class PosixWritableFile : public WritableFile {
  public:
-  static constexpr size_t kAlignment = 4096;
-  static constexpr size_t kDirectBufferBytes = size_t{1} << 20;
-
-  PosixWritableFile(int fd, std::string path, bool direct)
-      : fd_(fd), path_(std::move(path)), direct_(direct) {}
-  // Closed silently, as the contract says, but with every byte written: the staged ones too.
-  ~PosixWritableFile() override {
-    if (fd_.get() >= 0) StopDirect().IgnoreError();
-  }
-
+  PosixWritableFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   absl::Status WriteAt(uint64_t offset, absl::string_view bytes) override {
     if (fd_.get() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
-    if (!direct_) return WriteBuffered(offset, bytes);
-    if (offset < flushed_) {  // below the staging buffer: already on the device
-      const size_t below = static_cast<size_t>(std::min<uint64_t>(flushed_ - offset, bytes.size()));
-      RETURN_IF_ERROR(SetDirect(false));
-      RETURN_IF_ERROR(WriteBuffered(offset, bytes.substr(0, below)));
-      RETURN_IF_ERROR(SetDirect(true));
-      bytes.remove_prefix(below);
-      offset += below;
-      if (bytes.empty()) return absl::OkStatus();
-    }
-    if (buffer_ == nullptr) {
-      void* memory = nullptr;
-      if (::posix_memalign(&memory, kAlignment, kDirectBufferBytes) != 0) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("writing ", path_, ": no memory for its staging buffer"));
-      }
-      buffer_.reset(static_cast<char*>(memory));
-    }
-    while (!bytes.empty()) {
-      const uint64_t at = offset - flushed_;  // within or past the staged bytes
-      if (at >= kDirectBufferBytes) {         // past the buffer: a hole, then the bytes
-        std::memset(buffer_.get() + staged_, 0, kDirectBufferBytes - staged_);
-        staged_ = kDirectBufferBytes;
-        RETURN_IF_ERROR(FlushFullBuffer());
-        if (!direct_) return WriteBuffered(offset, bytes);
-        continue;
-      }
-      if (at > staged_) std::memset(buffer_.get() + staged_, 0, at - staged_);
-      const size_t n = std::min<size_t>(bytes.size(), kDirectBufferBytes - at);
-      std::memcpy(buffer_.get() + at, bytes.data(), n);
-      staged_ = std::max<size_t>(staged_, at + n);
-      bytes.remove_prefix(n);
-      offset += n;
-      if (staged_ == kDirectBufferBytes) {
-        RETURN_IF_ERROR(FlushFullBuffer());
-        if (!direct_) return WriteBuffered(offset, bytes);
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Sync() override {
-    if (fd_.get() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
-    RETURN_IF_ERROR(StopDirect());
-    if (::fsync(fd_.get()) != 0) return ErrnoError(errno, "syncing", path_);
-    return absl::OkStatus();
-  }
-
-  absl::Status Close() override {
-    if (fd_.get() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
-    RETURN_IF_ERROR(StopDirect());
-    if (fd_.Close() != 0) return ErrnoError(errno, "closing", path_);
-    return absl::OkStatus();
-  }
-
- private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-
-  absl::Status WriteBuffered(uint64_t offset, absl::string_view bytes) {
     while (!bytes.empty()) {
       const ssize_t n = ::pwrite(fd_.get(), bytes.data(), bytes.size(), static_cast<off_t>(offset));
       if (n < 0) {
@@ -157,62 +70,20 @@ class PosixWritableFile : public WritableFile {
     }
     return absl::OkStatus();
   }
-
-  // Writes the full staging buffer at flushed_ with O_DIRECT; where the filesystem refuses, the
-  // file goes on buffered (direct_ false) with the buffer written through the page cache.
-  absl::Status FlushFullBuffer() {
-    size_t done = 0;
-    while (done < staged_) {
-      const ssize_t n = ::pwrite(fd_.get(), buffer_.get() + done, staged_ - done,
-                                 static_cast<off_t>(flushed_ + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || (static_cast<size_t>(n) % kAlignment) != 0) {
-        if (n < 0 && errno != EINVAL) return ErrnoError(errno, "writing", path_);
-        if (n > 0) done += static_cast<size_t>(n);
-        break;  // refused, or a short write: the rest goes buffered
-      }
-      done += static_cast<size_t>(n);
-    }
-    if (done < staged_) {
-      RETURN_IF_ERROR(StopDirect(done));
-      return absl::OkStatus();
-    }
-    flushed_ += staged_;
-    staged_ = 0;
+  absl::Status Sync() override {
+    if (fd_.get() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    if (::fsync(fd_.get()) != 0) return ErrnoError(errno, "syncing", path_);
+    return absl::OkStatus();
+  }
+  absl::Status Close() override {
+    if (fd_.get() < 0) return absl::FailedPreconditionError(absl::StrCat(path_, " is closed"));
+    if (fd_.Close() != 0) return ErrnoError(errno, "closing", path_);
     return absl::OkStatus();
   }
 
-  // Sets or clears O_DIRECT on the descriptor.
-  absl::Status SetDirect(bool on) {
-    const int flags = ::fcntl(fd_.get(), F_GETFL);
-    if (flags < 0 || ::fcntl(fd_.get(), F_SETFL, on ? flags | O_DIRECT : flags & ~O_DIRECT) != 0) {
-      return ErrnoError(
-          errno, on ? "switching on direct writes to" : "switching off direct writes to", path_);
-    }
-    return absl::OkStatus();
-  }
-
-  // Switches the file to buffered writes for good, writing what is staged from byte `from` on.
-  absl::Status StopDirect(size_t from = 0) {
-    if (!direct_) return absl::OkStatus();
-    direct_ = false;
-    RETURN_IF_ERROR(SetDirect(false));
-    absl::Status status = absl::OkStatus();
-    if (staged_ > from) {
-      status =
-          WriteBuffered(flushed_ + from, absl::string_view(buffer_.get() + from, staged_ - from));
-    }
-    buffer_.reset();
-    staged_ = 0;
-    return status;
-  }
-
+ private:
   FileDescriptor fd_;
   std::string path_;
-  bool direct_;
-  std::unique_ptr<char, Free> buffer_;  // kDirectBufferBytes, aligned, once a write came
-  uint64_t flushed_ = 0;  // bytes [0, flushed_) are on the device (a multiple of kAlignment)
-  size_t staged_ = 0;     // bytes [flushed_, flushed_ + staged_) are in buffer_
 };
 
 class PosixRandomAccessFile : public RandomAccessFile {
@@ -388,13 +259,9 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override {
-    // Note [Direct writes]: O_DIRECT where the filesystem takes it.
-    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
-    int fd = ::open(path.c_str(), flags | O_DIRECT, 0644);
-    const bool direct = fd >= 0;
-    if (!direct && errno == EINVAL) fd = ::open(path.c_str(), flags, 0644);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoError(errno, "creating", path);
-    return std::make_unique<PosixWritableFile>(fd, path, direct);
+    return std::make_unique<PosixWritableFile>(fd, path);
   }
 
   absl::Status SyncDirectory(const std::string& path) override {

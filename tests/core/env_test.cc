@@ -419,9 +419,8 @@ TEST_CASE("the real Env removes a symbolic link, never what it points to") {
 
 // Writes a file of a few MiB as a slice file is written and worse: pieces of any size in order,
 // holes, rewrites of bytes still staged and of bytes long written (a header, written last), a
-// Sync in the middle; what is read back must be what a plain file would hold. On a filesystem
-// taking O_DIRECT this runs Note [Direct writes]'s every path (core/env_posix.cc); on one that
-// refuses it (tmpfs), the buffered fallback.
+// Sync in the middle; what is read back must be what a plain file would hold, on a disk's
+// filesystem, on tmpfs and in memory.
 void CheckWritesReadBack(Env& env, const std::string& path, uint32_t seed) {
   std::mt19937 random(seed);
   auto below = [&random](uint64_t n) {
@@ -473,7 +472,7 @@ TEST_CASE("files read back as written: any order of offsets, holes, rewrites, a 
     CheckWritesReadBack(*Env::Default(), absl::StrCat(dir.path(), "/f", seed), seed);
     CheckWritesReadBack(mem, absl::StrCat("/mem/f", seed), seed);
   }
-  if (std::filesystem::is_directory("/dev/shm")) {  // tmpfs: no O_DIRECT, buffered throughout
+  if (std::filesystem::is_directory("/dev/shm")) {  // tmpfs
     std::string pattern = "/dev/shm/tessera_env_XXXXXX";
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     CheckWritesReadBack(*Env::Default(), pattern + "/f", 7);

@@ -53,6 +53,7 @@ using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
 // Shard actor (actors/shard_actor.h): the backup it forwards its changes to.
 using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
+using backup_lost_atom = caf::atom_constant<caf::atom("bkp_lost")>;
 // A shard's background writer (actors/shard_actor.cc), local only.
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
@@ -90,8 +91,10 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // (replicate_atom, Note [Replicated shards] in actors/shard_actor.h); 11: RestoreOp carries the
 // ledger of updates applied (a backup takes its primary's); 12: reclaim_atom names the run and
 // answers HeldShards (a restarted coordinator re-adopts its run's shards), ShardInfo carries the
-// ledger's marks.
-constexpr int32_t kProtocolVersion = 12;
+// ledger's marks; 13: a primary whose backup failed holds its acknowledgements and reports the
+// loss (backup_lost_atom) through its node to its owner, which answers with replicate_atom (Note
+// [A lost backup is struck before the primary acknowledges alone], actors/shard_actor.h).
+constexpr int32_t kProtocolVersion = 13;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

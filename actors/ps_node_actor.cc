@@ -5,6 +5,7 @@
 #include <caf/exit_reason.hpp>
 #include <caf/make_message.hpp>
 #include <caf/message_id.hpp>
+#include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
 #include <cstdio>
@@ -190,14 +191,37 @@ void GiveBackup(NodePointer self, const std::string& name, const shard_actor& sh
                 caf::typed_response_promise<int64_t> promise) {
   self->request(shard, caf::infinite, replicate_atom::value, backup, send_state)
       .then(
-          [self, name, shard, promise](int64_t version) mutable {
+          [self, name, shard, replicated = static_cast<bool>(backup),
+           promise](int64_t version) mutable {
             auto held = self->state.shards->find(name);
             if (held != self->state.shards->end() && held->second == shard) {
-              self->state.replicated.insert(name);
+              if (replicated) {
+                self->state.replicated.insert(name);
+              } else {
+                self->state.replicated.erase(name);
+              }
             }
             promise.deliver(version);
           },
           [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+}
+
+// Note [A lost backup is struck before the primary acknowledges alone] (actors/shard_actor.h):
+// shard `name` says its backup failed; it is no longer replicated (reclaim_atom says so), and its
+// owner, who placed the backup, hears of it. A report not from that shard is ignored.
+void ReportLostBackup(NodePointer self, const std::string& name, const caf::actor& backup) {
+  PsNodeState& state = self->state;
+  auto it = state.shards->find(name);
+  if (it == state.shards->end() ||
+      it->second.address() != caf::actor_cast<caf::actor_addr>(self->current_sender())) {
+    return;
+  }
+  state.replicated.erase(name);
+  auto owner = state.owner_of.find(name);
+  if (owner == state.owner_of.end()) return;
+  auto entry = state.owners.find(owner->second);
+  if (entry == state.owners.end() || !entry->second.handle) return;
+  caf::anon_send(entry->second.handle, backup_lost_atom::value, name, backup);
 }
 
 // Note [Backups reached directly] (ps_node_actor.h).
@@ -442,6 +466,9 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
       [self](replicate_atom, const std::string& name, const caf::actor& backup,
              const std::string& backup_address, bool send_state) -> caf::result<int64_t> {
         return Replicate(self, name, backup, backup_address, send_state);
+      },
+      [self](backup_lost_atom, const std::string& name, const caf::actor& backup) {
+        ReportLostBackup(self, name, backup);
       },
       [](ping_atom) -> pong_atom { return pong_atom::value; },
       [self](batch_atom, std::vector<ShardCall>& calls) { return ServeBatch(self, calls); },

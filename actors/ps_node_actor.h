@@ -26,6 +26,12 @@
 //   (replicate_atom, std::string name,      int64_t: shard `name`'s   NotFound; the shard's, or
 //    caf::actor backup, std::string          version once its backup   the connection's (Note
 //    backup_address, bool send_state)        has it                    [Backups reached directly])
+//   (backup_lost_atom, std::string name,    - (from shard `name` only: - (anyone else's is
+//    caf::actor backup)                      no longer replicated;       ignored)
+//                                            told to its owner, Note
+//                                            [A lost backup is struck
+//                                            before the primary
+//                                            acknowledges alone])
 //   (ping_atom)                             pong_atom                 -
 //   (batch_atom, std::vector<ShardCall>)    std::vector<ShardReply>,  - (each reply carries its
 //                                            in call order             call's error, Unavailable
@@ -157,7 +163,8 @@ using ps_node_actor = caf::typed_actor<
     caf::replies_to<reclaim_atom, caf::actor, std::string>::with<std::vector<HeldShard>>,  //
     caf::reacts_to<lease_atom, uint64_t>,                                                  //
     caf::replies_to<replicate_atom, std::string, caf::actor, std::string, bool>::with<int64_t>,
-    caf::replies_to<ping_atom>::with<pong_atom>,  //
+    caf::reacts_to<backup_lost_atom, std::string, caf::actor>,  //
+    caf::replies_to<ping_atom>::with<pong_atom>,                //
     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;
 
 // Opens a direct connection to the PS node at "host:port" (Note [Backups reached directly]);

@@ -45,24 +45,57 @@ std::string NameOf(const ShardState& shard) {
   return ShardName(spec.variable, spec.shard_index, spec.num_shards);
 }
 
-// Runs the acknowledgements waiting for the backup, in order, and forgets them.
+// Runs what waited for the backup, and the acknowledgements held since a lost one, in order, and
+// forgets them: the shard was given its next backup (or none).
 void ReleaseAwaiting(ShardActorState& state) {
-  std::deque<std::function<void()>> awaiting;
+  std::deque<std::function<void()>> held;
+  held.swap(state.held_acknowledgements);
+  std::deque<ShardActorState::Awaiting> awaiting;
   awaiting.swap(state.awaiting_backup);
-  for (auto& acknowledge : awaiting) acknowledge();
+  state.backup_lost = false;
+  for (auto& acknowledge : held) acknowledge();
+  for (auto& entry : awaiting) entry.then();
 }
 
-// Note [Replicated shards] (shard_actor.h): the shard goes on without its backup, which failed
-// for reason `why`; what waited for it is acknowledged.
+// Note [A lost backup is struck before the primary acknowledges alone] (shard_actor.h): the
+// shard drops its backup, which failed for reason `why`, holds the acknowledgements that waited
+// for it (a rebuild's part learns at once), and tells whoever gave it the backup.
 void LoseBackup(ShardPointer self, absl::string_view why) {
   ShardActorState& state = self->state;
   if (!state.backup) return;
   self->demonitor(state.backup);
+  caf::actor lost = std::move(state.backup);
   state.backup = nullptr;
   ++state.backup_epoch;
-  Log().warn("shard {} lost its backup ({}); it goes on unreplicated until it is given another",
-             NameOf(*state.shard), why);
-  ReleaseAwaiting(state);
+  state.backup_lost = true;
+  Log().warn(
+      "shard {} lost its backup ({}); its changes are acknowledged once the coordinator has "
+      "struck that backup",
+      NameOf(*state.shard), why);
+  std::deque<ShardActorState::Awaiting> awaiting;
+  awaiting.swap(state.awaiting_backup);
+  for (auto& entry : awaiting) {
+    if (entry.acknowledges) {
+      state.held_acknowledgements.push_back(std::move(entry.then));
+    } else {
+      entry.then();
+    }
+  }
+  if (state.backup_giver) {
+    self->send(state.backup_giver, backup_lost_atom::value, NameOf(*state.shard), lost);
+  }
+}
+
+// Holds the acknowledgement `promise` is to deliver, `answer`, until the shard is given its next
+// backup (Note [A lost backup is struck before the primary acknowledges alone]).
+template <class T>
+caf::result<T> HoldAcknowledgement(ShardPointer self, T answer) {
+  auto promise = self->make_response_promise<T>();
+  self->state.held_acknowledgements.push_back(
+      [promise, held = std::make_shared<T>(std::move(answer))]() mutable {
+        promise.deliver(std::move(*held));
+      });
+  return promise;
 }
 
 // The most a part of the state sent to a new backup holds (RestorePart): far below
@@ -78,9 +111,12 @@ ShardOp AppliedAlready() { return InfoOp{}; }
 
 // Sends `ops`, which the shard has just applied, to its backup; `then` runs once the backup has
 // applied them too (the backup answers in order), or once it failed and was dropped.
-void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then) {
+// `acknowledges`: `then` acknowledges a client (held when the backup fails) rather than going on
+// with a rebuild (run at once when it fails).
+void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then,
+               bool acknowledges = true) {
   ShardActorState& state = self->state;
-  state.awaiting_backup.push_back(std::move(then));
+  state.awaiting_backup.push_back({std::move(then), acknowledges});
   const size_t sent = ops.size();
   const uint64_t epoch = state.backup_epoch;
   self->request(caf::actor_cast<shard_actor>(state.backup), caf::infinite, std::move(ops))
@@ -92,9 +128,9 @@ void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()
             for (const ShardReply& reply : replies) {
               if (reply.error) return LoseBackup(self, ErrorToStatus(reply.error).message());
             }
-            std::function<void()> acknowledge = std::move(state.awaiting_backup.front());
+            std::function<void()> then = std::move(state.awaiting_backup.front().then);
             state.awaiting_backup.pop_front();
-            acknowledge();
+            then();
           },
           [self, epoch](caf::error& err) {
             if (epoch == self->state.backup_epoch) LoseBackup(self, ErrorToStatus(err).message());
@@ -111,11 +147,14 @@ void SendStateParts(ShardPointer self, const caf::actor& backup, int64_t begin, 
   std::vector<ShardOp> ops;
   ops.emplace_back(RestorePart(shard, begin, part_rows));
   const int64_t next = begin + part_rows;
-  Replicate(self, std::move(ops), [self, backup, next, rows, part_rows, done]() {
-    if (self->state.backup != backup) return done(false);
-    if (next >= rows) return done(true);
-    SendStateParts(self, backup, next, part_rows, done);
-  });
+  Replicate(
+      self, std::move(ops),
+      [self, backup, next, rows, part_rows, done]() {
+        if (self->state.backup != backup) return done(false);
+        if (next >= rows) return done(true);
+        SendStateParts(self, backup, next, part_rows, done);
+      },
+      /*acknowledges=*/false);
 }
 
 // The handlers, over the state's shard (or its build error).
@@ -140,12 +179,14 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
               self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
           return self->delegate(writer, write_atom::value);
         }
+        const bool changes = ChangesShard(op);
         std::optional<ShardOp> forwarded;
-        if (state.backup && ChangesShard(op)) forwarded = op;
+        if (state.backup && changes) forwarded = op;
         const int64_t before = state.shard->version();
         absl::StatusOr<ShardOpResult> result =
             ApplyShardOp(*state.shard, std::move(op), state.store.get());
         if (!result.ok()) return StatusToError(result.status());
+        if (state.backup_lost && changes) return HoldAcknowledgement(self, *std::move(result));
         if (!forwarded.has_value()) return *std::move(result);
         if (state.shard->version() == before) forwarded = AppliedAlready();
         // Note [Replicated shards]: acknowledged once the backup has it.
@@ -162,17 +203,20 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
       [self, &state](std::vector<ShardOp>& ops) -> caf::result<std::vector<ShardReply>> {
         std::vector<ShardReply> replies(ops.size());
         std::vector<ShardOp> forwarded;
+        bool changed = false;
         for (size_t k = 0; k < ops.size(); ++k) {
           if (state.shard == nullptr) {
             replies[k].error = StatusToError(state.build_error);
             continue;
           }
+          const bool changes = ChangesShard(ops[k]);
           std::optional<ShardOp> copy;
-          if (state.backup && ChangesShard(ops[k])) copy = ops[k];
+          if (state.backup && changes) copy = ops[k];
           const int64_t before = state.shard->version();
           absl::StatusOr<ShardOpResult> result =
               ApplyShardOp(*state.shard, std::move(ops[k]), state.store.get());
           if (result.ok()) {
+            changed = changed || changes;
             replies[k].result = *std::move(result);
             if (copy.has_value() && state.shard->version() == before) copy = AppliedAlready();
             if (copy.has_value()) forwarded.push_back(*std::move(copy));
@@ -180,6 +224,7 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
             replies[k].error = StatusToError(result.status());
           }
         }
+        if (state.backup_lost && changed) return HoldAcknowledgement(self, std::move(replies));
         if (forwarded.empty()) return replies;
         auto promise = self->make_response_promise<std::vector<ShardReply>>();
         Replicate(self, std::move(forwarded),
@@ -193,8 +238,11 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
           return StatusToError(absl::InvalidArgumentError(
               absl::StrCat("shard ", NameOf(*state.shard), " cannot be its own backup")));
         }
-        // What waited for the old backup is acknowledged (that backup got it, or is gone); a
-        // rebuild of the old one under way stops, seeing the new backup.
+        // What waited for the old backup is acknowledged (that backup got it, or is gone), and
+        // so is what was held since a lost one: whoever gave this backup knows the old one is no
+        // more (Note [A lost backup is struck before the primary acknowledges alone]). A rebuild
+        // of the old one under way stops, seeing the new backup.
+        state.backup_giver = caf::actor_cast<backup_watcher>(self->current_sender());
         if (state.backup) self->demonitor(state.backup);
         ++state.backup_epoch;
         state.backup = backup;

@@ -23,6 +23,10 @@
 //   (replicate_atom, shard_actor backup,    int64_t: the version      Note [Replicated shards];
 //    bool send_state)                        once the backup has it    null backup: none
 //
+// and sends, to the actor that gave it its backup (Note [A lost backup is struck before the
+// primary acknowledges alone]):
+//   (backup_lost_atom, std::string name, caf::actor backup)   its backup failed
+//
 // Note [Replicated shards]
 // A shard may have a backup: a shard actor of the same spec on another PS node, which serves no
 // client. The shard (the primary) applies each op as always; one that changed it (ChangesShard,
@@ -47,11 +51,26 @@
 // rows not restored yet take forwarded changes that their part then overwrites with the
 // primary's rows, which include them; each part carries the step, so the backup's optimizer
 // steps in lockstep with the primary's. The backup counts only once replicate_atom answered,
-// after the last part: until then the shard has no backup to promote. A backup that fails — gone,
-// or answering an op with an error — is dropped with a warning and the shard goes on unreplicated,
-// acknowledging on its own, until it is given another: availability first, the coordinator rebuilds
-// the backup. Reads see the primary's state, which may include an update whose acknowledgement
-// still waits for the backup.
+// after the last part: until then the shard has no backup to promote. Reads see the primary's
+// state, which may include an update whose acknowledgement still waits for the backup.
+//
+// Note [A lost backup is struck before the primary acknowledges alone]
+// A backup fails — it went down, its connection was lost, or it answered an op with an error —
+// while its node may live on and the coordinator still lists it as the shard's backup. Were the
+// primary to acknowledge on its own from then on, a later loss of the primary's node would
+// promote that backup, which lacks every update acknowledged since: acknowledged updates lost,
+// silently. So the primary drops the backup but acknowledges nothing alone yet: what waited for
+// the backup, and every change after it, is applied and held unacknowledged, and the shard tells
+// whoever gave it the backup (its PS node, which tells the shard's owner: the coordinator) with
+// (backup_lost_atom, its name, the lost backup). The coordinator strikes that backup from its
+// placement, so it can never be promoted, and answers with the next replicate_atom — no backup,
+// or a new one filled with the primary's state — which releases the held acknowledgements in
+// order (ClusterCoordinator, Note [A lost backup is replaced]). Held changes were never
+// acknowledged, so a primary lost meanwhile loses nothing a client was told; its closures run
+// again. The price is availability: a coordinator that cannot answer (stopped, or gone for good)
+// leaves the shard's clients waiting until it, or a coordinator re-adopting the shard, does. A
+// rebuild under way when its backup fails learns so at once (the replicate_atom that asked for it
+// answers with an error); only clients' acknowledgements are held.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
 #pragma once
@@ -67,6 +86,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -82,6 +102,10 @@ using shard_actor =
                      caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>,
                      caf::replies_to<replicate_atom, caf::actor, bool>::with<int64_t>>;
 
+// Who gave a shard its backup, as the shard sees it: told when that backup fails (Note [A lost
+// backup is struck before the primary acknowledges alone]). A PS node is one.
+using backup_watcher = caf::typed_actor<caf::reacts_to<backup_lost_atom, std::string, caf::actor>>;
+
 struct ShardActorState {
   static inline const char* name = "tessera.shard";
   // Shared only to pass the move-only ShardState through CAF's spawn (which copies its
@@ -91,11 +115,20 @@ struct ShardActorState {
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
   // Note [Replicated shards]: where the changes go before they are acknowledged (null: nowhere),
-  // the acknowledgements waiting for it in the order sent, and a count of backups given or lost
-  // (a late answer of an earlier backup is ignored).
+  // what waits for it in the order sent, and a count of backups given or lost (a late answer of
+  // an earlier backup is ignored).
+  struct Awaiting {
+    std::function<void()> then;
+    bool acknowledges = true;  // a client's acknowledgement (else a rebuild's next part)
+  };
   caf::actor backup;
-  std::deque<std::function<void()>> awaiting_backup;
+  std::deque<Awaiting> awaiting_backup;
   uint64_t backup_epoch = 0;
+  // Note [A lost backup is struck before the primary acknowledges alone]: who gave the backup
+  // (told of its loss), and, from a loss until the next replicate_atom, the acknowledgements held.
+  backup_watcher backup_giver;
+  bool backup_lost = false;
+  std::deque<std::function<void()>> held_acknowledgements;
 };
 
 // The behaviour of a shard actor owning `shard` (non-null), saving and loading through `store`

@@ -43,10 +43,17 @@ Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
 
 namespace {
 
-// The session actor (Cluster::session): it only has to exist, and answers pings. It takes an
-// (unused) argument: CAF 0.17 dereferences a null argument tuple when there is none.
-caf::behavior Session(int32_t /*unused*/) {
-  return {[](ping_atom) { return pong_atom::value; }};
+// The session actor (Cluster::session): the owner of the shards, it answers pings and passes a
+// shard's lost backup on to the listener.
+template <class Losses>
+caf::behavior Session(std::shared_ptr<Losses> losses) {
+  return {
+      [](ping_atom) { return pong_atom::value; },
+      [losses](backup_lost_atom, const std::string& shard, const caf::actor& backup) {
+        absl::MutexLock lock(&losses->mu);
+        if (losses->listener) losses->listener(shard, backup.address());
+      },
+  };
 }
 
 }  // namespace
@@ -61,7 +68,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   std::unique_ptr<Cluster> cluster(new Cluster(options, std::nullopt, {}));
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
-  cluster->session_ = cluster->system_->spawn(Session, 0);
+  cluster->session_ = cluster->system_->spawn(Session<BackupLosses>, cluster->backup_losses_);
   {
     absl::MutexLock lock(&cluster->mu_);
     for (int32_t task = 0; task < options.num_ps; ++task) {
@@ -83,7 +90,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   ConfigureActorSystem(cluster->config_, threads);
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
-  cluster->session_ = cluster->system_->spawn(Session, 0);
+  cluster->session_ = cluster->system_->spawn(Session<BackupLosses>, cluster->backup_losses_);
   {
     absl::MutexLock lock(&cluster->mu_);
     cluster->ps_addresses_ = spec.ps;
@@ -205,6 +212,11 @@ Cluster::~Cluster() {
   if (session_) caf::anon_send_exit(session_, caf::exit_reason::user_shutdown);
   session_ = nullptr;
   system_.reset();  // waits for every actor
+}
+
+void Cluster::SetBackupLossListener(BackupLossListener listener) {
+  absl::MutexLock lock(&backup_losses_->mu);
+  backup_losses_->listener = std::move(listener);
 }
 
 absl::Status Cluster::KillPs(int32_t task) {

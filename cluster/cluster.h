@@ -23,6 +23,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,12 @@ class Cluster {
   // and a PS node drops the shards of an owner that is gone (Note [Shards die with their
   // coordinator] in actors/ps_node_actor.h).
   const caf::actor& session() const { return session_; }
+  // What the session hears when a shard's backup failed (Note [A lost backup is struck before
+  // the primary acknowledges alone], actors/shard_actor.h): the primary's name and the lost
+  // backup. The listener runs on an actor thread and must not block; null: nobody listens.
+  using BackupLossListener =
+      std::function<void(const std::string& shard, const caf::actor_addr& backup)>;
+  void SetBackupLossListener(BackupLossListener listener);
 
   // Networked mode: the spec and options it was connected with (nullopt in process).
   bool networked() const { return spec_.has_value(); }
@@ -107,6 +114,11 @@ class Cluster {
   caf::actor_system_config config_;  // must outlive system_
   std::unique_ptr<caf::actor_system> system_;
   caf::actor session_;
+  struct BackupLosses {
+    absl::Mutex mu;
+    BackupLossListener listener ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<BackupLosses> backup_losses_ = std::make_shared<BackupLosses>();
   mutable absl::Mutex mu_;
   std::vector<ps_node_actor> ps_nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeAddress> ps_addresses_ ABSL_GUARDED_BY(mu_);  // networked mode

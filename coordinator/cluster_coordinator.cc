@@ -7,6 +7,9 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -30,6 +33,8 @@ struct ClusterCoordinator::LostPs {
   // Tasks lost whose shards need new backups (replicas), done when no loss waits: training
   // does not wait for them.
   std::deque<int32_t> rebuilds ABSL_GUARDED_BY(mu);
+  // Shards whose backup failed, with that backup (Note [A lost backup is replaced]).
+  std::deque<std::pair<std::string, caf::actor_addr>> lost_backups ABSL_GUARDED_BY(mu);
   bool stop ABSL_GUARDED_BY(mu) = false;
 };
 
@@ -73,6 +78,12 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
       ++lost->restoring;
       lost->changed.SignalAll();
     };
+    cluster.SetBackupLossListener(
+        [lost = coordinator->lost_](const std::string& shard, const caf::actor_addr& backup) {
+          absl::MutexLock lock(&lost->mu);
+          lost->lost_backups.emplace_back(shard, backup);
+          lost->changed.SignalAll();
+        });
   }
   coordinator->actor_ = SpawnCoordinator(system, queue, cluster.num_workers(),
                                          options.closures_per_worker, std::move(factory),
@@ -115,6 +126,7 @@ absl::Status ClusterCoordinator::StartNetworked() {
 }
 
 ClusterCoordinator::~ClusterCoordinator() {
+  strategy_.cluster().SetBackupLossListener(nullptr);
   if (recovery_thread_.joinable()) WaitUntilWorkersLearnOfFailure();
   {
     absl::MutexLock lock(&lost_->mu);
@@ -149,20 +161,33 @@ void ClusterCoordinator::WaitUntilWorkersLearnOfFailure() {
   absl::SleepFor(kFailureNoticeFlush);
 }
 
+// A lost PS first (training waits for it), then the failed backups (their primaries hold their
+// acknowledgements until struck), then the rebuilds (nobody waits for them).
 void ClusterCoordinator::RecoveryLoop() {
   for (;;) {
     int32_t task = 0;
     bool rebuild = false;
+    std::optional<std::pair<std::string, caf::actor_addr>> lost_backup;
     {
       absl::MutexLock lock(&lost_->mu);
-      while (!lost_->stop && lost_->tasks.empty() && lost_->rebuilds.empty()) {
+      while (!lost_->stop && lost_->tasks.empty() && lost_->lost_backups.empty() &&
+             lost_->rebuilds.empty()) {
         lost_->changed.Wait(&lost_->mu);
       }
       if (lost_->stop) return;
-      rebuild = lost_->tasks.empty();
-      std::deque<int32_t>& queue = rebuild ? lost_->rebuilds : lost_->tasks;
-      task = queue.front();
-      queue.pop_front();
+      if (lost_->tasks.empty() && !lost_->lost_backups.empty()) {
+        lost_backup = std::move(lost_->lost_backups.front());
+        lost_->lost_backups.pop_front();
+      } else {
+        rebuild = lost_->tasks.empty();
+        std::deque<int32_t>& queue = rebuild ? lost_->rebuilds : lost_->tasks;
+        task = queue.front();
+        queue.pop_front();
+      }
+    }
+    if (lost_backup.has_value()) {
+      ReplaceLostBackup(lost_backup->first, lost_backup->second);
+      continue;
     }
     if (rebuild) {
       RebuildBackups(task);
@@ -263,6 +288,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   absl::StatusOr<ps_node_actor> node = cluster.ReconnectPs(task, kReadoptConnectTimeout);
   if (!node.ok()) return false;  // gone: the checkpoint path says so
   std::map<std::string, shard_actor> held;
+  std::vector<std::string> unreplicated;  // primaries whose backup failed while cut off
   absl::Status asked;
   caf::scoped_actor self(system_);
   const std::string run =
@@ -270,7 +296,10 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   self->request(*node, std::chrono::seconds(10), reclaim_atom::value, cluster.session(), run)
       .receive(
           [&](std::vector<HeldShard>& shards) {
-            for (HeldShard& shard : shards) held.emplace(shard.name, std::move(shard.shard));
+            for (HeldShard& shard : shards) {
+              if (!shard.replicated) unreplicated.push_back(shard.name);
+              held.emplace(shard.name, std::move(shard.shard));
+            }
           },
           [&](caf::error& err) { asked = ErrorToStatus(err); });
   if (asked.ok()) asked = strategy_.AdoptShardsOn(task, held);
@@ -285,6 +314,17 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
           .receive([] {}, [](caf::error&) {});
     }
     return false;
+  }
+  // A backup that failed while this coordinator was cut off was reported to nobody, and its
+  // primary still holds its acknowledgements: struck now (Note [A lost backup is replaced]).
+  {
+    absl::MutexLock lock(&lost_->mu);
+    for (const std::string& name : unreplicated) {
+      if (std::optional<caf::actor_addr> backup = strategy_.BackupOf(name, task);
+          backup.has_value()) {
+        lost_->lost_backups.emplace_back(name, *backup);
+      }
+    }
   }
   PsRecovery report;
   report.ps_task = task;
@@ -332,6 +372,31 @@ bool ClusterCoordinator::Failover(int32_t task, absl::Time start) {
       task, cluster.ps_addresses().at(task), placement, report.seconds);
   Resume(task, ps_node_actor(), std::move(report));
   return true;
+}
+
+// Note [A lost backup is replaced]
+// A primary whose backup failed while no PS was lost — the backup's connection or actor went
+// down, or it answered with an error — reports it (Note [A lost backup is struck before the
+// primary acknowledges alone], actors/shard_actor.h) and holds its acknowledgements (a report
+// sent while this coordinator was cut off is lost: a re-adoption finds such primaries by the
+// node's record of which shards forward to a backup, and queues them here too). Here the
+// backup is struck from the placement before the primary hears it may go on, so a later loss of
+// the primary's PS finds no backup to promote rather than a stale one (that shard's PS then goes
+// down the checkpoint path), and a rebuild gives it a new backup, as after a PS loss. A report
+// of a backup already struck or replaced (its PS was lost and its primaries told) changes
+// nothing. A failed backup whose node is dying and not yet known lost is struck the same way;
+// its rebuild, finding that node gone, waits for the PS's recovery, which queues another.
+void ClusterCoordinator::ReplaceLostBackup(const std::string& shard,
+                                           const caf::actor_addr& backup) {
+  absl::StatusOr<int32_t> task = strategy_.StrikeBackup(shard, backup);
+  if (!task.ok()) {
+    Log().debug("{}: nothing to strike ({})", shard, task.status().message());
+    return;
+  }
+  Log().warn("the backup of {} on ps {} failed: struck, a new one follows", shard, *task);
+  absl::MutexLock lock(&lost_->mu);
+  lost_->rebuilds.push_back(*task);
+  lost_->changed.SignalAll();
 }
 
 void ClusterCoordinator::RebuildBackups(int32_t task) {

@@ -179,6 +179,9 @@ class ClusterCoordinator {
   // when some shard finds none besides its own, on a node for vacant PS `task` (a standby, or its
   // process started again).
   void RebuildBackups(int32_t task);
+  // Strikes shard `shard`'s failed backup `backup` and queues a rebuild (Note [A lost backup is
+  // replaced]).
+  void ReplaceLostBackup(const std::string& shard, const caf::actor_addr& backup);
   // Training goes on with PS `task` served by `node` again (null: by nobody, its shards moved):
   // workers get a new directory.
   void Resume(int32_t task, const ps_node_actor& node, PsRecovery report);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 #include <chrono>
 #include <memory>
@@ -435,6 +436,7 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackups
     if (placed.backup_task == task) {  // a backup the lost node held
       placed.backup = shard_actor();
       placed.backup_task = -1;
+      EndReplication(placed);
       continue;
     }
     if (placed.task != task) continue;
@@ -445,6 +447,36 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackups
     if (touched.empty() || touched.back() != placed.variable) touched.push_back(placed.variable);
   }
   return touched;
+}
+
+void ParameterServerStrategy::EndReplication(const PlacedShard& primary) {
+  caf::anon_send(cluster_.ps_node(primary.task), replicate_atom::value, primary.name(),
+                 caf::actor(), std::string(), false);
+}
+
+absl::StatusOr<int32_t> ParameterServerStrategy::StrikeBackup(const std::string& shard,
+                                                              const caf::actor_addr& backup) {
+  for (PlacedShard& placed : shards_) {
+    if (placed.name() != shard || !placed.backup || placed.backup.address() != backup) continue;
+    const int32_t task = placed.backup_task;
+    placed.backup = shard_actor();
+    placed.backup_task = -1;
+    EndReplication(placed);
+    DropShards({{task, shard}});
+    return task;
+  }
+  return absl::NotFoundError(
+      absl::StrCat("the failed backup is not shard ", shard, "'s backup (any more)"));
+}
+
+std::optional<caf::actor_addr> ParameterServerStrategy::BackupOf(const std::string& shard,
+                                                                 int32_t task) const {
+  for (const PlacedShard& placed : shards_) {
+    if (placed.task == task && placed.name() == shard && placed.backup) {
+      return placed.backup.address();
+    }
+  }
+  return std::nullopt;
 }
 
 int32_t ParameterServerStrategy::ShardsWithoutBackup() const {

@@ -28,7 +28,9 @@
 // place (PromoteBackupsOf: the variables point at them, on the backups' tasks) and every shard
 // left without a backup — those promoted, and those whose backup the lost node held — gets a new
 // one on another live task (RebuildBackups), which first takes its primary's state. A shard
-// whose primary and backup are both lost goes back to the checkpoint path (RecreateShardsOn).
+// whose primary and backup are both lost goes back to the checkpoint path (RecreateShardsOn). A
+// backup that fails while its PS lives is struck (StrikeBackup) before its primary acknowledges
+// alone, and rebuilt the same way.
 //
 // Note [A restarted coordinator re-adopts its run's shards]
 // A coordinator that dies leaves its shards on the PS nodes for a lease (Note [Shards die with
@@ -175,14 +177,25 @@ class ParameterServerStrategy {
   absl::Status AdoptShardsOn(int32_t task, const std::map<std::string, shard_actor>& held);
   // Networked PS recovery with replicas (Note [Backups on the next PS]): points the variables at
   // the backups of every shard placed on PS `task`, now on the backups' tasks, and forgets the
-  // backups `task` held. Returns the names of the variables touched. FailedPrecondition, nothing
-  // changed, when a shard placed on `task` has no backup (its primary and backup were both lost).
+  // backups `task` held (their primaries are told to go on without). Returns the names of the
+  // variables touched. FailedPrecondition, nothing changed, when a shard placed on `task` has no
+  // backup (its primary and backup were both lost, or its backup failed and was struck).
   absl::StatusOr<std::vector<std::string>> PromoteBackupsOf(int32_t task);
   // Gives every shard without a backup a new one, on the first task after its own that is not in
   // `unavailable`, filled with its primary's state before any change after it (replicate_atom).
   // Returns how many were made; a shard that finds no task, or whose backup fails, stays without
   // one (the error names it). No-op without replicas.
   absl::StatusOr<int32_t> RebuildBackups(const std::vector<int32_t>& unavailable);
+  // Note [A lost backup is struck before the primary acknowledges alone] (actors/shard_actor.h):
+  // shard `shard` reported that its backup `backup` failed. When that is still its backup, the
+  // backup is struck — no longer placed, so nothing promotes it, and dropped from its node if
+  // that lives — and the primary is told to go on without one, which acknowledges what it held.
+  // Returns the task the backup was on; NotFound when `backup` is not the shard's backup (the
+  // report of one struck or replaced already, whose primary was told then).
+  absl::StatusOr<int32_t> StrikeBackup(const std::string& shard, const caf::actor_addr& backup);
+  // The backup placed for shard `shard` when its primary is on PS `task`; nullopt when it has
+  // none (or no such shard is placed there).
+  std::optional<caf::actor_addr> BackupOf(const std::string& shard, int32_t task) const;
   // The shards without a backup now (0 without replicas).
   int32_t ShardsWithoutBackup() const;
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
@@ -211,6 +224,9 @@ class ParameterServerStrategy {
   // shards that were created.
   absl::StatusOr<std::vector<shard_actor>> CreateShards(const std::vector<PlacedShard>& shards);
   void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
+  // Tells the shard placed as `primary` that it has no backup now (Note [A lost backup is struck
+  // before the primary acknowledges alone]); does not wait.
+  void EndReplication(const PlacedShard& primary);
   // Names backups[k] (placed as `placed_backups[k]`) the backup of the shard placed as
   // `primaries[k]`, through the primary's PS node, which reaches the backup's node directly
   // (Note [Backups reached directly], actors/ps_node_actor.h); all at once; the first error.

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -501,6 +503,66 @@ TEST_CASE("a PS node gives its shard a backup on another node, refusing an unkno
   REQUIRE(copied.ok());
   CHECK(SameTensor(copied->value, fixture.AskOp(primary, ReadOp{})->value));
   CHECK(copied->version == 1);
+}
+
+TEST_CASE("a shard's lost backup is told to its owner, and its changes wait for the owner") {
+  DeterministicSystem fixture;
+  const ps_node_actor primary_node = SpawnTestNode(fixture, 0);
+  const ps_node_actor backup_node = SpawnTestNode(fixture, 1);
+  // An owner that records the losses it hears of.
+  std::vector<std::pair<std::string, caf::actor>> heard;
+  const caf::actor owner = fixture.Track(fixture.system().spawn(
+      [&heard](int) -> caf::behavior {
+        return {[&heard](backup_lost_atom, const std::string& name, const caf::actor& backup) {
+          heard.emplace_back(name, backup);
+        }};
+      },
+      0));
+  const ShardSpec spec = TestShardSpec(0, 1, 6, 2, OptimizerSpec{"sgd", {}});
+  const std::string name = "emb";
+  const shard_actor primary = CreateShard(fixture, primary_node, spec, owner);
+  const shard_actor backup = CreateShard(fixture, backup_node, spec);
+  const caf::actor backup_handle = caf::actor_cast<caf::actor>(backup);
+  REQUIRE(fixture
+              .Ask<int64_t>(primary_node, replicate_atom::value, name, backup_handle, std::string(),
+                            false)
+              .ok());
+  using Held = std::vector<HeldShard>;
+  REQUIRE(
+      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).replicated);
+  // A report that does not come from the shard itself is ignored.
+  caf::anon_send(primary_node, backup_lost_atom::value, name, backup_handle);
+  fixture.Run();
+  CHECK(heard.empty());
+  CHECK(
+      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).replicated);
+
+  caf::anon_send_exit(backup, caf::exit_reason::kill);
+  fixture.Run();
+  REQUIRE(heard.size() == 1);
+  CHECK(heard[0].first == name);
+  CHECK(heard[0].second == backup_handle);
+  CHECK_FALSE(
+      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).replicated);
+  // The change is applied but not acknowledged until the owner answers: no backup now.
+  std::optional<absl::StatusOr<ShardOpResult>> change;
+  fixture.system().spawn(
+      [&change, primary](caf::event_based_actor* self, int) {
+        self->request(primary, caf::infinite,
+                      ShardOp(ApplyDenseGradientOp{Tensor(Shape{6, 2}, 1.0f)}))
+            .then([&change](ShardOpResult& r) { change = std::move(r); },
+                  [&change](caf::error& e) { change = ErrorToStatus(e); });
+      },
+      0);
+  fixture.Run();
+  CHECK(!change.has_value());
+  REQUIRE(fixture
+              .Ask<int64_t>(primary_node, replicate_atom::value, name, caf::actor(), std::string(),
+                            false)
+              .ok());
+  REQUIRE(change.has_value());
+  CHECK(change->ok());
+  CHECK(fixture.AskOp(primary, ApplyDenseGradientOp{Tensor(Shape{6, 2}, 1.0f)}).ok());
 }
 
 TEST_CASE("a PS node connects to the backup's node first, and a failed connection is the error") {

@@ -153,24 +153,84 @@ TEST_CASE("a replicated shard acknowledges a change only once its backup has app
   CheckSameState(fixture, primary, backup);
 }
 
-TEST_CASE("a change waiting for a backup that goes down is acknowledged, and none waits after") {
+// Stands in for the PS node that gives a shard its backup (Note [A lost backup is struck before
+// the primary acknowledges alone]): sent (shard, backup, send_state), it gives the shard that
+// backup and records replicate_atom's answer in `given`; it records the shard's loss reports in
+// `lost`.
+struct GiverRecords {
+  std::vector<absl::StatusOr<int64_t>> given;
+  std::vector<std::pair<std::string, caf::actor>> lost;
+};
+
+caf::behavior BackupGiver(caf::event_based_actor* self, GiverRecords* records) {
+  return {
+      [self, records](const shard_actor& shard, const caf::actor& backup, bool send_state) {
+        self->request(shard, caf::infinite, replicate_atom::value, backup, send_state)
+            .then([records](int64_t version) { records->given.emplace_back(version); },
+                  [records](caf::error& err) { records->given.push_back(ErrorToStatus(err)); });
+      },
+      [records](backup_lost_atom, const std::string& name, const caf::actor& backup) {
+        records->lost.emplace_back(name, backup);
+      },
+  };
+}
+
+TEST_CASE("a change waiting for a backup that goes down is held, and reported, until struck") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
   const shard_actor backup = SpawnTestShard(fixture);
   caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
-  REQUIRE(SetBackup(fixture, primary, relay, false).ok());
-  std::optional<absl::StatusOr<ShardOpResult>> acknowledged;
-  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, acknowledged);
+  GiverRecords records;
+  const caf::actor giver = fixture.Track(fixture.system().spawn(BackupGiver, &records));
+  caf::anon_send(giver, primary, relay, false);
   fixture.Run();
-  CHECK(!acknowledged.has_value());
-  // The relay dies holding the change (as a backup whose connection is lost answers nothing).
+  REQUIRE(records.given.size() == 1);
+  REQUIRE(records.given[0].ok());
+  std::optional<absl::StatusOr<ShardOpResult>> first;
+  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
+  fixture.Run();
+  CHECK(!first.has_value());
+  // The relay dies holding the change (as a backup whose connection is lost answers nothing):
+  // the giver hears of it, and the change stays unacknowledged.
   caf::anon_send_exit(relay, caf::exit_reason::kill);
   fixture.Run();
-  REQUIRE(acknowledged.has_value());
-  CHECK(acknowledged->ok());
-  auto next = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 2.0f)});
+  CHECK(!first.has_value());
+  REQUIRE(records.lost.size() == 1);
+  CHECK(records.lost[0].first == "emb/part_1");
+  CHECK(records.lost[0].second == relay);
+  // Changes after the loss are applied, and held too; reads are answered at once.
+  std::optional<absl::StatusOr<ShardOpResult>> second;
+  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 2.0f)}, second);
+  std::vector<ShardOp> batch;
+  batch.push_back(GatherOp{Ids{0}});
+  batch.push_back(ApplySparseGradientOp{IndexedSlices{Ids{3}, Iota(Shape{1, 4}, 0.5f)}});
+  std::optional<absl::StatusOr<std::vector<ShardReply>>> third;
+  fixture.system().spawn(
+      [&third, primary, batch](caf::event_based_actor* self, int) {
+        self->request(primary, caf::infinite, batch)
+            .then([&third](std::vector<ShardReply>& r) { third = std::move(r); },
+                  [&third](caf::error& e) { third = ErrorToStatus(e); });
+      },
+      0);
+  fixture.Run();
+  CHECK(!second.has_value());
+  CHECK(!third.has_value());
+  CHECK(VersionOf(fixture, primary) == 3);
+  CHECK(fixture.AskOp(primary, GatherOp{Ids{2}}).ok());
+  CHECK(records.lost.size() == 1);  // reported once
+  // The coordinator struck the backup and says go on without one: all acknowledged, in order.
+  REQUIRE(SetBackup(fixture, primary, caf::actor(), false).ok());
+  REQUIRE(first.has_value());
+  REQUIRE(second.has_value());
+  REQUIRE(third.has_value());
+  CHECK(ResultOf<ApplyDenseGradientOp>(**first)->version == 1);
+  CHECK(ResultOf<ApplyDenseGradientOp>(**second)->version == 2);
+  REQUIRE(third->ok());
+  REQUIRE((*third)->size() == 2);
+  CHECK(!(**third)[1].error);
+  auto next = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 3.0f)});
   REQUIRE(next.ok());
-  CHECK(*next == 2);
+  CHECK(*next == 4);
 }
 
 TEST_CASE("a new backup takes the primary's state first, then every change after it") {
@@ -302,13 +362,17 @@ TEST_CASE("a rebuilt backup takes the primary's ledger, so promoted it drops a r
   CheckSameState(fixture, primary, rebuilt);
 }
 
-TEST_CASE("a shard whose backup is gone or fails goes on unreplicated, still acknowledging") {
+TEST_CASE("a shard whose backup is gone or fails acknowledges only once given its next backup") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
-
+  GiverRecords records;
+  const caf::actor giver = fixture.Track(fixture.system().spawn(BackupGiver, &records));
+  caf::actor failed;
   SUBCASE("the backup exited") {
     const shard_actor backup = SpawnTestShard(fixture);
-    REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+    failed = caf::actor_cast<caf::actor>(backup);
+    caf::anon_send(giver, primary, failed, false);
+    fixture.Run();
     caf::anon_send_exit(backup, caf::exit_reason::kill);
     fixture.Run();
   }
@@ -316,14 +380,52 @@ TEST_CASE("a shard whose backup is gone or fails goes on unreplicated, still ack
     auto other = ShardState::Create(TestShardSpec(0, 1, 5, 4, Adagrad()));
     REQUIRE(other.ok());
     const shard_actor backup = fixture.Track(SpawnShard(fixture.system(), std::move(*other)));
-    REQUIRE(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(backup), false).ok());
+    failed = caf::actor_cast<caf::actor>(backup);
+    caf::anon_send(giver, primary, failed, false);
+    fixture.Run();
   }
-  auto first = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)});
-  REQUIRE(first.ok());
-  CHECK(*first == 1);
+  REQUIRE(records.given.size() == 1);
+  REQUIRE(records.given[0].ok());
+  std::optional<absl::StatusOr<ShardOpResult>> first;
+  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
+  fixture.Run();
+  CHECK(!first.has_value());
+  REQUIRE(records.lost.size() == 1);
+  CHECK(records.lost[0].second == failed);
+  // A new backup (here: none) releases it; the shard then goes on unreplicated.
+  caf::anon_send(giver, primary, caf::actor(), false);
+  fixture.Run();
+  REQUIRE(first.has_value());
+  CHECK(first->ok());
   auto second = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 2.0f)});
   REQUIRE(second.ok());
   CHECK(*second == 2);
+}
+
+TEST_CASE("a rebuild whose new backup fails is an error at once, while changes are held") {
+  DeterministicSystem fixture;
+  const shard_actor primary = SpawnTestShard(fixture);
+  REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, -1.0f)}).ok());
+  const shard_actor backup = SpawnTestShard(fixture);
+  caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
+  GiverRecords records;
+  const caf::actor giver = fixture.Track(fixture.system().spawn(BackupGiver, &records));
+  caf::anon_send(giver, primary, relay, true);  // the state goes first, held by the relay
+  fixture.Run();
+  CHECK(records.given.empty());
+  std::optional<absl::StatusOr<ShardOpResult>> change;
+  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, change);
+  fixture.Run();
+  caf::anon_send_exit(relay, caf::exit_reason::kill);
+  fixture.Run();
+  REQUIRE(records.given.size() == 1);
+  CHECK(records.given[0].status().code() == absl::StatusCode::kUnavailable);
+  CHECK(records.lost.size() == 1);
+  CHECK(!change.has_value());
+  caf::anon_send(giver, primary, caf::actor(), false);
+  fixture.Run();
+  REQUIRE(change.has_value());
+  CHECK(change->ok());
 }
 
 TEST_CASE("a shard cannot be its own backup, and a null backup ends replication") {

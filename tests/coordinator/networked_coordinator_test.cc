@@ -390,5 +390,76 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   CHECK(successor.CreateVariable(TwoShardW()).ok());
 }
 
+// Note [A lost backup is replaced] (coordinator/cluster_coordinator.cc).
+TEST_CASE(
+    "networked coordinator: a backup that fails while its PS lives is struck and rebuilt, "
+    "so the primary's later loss loses no acknowledged update") {
+  std::vector<std::unique_ptr<testing::NetworkNode>> hosts;
+  ClusterSpec spec = SpecFor(0, /*workers=*/1);
+  spec.ps.clear();
+  for (int32_t task = 0; task < 3; ++task) {
+    hosts.push_back(std::make_unique<testing::NetworkNode>(FastNetwork()));
+    spec.ps.push_back(NodeAddress{"127.0.0.1", hosts.back()->PublishPsNode(task)});
+  }
+  auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
+  auto strategy = std::make_unique<ParameterServerStrategy>(*cluster, Partitioner{}, 2);
+  auto [counter, registry] = CreateCounter(*strategy);  // on ps 0, its backup on ps 1
+  auto coordinator =
+      ValueOrDie(ClusterCoordinator::Create(*strategy, registry, CoordinatorOptions{}), "Create");
+  absl::Status worker_status = absl::UnknownError("not finished");
+  std::thread worker([&] {
+    worker_status = RunWorkerNode(
+        {spec, FastNetwork(), /*task=*/0, /*threads=*/1, JobDescription{}}, CounterWorker());
+  });
+  REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
+  auto add = [&](int times) {
+    for (int i = 0; i < times; ++i) REQUIRE(coordinator->Schedule("add_one").ok());
+    REQUIRE(coordinator->Join().ok());
+  };
+  // The counter's copy on ps `task`: its value, or an error when there is none.
+  auto copy_on = [&](int32_t task) -> absl::StatusOr<float> {
+    testing::NetworkNode& host = *hosts[task];
+    ASSIGN_OR_RETURN(shard_actor shard,
+                     testing::Ask<shard_actor>(host.system(), host.ps_node(0), lookup_atom::value,
+                                               std::string("counter")));
+    ASSIGN_OR_RETURN(ShardOpResult read,
+                     testing::Ask<ShardOpResult>(host.system(), shard, ShardOp(ReadOp{})));
+    ASSIGN_OR_RETURN(ShardValue value, ResultOf<ReadOp>(std::move(read)));
+    return value.value.values()[0];
+  };
+  add(5);
+  REQUIRE(copy_on(1).ok());
+  CHECK(*copy_on(1) == 5.0f);
+
+  // The backup alone dies; its node lives on.
+  const shard_actor backup =
+      ValueOrDie(testing::Ask<shard_actor>(hosts[1]->system(), hosts[1]->ps_node(0),
+                                           lookup_atom::value, std::string("counter")),
+                 "lookup");
+  caf::anon_send_exit(backup, caf::exit_reason::kill);
+  add(3);  // acknowledged once the coordinator struck the backup
+  // A new backup is rebuilt from the primary, and keeps up with it.
+  REQUIRE(testing::WaitUntil([&] {
+    absl::StatusOr<float> copy = copy_on(1);
+    return copy.ok() && *copy == 8.0f;
+  }));
+  add(2);
+  CHECK(*copy_on(1) == 10.0f);
+
+  hosts[0].reset();  // the primary's PS dies: the rebuilt backup takes over, holding all 10
+  REQUIRE(testing::WaitUntil([&] { return !coordinator->recoveries().empty(); }));
+  const PsRecovery recovery = coordinator->recoveries().at(0);
+  CHECK(recovery.ps_task == 0);
+  CHECK(recovery.promoted);
+  add(1);
+  CHECK(ValueOrDie(strategy->variables().at("counter").Read(), "Read").values()[0] == 11.0f);
+
+  coordinator.reset();
+  worker.join();
+  CHECK(worker_status.ok());
+  counter = ShardedVariable();
+  strategy.reset();
+}
+
 }  // namespace
 }  // namespace tessera

@@ -85,6 +85,9 @@ if [ "$status" != 0 ]; then
   echo "the coordinator failed ($status)"; exit 1
 fi
 tr '\r' '\n' <"$work/coordinator.log" | grep -E "took over|backup|closures|AUC" || true
+# Every backup a primary lost, and when (expected only at the kills; any other is struck and
+# rebuilt by the coordinator, Note [A lost backup is replaced]).
+cat "$work"/ps*.log "$work"/standby.log 2>/dev/null | grep "lost its backup" | sort || true
 python3 - "$work/summary.json" "$standby" "$recoveries" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

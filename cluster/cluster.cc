@@ -51,7 +51,11 @@ caf::behavior Session(std::shared_ptr<Losses> losses) {
       [](ping_atom) { return pong_atom::value; },
       [losses](backup_lost_atom, const std::string& shard, const caf::actor& backup) {
         absl::MutexLock lock(&losses->mu);
-        if (losses->listener) losses->listener(shard, backup.address());
+        if (losses->listener) {
+          losses->listener(shard, backup.address());
+        } else {
+          losses->unheard.emplace_back(shard, backup.address());
+        }
       },
   };
 }
@@ -217,6 +221,10 @@ Cluster::~Cluster() {
 void Cluster::SetBackupLossListener(BackupLossListener listener) {
   absl::MutexLock lock(&backup_losses_->mu);
   backup_losses_->listener = std::move(listener);
+  if (!backup_losses_->listener) return;
+  for (const auto& [shard, backup] : backup_losses_->unheard)
+    backup_losses_->listener(shard, backup);
+  backup_losses_->unheard.clear();
 }
 
 absl::Status Cluster::KillPs(int32_t task) {

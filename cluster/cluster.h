@@ -27,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -76,7 +77,9 @@ class Cluster {
   const caf::actor& session() const { return session_; }
   // What the session hears when a shard's backup failed (Note [A lost backup is struck before
   // the primary acknowledges alone], actors/shard_actor.h): the primary's name and the lost
-  // backup. The listener runs on an actor thread and must not block; null: nobody listens.
+  // backup. The listener runs on an actor thread and must not block; null: nobody listens. What
+  // the session hears while nobody listens (the shards exist before their coordinator) is kept
+  // and handed to the next listener set.
   using BackupLossListener =
       std::function<void(const std::string& shard, const caf::actor_addr& backup)>;
   void SetBackupLossListener(BackupLossListener listener);
@@ -117,6 +120,7 @@ class Cluster {
   struct BackupLosses {
     absl::Mutex mu;
     BackupLossListener listener ABSL_GUARDED_BY(mu);
+    std::vector<std::pair<std::string, caf::actor_addr>> unheard ABSL_GUARDED_BY(mu);
   };
   std::shared_ptr<BackupLosses> backup_losses_ = std::make_shared<BackupLosses>();
   mutable absl::Mutex mu_;

@@ -229,7 +229,8 @@ class ParameterServerStrategy {
   void EndReplication(const PlacedShard& primary);
   // Names backups[k] (placed as `placed_backups[k]`) the backup of the shard placed as
   // `primaries[k]`, through the primary's PS node, which reaches the backup's node directly
-  // (Note [Backups reached directly], actors/ps_node_actor.h); all at once; the first error.
+  // (Note [Backups reached directly], actors/ps_node_actor.h); in two rounds (Note [Two PS nodes
+  // never connect to each other at once], strategy.cc), each all at once; the first error.
   absl::Status AttachBackups(const std::vector<PlacedShard>& primaries,
                              const std::vector<PlacedShard>& placed_backups,
                              const std::vector<shard_actor>& backups, bool send_state);

@@ -3,7 +3,9 @@
 // reaches them, promotion after a PS loss, and rebuilding backups.
 #include <doctest/doctest.h>
 
+#include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "actors/messages.h"
 #include "cluster/cluster.h"
 #include "coordinator/sharded_variable.h"
@@ -142,6 +145,55 @@ TEST_CASE("a lost PS's backups are promoted with every acknowledged change, then
   // A shard whose primary and backup are both gone cannot be promoted.
   CHECK(strategy.PromoteBackupsOf(1).ok());
   CHECK(strategy.PromoteBackupsOf(2).status().code() == absl::StatusCode::kFailedPrecondition);
+}
+
+// Note [A lost backup is struck before the primary acknowledges alone] (actors/shard_actor.h).
+TEST_CASE(
+    "a backup that fails is told to the cluster's listener, struck, never promoted, rebuilt") {
+  auto cluster = StartCluster(3);
+  ParameterServerStrategy strategy(*cluster, Partitioner{}, 2);
+  const ShardedVariable v = CreateTrained(strategy, 3);  // part_k on ps k, its backup on k + 1
+  Train(v, 1);
+  const shard_actor failed = ShardOn(*cluster, 1, "emb/part_0");
+  caf::anon_send_exit(failed, caf::exit_reason::kill);
+  // Nobody listens yet (the shards exist before their coordinator): the loss is kept, and handed
+  // to the first listener as it is set.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  absl::Mutex mu;
+  std::vector<std::pair<std::string, caf::actor_addr>> heard;
+  cluster->SetBackupLossListener([&](const std::string& shard, const caf::actor_addr& backup) {
+    absl::MutexLock lock(&mu);
+    heard.emplace_back(shard, backup);
+  });
+  {
+    absl::MutexLock lock(&mu);
+    REQUIRE(heard.size() == 1);
+    CHECK(heard[0].first == "emb/part_0");
+    CHECK(heard[0].second == failed.address());
+  }
+  CHECK(strategy.BackupOf("emb/part_0", 0).has_value());
+  CHECK(strategy.StrikeBackup("emb/part_0", caf::actor_addr()).status().code() ==
+        absl::StatusCode::kNotFound);
+  // Struck: the primary goes on alone, so the held change and the next are acknowledged.
+  absl::StatusOr<int32_t> struck = strategy.StrikeBackup("emb/part_0", failed.address());
+  REQUIRE(struck.ok());
+  CHECK(*struck == 1);
+  CHECK_FALSE(strategy.BackupOf("emb/part_0", 0).has_value());
+  CHECK(strategy.ShardsWithoutBackup() == 1);
+  Train(v, 2);
+  // A PS loss now finds no backup to promote for that shard, rather than the stale one.
+  CHECK(strategy.PromoteBackupsOf(0).status().code() == absl::StatusCode::kFailedPrecondition);
+  // Rebuilt, it takes the primary's state, and a loss of the primary loses nothing.
+  REQUIRE(strategy.RebuildBackups({}).ok());
+  CHECK(strategy.ShardsWithoutBackup() == 0);
+  Train(v, 3);
+  const Tensor before = ValueOrDie(v.Read(), "read");
+  REQUIRE(cluster->KillPs(0).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(strategy.PromoteBackupsOf(0).ok());
+  CHECK(
+      testing::SameTensor(ValueOrDie(strategy.variables().at("emb").Read(), "read after"), before));
+  cluster->SetBackupLossListener(nullptr);
 }
 
 TEST_CASE(

@@ -175,6 +175,24 @@ caf::behavior BackupGiver(caf::event_based_actor* self, GiverRecords* records) {
   };
 }
 
+// Has `giver` give `primary` the backup `backup` (without the state), and checks it did.
+void Give(DeterministicSystem& fixture, const caf::actor& giver, const GiverRecords& records,
+          const shard_actor& primary, const caf::actor& backup) {
+  const size_t before = records.given.size();
+  caf::anon_send(giver, primary, backup, false);
+  fixture.Run();
+  REQUIRE(records.given.size() == before + 1);
+  REQUIRE(records.given.back().ok());
+}
+
+// Sends `op` to `primary`; `acknowledged` gets its reply, which must not have come yet.
+void SendHeld(DeterministicSystem& fixture, const shard_actor& primary, ShardOp op,
+              std::optional<absl::StatusOr<ShardOpResult>>& acknowledged) {
+  SendUnanswered(fixture, primary, std::move(op), acknowledged);
+  fixture.Run();
+  CHECK(!acknowledged.has_value());
+}
+
 TEST_CASE("a change waiting for a backup that goes down is held, and reported, until struck") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
@@ -182,14 +200,9 @@ TEST_CASE("a change waiting for a backup that goes down is held, and reported, u
   caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
   GiverRecords records;
   const caf::actor giver = fixture.Track(fixture.system().spawn(BackupGiver, &records));
-  caf::anon_send(giver, primary, relay, false);
-  fixture.Run();
-  REQUIRE(records.given.size() == 1);
-  REQUIRE(records.given[0].ok());
+  Give(fixture, giver, records, primary, relay);
   std::optional<absl::StatusOr<ShardOpResult>> first;
-  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
-  fixture.Run();
-  CHECK(!first.has_value());
+  SendHeld(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
   // The relay dies holding the change (as a backup whose connection is lost answers nothing):
   // the giver hears of it, and the change stays unacknowledged.
   caf::anon_send_exit(relay, caf::exit_reason::kill);
@@ -371,8 +384,7 @@ TEST_CASE("a shard whose backup is gone or fails acknowledges only once given it
   SUBCASE("the backup exited") {
     const shard_actor backup = SpawnTestShard(fixture);
     failed = caf::actor_cast<caf::actor>(backup);
-    caf::anon_send(giver, primary, failed, false);
-    fixture.Run();
+    Give(fixture, giver, records, primary, failed);
     caf::anon_send_exit(backup, caf::exit_reason::kill);
     fixture.Run();
   }
@@ -381,15 +393,10 @@ TEST_CASE("a shard whose backup is gone or fails acknowledges only once given it
     REQUIRE(other.ok());
     const shard_actor backup = fixture.Track(SpawnShard(fixture.system(), std::move(*other)));
     failed = caf::actor_cast<caf::actor>(backup);
-    caf::anon_send(giver, primary, failed, false);
-    fixture.Run();
+    Give(fixture, giver, records, primary, failed);
   }
-  REQUIRE(records.given.size() == 1);
-  REQUIRE(records.given[0].ok());
   std::optional<absl::StatusOr<ShardOpResult>> first;
-  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
-  fixture.Run();
-  CHECK(!first.has_value());
+  SendHeld(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
   REQUIRE(records.lost.size() == 1);
   CHECK(records.lost[0].second == failed);
   // A new backup (here: none) releases it; the shard then goes on unreplicated.
@@ -414,8 +421,7 @@ TEST_CASE("a rebuild whose new backup fails is an error at once, while changes a
   fixture.Run();
   CHECK(records.given.empty());
   std::optional<absl::StatusOr<ShardOpResult>> change;
-  SendUnanswered(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, change);
-  fixture.Run();
+  SendHeld(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, change);
   caf::anon_send_exit(relay, caf::exit_reason::kill);
   fixture.Run();
   REQUIRE(records.given.size() == 1);

@@ -276,6 +276,34 @@ TEST_CASE(
   strategy.reset();
 }
 
+// A worker "process" of the counter job (RunWorkerNode on a thread), joined to the coordinator.
+// Finish() once the coordinator is gone (the worker exits with it) gives the worker's status.
+class CounterWorkerThread {
+ public:
+  CounterWorkerThread(const ClusterSpec& spec, ClusterCoordinator& coordinator)
+      : coordinator_(coordinator) {
+    thread_ = std::thread([this, spec] {
+      status_ = RunWorkerNode({spec, FastNetwork(), /*task=*/0, /*threads=*/1, JobDescription{}},
+                              CounterWorker());
+    });
+    REQUIRE(coordinator.WaitForWorkers(1, absl::Seconds(20)).ok());
+  }
+  // Runs "add_one" `times` times, to completion.
+  void Add(int times) {
+    for (int i = 0; i < times; ++i) REQUIRE(coordinator_.Schedule("add_one").ok());
+    REQUIRE(coordinator_.Join().ok());
+  }
+  absl::Status Finish() {
+    thread_.join();
+    return status_;
+  }
+
+ private:
+  ClusterCoordinator& coordinator_;
+  std::thread thread_;
+  absl::Status status_ = absl::UnknownError("not finished");
+};
+
 TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoint onto a node "
           "started again at its address") {
   testing::ScratchDir checkpoints("tessera-recovery");
@@ -340,16 +368,8 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   coordinator_options.recovery_checkpoints = checkpoints.path();
   auto coordinator = ValueOrDie(
       ClusterCoordinator::Create(*strategy, registry, coordinator_options), "Create");
-  absl::Status worker_status = absl::UnknownError("not finished");
-  std::thread worker([&] {
-    worker_status = RunWorkerNode(
-        {spec, FastNetwork(), /*task=*/0, /*threads=*/1, JobDescription{}}, CounterWorker());
-  });
-  REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
-  auto add = [&](int times) {
-    for (int i = 0; i < times; ++i) REQUIRE(coordinator->Schedule("add_one").ok());
-    REQUIRE(coordinator->Join().ok());
-  };
+  CounterWorkerThread worker(spec, *coordinator);
+  auto add = [&](int times) { worker.Add(times); };
   auto value = [&] {
     return ValueOrDie(strategy->variables().at("counter").Read(), "Read").values()[0];
   };
@@ -374,8 +394,7 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   CHECK(coordinator->stats().completed == 12);
 
   coordinator.reset();
-  worker.join();
-  CHECK(worker_status.ok());
+  CHECK(worker.Finish().ok());
   counter = ShardedVariable();
   strategy.reset();
   cluster.reset();
@@ -406,16 +425,8 @@ TEST_CASE(
   auto [counter, registry] = CreateCounter(*strategy);  // on ps 0, its backup on ps 1
   auto coordinator =
       ValueOrDie(ClusterCoordinator::Create(*strategy, registry, CoordinatorOptions{}), "Create");
-  absl::Status worker_status = absl::UnknownError("not finished");
-  std::thread worker([&] {
-    worker_status = RunWorkerNode(
-        {spec, FastNetwork(), /*task=*/0, /*threads=*/1, JobDescription{}}, CounterWorker());
-  });
-  REQUIRE(coordinator->WaitForWorkers(1, absl::Seconds(20)).ok());
-  auto add = [&](int times) {
-    for (int i = 0; i < times; ++i) REQUIRE(coordinator->Schedule("add_one").ok());
-    REQUIRE(coordinator->Join().ok());
-  };
+  CounterWorkerThread worker(spec, *coordinator);
+  auto add = [&](int times) { worker.Add(times); };
   // The counter's copy on ps `task`: its value, or an error when there is none.
   auto copy_on = [&](int32_t task) -> absl::StatusOr<float> {
     testing::NetworkNode& host = *hosts[task];
@@ -455,8 +466,7 @@ TEST_CASE(
   CHECK(ValueOrDie(strategy->variables().at("counter").Read(), "Read").values()[0] == 11.0f);
 
   coordinator.reset();
-  worker.join();
-  CHECK(worker_status.ok());
+  CHECK(worker.Finish().ok());
   counter = ShardedVariable();
   strategy.reset();
 }

@@ -86,8 +86,8 @@ void LoseBackup(ShardPointer self, absl::string_view why) {
   }
 }
 
-// Holds the acknowledgement `promise` is to deliver, `answer`, until the shard is given its next
-// backup (Note [A lost backup is struck before the primary acknowledges alone]).
+// A promise of `answer`, delivered once the shard is given its next backup (Note [A lost backup
+// is struck before the primary acknowledges alone]).
 template <class T>
 caf::result<T> HoldAcknowledgement(ShardPointer self, T answer) {
   auto promise = self->make_response_promise<T>();
@@ -110,9 +110,9 @@ constexpr int64_t kRebuildPartBytes = int64_t{32} << 20;
 ShardOp AppliedAlready() { return InfoOp{}; }
 
 // Sends `ops`, which the shard has just applied, to its backup; `then` runs once the backup has
-// applied them too (the backup answers in order), or once it failed and was dropped.
-// `acknowledges`: `then` acknowledges a client (held when the backup fails) rather than going on
-// with a rebuild (run at once when it fails).
+// applied them too (the backup answers in order). When the backup fails first, `then` runs once
+// the shard is given its next backup if it `acknowledges` a client, else (a rebuild's next step)
+// at once.
 void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then,
                bool acknowledges = true) {
   ShardActorState& state = self->state;

@@ -105,6 +105,8 @@
 // too, and the node first connects to it directly (its PeerConnector, on a thread of its own:
 // the connection blocks), so that CAF routes the shard's messages over that connection; then it
 // hands the shard its backup. In process (no address, no connector) there is nothing to connect.
+// The coordinator never has two nodes connect to each other at the same moment, which CAF 0.17
+// mishandles (Note [Two PS nodes never connect to each other at once], coordinator/strategy.cc).
 //
 // A standby node (task kStandbyTask, `tessera ps --standby`) holds nothing until a coordinator
 // adopts it as PS task `task` in place of a lost one; from then on it is that task's node.

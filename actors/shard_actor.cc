@@ -179,7 +179,8 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
               self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
           return self->delegate(writer, write_atom::value);
         }
-        const bool changes = ChangesShard(op);
+        // Whether the op's answer waits for a backup: unreplicated shards never ask.
+        const bool changes = (state.backup || state.backup_lost) && ChangesShard(op);
         std::optional<ShardOp> forwarded;
         if (state.backup && changes) forwarded = op;
         const int64_t before = state.shard->version();
@@ -209,7 +210,7 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
             replies[k].error = StatusToError(state.build_error);
             continue;
           }
-          const bool changes = ChangesShard(ops[k]);
+          const bool changes = (state.backup || state.backup_lost) && ChangesShard(ops[k]);
           std::optional<ShardOp> copy;
           if (state.backup && changes) copy = ops[k];
           const int64_t before = state.shard->version();

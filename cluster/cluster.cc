@@ -41,12 +41,9 @@ Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
                  NetworkOptions network)
     : options_(options), spec_(std::move(spec)), network_(std::move(network)) {}
 
-namespace {
-
 // The session actor (Cluster::session): the owner of the shards, it answers pings and passes a
-// shard's lost backup on to the listener.
-template <class Losses>
-caf::behavior Session(std::shared_ptr<Losses> losses) {
+// shard's lost backup on to the listener, or keeps it until there is one.
+caf::behavior Cluster::Session(std::shared_ptr<BackupLosses> losses) {
   return {
       [](ping_atom) { return pong_atom::value; },
       [losses](backup_lost_atom, const std::string& shard, const caf::actor& backup) {
@@ -60,8 +57,6 @@ caf::behavior Session(std::shared_ptr<Losses> losses) {
   };
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
     const ClusterOptions& options) {
   if (options.num_ps < 1 || options.num_workers < 1 || options.threads < 0) {
@@ -72,7 +67,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   std::unique_ptr<Cluster> cluster(new Cluster(options, std::nullopt, {}));
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
-  cluster->session_ = cluster->system_->spawn(Session<BackupLosses>, cluster->backup_losses_);
+  cluster->session_ = cluster->system_->spawn(Session, cluster->backup_losses_);
   {
     absl::MutexLock lock(&cluster->mu_);
     for (int32_t task = 0; task < options.num_ps; ++task) {
@@ -94,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   ConfigureActorSystem(cluster->config_, threads);
   RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
-  cluster->session_ = cluster->system_->spawn(Session<BackupLosses>, cluster->backup_losses_);
+  cluster->session_ = cluster->system_->spawn(Session, cluster->backup_losses_);
   {
     absl::MutexLock lock(&cluster->mu_);
     cluster->ps_addresses_ = spec.ps;

@@ -22,6 +22,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/behavior.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -123,6 +124,7 @@ class Cluster {
     std::vector<std::pair<std::string, caf::actor_addr>> unheard ABSL_GUARDED_BY(mu);
   };
   std::shared_ptr<BackupLosses> backup_losses_ = std::make_shared<BackupLosses>();
+  static caf::behavior Session(std::shared_ptr<BackupLosses> losses);
   mutable absl::Mutex mu_;
   std::vector<ps_node_actor> ps_nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeAddress> ps_addresses_ ABSL_GUARDED_BY(mu_);  // networked mode

@@ -54,6 +54,9 @@ using lease_atom = caf::atom_constant<caf::atom("lease")>;
 // Shard actor (actors/shard_actor.h): the backup it forwards its changes to.
 using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
 using backup_lost_atom = caf::atom_constant<caf::atom("bkp_lost")>;
+// A PS node's forward link (actors/forward_link.h), local only.
+using forward_atom = caf::atom_constant<caf::atom("forward")>;
+using round_atom = caf::atom_constant<caf::atom("round")>;
 // A shard's background writer (actors/shard_actor.cc), local only.
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
@@ -93,8 +96,10 @@ using directory_atom = caf::atom_constant<caf::atom("directory")>;
 // answers HeldShards (a restarted coordinator re-adopts its run's shards), ShardInfo carries the
 // ledger's marks; 13: a primary whose backup failed holds its acknowledgements and reports the
 // loss (backup_lost_atom) through its node to its owner, which answers with replicate_atom (Note
-// [A lost backup is struck before the primary acknowledges alone], actors/shard_actor.h).
-constexpr int32_t kProtocolVersion = 13;
+// [A lost backup is struck before the primary acknowledges alone], actors/shard_actor.h); 14: a
+// PS node sends its primaries' changes to a backup node as batches to that node (Note [A node's
+// forwards travel together], actors/forward_link.h).
+constexpr int32_t kProtocolVersion = 14;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

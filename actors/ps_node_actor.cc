@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "actors/error.h"
+#include "actors/forward_link.h"
 #include "actors/shard_client.h"
 #include "core/fan_in.h"
 #include "core/logging.h"
@@ -72,6 +73,7 @@ caf::result<std::vector<ShardReply>> ServeBatch(NodePointer self, std::vector<Sh
   };
   auto replies = std::make_shared<std::vector<ShardReply>>(calls.size());
   std::map<uint64_t, PerShard> by_shard;
+  bool changes = false;
   for (size_t k = 0; k < calls.size(); ++k) {
     auto it = self->state.by_id.find(calls[k].shard);
     if (it == self->state.by_id.end()) {
@@ -81,11 +83,17 @@ caf::result<std::vector<ShardReply>> ServeBatch(NodePointer self, std::vector<Sh
       continue;
     }
     PerShard& group = by_shard[calls[k].shard];
+    changes = changes || ChangesShard(calls[k].op);
     group.shard = it->second;
     group.call_indices.push_back(k);
     group.ops.push_back(std::move(calls[k].op));
   }
   if (by_shard.empty()) return std::move(*replies);
+  // Note [A node's forwards travel together] (actors/forward_link.h): the links are queued before
+  // the shards, so that each takes the forwards of the shards run before it as one batch.
+  if (!self->state.links.empty() && changes) {
+    for (const auto& [peer, link] : self->state.links) self->send(link, round_atom::value);
+  }
   auto promise = self->make_response_promise<std::vector<ShardReply>>();
   auto join = FanIn<std::vector<ShardReply>>::Start(
       by_shard.size(),
@@ -184,12 +192,12 @@ void WatchOwner(NodePointer self, const caf::actor& owner) {
   entry.lease.reset();
 }
 
-// Hands shard `shard` (named `name`) its backup (replicate_atom) and answers `promise` with its
-// reply.
+// Hands shard `shard` (named `name`) its backup (replicate_atom), reached through `via` (null:
+// directly), and answers `promise` with its reply.
 void GiveBackup(NodePointer self, const std::string& name, const shard_actor& shard,
-                const caf::actor& backup, bool send_state,
+                const caf::actor& backup, const caf::actor& via, bool send_state,
                 caf::typed_response_promise<int64_t> promise) {
-  self->request(shard, caf::infinite, replicate_atom::value, backup, send_state)
+  self->request(shard, caf::infinite, replicate_atom::value, backup, via, send_state)
       .then(
           [self, name, shard, replicated = static_cast<bool>(backup),
            promise](int64_t version) mutable {
@@ -224,6 +232,18 @@ void ReportLostBackup(NodePointer self, const std::string& name, const caf::acto
   caf::anon_send(entry->second.handle, backup_lost_atom::value, name, backup);
 }
 
+// The forward link to PS node `peer` (Note [A node's forwards travel together], actors/
+// forward_link.h), spawned on first use; null for a null peer (the connector names none).
+caf::actor LinkTo(NodePointer self, const caf::actor& peer) {
+  if (!peer) return caf::actor();
+  forward_link& link = self->state.links[peer.address()];
+  if (!link) {
+    link = self->spawn(ForwardLink, caf::actor_cast<batch_server>(peer));
+    self->monitor(link);
+  }
+  return caf::actor_cast<caf::actor>(link);
+}
+
 // Note [Backups reached directly] (ps_node_actor.h).
 caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const caf::actor& backup,
                                const std::string& backup_address, bool send_state) {
@@ -235,25 +255,24 @@ caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const 
   const shard_actor shard = it->second;
   auto promise = self->make_response_promise<int64_t>();
   if (backup_address.empty() || !self->state.connect_peer || !backup) {
-    GiveBackup(self, name, shard, backup, send_state, promise);
+    GiveBackup(self, name, shard, backup, caf::actor(), send_state, promise);
     return promise;
   }
   // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
   auto connector = self->spawn<caf::detached>(
       [connect = self->state.connect_peer](caf::event_based_actor* helper, int) -> caf::behavior {
-        return {[helper, connect](const std::string& address) -> caf::result<void> {
+        return {[helper, connect](const std::string& address) -> caf::result<caf::actor> {
           helper->quit();
-          if (absl::Status reached = connect(address); !reached.ok()) {
-            return StatusToError(reached);
-          }
-          return caf::unit;
+          absl::StatusOr<caf::actor> peer = connect(address);
+          if (!peer.ok()) return StatusToError(peer.status());
+          return *std::move(peer);
         }};
       },
       0);
   self->request(connector, caf::infinite, backup_address)
       .then(
-          [self, name, shard, backup, send_state, promise]() mutable {
-            GiveBackup(self, name, shard, backup, send_state, promise);
+          [self, name, shard, backup, send_state, promise](caf::actor& peer) mutable {
+            GiveBackup(self, name, shard, backup, LinkTo(self, peer), send_state, promise);
           },
           [promise, backup_address](caf::error& err) mutable {
             promise.deliver(StatusToError(Annotate(
@@ -329,6 +348,12 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
           held, why, std::chrono::duration<double>(state.lease).count());
       self->delayed_send(self, state.lease, lease_atom::value, lease);
       return;
+    }
+    for (auto it = state.links.begin(); it != state.links.end(); ++it) {
+      if (it->second.address() == msg.source) {  // its peer went down
+        state.links.erase(it);
+        return;
+      }
     }
     auto& shards = *state.shards;
     for (auto it = shards.begin(); it != shards.end(); ++it) {

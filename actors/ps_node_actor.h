@@ -104,7 +104,10 @@
 // through the coordinator, and stop with it. So replicate_atom names the backup's node address
 // too, and the node first connects to it directly (its PeerConnector, on a thread of its own:
 // the connection blocks), so that CAF routes the shard's messages over that connection; then it
-// hands the shard its backup. In process (no address, no connector) there is nothing to connect.
+// hands the shard its backup, and the node's forward link to the backup's node, through which
+// the shard's changes travel with those of the node's other shards (Note [A node's forwards
+// travel together], actors/forward_link.h). In process (no address, no connector) there is
+// nothing to connect, and no link.
 // The coordinator never has two nodes connect to each other at the same moment, which CAF 0.17
 // mishandles (Note [Two PS nodes never connect to each other at once], coordinator/strategy.cc).
 //
@@ -135,6 +138,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actors/forward_link.h"
 #include "actors/messages.h"
 #include "actors/shard_actor.h"
 
@@ -169,9 +174,11 @@ using ps_node_actor = caf::typed_actor<
     caf::replies_to<ping_atom>::with<pong_atom>,                //
     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;
 
-// Opens a direct connection to the PS node at "host:port" (Note [Backups reached directly]);
-// blocks. Null: the node connects to nothing.
-using PeerConnector = std::function<absl::Status(const std::string& address)>;
+// Opens a direct connection to the PS node at "host:port" (Note [Backups reached directly]) and
+// returns that node's actor, to which the node's forward link sends (Note [A node's forwards
+// travel together], actors/forward_link.h; a null actor: no link, the shards send to their
+// backups themselves); blocks. A null connector: the node connects to nothing.
+using PeerConnector = std::function<absl::StatusOr<caf::actor>(const std::string& address)>;
 
 // The task of a standby PS node that no coordinator has adopted yet.
 constexpr int32_t kStandbyTask = -1;
@@ -198,6 +205,8 @@ struct PsNodeState {
   caf::timespan lease{0};
   uint64_t leases_started = 0;
   PeerConnector connect_peer;
+  // The forward link to each backup node, by that node's actor (actors/forward_link.h).
+  std::map<caf::actor_addr, forward_link> links;
 };
 
 // The behaviour of PS node `task` (its index among the PS tasks, or kStandbyTask); a lost

@@ -66,6 +66,7 @@ void LoseBackup(ShardPointer self, absl::string_view why) {
   self->demonitor(state.backup);
   caf::actor lost = std::move(state.backup);
   state.backup = nullptr;
+  state.via = nullptr;
   ++state.backup_epoch;
   state.backup_lost = true;
   Log().warn(
@@ -119,22 +120,27 @@ void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()
   state.awaiting_backup.push_back({std::move(then), acknowledges});
   const size_t sent = ops.size();
   const uint64_t epoch = state.backup_epoch;
-  self->request(caf::actor_cast<shard_actor>(state.backup), caf::infinite, std::move(ops))
-      .then(
-          [self, sent, epoch](std::vector<ShardReply>& replies) {
-            ShardActorState& state = self->state;
-            if (epoch != state.backup_epoch) return;  // released already
-            if (replies.size() != sent) return LoseBackup(self, "it answered a partial batch");
-            for (const ShardReply& reply : replies) {
-              if (reply.error) return LoseBackup(self, ErrorToStatus(reply.error).message());
-            }
-            std::function<void()> then = std::move(state.awaiting_backup.front().then);
-            state.awaiting_backup.pop_front();
-            then();
-          },
-          [self, epoch](caf::error& err) {
-            if (epoch == self->state.backup_epoch) LoseBackup(self, ErrorToStatus(err).message());
-          });
+  auto applied = [self, sent, epoch](std::vector<ShardReply>& replies) {
+    ShardActorState& state = self->state;
+    if (epoch != state.backup_epoch) return;  // released already
+    if (replies.size() != sent) return LoseBackup(self, "it answered a partial batch");
+    for (const ShardReply& reply : replies) {
+      if (reply.error) return LoseBackup(self, ErrorToStatus(reply.error).message());
+    }
+    std::function<void()> then = std::move(state.awaiting_backup.front().then);
+    state.awaiting_backup.pop_front();
+    then();
+  };
+  auto failed = [self, epoch](caf::error& err) {
+    if (epoch == self->state.backup_epoch) LoseBackup(self, ErrorToStatus(err).message());
+  };
+  if (state.via) {  // Note [A node's forwards travel together] (actors/forward_link.h)
+    self->request(state.via, caf::infinite, forward_atom::value, state.backup, std::move(ops))
+        .then(std::move(applied), std::move(failed));
+  } else {
+    self->request(caf::actor_cast<shard_actor>(state.backup), caf::infinite, std::move(ops))
+        .then(std::move(applied), std::move(failed));
+  }
 }
 
 // Sends `backup` the shard's part from row `begin` (RestorePart), then, once the backup applied
@@ -233,7 +239,8 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
                                 replies))]() mutable { promise.deliver(std::move(*answers)); });
         return promise;
       },
-      [self, &state](replicate_atom, caf::actor& backup, bool send_state) -> caf::result<int64_t> {
+      [self, &state](replicate_atom, caf::actor& backup, caf::actor& via,
+                     bool send_state) -> caf::result<int64_t> {
         if (state.shard == nullptr) return StatusToError(state.build_error);
         if (backup == caf::actor_cast<caf::actor>(self)) {
           return StatusToError(absl::InvalidArgumentError(
@@ -247,6 +254,7 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         if (state.backup) self->demonitor(state.backup);
         ++state.backup_epoch;
         state.backup = backup;
+        state.via = backup ? caf::actor_cast<forward_link>(via) : forward_link();
         ReleaseAwaiting(state);
         const int64_t version = state.shard->version();
         if (!backup) return version;

@@ -21,7 +21,11 @@
 // reply tells that the shard is ready.
 //
 //   (replicate_atom, shard_actor backup,    int64_t: the version      Note [Replicated shards];
-//    bool send_state)                        once the backup has it    null backup: none
+//    caf::actor via, bool send_state)        once the backup has it    null backup: none; `via`:
+//                                                                      the forward link to the
+//                                                                      backup's node (null: none,
+//                                                                      Note [A node's forwards
+//                                                                      travel together])
 //
 // and sends, to the actor that gave it its backup (Note [A lost backup is struck before the
 // primary acknowledges alone]):
@@ -91,6 +95,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "actors/forward_link.h"
 #include "actors/messages.h"
 #include "core/shard_op.h"
 #include "core/shard_state.h"
@@ -100,7 +105,7 @@ namespace tessera {
 using shard_actor =
     caf::typed_actor<caf::replies_to<ShardOp>::with<ShardOpResult>,
                      caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>,
-                     caf::replies_to<replicate_atom, caf::actor, bool>::with<int64_t>>;
+                     caf::replies_to<replicate_atom, caf::actor, caf::actor, bool>::with<int64_t>>;
 
 // Who gave a shard its backup, as the shard sees it: told when that backup fails (Note [A lost
 // backup is struck before the primary acknowledges alone]). A PS node is one.
@@ -122,6 +127,7 @@ struct ShardActorState {
     bool acknowledges = true;  // a client's acknowledgement (else a rebuild's next part)
   };
   caf::actor backup;
+  forward_link via;  // null: the changes go straight to the backup
   std::deque<Awaiting> awaiting_backup;
   uint64_t backup_epoch = 0;
   // Note [A lost backup is struck before the primary acknowledges alone]: who gave the backup

@@ -124,10 +124,10 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
           options.standby ? std::string("standby") : absl::StrCat("ps ", options.task);
       SetLogRole(name);
       // Note [Backups reached directly] (actors/ps_node_actor.h).
-      PeerConnector connect_peer = [&system, name,
-                                    network = options.network](const std::string& address) {
+      PeerConnector connect_peer = [&system, name, network = options.network](
+                                       const std::string& address) -> absl::StatusOr<caf::actor> {
         ASSIGN_OR_RETURN(NodeAddress peer, ParseNodeAddress(address));
-        return ConnectToNode(system, peer, name, network, kProtocolVersion).status();
+        return ConnectToNode(system, peer, name, network, kProtocolVersion);
       };
       ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task,
                                        caf::timespan(absl::ToInt64Nanoseconds(options.shard_lease)),

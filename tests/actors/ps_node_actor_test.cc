@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -570,11 +571,11 @@ TEST_CASE("a PS node connects to the backup's node first, and a failed connectio
   caf::actor_system system(config);
   std::vector<std::string> dialled;
   std::mutex mu;
-  auto connector = [&](const std::string& address) {
+  auto connector = [&](const std::string& address) -> absl::StatusOr<caf::actor> {
     std::lock_guard<std::mutex> lock(mu);
     dialled.push_back(address);
-    return address == "10.0.0.9:1" ? absl::UnavailableError("cannot reach 10.0.0.9:1")
-                                   : absl::OkStatus();
+    if (address == "10.0.0.9:1") return absl::UnavailableError("cannot reach 10.0.0.9:1");
+    return caf::actor();  // connected; no link (the backup is reached directly)
   };
   const ps_node_actor node = SpawnPsNode(system, 0, caf::timespan{0}, connector);
   const ps_node_actor other = SpawnPsNode(system, 1);
@@ -603,6 +604,82 @@ TEST_CASE("a PS node connects to the backup's node first, and a failed connectio
   }
   self->send_exit(node, caf::exit_reason::user_shutdown);
   self->send_exit(other, caf::exit_reason::user_shutdown);
+}
+
+// Note [A node's forwards travel together] (actors/forward_link.h): across processes a node's
+// shards send their changes to the backups' node through the node's link to it, as batches.
+TEST_CASE("a PS node's shards send their changes to the backups' node through its forward link") {
+  caf::actor_system_config config;
+  caf::actor_system system(config);
+  const ps_node_actor backup_node = SpawnPsNode(system, 1);
+  // The backups' node as the connector gives it: a stand-in that counts what it passes on.
+  std::atomic<int> batches{0};
+  std::atomic<int> calls_passed{0};
+  const caf::actor relay = system.spawn(
+      [&batches, &calls_passed, backup_node](caf::event_based_actor* self, int) -> caf::behavior {
+        return {[&batches, &calls_passed, self, backup_node](batch_atom,
+                                                             std::vector<ShardCall>& calls) {
+          ++batches;
+          calls_passed += static_cast<int>(calls.size());
+          return self->delegate(backup_node, batch_atom::value, std::move(calls));
+        }};
+      },
+      0);
+  auto connector = [relay](const std::string&) -> absl::StatusOr<caf::actor> { return relay; };
+  const ps_node_actor node = SpawnPsNode(system, 0, caf::timespan{0}, connector);
+  caf::scoped_actor self(system);
+  auto create = [&](const ps_node_actor& on, const ShardSpec& spec) {
+    shard_actor shard;
+    self->request(on, std::chrono::seconds(10), create_shard_atom::value, spec, caf::actor())
+        .receive([&](shard_actor& s) { shard = s; }, [](caf::error& err) { FAIL(err); });
+    return shard;
+  };
+  std::vector<shard_actor> primaries;
+  std::vector<shard_actor> backups;
+  for (int32_t k = 0; k < 3; ++k) {
+    const ShardSpec spec = TestShardSpec(k, 3, 12, 2, testing::Adagrad());
+    primaries.push_back(create(node, spec));
+    backups.push_back(create(backup_node, spec));
+    self->request(node, std::chrono::seconds(10), replicate_atom::value,
+                  ShardName(spec.variable, spec.shard_index, spec.num_shards),
+                  caf::actor_cast<caf::actor>(backups.back()), std::string("127.0.0.1:7"), false)
+        .receive([](int64_t) {}, [](caf::error& err) { FAIL(err); });
+  }
+  // One request to the node, as a worker's: a gradient for each shard.
+  std::vector<ShardCall> calls;
+  for (int32_t k = 0; k < 3; ++k) {
+    calls.push_back(ShardCall{primaries[k].id(),
+                              ApplySparseGradientOp{IndexedSlices{
+                                  Ids{0, 3, 3}, testing::Iota(Shape{3, 2}, 0.5f * (k + 1))}}});
+  }
+  self->request(node, std::chrono::seconds(10), batch_atom::value, std::move(calls))
+      .receive(
+          [](std::vector<ShardReply>& replies) {
+            REQUIRE(replies.size() == 3);
+            for (const ShardReply& reply : replies) CHECK(!reply.error);
+          },
+          [](caf::error& err) { FAIL(err); });
+  // Acknowledged, so every backup has its change, and each went through the link.
+  CHECK(calls_passed == 3);
+  CHECK(batches >= 1);
+  CHECK(batches <= 3);
+  for (int32_t k = 0; k < 3; ++k) {
+    auto read = [&](const shard_actor& shard) {
+      ShardValue value;
+      self->request(shard, std::chrono::seconds(10), ShardOp(ReadOp{}))
+          .receive([&](ShardOpResult& r) { value = std::get<ShardValue>(std::move(r)); },
+                   [](caf::error& err) { FAIL(err); });
+      return value;
+    };
+    const ShardValue primary = read(primaries[k]);
+    const ShardValue backup = read(backups[k]);
+    CHECK(primary.version == 1);
+    CHECK(backup.version == 1);
+    CHECK(SameTensor(primary.value, backup.value));
+  }
+  self->send_exit(node, caf::exit_reason::user_shutdown);
+  self->send_exit(backup_node, caf::exit_reason::user_shutdown);
+  self->send_exit(relay, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace

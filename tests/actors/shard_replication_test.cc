@@ -33,7 +33,7 @@ shard_actor SpawnTestShard(DeterministicSystem& fixture) {
 
 absl::StatusOr<int64_t> SetBackup(DeterministicSystem& fixture, const shard_actor& primary,
                                   const caf::actor& backup, bool send_state) {
-  return fixture.Ask<int64_t>(primary, replicate_atom::value, backup, send_state);
+  return fixture.Ask<int64_t>(primary, replicate_atom::value, backup, caf::actor(), send_state);
 }
 
 // Everything of a shard a backup must match: block, slots and step.
@@ -165,7 +165,7 @@ struct GiverRecords {
 caf::behavior BackupGiver(caf::event_based_actor* self, GiverRecords* records) {
   return {
       [self, records](const shard_actor& shard, const caf::actor& backup, bool send_state) {
-        self->request(shard, caf::infinite, replicate_atom::value, backup, send_state)
+        self->request(shard, caf::infinite, replicate_atom::value, backup, caf::actor(), send_state)
             .then([records](int64_t version) { records->given.emplace_back(version); },
                   [records](caf::error& err) { records->given.push_back(ErrorToStatus(err)); });
       },
@@ -312,7 +312,7 @@ TEST_CASE("a backup rebuilt part by part while updates keep coming ends identica
   fixture.system().spawn(
       [&](caf::event_based_actor* self, int) {
         self->request(primary, caf::infinite, replicate_atom::value,
-                      caf::actor_cast<caf::actor>(backup), true)
+                      caf::actor_cast<caf::actor>(backup), caf::actor(), true)
             .then([&](int64_t version) { replicated = version; },
                   [&](caf::error& err) { replicated = ErrorToStatus(err); });
         for (int k = 0; k < 3; ++k) {

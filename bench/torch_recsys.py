@@ -5,9 +5,9 @@ python3-torch; nothing in the build or the tests runs it).
 The same model as workloads/reference_models.h's RecsysModelSpec: user and item embeddings
 (uniform +-0.05) -> concat -> Dense(hidden, relu) -> Dense(1), sigmoid cross-entropy, Adagrad
 (learning rate and initial accumulator as given) with sparse embedding gradients, batches of
---batch_size over the training examples bench/scale wrote (shuffled once, one pass), then the
-test AUC. Prints one JSON line: build_seconds (model and optimizer state), examples_per_sec,
-train_seconds, test_auc and peak_rss_bytes.
+--batch_size over the training examples bench/scale wrote (shuffled once; --epochs passes, one
+by default), then the test AUC. Prints one JSON line: build_seconds (model and optimizer state),
+examples_per_sec (and examples_per_sec_by_epoch), train_seconds, test_auc and peak_rss_bytes.
 
   python3 bench/torch_recsys.py --data=/tmp/recsys.bin --users=600000 --items=60000 \
       --embedding_dim=1000 --hidden=64
@@ -68,6 +68,8 @@ def main():
     p.add_argument("--learning_rate", type=float, default=0.1)
     p.add_argument("--initial_accumulator", type=float, default=0.0)
     p.add_argument("--threads", type=int, default=0, help="0: every core")
+    p.add_argument("--epochs", type=int, default=1,
+                   help="passes over the training examples; examples_per_sec_by_epoch has each")
     a = p.parse_args()
     # Every core, as the tessera simulation uses (Debian's build defaults to one thread).
     torch.set_num_threads(a.threads if a.threads > 0 else os.cpu_count())
@@ -98,12 +100,17 @@ def main():
     users, items, labels = (torch.from_numpy(tu[order].copy()), torch.from_numpy(ti[order].copy()),
                             torch.from_numpy(tl[order].copy()))
     start = time.monotonic()
-    for b in range(0, int(n_train), a.batch_size):
-        u, i, y = users[b:b + a.batch_size], items[b:b + a.batch_size], labels[b:b + a.batch_size]
-        opt.zero_grad()
-        loss = loss_fn(model(u, i), y)
-        loss.backward()
-        opt.step()
+    by_epoch = []
+    for _ in range(a.epochs):
+        epoch_start = time.monotonic()
+        for b in range(0, int(n_train), a.batch_size):
+            u, i = users[b:b + a.batch_size], items[b:b + a.batch_size]
+            y = labels[b:b + a.batch_size]
+            opt.zero_grad()
+            loss = loss_fn(model(u, i), y)
+            loss.backward()
+            opt.step()
+        by_epoch.append(float(n_train) / (time.monotonic() - epoch_start))
     train_seconds = time.monotonic() - start
 
     with torch.no_grad():
@@ -116,7 +123,8 @@ def main():
         "threads": torch.get_num_threads(),
         "build_seconds": build_seconds,
         "train_seconds": train_seconds,
-        "examples_per_sec": float(n_train) / train_seconds,
+        "examples_per_sec": float(n_train) * a.epochs / train_seconds,
+        "examples_per_sec_by_epoch": by_epoch,
         "test_auc": auc(scores, np.asarray(el)),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }))

@@ -311,6 +311,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
 
   const int64_t test_examples = job.test.size();
   StepCadence cadence;
+  cadence.pass_steps = BatchesPerPass(job.train.size(), job.batch_size);
   if (checkpoints.has_value()) {
     cadence.checkpoint_every = options.checkpoint_every;
     cadence.checkpoint_every_seconds = options.checkpoint_every_seconds;

@@ -1,5 +1,6 @@
 #include "coordinator/training_job.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -112,10 +113,17 @@ absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
     return trained.status();
   }
   const TrainingRun& run = *trained;
-  std::printf("%s: %lld examples in %.2f s (%.0f examples/s); final train loss (last 5%% of "
-              "steps) %.4f\n",
-              job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
-              ExamplesPerSecond(run), run.final_loss);
+  std::string by_pass;
+  if (run.examples_per_sec_by_pass.size() > 1) {
+    by_pass = "; passes";
+    for (double eps : run.examples_per_sec_by_pass)
+      absl::StrAppend(&by_pass, " ", std::lround(eps));
+  }
+  std::printf(
+      "%s: %lld examples in %.2f s (%.0f examples/s%s); final train loss (last 5%% of "
+      "steps) %.4f\n",
+      job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
+      ExamplesPerSecond(run), by_pass.c_str(), run.final_loss);
   if (run.eval.has_value()) {
     monitor->RecordEvaluation(monitor->Snapshot(1).step, *run.eval, /*final=*/true);
   }

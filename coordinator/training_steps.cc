@@ -8,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "coordinator/internal/progress.h"
 #include "coordinator/train_step_closure.h"
 #include "core/logging.h"
@@ -99,16 +101,33 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
   const int64_t tail = std::max<int64_t>(1, steps / 20);
   double tail_loss = 0;
   int64_t done_steps = first_step, tail_examples = 0;
+  // The pass under way: when it began and its examples so far (a resumed run's first pass is
+  // partial, so not recorded). A pass ends when its last step's closure resolved: the loop
+  // collects results only as it schedules, up to a queue's length late.
+  absl::Time pass_start = absl::Now();
+  int64_t pass_examples = 0;
+  bool whole_pass = cadence.pass_steps > 0 && first_step % cadence.pass_steps == 0;
   // Takes finished values off the front of `pending` (all of them when `drain`).
   auto collect = [&](bool drain) -> absl::Status {
     while (!pending.empty() &&
            (drain || pending.front().state() == RemoteValueState::kReady ||
             pending.front().state() == RemoteValueState::kFailed)) {
       ASSIGN_OR_RETURN(const ClosureValues v, pending.front().Fetch());
+      const absl::Time resolved = pending.front().resolved_at().value_or(absl::Now());
       pending.pop_front();
       ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
       ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
       run.examples += examples;
+      pass_examples += examples;
+      if (cadence.pass_steps > 0 && (done_steps + 1) % cadence.pass_steps == 0) {
+        if (whole_pass) {
+          run.examples_per_sec_by_pass.push_back(
+              pass_examples / std::max(absl::ToDoubleSeconds(resolved - pass_start), 1e-9));
+        }
+        whole_pass = true;
+        pass_start = resolved;
+        pass_examples = 0;
+      }
       if (++done_steps > steps - tail) {
         tail_loss += loss * examples;
         tail_examples += examples;

@@ -45,6 +45,9 @@ struct StepCadence {
   // TrainingRun::evaluations.
   int64_t eval_every = 0;
   EvaluateFunction evaluate;
+  // The steps of one pass over the training set (0: unknown): each whole pass's examples/s is
+  // recorded in TrainingRun::examples_per_sec_by_pass.
+  int64_t pass_steps = 0;
 };
 
 // When a training loop checkpoints, by StepCadence's two measures: at every multiple of

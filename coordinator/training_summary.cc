@@ -18,6 +18,9 @@ void RecordRun(const TrainingRun& run, const std::string& workload, nlohmann::js
   summary["wall_seconds"] = run.wall_seconds;
   summary["startup_seconds"] = run.startup_seconds;
   summary["examples_per_sec"] = ExamplesPerSecond(run);
+  if (!run.examples_per_sec_by_pass.empty()) {
+    summary["examples_per_sec_by_pass"] = run.examples_per_sec_by_pass;
+  }
   summary["final_loss"] = run.final_loss;
   summary["checkpoint_pause_seconds"] = run.checkpoint_pause_seconds;
   summary["checkpoint_wait_seconds"] = run.checkpoint_wait_seconds;

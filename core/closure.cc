@@ -34,6 +34,12 @@ RemoteValueState RemoteValue::state() const {
   return shared_->state;
 }
 
+std::optional<absl::Time> RemoteValue::resolved_at() const {
+  absl::MutexLock lock(&shared_->mu);
+  if (!shared_->result.has_value()) return std::nullopt;
+  return shared_->resolved_at;
+}
+
 absl::StatusOr<ClosureValues> RemoteValue::Fetch() const {
   absl::MutexLock lock(&shared_->mu);
   while (!shared_->result.has_value()) shared_->resolved.Wait(&shared_->mu);
@@ -61,6 +67,7 @@ void RemoteValue::Resolve(Shared& shared, RemoteValueState state,
     if (shared.result.has_value()) return;
     shared.state = state;
     shared.result = std::move(result);
+    shared.resolved_at = absl::Now();
   }
   shared.resolved.SignalAll();
 }

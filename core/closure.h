@@ -60,6 +60,8 @@ class RemoteValue {
   static RemoteValue Failed(absl::Status status);
 
   RemoteValueState state() const;
+  // When it resolved (ready, failed or cancelled); none before.
+  std::optional<absl::Time> resolved_at() const;
   // The values once ready; the closure's error once failed; Cancelled once cancelled. Blocks
   // while the closure is queued, running or being re-run.
   absl::StatusOr<ClosureValues> Fetch() const;
@@ -82,6 +84,7 @@ class RemoteValue {
     mutable absl::CondVar resolved;
     RemoteValueState state ABSL_GUARDED_BY(mu) = RemoteValueState::kNotReady;
     std::optional<absl::StatusOr<ClosureValues>> result ABSL_GUARDED_BY(mu);
+    absl::Time resolved_at ABSL_GUARDED_BY(mu);
   };
   explicit RemoteValue(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
   // Resolves once; later calls are ignored (a closure resolves exactly once).

@@ -130,6 +130,13 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
       CHECK(point["loss"].get<double>() > 0);
     }
     CHECK(summary["closures_completed"] == (local ? 0 : 16 + 4 * 2));
+    // One whole pass over the training set (16 steps of 256 of 4000 examples); the local trainer
+    // does not count passes.
+    CHECK(summary.contains("examples_per_sec_by_pass") == !local);
+    if (!local) {
+      REQUIRE(summary["examples_per_sec_by_pass"].size() == 1);
+      CHECK(summary["examples_per_sec_by_pass"][0].get<double>() > 0);
+    }
 
     // The monitor's record: the configuration, the version, the times, the history.
     CHECK(summary["version"] == std::string(Version()));
@@ -180,6 +187,30 @@ TEST_CASE("a job trains, validates every --eval_every steps, evaluates, reports 
     CHECK(evaluations == 4);
     CHECK(finals == 1);
   }
+}
+
+TEST_CASE("a run on parameter servers records the examples/s of each whole pass, in order") {
+  EvalResult reported;
+  TrainingJob job = SmallRecsysJob(&reported);
+  job.steps = 40;  // two passes of 16 steps, and half of a third: not recorded
+  TrainingFlags flags;
+  flags.mode = TrainingMode::kSimulation;
+  flags.parameter_servers.ps = 2;
+  flags.parameter_servers.workers = 2;
+  flags.summary = SummaryPath("passes");
+  REQUIRE(RunTrainingJob(job, flags).ok());
+  std::ifstream in(flags.summary);
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  std::filesystem::remove(flags.summary);
+  REQUIRE(summary["examples_per_sec_by_pass"].size() == 2);
+  // Each pass is 4000 examples; the two took disjoint spans of the training loop.
+  double pass_seconds = 0;
+  for (const nlohmann::json& eps : summary["examples_per_sec_by_pass"]) {
+    REQUIRE(eps.get<double>() > 0);
+    pass_seconds += 4000 / eps.get<double>();
+  }
+  CHECK(pass_seconds <= summary["wall_seconds"].get<double>() + 1e-3);
+  CHECK(pass_seconds >= summary["wall_seconds"].get<double>() * 0.3);  // 32 of its 40 steps
 }
 
 TEST_CASE("a run records into the monitor its caller holds, and a metrics file that cannot be "

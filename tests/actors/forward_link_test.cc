@@ -69,6 +69,17 @@ ShardOp Gradient(int64_t rows) {
 
 using Replies = absl::StatusOr<std::vector<ShardReply>>;
 
+// A link to a stand-in for the backups' node, and two backups there, in a deterministic system.
+struct LinkFixture {
+  DeterministicSystem fixture;
+  PeerRecords records;
+  caf::actor peer = fixture.Track(fixture.system().spawn(Peer, &records));
+  forward_link link =
+      fixture.Track(fixture.system().spawn(ForwardLink, caf::actor_cast<batch_server>(peer)));
+  caf::actor a = SpawnBackup(fixture);
+  caf::actor b = SpawnBackup(fixture);
+};
+
 // Sends `link` one forward per entry of `forwards` (a backup and its ops), all before the link
 // runs; each answer lands in `answers` at the forward's position.
 void SendForwards(DeterministicSystem& fixture, const forward_link& link,
@@ -96,25 +107,15 @@ std::vector<int64_t> Versions(const Replies& replies) {
 }
 
 TEST_CASE("a forward link sends what waits in its mailbox as one batch, answering each forward") {
-  DeterministicSystem fixture;
-  PeerRecords records;
-  const caf::actor a = SpawnBackup(fixture);
-  const caf::actor b = SpawnBackup(fixture);
+  LinkFixture f;
+  DeterministicSystem& fixture = f.fixture;
+  PeerRecords& records = f.records;
+  const caf::actor &a = f.a, &b = f.b;
   const caf::actor gone = SpawnBackup(fixture);
   records.failing_shard = gone.id();
-  const caf::actor peer = fixture.Track(fixture.system().spawn(Peer, &records));
-  const forward_link link =
-      fixture.Track(fixture.system().spawn(ForwardLink, caf::actor_cast<batch_server>(peer)));
-
   std::vector<std::optional<Replies>> answers;
-  std::vector<ShardOp> two;
-  two.push_back(Gradient(1));
-  two.push_back(Gradient(2));
-  std::vector<ShardOp> one;
-  one.push_back(Gradient(3));
-  std::vector<ShardOp> lost;
-  lost.push_back(Gradient(1));
-  SendForwards(fixture, link, {{a, std::move(two)}, {b, std::move(one)}, {gone, std::move(lost)}},
+  SendForwards(fixture, f.link,
+               {{a, {Gradient(1), Gradient(2)}}, {b, {Gradient(3)}}, {gone, {Gradient(1)}}},
                &answers);
   fixture.Run();
   REQUIRE(records.batches.size() == 1);
@@ -128,9 +129,7 @@ TEST_CASE("a forward link sends what waits in its mailbox as one batch, answerin
   CHECK(Versions(*answers[2]) == std::vector<int64_t>{-1});
 
   // A forward sent later, alone, goes at once in a batch of its own.
-  std::vector<ShardOp> later;
-  later.push_back(Gradient(1));
-  SendForwards(fixture, link, {{b, std::move(later)}}, &answers);
+  SendForwards(fixture, f.link, {{b, {Gradient(1)}}}, &answers);
   fixture.Run();
   REQUIRE(records.batches.size() == 2);
   CHECK(records.batches[1] == std::vector<uint64_t>{b.id()});
@@ -139,29 +138,19 @@ TEST_CASE("a forward link sends what waits in its mailbox as one batch, answerin
 }
 
 TEST_CASE("a forward link keeps its batches small: a large forward goes in a batch of its own") {
-  DeterministicSystem fixture;
-  PeerRecords records;
-  const caf::actor a = SpawnBackup(fixture);
-  const caf::actor b = SpawnBackup(fixture);
-  const caf::actor peer = fixture.Track(fixture.system().spawn(Peer, &records));
-  const forward_link link =
-      fixture.Track(fixture.system().spawn(ForwardLink, caf::actor_cast<batch_server>(peer)));
-  std::vector<std::optional<Replies>> answers;
-  std::vector<ShardOp> small;
-  small.push_back(Gradient(1));
-  std::vector<ShardOp> large;  // 12 MiB of rows, as a rebuild's part may carry
-  TensorSlice part;
+  LinkFixture f;
+  const caf::actor &a = f.a, &b = f.b;
+  TensorSlice part;  // 12 MiB of rows, as a rebuild's part may carry
   part.value = Tensor(Shape{3 << 20, 1}, 1.0f);
-  large.push_back(RestoreOp{std::move(part), {}});
-  std::vector<ShardOp> after;
-  after.push_back(Gradient(2));
-  SendForwards(fixture, link, {{a, std::move(small)}, {b, std::move(large)}, {a, std::move(after)}},
+  std::vector<std::optional<Replies>> answers;
+  SendForwards(f.fixture, f.link,
+               {{a, {Gradient(1)}}, {b, {RestoreOp{std::move(part), {}}}}, {a, {Gradient(2)}}},
                &answers);
-  fixture.Run();
-  REQUIRE(records.batches.size() == 3);
-  CHECK(records.batches[0] == std::vector<uint64_t>{a.id()});
-  CHECK(records.batches[1] == std::vector<uint64_t>{b.id()});
-  CHECK(records.batches[2] == std::vector<uint64_t>{a.id()});
+  f.fixture.Run();
+  REQUIRE(f.records.batches.size() == 3);
+  CHECK(f.records.batches[0] == std::vector<uint64_t>{a.id()});
+  CHECK(f.records.batches[1] == std::vector<uint64_t>{b.id()});
+  CHECK(f.records.batches[2] == std::vector<uint64_t>{a.id()});
   for (const auto& answer : answers) {
     REQUIRE(answer.has_value());
     CHECK(answer->ok());
@@ -169,13 +158,12 @@ TEST_CASE("a forward link keeps its batches small: a large forward goes in a bat
 }
 
 TEST_CASE("a forward link whose peer goes down fails what waits for it and exits") {
-  DeterministicSystem fixture;
-  PeerRecords records;
-  records.answers = false;
-  const caf::actor a = SpawnBackup(fixture);
-  const caf::actor peer = fixture.Track(fixture.system().spawn(Peer, &records));
-  const forward_link link =
-      fixture.Track(fixture.system().spawn(ForwardLink, caf::actor_cast<batch_server>(peer)));
+  LinkFixture f;
+  DeterministicSystem& fixture = f.fixture;
+  const PeerRecords& records = f.records;
+  f.records.answers = false;
+  const caf::actor& a = f.a;
+  const forward_link link = f.link;
   std::optional<caf::exit_reason> link_exit;
   // (Kept: an actor nobody references is gone.)
   const caf::actor watcher = fixture.Track(fixture.system().spawn(
@@ -188,13 +176,11 @@ TEST_CASE("a forward link whose peer goes down fails what waits for it and exits
       },
       0));
   std::vector<std::optional<Replies>> answers;
-  std::vector<ShardOp> ops;
-  ops.push_back(Gradient(1));
-  SendForwards(fixture, link, {{a, std::move(ops)}}, &answers);
+  SendForwards(fixture, link, {{a, {Gradient(1)}}}, &answers);
   fixture.Run();
   REQUIRE(records.batches.size() == 1);
   CHECK_FALSE(answers[0].has_value());  // the peer holds it
-  caf::anon_send_exit(peer, caf::exit_reason::kill);
+  caf::anon_send_exit(f.peer, caf::exit_reason::kill);
   fixture.Run();
   REQUIRE(answers[0].has_value());
   CHECK(answers[0]->status().code() == absl::StatusCode::kUnavailable);

@@ -158,6 +158,21 @@ TEST_CASE("closures are dispatched in the order they were scheduled, with their 
   CHECK_FALSE(queue.NextFor(1).has_value());
 }
 
+TEST_CASE("a RemoteValue tells when it resolved, and nothing before") {
+  ClosureQueue queue(/*capacity=*/10);
+  RemoteValue value = MustEnqueue(queue, 1);
+  CHECK_FALSE(value.resolved_at().has_value());
+  Dispatch next = MustNext(queue, /*worker=*/1);
+  CHECK_FALSE(value.resolved_at().has_value());  // running is not resolved
+  const absl::Time before = absl::Now();
+  queue.Complete(next.closure.id, next.attempt, Number(2));
+  const absl::Time after = absl::Now();
+  REQUIRE(value.resolved_at().has_value());
+  CHECK(*value.resolved_at() >= before);
+  CHECK(*value.resolved_at() <= after);
+  CHECK(RemoteValue::Failed(absl::InternalError("x")).resolved_at().has_value());
+}
+
 TEST_CASE("a dispatch names its queue and the lowest closure the queue has not resolved") {
   ClosureQueue queue(/*capacity=*/10), other(/*capacity=*/10);
   for (int i = 0; i < 4; ++i) MustEnqueue(queue, i);

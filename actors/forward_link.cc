@@ -140,6 +140,7 @@ forward_link::behavior_type ForwardLink(LinkPointer self, batch_server peer) {
              std::vector<ShardOp>& ops) -> caf::result<std::vector<ShardReply>> {
         ForwardLinkState& state = self->state;
         if (!backup) {
+          SendIfDrained(self);
           return StatusToError(absl::InvalidArgumentError("a forward names no backup"));
         }
         // A batch stays within kBatchBytes unless one forward alone is larger (a rebuild's part:

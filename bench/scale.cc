@@ -220,10 +220,11 @@ absl::Status WriteExamples(const RecsysData& data, const std::string& path) {
 
 std::string Gib(int64_t bytes) { return absl::StrFormat("%.2f GiB", bytes / 1073741824.0); }
 std::string Mib(int64_t bytes) { return absl::StrFormat("%.0f MiB", bytes / 1048576.0); }
-// "105724 / 154047": examples/s of each pass.
-std::string Rates(const std::vector<double>& passes) {
-  return absl::StrJoin(passes, " / ",
-                       [](std::string* o, double eps) { absl::StrAppendFormat(o, "%.0f", eps); });
+// Each pass's figure, "105724 / 154047" (precision 0) or "1.94x / 2.39x" (2, "x").
+std::string PerPass(const std::vector<double>& passes, int precision, const char* unit = "") {
+  return absl::StrJoin(passes, " / ", [precision, unit](std::string* o, double x) {
+    absl::StrAppendFormat(o, "%.*f%s", precision, x, unit);
+  });
 }
 
 absl::Status Run(int argc, char** argv) {
@@ -287,7 +288,7 @@ absl::Status Run(int argc, char** argv) {
   std::printf(
       "sim: first step %.2f s after start; %s examples/s (passes); peak RSS %s = %.2fx "
       "(parameters + slots); test AUC %.4f; %.1f s in all\n",
-      startup, Rates(sim_passes).c_str(), Gib(sim_exit.peak_rss_bytes).c_str(),
+      startup, PerPass(sim_passes, 0).c_str(), Gib(sim_exit.peak_rss_bytes).c_str(),
       static_cast<double>(sim_exit.peak_rss_bytes) / state_bytes,
       sim_summary.value("test_auc", 0.0), sim_exit.seconds);
   out["sim"] = {{"startup_seconds", startup},
@@ -438,11 +439,9 @@ absl::Status Run(int argc, char** argv) {
         "pytorch (%s, %d threads): model built in %.1f s; %s examples/s (passes; tessera "
         "sim %s); peak RSS %s; test AUC %.4f\n",
         pt.value("framework", std::string("?")).c_str(), pt.value("threads", 0),
-        pt.value("build_seconds", 0.0), Rates(pt_passes).c_str(),
-        absl::StrJoin(ratios, " / ",
-                      [](std::string* o, double r) { absl::StrAppendFormat(o, "%.2fx", r); })
-            .c_str(),
-        Gib(torch_exit.peak_rss_bytes).c_str(), pt.value("test_auc", 0.0));
+        pt.value("build_seconds", 0.0), PerPass(pt_passes, 0).c_str(),
+        PerPass(ratios, 2, "x").c_str(), Gib(torch_exit.peak_rss_bytes).c_str(),
+        pt.value("test_auc", 0.0));
     pt["peak_rss_bytes"] = torch_exit.peak_rss_bytes;
     pt["examples_per_sec"] = pt_passes[0];  // the first pass, as the simulation's
     pt["sim_vs_pytorch"] = ratios[0];

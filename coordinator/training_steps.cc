@@ -113,13 +113,15 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
            (drain || pending.front().state() == RemoteValueState::kReady ||
             pending.front().state() == RemoteValueState::kFailed)) {
       ASSIGN_OR_RETURN(const ClosureValues v, pending.front().Fetch());
-      const absl::Time resolved = pending.front().resolved_at().value_or(absl::Now());
+      const bool pass_ends = cadence.pass_steps > 0 && (done_steps + 1) % cadence.pass_steps == 0;
+      const absl::Time resolved =
+          pass_ends ? pending.front().resolved_at().value_or(absl::Now()) : absl::Time();
       pending.pop_front();
       ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
       ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
       run.examples += examples;
       pass_examples += examples;
-      if (cadence.pass_steps > 0 && (done_steps + 1) % cadence.pass_steps == 0) {
+      if (pass_ends) {
         if (whole_pass) {
           run.examples_per_sec_by_pass.push_back(
               pass_examples / std::max(absl::ToDoubleSeconds(resolved - pass_start), 1e-9));

@@ -1,5 +1,5 @@
-// allreduce: the ring all-reduce's bandwidth (actors/mirrored_replica_actor.h, Note [Ring
-// all-reduce] in core/collective.h) against the machine's ceilings. For each tensor size of
+// allreduce: the ring all-reduce's bandwidth (actors/mirrored/mirrored_replica_actor.h, Note [Ring
+// all-reduce] in core/mirrored/collective.h) against the machine's ceilings. For each tensor size of
 // --sizes_mib, MirroredStrategy::ProbeRing times --rounds all-reduces (SUM) of a float buffer of
 // that size held by each of --replicas replicas, back to back; a round's figure is the slowest
 // replica's seconds / rounds. Two settings:
@@ -71,19 +71,19 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "actors/messages.h"
-#include "actors/mirrored_replica_actor.h"
+#include "actors/base/messages.h"
+#include "actors/mirrored/mirrored_replica_actor.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/scratch_dir.h"
 #include "bench/internal/socket_io.h"
-#include "cluster/cluster.h"
-#include "cluster/cluster_spec.h"
-#include "cluster/network.h"
-#include "coordinator/mirrored_strategy.h"
-#include "coordinator/mirrored_training.h"
-#include "core/dataset.h"
-#include "core/status.h"
-#include "core/tensor.h"
+#include "cluster/base/cluster.h"
+#include "cluster/base/cluster_spec.h"
+#include "cluster/network/network.h"
+#include "coordinator/mirrored/mirrored_strategy.h"
+#include "coordinator/mirrored/mirrored_training.h"
+#include "core/base/status.h"
+#include "core/base/tensor.h"
+#include "core/data/dataset.h"
 #include "workloads/fashion_mnist.h"
 #include "workloads/reference_models.h"
 
@@ -683,7 +683,7 @@ absl::StatusOr<std::vector<int>> FreePorts(int count) {
 }
 
 // The replica process (`--serve_replica=K --cluster_spec=FILE`), as a worker of a mirrored run
-// serves (coordinator/mirrored_training.cc, ServeAsReplica): publishes replica K at its address
+// serves (coordinator/mirrored/mirrored_training.cc, ServeAsReplica): publishes replica K at its address
 // in the cluster spec and serves until the driver stops the replica (EndRun).
 absl::Status ServeReplica(int32_t task) {
   ClusterSources sources;

@@ -20,7 +20,7 @@
 // Per mode the figure is the median round; the last line is one JSON object with both sides and
 // `save_ratio`, `restore_ratio` (target >= 0.8; against the fresh-memory read). The restored
 // values and slots are checked against the saved ones.
-#include "schema/checkpoint_io.h"
+#include "schema/checkpoint/checkpoint_io.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -41,10 +41,10 @@
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/scratch_dir.h"
-#include "cluster/cluster.h"
-#include "coordinator/checkpoint.h"
-#include "coordinator/strategy.h"
-#include "core/status.h"
+#include "cluster/base/cluster.h"
+#include "coordinator/checkpoint/save_restore.h"
+#include "coordinator/ps/strategy.h"
+#include "core/base/status.h"
 
 ABSL_FLAG(int64_t, rows, 4194304, "rows of the variable (x 64 floats: 4M rows = 1 GiB)");
 ABSL_FLAG(int64_t, shards, 4, "shards of the variable");

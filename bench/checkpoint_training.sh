@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # checkpoint_training.sh: what checkpointing costs training. recsys in the simulation without
 # checkpoints against the same run checkpointing every --checkpoint_every steps in the background
-# (the default, Note [Checkpoints without pausing] in coordinator/checkpoint.cc), interleaved.
+# (the default, Note [Checkpoints without pausing] in coordinator/checkpoint/save_restore.cc), interleaved.
 #
 #   bench/checkpoint_training.sh BUILD_DIR [ROUNDS] [EVERY] [-- extra recsys flags for every run]
 #   bench/checkpoint_training.sh build 5 200 -- --train_examples=4000000

@@ -27,10 +27,10 @@
 #include "bench/internal/bench_main.h"
 #include "bench/internal/recsys_job.h"
 #include "bench/internal/serve_client.h"
-#include "coordinator/internal/run_dashboard.h"
-#include "coordinator/parameter_server_training.h"
-#include "coordinator/training_flags.h"
-#include "core/status.h"
+#include "coordinator/monitoring/internal/run_dashboard.h"
+#include "coordinator/ps/parameter_server_training.h"
+#include "coordinator/training/training_flags.h"
+#include "core/base/status.h"
 
 ABSL_FLAG(int32_t, rounds, 5, "rounds of (bare, monitor, dashboard)");
 ABSL_FLAG(std::vector<std::string>, kinds, std::vector<std::string>({"bare", "monitor", "dashboard"}),

@@ -1,5 +1,5 @@
 // kernels: the arithmetic of a training step that is compiled per instruction set
-// (core/internal/kernels.h) in every variant this build and CPU run — the baseline, and
+// (core/model/internal/kernels.h) in every variant this build and CPU run — the baseline, and
 // x86-64-v3 / x86-64-v4 in a portable build — interleaved in one run, on the shapes of the
 // reference workloads' steps:
 //   recsys         batch 512: [512, 64] x [64, 64] hidden layer (ReLU), [512, 64] x [64, 1]
@@ -25,7 +25,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
-#include "core/internal/kernels.h"
+#include "core/model/internal/kernels.h"
 
 ABSL_FLAG(int32_t, rounds, 7, "rounds over every variant");
 ABSL_FLAG(double, seconds, 0.3, "time per variant and workload in a round");

@@ -55,15 +55,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "actors/error.h"
-#include "actors/messages.h"
-#include "actors/ps_node_actor.h"
-#include "actors/shard_actor.h"
+#include "actors/base/error.h"
+#include "actors/base/messages.h"
+#include "actors/ps/ps_node_actor.h"
+#include "actors/ps/shard_actor.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/socket_io.h"
-#include "cluster/cluster.h"
-#include "cluster/network.h"
-#include "core/status.h"
+#include "cluster/base/cluster.h"
+#include "cluster/network/network.h"
+#include "core/base/status.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes_kib,
           std::vector<std::string>({"1", "4", "16", "64", "256", "1024", "4096"}),

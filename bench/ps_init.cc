@@ -10,7 +10,7 @@
 // --shards shards each (fixed), on --ps in-process PS nodes. A round starts a fresh cluster and
 // times ParameterServerStrategy::CreateModelVariables: every shard allocated and its Adagrad slot
 // made, on the PS nodes (rows are initialized when training first touches them: Note [Rows
-// initialized on first touch], core/shard_state.h). GB/s counts the values and the slots
+// initialized on first touch], core/ps/shard_state.h). GB/s counts the values and the slots
 // (what the model holds). Also printed: the CPU seconds the round took (on a loaded machine the
 // wall time counts other processes' turns too), the process's RSS after the round (the memory
 // touched: values always, slots only when they start non-zero) and its peak, and, on one thread,
@@ -34,13 +34,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
-#include "cluster/cluster.h"
-#include "coordinator/strategy.h"
-#include "core/initializer.h"
-#include "core/internal/philox_batch.h"
-#include "core/model.h"
-#include "core/partitioner.h"
-#include "core/status.h"
+#include "cluster/base/cluster.h"
+#include "coordinator/ps/strategy.h"
+#include "core/base/internal/philox_batch.h"
+#include "core/base/status.h"
+#include "core/model/model.h"
+#include "core/variables/initializer.h"
+#include "core/variables/partitioner.h"
 #include "workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, users, 250000, "rows of the user embedding");
@@ -105,7 +105,7 @@ double KernelFloatsPerSecond(const InitializerSpec& spec, int64_t n) {
 volatile uint32_t philox_sink = 0;
 
 // Counters/s of one batched Philox variant on this thread over `n` counters, best of 3: the
-// generator under every random initializer (core/internal/philox_batch.h).
+// generator under every random initializer (core/base/internal/philox_batch.h).
 double PhiloxCountersPerSecond(const internal::PhiloxBatchVariant& variant, int64_t n) {
   uint32_t word0[internal::kPhiloxLanes], word1[internal::kPhiloxLanes];
   uint32_t sink = 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # replication.sh: what --replicas=2 (a backup of every shard, Note [Replicated shards] in
-# actors/shard_actor.h) costs training. recsys without and with replication, in the simulation
+# actors/ps/shard_actor.h) costs training. recsys without and with replication, in the simulation
 # and across processes (2 `tessera ps`, 2 workers, the coordinator with --closures_per_worker=4,
 # free loopback ports), interleaved in each round; examples_per_sec of the training loop from
 # each run's --summary JSON. Reports each round's ratios and the medians; the last line is one

@@ -42,7 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/scratch_dir.h"
-#include "core/status.h"
+#include "core/base/status.h"
 #include "workloads/recsys_data.h"
 
 ABSL_FLAG(int64_t, users, 600000, "rows of the user embedding");

@@ -7,7 +7,7 @@
 //   dense_read   a [262144, 64] (64 MiB) variable in 4 shards, vs new float[] + memcpy
 //
 // The actor path is measured the way a worker uses it: non-blocking operations
-// (actors/variable_ops.h) issued from inside one event-based actor that keeps N of them in
+// (actors/ps/variable_ops.h) issued from inside one event-based actor that keeps N of them in
 // flight (Note [Pipelined actor measurement]). The blocking driver forms (ShardedVariable::Gather
 // / ScatterAdd / Read) are printed as context. Every row is repeated --repeats times, the repeats
 // of a section's rows interleaved so the machine's noise falls on both sides of a ratio alike;
@@ -42,18 +42,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "actors/variable_ops.h"
-#include "cluster/cluster.h"
-#include "coordinator/sharded_variable.h"
-#include "coordinator/strategy.h"
-#include "core/partitioner.h"
-#include "core/scatter.h"
-#include "core/status.h"
-#include "core/tensor.h"
+#include "actors/ps/variable_ops.h"
+#include "cluster/base/cluster.h"
+#include "coordinator/ps/sharded_variable.h"
+#include "coordinator/ps/strategy.h"
+#include "core/base/status.h"
+#include "core/base/tensor.h"
+#include "core/variables/partitioner.h"
+#include "core/variables/scatter.h"
 
 ABSL_FLAG(int32_t, ps, 2, "parameter-server nodes in the in-process cluster");
 ABSL_FLAG(int32_t, threads, 0,
-          "CAF scheduler threads (0: the cluster's default, see cluster/cluster.h)");
+          "CAF scheduler threads (0: the cluster's default, see cluster/base/cluster.h)");
 ABSL_FLAG(int64_t, shards, 4, "shards per variable (FixedShardsPartitioner)");
 ABSL_FLAG(int64_t, rows, 100000, "gather/scatter: rows of the sparse variable");
 ABSL_FLAG(int64_t, dim, 64, "floats per row (both variables)");
@@ -161,7 +161,7 @@ absl::StatusOr<double> RunPipelined(caf::actor_system& system, int64_t total, in
   auto result = std::make_shared<std::promise<absl::StatusOr<double>>>();
   std::future<absl::StatusOr<double>> seconds = result->get_future();
   // The extra int argument: CAF 0.17 dereferences a null argument tuple without one
-  // (coordinator/internal/await.h). The actor lives while its requests are pending.
+  // (coordinator/ps/internal/await.h). The actor lives while its requests are pending.
   system.spawn(
       [start, total, inflight, result](caf::event_based_actor* self, int) {
         std::make_shared<Pipeline<Start>>(self, start, total, result)->Begin(inflight);
@@ -346,7 +346,7 @@ struct SparseWorkload {
 };
 
 // `sorted`: each batch is --ids distinct ids in ascending order, the form a worker's train step
-// gathers (actors/train_step.h); otherwise uniform draws in draw order, so a few ids repeat.
+// gathers (actors/ps/train_step.h); otherwise uniform draws in draw order, so a few ids repeat.
 SparseWorkload MakeSparseWorkload(int64_t num_rows, int64_t dim, int64_t ids_per_op,
                                   int64_t batches, bool sorted, uint64_t seed) {
   std::mt19937_64 rng(seed);

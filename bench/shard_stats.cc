@@ -1,5 +1,5 @@
 // shard_stats: how long a shard is busy answering a stats request (ShardState::Info with its K
-// hottest rows, Note [Row update counts] in core/shard_state.h) — the time a PS node's stats take
+// hottest rows, Note [Row update counts] in core/ps/shard_state.h) — the time a PS node's stats take
 // from the shard's training — on a shard of the RFC's user table's row count (600,000 rows).
 // Rows are made hot by sparse gradients of `--ids` random ids (Zipf-like: id = rows * u^3, so a
 // few rows are named often), in three states: few rows touched, most touched, and every row
@@ -17,7 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "bench/internal/bench_main.h"
-#include "core/shard_state.h"
+#include "core/ps/shard_state.h"
 
 ABSL_FLAG(int64_t, rows, 600000, "rows of the shard");
 ABSL_FLAG(int32_t, k, 5, "hottest rows asked for");

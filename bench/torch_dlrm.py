@@ -6,7 +6,7 @@ nothing in the build or the tests runs it).
 The model, exactly as examples/dlrm.cc builds it:
   - dense input: I1..I13 (an empty field is 0), x = log(1 + max(I, 0)); bottom MLP
     Dense(64, relu) -> Dense(D, relu) = b;
-  - C1..C26: each field's bytes hashed as core/hash.h does (StringId = FNV-1a 64, then
+  - C1..C26: each field's bytes hashed as core/base/hash.h does (StringId = FNV-1a 64, then
     HashBucket = SplitMix64 finalizer mod --buckets; an empty field is StringId("")), looked up
     in its own table of --buckets rows of dim D: e_1..e_26;
   - interaction: [b, every pairwise dot among (b, e_1..e_26), i < j]: D + 351 features;
@@ -46,7 +46,7 @@ MIX_2 = np.uint64(0x94D049BB133111EB)
 
 
 def mix64(x):
-    """core/hash.h's Mix64 (the SplitMix64 finalizer) on a uint64 array (wrapping arithmetic)."""
+    """core/base/hash.h's Mix64 (the SplitMix64 finalizer) on a uint64 array (wrapping arithmetic)."""
     x = x ^ (x >> U30)
     x = x * MIX_1
     x = x ^ (x >> U27)
@@ -135,7 +135,7 @@ def read_tsv(path, buckets, chunk_bytes=64 << 20):
 
 
 def auc(scores, labels):
-    """Exact AUC, ties counting one half (average ranks), as core/metrics.h computes it."""
+    """Exact AUC, ties counting one half (average ranks), as core/training/metrics.h computes it."""
     order = np.argsort(scores, kind="mergesort")
     s, y = scores[order], labels[order]
     n = len(s)

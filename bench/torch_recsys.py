@@ -24,7 +24,7 @@ import torch
 
 
 def auc(scores, labels):
-    """Exact AUC (ties count one half), as core/metrics.h computes it."""
+    """Exact AUC (ties count one half), as core/training/metrics.h computes it."""
     order = np.argsort(scores, kind="mergesort")
     s = scores[order]
     y = labels[order]

@@ -4,7 +4,7 @@
 //
 //   train_throughput                        # 3 rounds of: local, sim (2 PS, 2 workers)
 // It takes the training flags' --ps, --workers and --closures_per_worker
-// (coordinator/training_flags.h).
+// (coordinator/training/training_flags.h).
 //   train_throughput --rounds=5 --workers=4 --closures_per_worker=2
 //
 // Each round trains a fresh model for one pass over the training set; examples/s counts the
@@ -20,10 +20,10 @@
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/recsys_job.h"
-#include "coordinator/local_training.h"
-#include "coordinator/parameter_server_training.h"
-#include "coordinator/training_flags.h"
-#include "core/status.h"
+#include "coordinator/ps/parameter_server_training.h"
+#include "coordinator/training/local_training.h"
+#include "coordinator/training/training_flags.h"
+#include "core/base/status.h"
 
 ABSL_FLAG(int32_t, rounds, 3, "rounds of (local, sim)");
 ABSL_FLAG(std::string, partitioner, "fixed:4", "simulation: embedding partitioner");

@@ -4,7 +4,7 @@
 //   fresh   — a fresh StepWorkspace and StepResult per step, RowsNeeded on its own (the worker
 //             before the lookup plan was carried), so ForwardBackward sorts the ids again;
 //   carried — one reused workspace and result; RowsNeeded leaves its plan in the workspace and
-//             ForwardBackward checks it linearly (Note [Reused lookup plans], core/model.cc).
+//             ForwardBackward checks it linearly (Note [Reused lookup plans], core/model/model.cc).
 // Single-threaded, so the figure is far less sensitive to a busy host than train_throughput.
 //
 //   worker_step --rounds=7 --steps=400
@@ -17,9 +17,9 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
-#include "core/dataset.h"
-#include "core/local_trainer.h"
-#include "core/status.h"
+#include "core/base/status.h"
+#include "core/data/dataset.h"
+#include "core/training/local_trainer.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"
 

@@ -1,5 +1,5 @@
 // The `tessera` binary: parses the command line and runs a command of cli/internal/, following the
-// conventions of coordinator/command_line.h (--help, --flagfile, exit status 0 / 2 / 1).
+// conventions of coordinator/base/command_line.h (--help, --flagfile, exit status 0 / 2 / 1).
 //
 //   $ tessera help                          # the commands, and every flag
 //   $ tessera serve --help                  # one command's usage and flags
@@ -16,18 +16,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "cli/internal/generate_command.h"
-#include "cli/internal/inspect_command.h"
-#include "cli/internal/plot_command.h"
-#include "cli/internal/predict_command.h"
-#include "cli/internal/ps_command.h"
-#include "cli/internal/serve_command.h"
-#include "cluster/cluster_spec.h"
-#include "coordinator/command_line.h"
-#include "core/env.h"
-#include "core/logging.h"
-#include "core/process.h"
-#include "core/status.h"
+#include "cli/generate_command.h"
+#include "cli/inspect_command.h"
+#include "cli/plot_command.h"
+#include "cli/predict_command.h"
+#include "cli/ps_command.h"
+#include "cli/serve_command.h"
+#include "cluster/base/cluster_spec.h"
+#include "coordinator/base/command_line.h"
+#include "core/base/env.h"
+#include "core/base/logging.h"
+#include "core/base/process.h"
+#include "core/base/status.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
 ABSL_FLAG(std::string, model_base_path, "",
@@ -380,7 +380,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `tessera serve`'s handler threads allocate at once: glibc's arenas (core/process.h).
+  // `tessera serve`'s handler threads allocate at once: glibc's arenas (core/base/process.h).
   tessera::UseTensorMallocPolicy(tessera::MallocArenas::kPerThread);
   std::vector<char*> args = JoinStdinInput(argc, argv);
   const tessera::CommandLine line =

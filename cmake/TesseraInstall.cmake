@@ -9,10 +9,11 @@
 #   c++ -std=c++17 my_program.cc $(pkg-config --cflags --libs tessera) -o my_program
 #
 # Installed (paths under the prefix):
-#   lib/libtessera_{core,schema,actors,cluster,coordinator,workloads}.a
-#   include/tessera/{core,schema,actors,cluster,coordinator,workloads}/*.h — the public headers,
+#   lib/libtessera_{core,http,schema,serving,actors,cluster,coordinator,workloads}.a
+#   include/tessera/{core,http,schema,serving,actors,cluster,coordinator,workloads}/**/*.h —
+#       the public headers,
 #       no internal/ folder; include/tessera is the include directory, so programs include them
-#       by their path in this repository ("coordinator/training_job.h"), as examples/ does, and an
+#       by their path in this repository ("coordinator/training/training_job.h"), as examples/ does, and an
 #       example copied out of the tree compiles unchanged.
 #   lib/cmake/Tessera/ — TesseraConfig.cmake (finds the dependencies), TesseraConfigVersion.cmake,
 #       TesseraTargets.cmake, FindCAF.cmake (CAF 0.17 ships no CMake package)
@@ -42,13 +43,14 @@ include(CMakePackageConfigHelpers)
 
 set(TESSERA_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/Tessera")
 set(TESSERA_INSTALLED_LIBRARIES
-    tessera_core tessera_http tessera_schema tessera_actors tessera_cluster tessera_coordinator)
+    tessera_core tessera_http tessera_schema tessera_serving tessera_actors tessera_cluster
+    tessera_coordinator)
 
 # The one target a program links: an interface library over the static libraries, exported as
 # Tessera::tessera (`tessera` itself is the command-line tool's target). The same name works in
 # this tree.
 add_library(tessera_library INTERFACE)
-target_link_libraries(tessera_library INTERFACE tessera_coordinator tessera_schema)
+target_link_libraries(tessera_library INTERFACE tessera_coordinator tessera_serving tessera_schema)
 set_target_properties(tessera_library PROPERTIES EXPORT_NAME tessera)
 add_library(Tessera::tessera ALIAS tessera_library)
 add_library(Tessera::workloads ALIAS tessera_workloads)
@@ -60,7 +62,7 @@ endforeach()
 install(TARGETS tessera_library ${TESSERA_INSTALLED_LIBRARIES} tessera_workloads
         EXPORT TesseraTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
-foreach(dir core http schema actors cluster coordinator workloads)
+foreach(dir core http schema serving actors cluster coordinator workloads)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/${dir}/"
           DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/tessera/${dir}"
           FILES_MATCHING PATTERN "*.h"

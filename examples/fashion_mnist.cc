@@ -7,19 +7,19 @@
 //   fashion_mnist --epochs=3 --inject_worker_failures=2 --summary=run.json
 //
 // What a program states is here: its model, its data, its flags. The training loop, the shared
-// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...: coordinator/training_flags.h) and
-// the summary are the library's (coordinator/training_job.h).
+// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...: coordinator/training/training_flags.h) and
+// the summary are the library's (coordinator/training/training_job.h).
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
-#include "coordinator/command_line.h"
-#include "coordinator/training_job.h"
-#include "core/local_trainer.h"
-#include "core/partitioner.h"
-#include "core/status.h"
+#include "coordinator/base/command_line.h"
+#include "coordinator/training/training_job.h"
+#include "core/base/status.h"
+#include "core/training/local_trainer.h"
+#include "core/variables/partitioner.h"
 #include "workloads/fashion_mnist.h"
 #include "workloads/reference_models.h"
 

@@ -20,11 +20,11 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
-#include "coordinator/command_line.h"
-#include "coordinator/training_job.h"
-#include "core/model_builder.h"
-#include "core/partitioner.h"
-#include "core/status.h"
+#include "coordinator/base/command_line.h"
+#include "coordinator/training/training_job.h"
+#include "core/base/status.h"
+#include "core/model/model_builder.h"
+#include "core/variables/partitioner.h"
 #include "workloads/recsys_data.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
@@ -34,7 +34,7 @@ ABSL_FLAG(double, learning_rate, 0.1, "Adagrad learning rate");
 ABSL_FLAG(int64_t, users, 100000, "users in the data");
 ABSL_FLAG(int64_t, items, 10000, "items in the data (rows of the shared item table)");
 ABSL_FLAG(int64_t, user_buckets, 50000,
-          "rows of the user table: user ids are hashed into it (core/hash.h)");
+          "rows of the user table: user ids are hashed into it (core/base/hash.h)");
 ABSL_FLAG(int64_t, history_length, 10, "items in each user's history (0: no history)");
 ABSL_FLAG(int64_t, embedding_dim, 8, "embedding and tower width");
 ABSL_FLAG(int64_t, hidden, 16, "the user tower's hidden units");

@@ -1,6 +1,6 @@
-// libFuzzer target: DecodeExportedModel (schema/model_io.h) on arbitrary bytes.
+// libFuzzer target: DecodeExportedModel (schema/serving/model_io.h) on arbitrary bytes.
 #include "fuzz/round_trip_check.h"
-#include "schema/model_io.h"
+#include "schema/serving/model_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return tessera::fuzz::CheckReader<tessera::ExportedModel>(

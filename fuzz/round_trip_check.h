@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "schema/internal/envelope.h"
+#include "schema/base/internal/envelope.h"
 
 namespace tessera {
 namespace fuzz {

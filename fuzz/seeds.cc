@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/initializer.h"
-#include "schema/checkpoint_io.h"
-#include "schema/internal/envelope.h"
-#include "schema/model_io.h"
+#include "core/variables/initializer.h"
+#include "schema/base/internal/envelope.h"
+#include "schema/checkpoint/checkpoint_io.h"
+#include "schema/serving/model_io.h"
 #include "workloads/reference_models.h"
 
 namespace tessera {

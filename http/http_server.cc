@@ -23,7 +23,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "core/logging.h"
+#include "core/base/logging.h"
 
 namespace tessera {
 namespace {

@@ -2,7 +2,7 @@
 # Fails when a kernel compiled for a wider instruction set than the library's defines an external
 # symbol another translation unit could also define: the linker would keep one copy, and a caller
 # compiled for the baseline could run AVX-512 code (Note [Kernels per instruction set, Eigen] in
-# core/internal/kernels.cc). Every external symbol of kernels_x86_64_v<L>.cc.o must lie
+# core/model/internal/kernels.cc). Every external symbol of kernels_x86_64_v<L>.cc.o must lie
 # in its own namespaces (tessera::kernels::x86_64_v<L>, the renamed tessera_eigen_x86_64_v<L>),
 # but for DW.ref.__gxx_personality_v0: a pointer to the C++ exception personality routine, the
 # same data in every unit, no code.

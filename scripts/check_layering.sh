@@ -2,6 +2,7 @@
 # Fails when a folder includes a header of a folder it must not depend on (docs/design.md §2):
 #   core <- schema <- actors <- cluster <- coordinator <- examples, cli
 #   core <- http <- coordinator, cli (the HTTP server: plain sockets, no CAF)
+#   core, schema, http <- serving <- cli (an exported model served: no CAF)
 #   core <- workloads (the reference workloads: examples, cli and bench may use them)
 # when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header; and when examples/
 # include anything but public library headers — core/, workloads/ and coordinator/ headers not
@@ -17,7 +18,7 @@ bad=$(grep -rnE '#include[[:space:]]*[<"](caf/|capnp/|kj/)|\.capnp\.h' core 2>/d
 
 # The folders of this repository; an include starting with any other folder (absl/, nlohmann/,
 # ...) is a third-party header.
-project="core workloads http schema actors cluster coordinator examples cli bench tests fuzz"
+project="core workloads http schema serving actors cluster coordinator examples cli bench tests fuzz"
 
 check_allowed() {  # folder, then the project folders it may include
   local dir=$1; shift
@@ -35,8 +36,9 @@ check_allowed schema core schema
 check_allowed actors core schema actors
 check_allowed cluster core schema actors cluster
 check_allowed coordinator core http schema actors cluster coordinator
-check_allowed cli core workloads http schema actors cluster coordinator cli
-check_allowed bench core workloads http schema actors cluster coordinator bench
+check_allowed serving core http schema serving
+check_allowed cli core workloads http schema serving actors cluster coordinator cli
+check_allowed bench core workloads http schema serving actors cluster coordinator bench
 check_allowed examples core workloads coordinator
 if [ -d examples ]; then
   internal='#include[[:space:]]*[<"]([^">]*/)?internal/'
@@ -46,5 +48,6 @@ if [ -d examples ]; then
 fi
 
 [ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \
-  "examples, cli; core <- workloads; examples use public headers only)"
+  "examples, cli; core, schema, http <- serving <- cli; core <- workloads; examples use public" \
+  "headers only)"
 exit $status

@@ -15,7 +15,7 @@
 # mostly false: CAF and Abseil are not built with it, so it does not see the synchronization
 # inside CAF's scheduler (a "race" at the first message of every spawned actor) or inside
 # absl::Mutex (a "race" on every value it guards). Code that must be checked by TSan uses
-# std::mutex (core/mem_env.cc does).
+# std::mutex (core/base/mem_env.cc does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -16,7 +16,7 @@ packages=(
   libabsl-dev           # Abseil 20220623: Status, flags, containers
   doctest-dev           # tests
   gdb                   # a hung test's thread stacks (tests/doctest_main.cc)
-  libspdlog-dev         # logging (core/logging.h)
+  libspdlog-dev         # logging (core/base/logging.h)
   zlib1g-dev            # gzip'd IDX files
   nlohmann-json3-dev    # JSON summaries and the serving API
   libcpp-httplib-dev    # the serving tests' HTTP client

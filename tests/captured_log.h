@@ -1,4 +1,4 @@
-// CapturedLog: what Log() (core/logging.h) writes while one lives, for tests that check a
+// CapturedLog: what Log() (core/base/logging.h) writes while one lives, for tests that check a
 // warning or an info line; on destruction the process's logger is put back (its sinks, the role
 // "tessera" and level info).
 //
@@ -17,7 +17,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/logging.h"
+#include "core/base/logging.h"
 
 namespace tessera::testing {
 

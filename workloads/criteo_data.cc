@@ -15,9 +15,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "core/hash.h"
-#include "core/metrics.h"
-#include "core/status.h"
+#include "core/base/hash.h"
+#include "core/base/status.h"
+#include "core/training/metrics.h"
 
 namespace tessera {
 

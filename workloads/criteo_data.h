@@ -26,7 +26,7 @@
 //   config.output_prefix = "/tmp/criteo";  // /tmp/criteo.train.tsv, .test.tsv, .json
 //   ASSIGN_OR_RETURN(CriteoDataSummary summary, WriteCriteoData(config, Env::Default()));
 //
-// Randomness is Philox (core/random.h): the files are a pure function of the seed and the
+// Randomness is Philox (core/base/random.h): the files are a pure function of the seed and the
 // sizes, byte for byte on every platform; the train and test splits are independent draws
 // (streams 1 and 2) from one distribution.
 //
@@ -40,8 +40,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/env.h"
-#include "core/random.h"
+#include "core/base/env.h"
+#include "core/base/random.h"
 
 namespace tessera {
 

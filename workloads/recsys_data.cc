@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/metrics.h"
-#include "core/random.h"
-#include "core/status.h"
+#include "core/base/random.h"
+#include "core/base/status.h"
+#include "core/training/metrics.h"
 
 namespace tessera {
 namespace {

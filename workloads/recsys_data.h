@@ -10,7 +10,7 @@
 // The planted logit is the Bayes-optimal score, so its test AUC (about 0.77) bounds what any
 // model can reach.
 //
-// Randomness is Philox (core/random.h), identical on every platform: the model is a function of
+// Randomness is Philox (core/base/random.h), identical on every platform: the model is a function of
 // model_seed, each split of its own seed and stream, so the train and test splits are
 // independent draws from one distribution even when their seeds are equal.
 //
@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/dataset.h"
-#include "core/tensor.h"
+#include "core/base/tensor.h"
+#include "core/data/dataset.h"
 
 namespace tessera {
 

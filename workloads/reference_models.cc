@@ -3,8 +3,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/model_builder.h"
-#include "core/status.h"
+#include "core/base/status.h"
+#include "core/model/model_builder.h"
 #include "workloads/fashion_mnist.h"
 #include "workloads/recsys_data.h"
 

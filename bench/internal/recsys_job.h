@@ -12,9 +12,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "coordinator/training_run.h"
-#include "core/partitioner.h"
-#include "core/status.h"
+#include "coordinator/training/training_run.h"
+#include "core/base/status.h"
+#include "core/variables/partitioner.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"
 

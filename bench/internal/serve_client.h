@@ -30,10 +30,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/exported_model.h"
-#include "core/initializer.h"
-#include "core/status.h"
-#include "schema/model_io.h"
+#include "core/base/status.h"
+#include "core/serving/exported_model.h"
+#include "core/variables/initializer.h"
+#include "schema/serving/model_io.h"
 #include "workloads/reference_models.h"
 
 extern char** environ;

@@ -28,11 +28,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "actors/error.h"
-#include "actors/messages.h"
-#include "actors/shard_actor.h"
-#include "core/shard_op.h"
-#include "core/shard_state.h"
+#include "actors/base/error.h"
+#include "actors/base/messages.h"
+#include "actors/ps/shard_actor.h"
+#include "core/ps/shard_op.h"
+#include "core/ps/shard_state.h"
 
 namespace tessera::testing {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <utility>
 
-#include "core/exported_model.h"
-#include "core/initializer.h"
+#include "core/serving/exported_model.h"
+#include "core/variables/initializer.h"
 #include "tests/temp_dir.h"
 #include "workloads/reference_models.h"
 
@@ -15,7 +15,7 @@
 // <resolv.h>, whose `#define _res` breaks Eigen headers included after it: a test includes
 // httplib.h after every Tessera header.
 
-namespace tessera::cli::testing {
+namespace tessera::testing {
 
 // The recsys model with 5 users, 4 items, D = 3, H = 4, at step 42, with every variable
 // (biases included) initialized to non-zero values so every parameter shows in the outputs.
@@ -67,4 +67,4 @@ inline std::unique_ptr<Predictor> TinyRecsysPredictor() {
 
 using tessera::testing::TempDir;
 
-}  // namespace tessera::cli::testing
+}  // namespace tessera::testing

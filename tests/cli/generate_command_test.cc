@@ -1,5 +1,5 @@
 // `tessera generate`: the data set named, its files and summary line, and bad requests.
-#include "cli/internal/generate_command.h"
+#include "cli/generate_command.h"
 
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "core/mem_env.h"
+#include "core/base/mem_env.h"
 
 namespace tessera::cli {
 namespace {

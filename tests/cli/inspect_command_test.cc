@@ -1,4 +1,4 @@
-#include "cli/internal/inspect_command.h"
+#include "cli/inspect_command.h"
 
 #include <doctest/doctest.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/version.h"
-#include "schema/checkpoint_io.h"
-#include "schema/model_io.h"
+#include "core/base/version.h"
+#include "schema/checkpoint/checkpoint_io.h"
+#include "schema/serving/model_io.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace tessera::cli {

@@ -1,5 +1,5 @@
 // `tessera plot`: curves from a --metrics_file's lines, the SVG drawn from them, and bad files.
-#include "cli/internal/plot_command.h"
+#include "cli/plot_command.h"
 
 #include <doctest/doctest.h>
 

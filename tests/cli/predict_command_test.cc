@@ -1,4 +1,4 @@
-#include "cli/internal/predict_command.h"
+#include "cli/predict_command.h"
 
 #include <doctest/doctest.h>
 
@@ -9,11 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "cli/internal/json.h"
-#include "schema/model_io.h"
+#include "schema/serving/model_io.h"
+#include "serving/json.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace tessera::cli {
+
+using serving::ParseJson;
 namespace {
 
 using testing::TempDir;

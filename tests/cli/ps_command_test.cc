@@ -1,7 +1,7 @@
 // Which PS `tessera ps` is and where it listens (ResolvePsIdentity): --task, --standby and --port
 // override the task of a cluster spec or TF_CONFIG, whose address gives the port; without either,
 // task 0 on the default port.
-#include "cli/internal/ps_command.h"
+#include "cli/ps_command.h"
 
 #include <doctest/doctest.h>
 
@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "cluster/cluster_spec.h"
+#include "cluster/base/cluster_spec.h"
 
 namespace tessera::cli {
 namespace {

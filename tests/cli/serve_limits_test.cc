@@ -15,15 +15,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cli/internal/json.h"
-#include "schema/model_io.h"
+#include "schema/serving/model_io.h"
+#include "serving/json.h"
 #include "tests/cli/cli_test_util.h"
-#include "tests/raw_http.h"
 #include "tests/cli/tessera_child.h"
+#include "tests/raw_http.h"
 
 #ifdef TESSERA_BINARY
 
 namespace tessera::cli {
+
+using serving::ParseJson;
 namespace {
 
 using std::chrono::milliseconds;

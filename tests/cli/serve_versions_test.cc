@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "cli/internal/json.h"
-#include "core/exported_model.h"
-#include "schema/model_io.h"
+#include "core/serving/exported_model.h"
+#include "schema/serving/model_io.h"
+#include "serving/json.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/tessera_child.h"
 // Last: see Note [httplib after Eigen] in tests/cli/cli_test_util.h.
@@ -25,6 +25,9 @@
 #ifdef TESSERA_BINARY
 
 namespace tessera::cli {
+
+using serving::Json;
+using serving::ParseJson;
 namespace {
 
 namespace fs = std::filesystem;

@@ -21,10 +21,10 @@
 #include <utility>
 #include <vector>
 
-#include "cli/internal/json.h"
-#include "cli/internal/predict_command.h"
-#include "core/exported_model.h"
-#include "schema/model_io.h"
+#include "cli/predict_command.h"
+#include "core/serving/exported_model.h"
+#include "schema/serving/model_io.h"
+#include "serving/json.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/tessera_child.h"
 #include "tests/listener.h"
@@ -34,6 +34,8 @@
 #ifdef TESSERA_BINARY
 
 namespace tessera::cli {
+
+using serving::ParseJson;
 namespace {
 
 using testing::Child;

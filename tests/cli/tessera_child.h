@@ -30,7 +30,7 @@
 
 extern char** environ;
 
-namespace tessera::cli::testing {
+namespace tessera::testing {
 
 using tessera::testing::ReadFile;
 
@@ -152,4 +152,4 @@ inline int WaitForPort(const Child& child) {
   return -1;
 }
 
-}  // namespace tessera::cli::testing
+}  // namespace tessera::testing

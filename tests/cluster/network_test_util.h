@@ -1,4 +1,4 @@
-// Test support for the network layer (cluster/network.h): a networked node (an actor system
+// Test support for the network layer (cluster/network/network.h): a networked node (an actor system
 // configured like a `tessera ps` process, with PS nodes it publishes and stops), a blocking
 // request helper, a port nobody listens on, a stranger's raw connection and BASP headers, and
 // certificates made with the `openssl` command-line tool — the same commands docs/tls.md tells
@@ -39,10 +39,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "actors/error.h"
-#include "actors/ps_node_actor.h"
-#include "cluster/cluster.h"
-#include "cluster/network.h"
+#include "actors/base/error.h"
+#include "actors/ps/ps_node_actor.h"
+#include "cluster/base/cluster.h"
+#include "cluster/network/network.h"
 
 namespace tessera::testing {
 

@@ -41,7 +41,7 @@ for program in recsys fashion_mnist; do
   done
   count=0
   for flag in $(flags_of "$source_dir/examples/$program.cc" \
-                         "$source_dir/coordinator/training_flags.cc") flagfile help; do
+                         "$source_dir/coordinator/training/training_flags.cc") flagfile help; do
     grep -qE "^  --$flag([= ]|$)" "$work/out" || fail "$program --help does not list --$flag"
     count=$((count + 1))
   done

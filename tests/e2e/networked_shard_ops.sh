@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sharded-variable tests (tests/coordinator/sharded_variable_test.cc) once more, against
+# The sharded-variable tests (tests/coordinator/ps/sharded_variable_test.cc) once more, against
 # shards living in two `tessera ps` processes on loopback instead of in process: every read,
 # gather, slice, assign and scatter then crosses the real wire format and handshake.
 #   networked_shard_ops.sh COORDINATOR_TEST_BINARY TESSERA_BINARY

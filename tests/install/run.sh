@@ -22,7 +22,7 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 # The layout README.md promises (lib/ is the platform's library directory, lib/ on Debian).
 pc=$(find "$prefix" -name tessera.pc)
 libdir=$(dirname "$(dirname "$pc")")
-for path in "$prefix/bin/tessera" "$prefix/include/tessera/coordinator/training_job.h" \
+for path in "$prefix/bin/tessera" "$prefix/include/tessera/coordinator/training/training_job.h" \
             "$libdir/cmake/Tessera/TesseraConfig.cmake" "$libdir/libtessera_core.a" \
             "$libdir/pkgconfig/tessera-workloads.pc"; do
   [ -e "$path" ] || { echo "FAIL: the install has no $path"; find "$prefix"; exit 1; }

@@ -10,17 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "cluster/cluster.h"
-#include "coordinator/checkpoint.h"
-#include "coordinator/cluster_coordinator.h"
-#include "coordinator/strategy.h"
-#include "coordinator/train_step_closure.h"
-#include "core/dataset.h"
-#include "core/model.h"
-#include "core/partitioner.h"
-#include "core/status.h"
-#include "core/version.h"
-#include "schema/model_io.h"
+#include "cluster/base/cluster.h"
+#include "coordinator/checkpoint/save_restore.h"
+#include "coordinator/ps/strategy.h"
+#include "coordinator/scheduling/cluster_coordinator.h"
+#include "coordinator/serving/export.h"
+#include "coordinator/training/train_step_closure.h"
+#include "core/base/status.h"
+#include "core/base/version.h"
+#include "core/data/dataset.h"
+#include "core/model/model.h"
+#include "core/variables/partitioner.h"
+#include "schema/serving/model_io.h"
 
 namespace {
 

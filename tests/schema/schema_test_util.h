@@ -15,10 +15,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/checkpoint.h"
-#include "core/exported_model.h"
-#include "core/initializer.h"
-#include "schema/internal/envelope.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/serving/exported_model.h"
+#include "core/variables/initializer.h"
+#include "schema/base/internal/envelope.h"
 #include "workloads/reference_models.h"
 
 namespace tessera {

@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "core/mem_env.h"
+#include "core/base/mem_env.h"
 
 namespace tessera {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/metrics.h"
+#include "core/training/metrics.h"
 
 namespace tessera {
 namespace {

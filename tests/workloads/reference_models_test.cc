@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "core/model.h"
+#include "core/model/model.h"
 
 namespace tessera {
 namespace {

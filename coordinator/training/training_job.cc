@@ -1,0 +1,187 @@
+#include "coordinator/training/training_job.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/mirrored/mirrored_training.h"
+#include "coordinator/monitoring/internal/run_dashboard.h"
+#include "coordinator/monitoring/metrics_file.h"
+#include "coordinator/monitoring/training_monitor.h"
+#include "coordinator/ps/parameter_server_training.h"
+#include "coordinator/training/local_training.h"
+#include "coordinator/training/training_run.h"
+#include "coordinator/training/training_summary.h"
+#include "coordinator/training/worker_role.h"
+#include "core/base/logging.h"
+#include "core/base/process.h"
+#include "core/base/status.h"
+#include "core/base/version.h"
+
+namespace tessera {
+absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
+                                      int64_t batch_size) {
+  if (batch_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch_size must be >= 1, not ", batch_size));
+  }
+  if (steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--steps must be >= 0 (0: --epochs passes), not ", steps));
+  }
+  if (steps > 0) return steps;
+  if (epochs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs must be >= 1, not ", epochs));
+  }
+  const int64_t per_epoch = BatchesPerPass(train.size(), batch_size);
+  int64_t total = 0;
+  if (__builtin_mul_overflow(per_epoch, epochs, &total)) {
+    return absl::InvalidArgumentError(absl::StrCat("--epochs ", epochs, " of ", per_epoch,
+                                                   " steps is more steps than can be counted"));
+  }
+  return total;
+}
+
+namespace {
+
+const char* ModeName(TrainingMode mode) {
+  switch (mode) {
+    case TrainingMode::kSimulation:
+      return "sim";
+    case TrainingMode::kLocal:
+      return "local";
+    case TrainingMode::kNetworked:
+      return "net";
+  }
+  return "unknown";
+}
+
+// The run's configuration as the monitor and the summary record it: what the job and the flags
+// say, before anything runs.
+nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
+  const ParameterServerTrainingOptions& ps = flags.parameter_servers;
+  nlohmann::json parameters = nlohmann::json::array();
+  int64_t total = 0;
+  for (const ParamSpec& param : job.model.params) {
+    parameters.push_back({{"name", param.name},
+                          {"shape", param.shape.dims()},
+                          {"partitioned", param.partitioned}});
+    total += param.shape.num_elements();
+  }
+  nlohmann::json config = {
+      {"workload", job.name},
+      {"mode", ModeName(flags.mode)},
+      {"strategy", flags.strategy == TrainingStrategy::kMirrored ? "mirrored" : "ps"},
+      {"steps", job.steps},
+      {"batch_size", job.batch_size},
+      {"optimizer", {{"name", job.optimizer.name}, {"params", job.optimizer.params}}},
+      {"seed", flags.seed},
+      {"eval_every", flags.eval_every},
+      {"train_examples", job.train.size()},
+      {"test_examples", job.test.size()},
+      {"model", {{"name", job.model.name}, {"parameters", total}, {"variables", parameters}}}};
+  if (flags.mode != TrainingMode::kLocal) {
+    config.update({{"ps", ps.ps},
+                   {"workers", ps.workers},
+                   {"closures_per_worker", ps.closures_per_worker},
+                   {"partitioner", job.partitioner.description()},
+                   {"checkpoint_dir", ps.checkpoint_dir},
+                   {"checkpoint_every", ps.checkpoint_every},
+                   {"checkpoint_every_seconds", ps.checkpoint_every_seconds},
+                   {"checkpoint_in_background", ps.checkpoint_in_background},
+                   {"resume", ps.resume},
+                   {"inject_worker_failures", ps.inject_worker_failures}});
+  }
+  return config;
+}
+
+// Trains `job` with `options` (monitor: options.monitor), then reports: the result lines, the
+// monitor's end, the summary.
+absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
+                            const ParameterServerTrainingOptions& options,
+                            TrainingMonitor& monitor_ref) {
+  TrainingMonitor* monitor = &monitor_ref;
+  nlohmann::json summary;
+  absl::StatusOr<TrainingRun> trained =
+      flags.mode == TrainingMode::kLocal
+          ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor)
+      : flags.strategy == TrainingStrategy::kMirrored
+          ? TrainMirrored(job, options, flags.on_replica_loss, flags.eval_every, summary)
+          : TrainOnParameterServers(job, options, flags.eval_every, summary);
+  if (!trained.ok()) {
+    monitor->Finish(trained.status());
+    monitor->SetLineSink(nullptr);
+    return trained.status();
+  }
+  const TrainingRun& run = *trained;
+  std::string by_pass;
+  if (run.examples_per_sec_by_pass.size() > 1) {
+    by_pass = "; passes";
+    for (double eps : run.examples_per_sec_by_pass)
+      absl::StrAppend(&by_pass, " ", std::lround(eps));
+  }
+  std::printf(
+      "%s: %lld examples in %.2f s (%.0f examples/s%s); final train loss (last 5%% of "
+      "steps) %.4f\n",
+      job.name.c_str(), static_cast<long long>(run.examples), run.wall_seconds,
+      ExamplesPerSecond(run), by_pass.c_str(), run.final_loss);
+  if (run.eval.has_value()) {
+    monitor->RecordEvaluation(monitor->Snapshot(1).step, *run.eval, /*final=*/true);
+  }
+  monitor->Finish(absl::OkStatus());
+  monitor->SetLineSink(nullptr);  // closes the metrics file
+  RecordRun(run, job.name, summary);
+  RecordMonitor(monitor->Snapshot(kSummaryPoints), summary);
+  if (run.eval.has_value() && job.report) job.report(*run.eval, summary);
+  if (const std::optional<int64_t> peak = PeakResidentBytes(); peak.has_value()) {
+    summary["peak_rss_bytes"] = *peak;
+    std::printf("%s: first step %.2f s after start; peak memory %.0f MiB\n", job.name.c_str(),
+                run.startup_seconds, static_cast<double>(*peak) / (1 << 20));
+  }
+  return WriteSummary(flags.summary, summary);
+}
+
+}  // namespace
+
+// Note [The run's monitor]
+// A run has one TrainingMonitor, which the training loop records into and everything that shows
+// the run reads: the summary (RecordMonitor, at the end), the --metrics_file (its line sink, as
+// it goes) and whatever runs beside the training loop, such as a dashboard. RunTrainingJob uses
+// flags.parameter_servers.monitor when the caller set one (so a caller can hold it before the
+// run starts), else makes one, and hands it on in the options of TrainOnParameterServers (so
+// code started there, beside the coordinator, holds the same shared_ptr) or to TrainLocally.
+absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) {
+  const bool worker = flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker;
+  SetLogRole(worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"));
+  Log().info("{} starts as the {} ({} mode), {}", job.name,
+             worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"),
+             ModeName(flags.mode), VersionLine());
+  if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
+    if (flags.strategy == TrainingStrategy::kMirrored) {
+      return ServeAsReplica(job, flags.parameter_servers, flags.task);
+    }
+    return ServeAsWorker(job, flags.parameter_servers, flags.task);
+  }
+  ParameterServerTrainingOptions options = flags.parameter_servers;
+  if (options.monitor == nullptr) options.monitor = std::make_shared<TrainingMonitor>();
+  const std::shared_ptr<TrainingMonitor> monitor = options.monitor;
+  monitor->SetConfiguration(DescribeRun(job, flags));
+  if (!flags.metrics_file.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file, MetricsFile::Open(flags.metrics_file));
+    monitor->SetLineSink([file](const nlohmann::json& line) { file->Write(line); });
+  }
+  std::unique_ptr<internal::RunDashboard> dashboard;
+  if (flags.dashboard.has_value()) {
+    ASSIGN_OR_RETURN(dashboard, internal::RunDashboard::Start(*flags.dashboard, monitor));
+    options.on_cluster = dashboard->ClusterHook();
+    std::printf("%s: dashboard at %s\n", job.name.c_str(), dashboard->url().c_str());
+    std::fflush(stdout);
+  }
+  const absl::Status status = TrainAndReport(job, flags, options, *monitor);
+  if (dashboard != nullptr && flags.dashboard_keep_serving) {
+    if (!status.ok()) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), status.ToString().c_str());
+    dashboard->KeepServingUntilSignal(job.name);
+  }
+  return status;
+}
+
+}  // namespace tessera

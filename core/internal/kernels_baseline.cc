@@ -1,5 +1,0 @@
-// The kernels (core/internal/kernels.h) compiled with the library's own flags: the x86-64
-// baseline in a portable build, the build machine's CPU in a TESSERA_NATIVE one.
-#define TESSERA_KERNELS_NS baseline
-#define TESSERA_KERNELS_ISA "baseline"
-#include "core/internal/kernels_impl.inc"

@@ -1,0 +1,156 @@
+// MirroredReplica: one replica's copy of every variable under a mirrored strategy (TF's
+// MirroredVariable and SyncOnReadVariable), and the rules for writing to it from a replica
+// context, apart from any transport. The replica actor (actors/mirrored/mirrored_replica_actor.h) owns one
+// and runs the all-reduce between the replicas.
+//
+// Every replica holds the model's parameters and optimizer slots (a LocalTrainer: the replicas
+// start identical, since initial values depend only on the spec's seeds) and the variables the
+// driver creates under the strategy. A train step computes the replica's gradients into one
+// packed buffer (Note [Packed gradients] in core/training/local_trainer.h), the replicas all-reduce it,
+// and each applies the same bits, so the copies stay bit-identical.
+//
+// Note [Writes from a replica context]
+// A replica function reads its local copies and writes through a MirroredReplicaContext. Writes
+// to an ON_WRITE variable (MirroredVariable) are held until the function returns and then made
+// on every replica with the variable's aggregation, as TF's MirroredVariable.assign in a replica
+// context does: SUM adds the replicas' values, MEAN averages them, ONLY_FIRST_REPLICA takes
+// replica 0's, and NONE is an error ("an update from a replica context needs an aggregation");
+// MEAN on a non-floating variable is refused when it is created. All the held writes of one call
+// travel in one all-reduce (PackWrites: replica r contributes its value, scaled by 1/N for MEAN,
+// or zeros for ONLY_FIRST_REPLICA unless r == 0; the sum is what each replica applies), and every
+// replica applies the same reduced bits, so the copies stay identical. Writes to an ON_READ
+// variable (SyncOnReadVariable: a metric, a counter) change only the replica's own copy, at once;
+// the driver reads such a variable reduced over the replicas with its aggregation.
+//
+// Thread-safety: not synchronized; owned by one actor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "core/base/tensor.h"
+#include "core/checkpoint/checkpoint.h"
+#include "core/model/model_spec.h"
+#include "core/scheduling/closure_values.h"
+#include "core/training/local_trainer.h"
+#include "core/variables/aggregation.h"
+#include "core/variables/initializer.h"
+
+namespace tessera {
+
+// A variable created under the mirrored strategy, besides the model's parameters.
+struct MirroredVariableSpec {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  InitializerSpec initializer{"zeros", {}, 0};
+  VariableSynchronization synchronization = VariableSynchronization::kAuto;
+  VariableAggregation aggregation = VariableAggregation::kNone;
+};
+
+// One held write (Note [Writes from a replica context]).
+struct MirroredWrite {
+  std::string variable;
+  bool add = false;  // assign_add rather than assign
+  Tensor value;
+};
+
+class MirroredReplica;
+
+// What a replica function sees: its replica, the local copies, and the writes it makes.
+class MirroredReplicaContext {
+ public:
+  MirroredReplicaContext(MirroredReplica& replica, int32_t replica_id, int32_t num_replicas)
+      : replica_(replica), replica_id_(replica_id), num_replicas_(num_replicas) {}
+
+  int32_t replica_id() const { return replica_id_; }      // TF's replica_id_in_sync_group
+  int32_t num_replicas() const { return num_replicas_; }  // num_replicas_in_sync
+  // This replica's copy of `name` (a parameter or a variable). NotFound for an unknown name.
+  absl::StatusOr<const Tensor*> Read(absl::string_view name) const;
+  // assign / assign_add from the replica context (Note [Writes from a replica context]).
+  // InvalidArgument, holding nothing, for an unknown variable (NotFound), a value of another
+  // shape, or an ON_WRITE variable whose aggregation is NONE.
+  absl::Status Assign(absl::string_view name, Tensor value);
+  absl::Status AssignAdd(absl::string_view name, Tensor value);
+
+  // The writes held for the all-reduce, in the order they were made.
+  std::vector<MirroredWrite>& held_writes() { return held_; }
+
+ private:
+  absl::Status Write(absl::string_view name, Tensor value, bool add);
+
+  MirroredReplica& replica_;
+  int32_t replica_id_;
+  int32_t num_replicas_;
+  std::vector<MirroredWrite> held_;
+};
+
+// A replica function: registered by name in every process that hosts replicas; args are the
+// same on every replica, the result is the replica's own (a PerReplica value on the driver).
+using MirroredFunction = std::function<absl::StatusOr<ClosureValues>(MirroredReplicaContext& ctx,
+                                                                     const ClosureValues& args)>;
+using MirroredFunctions = std::map<std::string, MirroredFunction, std::less<>>;
+
+class MirroredReplica {
+ public:
+  // The model's parameters initialized from their specs, with fresh `optimizer` slots (as
+  // LocalTrainer::Create, whose errors it returns).
+  static absl::StatusOr<MirroredReplica> Create(ModelSpec model, const OptimizerSpec& optimizer);
+
+  LocalTrainer& trainer() { return trainer_; }
+  const LocalTrainer& trainer() const { return trainer_; }
+
+  // Creates a variable on this replica, initialized from its spec (the same bits on every
+  // replica). AlreadyExists for a name taken (a parameter's too); InvalidArgument for an empty
+  // name, a bad shape or initializer, or a synchronization/aggregation pair ValidateAggregation
+  // refuses.
+  absl::Status CreateVariable(const MirroredVariableSpec& spec);
+  // The variable's spec; NotFound for a parameter or an unknown name.
+  absl::StatusOr<const MirroredVariableSpec*> VariableSpec(absl::string_view name) const;
+
+  // This replica's copy of a parameter or variable. NotFound for an unknown name.
+  absl::StatusOr<const Tensor*> Read(absl::string_view name) const;
+  // A parameter's or variable's value, optimizer slots and step as a checkpoint slice (row
+  // offset 0, the whole variable). NotFound for an unknown name.
+  absl::StatusOr<TensorSlice> Slice(absl::string_view name) const;
+  // Restores a slice of the whole variable: value, and for a parameter its slots and step when
+  // the slice carries the optimizer's slots (else the slots are kept). InvalidArgument for a
+  // partial slice, another shape, or slots that are not the optimizer's; NotFound for an unknown
+  // name. Nothing changes on error.
+  absl::Status Load(const TensorSlice& slice);
+
+  // Note [Writes from a replica context]: replica `rank` of `members`'s contribution to the
+  // all-reduce of `writes` (summed over the replicas, it is what ApplyWrites applies).
+  // InvalidArgument for a write that Assign would refuse.
+  absl::StatusOr<std::vector<float>> PackWrites(const std::vector<MirroredWrite>& writes,
+                                                int32_t rank, int32_t members) const;
+  // Makes `writes` with the reduced values `reduced` (PackWrites's layout, summed).
+  absl::Status ApplyWrites(const std::vector<MirroredWrite>& writes,
+                           absl::Span<const float> reduced);
+
+ private:
+  friend class MirroredReplicaContext;
+  explicit MirroredReplica(LocalTrainer trainer) : trainer_(std::move(trainer)) {}
+
+  struct Variable {
+    MirroredVariableSpec spec;
+    Tensor value;
+  };
+  absl::StatusOr<Tensor*> MutableVariable(absl::string_view name);
+  // InvalidArgument unless `write` names a variable (not a parameter) of its value's shape that
+  // a replica context may write held (ON_WRITE with an aggregation).
+  absl::Status CheckHeldWrite(const MirroredWrite& write) const;
+
+  LocalTrainer trainer_;
+  std::map<std::string, Variable, std::less<>> variables_;
+};
+
+}  // namespace tessera

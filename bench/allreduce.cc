@@ -241,7 +241,7 @@ absl::StatusOr<MirroredReplicaOptions> ReplicaOptions(int64_t chunk_elements) {
   mlp.hidden_units = {4};
   mlp.num_classes = 2;
   MirroredReplicaOptions options;
-  ASSIGN_OR_RETURN(options.model, MlpModelSpec(mlp));
+  TESSERA_ASSIGN_OR_RETURN(options.model, MlpModelSpec(mlp));
   options.optimizer = {"sgd", {}};
   constexpr int64_t kExamples = 8;
   Batch examples;
@@ -254,7 +254,7 @@ absl::StatusOr<MirroredReplicaOptions> ReplicaOptions(int64_t chunk_elements) {
   }
   examples.dense[kFashionMnistPixels] = std::move(pixels);
   examples.labels = std::move(labels);
-  ASSIGN_OR_RETURN(options.train, Dataset::Create(std::move(examples)));
+  TESSERA_ASSIGN_OR_RETURN(options.train, Dataset::Create(std::move(examples)));
   options.job = JobDescription();  // the driver passes the same (empty) one
   options.ring_chunk_elements = chunk_elements;
   return options;
@@ -341,8 +341,9 @@ Json Report(const char* title, const std::string& baseline, const std::string& c
 
 // `rounds` all-reduces of `mib` MiB: seconds per round.
 absl::StatusOr<double> ProbeSeconds(MirroredStrategy& strategy, int64_t mib, int32_t rounds) {
-  ASSIGN_OR_RETURN(const double seconds,
-                   strategy.ProbeRing(Bytes(mib) / static_cast<int64_t>(sizeof(float)), rounds));
+  TESSERA_ASSIGN_OR_RETURN(
+      const double seconds,
+      strategy.ProbeRing(Bytes(mib) / static_cast<int64_t>(sizeof(float)), rounds));
   return seconds / rounds;
 }
 
@@ -361,26 +362,26 @@ absl::StatusOr<Json> RunInProcess(const Settings& s, bool& met) {
   caf::actor_system system{cfg};
   std::vector<ReplicaHandle> handles;
   for (int32_t k = 0; k < s.replicas; ++k) {
-    ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(s.chunk_elements));
+    TESSERA_ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(s.chunk_elements));
     options.cpu = InProcessReplicaCpu(k);  // as the simulation places its replicas
-    ASSIGN_OR_RETURN(mirrored_replica_actor actor,
-                     SpawnMirroredReplica(system, std::move(options)));
+    TESSERA_ASSIGN_OR_RETURN(mirrored_replica_actor actor,
+                             SpawnMirroredReplica(system, std::move(options)));
     handles.push_back({actor, ""});
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
-                   MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
+                           MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));
   const int64_t max_bytes = Bytes(*std::max_element(s.mib.begin(), s.mib.end()));
   std::unique_ptr<char[]> from = Faulted(max_bytes), to = Faulted(max_bytes);
   std::vector<SizeFigures> figures;
   for (int64_t mib : s.mib) {
     figures.push_back({mib, {}, {}});
-    RETURN_IF_ERROR(strategy->ProbeRing(Bytes(mib) / 4, 1).status());  // warm-up
+    TESSERA_RETURN_IF_ERROR(strategy->ProbeRing(Bytes(mib) / 4, 1).status());  // warm-up
     std::memcpy(to.get(), from.get(), static_cast<size_t>(Bytes(mib)));
   }
   for (int32_t r = 0; r < s.repeats; ++r) {
     std::fprintf(stderr, "%s: in process, repeat %d of %d\n", kName, r + 1, s.repeats);
     for (SizeFigures& f : figures) {
-      ASSIGN_OR_RETURN(const double ring, ProbeSeconds(*strategy, f.mib, s.rounds));
+      TESSERA_ASSIGN_OR_RETURN(const double ring, ProbeSeconds(*strategy, f.mib, s.rounds));
       f.ring.push_back(ring);
       const size_t bytes = static_cast<size_t>(Bytes(f.mib));
       const Clock::time_point start = Clock::now();
@@ -597,7 +598,7 @@ class TcpSender {
     sender->fd_ = ready == 1 ? ::accept(listen_fd, nullptr, nullptr) : -1;
     ::close(listen_fd);
     if (sender->fd_ < 0) {
-      RETURN_IF_ERROR(children.Alive(*pid, "the TCP sink"));
+      TESSERA_RETURN_IF_ERROR(children.Alive(*pid, "the TCP sink"));
       return absl::UnavailableError("tcp: the sink process did not connect within 20 s");
     }
     SetNoDelay(sender->fd_);
@@ -626,7 +627,7 @@ class TcpSender {
         ok = sent && received;
       }
       if (!ok) {
-        RETURN_IF_ERROR(children_.Alive(pid_, "the TCP sink"));
+        TESSERA_RETURN_IF_ERROR(children_.Alive(pid_, "the TCP sink"));
         return absl::UnavailableError("tcp: the connection to the sink was lost");
       }
     }
@@ -678,7 +679,7 @@ absl::StatusOr<std::vector<int>> FreePorts(int count) {
     if (fd >= 0) fds.push_back(fd);
   }
   for (int fd : fds) ::close(fd);
-  RETURN_IF_ERROR(status);
+  TESSERA_RETURN_IF_ERROR(status);
   return ports;
 }
 
@@ -691,25 +692,25 @@ absl::Status ServeReplica(int32_t task) {
   if (sources.spec_path.empty()) {
     return absl::InvalidArgumentError("--serve_replica needs --cluster_spec");
   }
-  ASSIGN_OR_RETURN(const ClusterConfig config, ResolveClusterConfig(sources));
+  TESSERA_ASSIGN_OR_RETURN(const ClusterConfig config, ResolveClusterConfig(sources));
   if (!config.cluster.has_value() || task >= static_cast<int32_t>(config.cluster->workers.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("replica ", task, " is not one of the cluster spec's workers"));
   }
-  ASSIGN_OR_RETURN(Settings settings, ReadSettings());
+  TESSERA_ASSIGN_OR_RETURN(Settings settings, ReadSettings());
   const NetworkOptions network = BenchNetwork();
   caf::actor_system_config cfg;
   ConfigureActorSystem(cfg, settings.threads);
-  RETURN_IF_ERROR(ConfigureNetwork(cfg, network));
+  TESSERA_RETURN_IF_ERROR(ConfigureNetwork(cfg, network));
   caf::actor_system system{cfg};
   const std::string me = ReplicaNodeName(task);
-  ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(settings.chunk_elements));
+  TESSERA_ASSIGN_OR_RETURN(MirroredReplicaOptions options, ReplicaOptions(settings.chunk_elements));
   ConfigureNetworkedReplica(options, system, task, network);
-  ASSIGN_OR_RETURN(mirrored_replica_actor replica,
-                   SpawnMirroredReplica(system, std::move(options)));
-  ASSIGN_OR_RETURN(const uint16_t port,
-                   PublishNode(system, me, caf::actor_cast<caf::actor>(replica),
-                               config.cluster->workers[task].port, network));
+  TESSERA_ASSIGN_OR_RETURN(mirrored_replica_actor replica,
+                           SpawnMirroredReplica(system, std::move(options)));
+  TESSERA_ASSIGN_OR_RETURN(const uint16_t port,
+                           PublishNode(system, me, caf::actor_cast<caf::actor>(replica),
+                                       config.cluster->workers[task].port, network));
   if (const int ready = absl::GetFlag(FLAGS_ready_fd); ready >= 0) {
     WriteAll(ready, &port, sizeof(port));
     ::close(ready);
@@ -729,7 +730,7 @@ absl::StatusOr<Json> RunNet(const Settings& s, bool& met) {
   if (s.base_port != 0) {
     for (int k = 0; k < s.replicas + 2; ++k) ports.push_back(s.base_port + k);
   } else {
-    ASSIGN_OR_RETURN(ports, FreePorts(s.replicas + 2));
+    TESSERA_ASSIGN_OR_RETURN(ports, FreePorts(s.replicas + 2));
   }
   // The spec names a coordinator and a PS too (its format needs them); nothing listens there.
   auto at = [](int port) { return absl::StrCat("127.0.0.1:", port); };
@@ -763,7 +764,7 @@ absl::StatusOr<Json> RunNet(const Settings& s, bool& met) {
          absl::StrCat("--threads=", s.threads)},
         &ready[k]);
     if (!pid.ok()) close_ready();
-    RETURN_IF_ERROR(pid.status());
+    TESSERA_RETURN_IF_ERROR(pid.status());
     pids.push_back(*pid);
   }
   // Every replica process reports its port once it serves, or dies trying (EOF).
@@ -784,45 +785,47 @@ absl::StatusOr<Json> RunNet(const Settings& s, bool& met) {
     }
   }
   close_ready();
-  ASSIGN_OR_RETURN(std::unique_ptr<TcpSender> tcp, TcpSender::Start(children, max_bytes));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<TcpSender> tcp, TcpSender::Start(children, max_bytes));
 
   std::vector<SizeFigures> figures;
   {
     const NetworkOptions network = BenchNetwork();
     caf::actor_system_config cfg;
     ConfigureActorSystem(cfg, s.threads);
-    RETURN_IF_ERROR(ConfigureNetwork(cfg, network));
+    TESSERA_RETURN_IF_ERROR(ConfigureNetwork(cfg, network));
     caf::actor_system system{cfg};
     std::vector<ReplicaHandle> handles;
     for (int32_t k = 0; k < s.replicas; ++k) {
-      ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(workers[k]));
+      TESSERA_ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(workers[k]));
       absl::StatusOr<mirrored_replica_actor> replica =
           ConnectToReplica(system, address, k, network);
       if (!replica.ok()) {
-        RETURN_IF_ERROR(children.Alive(pids[k], ReplicaNodeName(k)));
+        TESSERA_RETURN_IF_ERROR(children.Alive(pids[k], ReplicaNodeName(k)));
         return replica.status();
       }
       handles.push_back({*replica, workers[k]});
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
-                     MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
+                             MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));
     std::fprintf(stderr, "%s: net: the ring of %d replica processes is formed\n", kName,
                  s.replicas);
     absl::Status measured = [&]() -> absl::Status {
       for (int64_t mib : s.mib) {
         figures.push_back({mib, {}, {}});
-        RETURN_IF_ERROR(strategy->ProbeRing(Bytes(mib) / 4, 1).status());  // warm-up
-        RETURN_IF_ERROR(tcp->Transfer(Bytes(mib), 1, false).status());
-        RETURN_IF_ERROR(tcp->Transfer(Bytes(mib), 1, true).status());
+        TESSERA_RETURN_IF_ERROR(strategy->ProbeRing(Bytes(mib) / 4, 1).status());  // warm-up
+        TESSERA_RETURN_IF_ERROR(tcp->Transfer(Bytes(mib), 1, false).status());
+        TESSERA_RETURN_IF_ERROR(tcp->Transfer(Bytes(mib), 1, true).status());
       }
       for (int32_t r = 0; r < s.repeats; ++r) {
         std::fprintf(stderr, "%s: net, repeat %d of %d\n", kName, r + 1, s.repeats);
         for (SizeFigures& f : figures) {
-          ASSIGN_OR_RETURN(const double ring, ProbeSeconds(*strategy, f.mib, s.rounds));
+          TESSERA_ASSIGN_OR_RETURN(const double ring, ProbeSeconds(*strategy, f.mib, s.rounds));
           f.ring.push_back(ring);
-          ASSIGN_OR_RETURN(const double both_ways, tcp->Transfer(Bytes(f.mib), s.rounds, true));
+          TESSERA_ASSIGN_OR_RETURN(const double both_ways,
+                                   tcp->Transfer(Bytes(f.mib), s.rounds, true));
           f.baseline.push_back(both_ways);
-          ASSIGN_OR_RETURN(const double one_way, tcp->Transfer(Bytes(f.mib), s.rounds, false));
+          TESSERA_ASSIGN_OR_RETURN(const double one_way,
+                                   tcp->Transfer(Bytes(f.mib), s.rounds, false));
           f.context.push_back(one_way);
         }
       }
@@ -836,10 +839,10 @@ absl::StatusOr<Json> RunNet(const Settings& s, bool& met) {
       absl::Status e = children.Wait(pids[k], kChildExitTimeout, ReplicaNodeName(k));
       if (exited.ok()) exited = e;
     }
-    RETURN_IF_ERROR(measured);
-    RETURN_IF_ERROR(exited);
+    TESSERA_RETURN_IF_ERROR(measured);
+    TESSERA_RETURN_IF_ERROR(exited);
   }
-  RETURN_IF_ERROR(tcp->Stop());
+  TESSERA_RETURN_IF_ERROR(tcp->Stop());
   return Report("net (one process per replica, loopback)", "tcp_ring", "tcp_one_way", s, figures,
                 met);
 }
@@ -859,13 +862,13 @@ absl::Status Run(const Settings& s) {
     return met;
   };
   if (s.in_process) {
-    ASSIGN_OR_RETURN(out["in_process"], RunInProcess(s, in_process_met));
+    TESSERA_ASSIGN_OR_RETURN(out["in_process"], RunInProcess(s, in_process_met));
     out["in_process_target_met"] = verdict("in process", in_process_met);
   } else {
     out["in_process"] = Json::array();
   }
   if (s.net) {
-    ASSIGN_OR_RETURN(out["net"], RunNet(s, net_met));
+    TESSERA_ASSIGN_OR_RETURN(out["net"], RunNet(s, net_met));
     out["net_target_met"] = verdict("net", net_met);
   } else {
     out["net"] = Json::array();

@@ -165,8 +165,9 @@ absl::Status Run(int argc, char** argv) {
 
   ClusterOptions cluster_options;
   cluster_options.num_ps = absl::GetFlag(FLAGS_ps);
-  ASSIGN_OR_RETURN(auto cluster, Cluster::StartInProcess(cluster_options));
-  ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
+  TESSERA_ASSIGN_OR_RETURN(auto cluster, Cluster::StartInProcess(cluster_options));
+  TESSERA_ASSIGN_OR_RETURN(Partitioner partitioner,
+                           FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
   VariableOptions options;
   options.name = "table";
   options.shape = Shape{rows, width};
@@ -175,7 +176,7 @@ absl::Status Run(int argc, char** argv) {
     options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.1}}};
   }
   ParameterServerStrategy strategy(*cluster, partitioner);
-  ASSIGN_OR_RETURN(ShardedVariable table, strategy.CreateVariable(options));
+  TESSERA_ASSIGN_OR_RETURN(ShardedVariable table, strategy.CreateVariable(options));
   const int64_t shards = table.num_shards();
   const size_t piece = (bytes + static_cast<size_t>(shards) - 1) / static_cast<size_t>(shards);
   std::printf("variable [%lld, %lld] float32, optimizer %s: %.0f MB saved (values%s) in %lld "
@@ -190,25 +191,26 @@ absl::Status Run(int argc, char** argv) {
   // Rows changed before each restore, which must bring them back.
   const std::vector<int64_t> probe = {0, rows / 2, rows - 1};
   const Tensor marks(Shape{3, width}, 7.0f);
-  ASSIGN_OR_RETURN(const Tensor saved_rows, table.Gather(probe));
+  TESSERA_ASSIGN_OR_RETURN(const Tensor saved_rows, table.Gather(probe));
   std::vector<double> write_mbs, save_mbs, read_mbs, prefaulted_mbs, restore_mbs;
   const int32_t rounds = absl::GetFlag(FLAGS_rounds);
   // One run: every save carries its id, so the exactness check below compares like with like.
   const RunId run = RunId::Random();
   for (int32_t r = 0; r < rounds; ++r) {
     const std::string plain = dir + "/plain.bin", ckpt = absl::StrCat(dir, "/ckpt-", r);
-    ASSIGN_OR_RETURN(double write_s, PlainWrite(plain, bytes, pattern));
+    TESSERA_ASSIGN_OR_RETURN(double write_s, PlainWrite(plain, bytes, pattern));
     Clock::time_point start = Clock::now();
-    RETURN_IF_ERROR(SaveCheckpoint(strategy, ckpt, r, run));
+    TESSERA_RETURN_IF_ERROR(SaveCheckpoint(strategy, ckpt, r, run));
     const double save_s = Seconds(start);
-    ASSIGN_OR_RETURN(double prefaulted_s, PlainRead(plain, bytes, piece, prefaulted.data()));
-    ASSIGN_OR_RETURN(double read_s, PlainRead(plain, bytes, piece, nullptr));
-    RETURN_IF_ERROR(table.ScatterUpdate(probe, marks));
+    TESSERA_ASSIGN_OR_RETURN(double prefaulted_s,
+                             PlainRead(plain, bytes, piece, prefaulted.data()));
+    TESSERA_ASSIGN_OR_RETURN(double read_s, PlainRead(plain, bytes, piece, nullptr));
+    TESSERA_RETURN_IF_ERROR(table.ScatterUpdate(probe, marks));
     start = Clock::now();
-    ASSIGN_OR_RETURN(int64_t step, RestoreCheckpoint(strategy, ckpt));
+    TESSERA_ASSIGN_OR_RETURN(int64_t step, RestoreCheckpoint(strategy, ckpt));
     const double restore_s = Seconds(start);
     if (step != r) return absl::InternalError("restored the wrong checkpoint");
-    ASSIGN_OR_RETURN(const Tensor restored_rows, table.Gather(probe));
+    TESSERA_ASSIGN_OR_RETURN(const Tensor restored_rows, table.Gather(probe));
     if (!std::equal(saved_rows.values().begin(), saved_rows.values().end(),
                     restored_rows.values().begin())) {
       return absl::InternalError("the restore did not bring the saved rows back");
@@ -228,8 +230,8 @@ absl::Status Run(int argc, char** argv) {
   // The restore is exact, slots included: saving the restored state again writes the same
   // slice files (checked once, outside the timing).
   const std::string last = absl::StrCat(dir, "/ckpt-", rounds - 1);
-  RETURN_IF_ERROR(SaveCheckpoint(strategy, dir + "/again", rounds - 1, run));
-  ASSIGN_OR_RETURN(const bool same, SameSliceFiles(last, dir + "/again"));
+  TESSERA_RETURN_IF_ERROR(SaveCheckpoint(strategy, dir + "/again", rounds - 1, run));
+  TESSERA_ASSIGN_OR_RETURN(const bool same, SameSliceFiles(last, dir + "/again"));
   if (!same) return absl::InternalError("the restored state saves differently from the saved one");
 
   nlohmann::json out;

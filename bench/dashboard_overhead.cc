@@ -95,9 +95,10 @@ class Poller {
 
 absl::Status Run(int argc, char** argv) {
   std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
-  ASSIGN_OR_RETURN(const TrainingJob job, bench::RecsysThroughputJob(
-                                             absl::GetFlag(FLAGS_train_examples), 512, "fixed:4"));
-  ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
+  TESSERA_ASSIGN_OR_RETURN(
+      const TrainingJob job,
+      bench::RecsysThroughputJob(absl::GetFlag(FLAGS_train_examples), 512, "fixed:4"));
+  TESSERA_ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
 
   const std::vector<std::string> kinds = absl::GetFlag(FLAGS_kinds);
   std::vector<std::vector<double>> eps(kinds.size());
@@ -111,8 +112,8 @@ absl::Status Run(int argc, char** argv) {
       std::unique_ptr<Poller> poller;
       if (kinds[k] != "bare") options.monitor = std::make_shared<TrainingMonitor>();
       if (kinds[k] == "dashboard") {
-        ASSIGN_OR_RETURN(dashboard,
-                         internal::RunDashboard::Start({"127.0.0.1", 0}, options.monitor));
+        TESSERA_ASSIGN_OR_RETURN(dashboard,
+                                 internal::RunDashboard::Start({"127.0.0.1", 0}, options.monitor));
         options.on_cluster = dashboard->ClusterHook();
         if (absl::GetFlag(FLAGS_poll_ms) > 0) {
           poller = std::make_unique<Poller>(
@@ -120,8 +121,8 @@ absl::Status Run(int argc, char** argv) {
         }
       }
       nlohmann::json ignored;
-      ASSIGN_OR_RETURN(TrainingRun run,
-                       TrainOnParameterServers(job, options, /*eval_every=*/0, ignored));
+      TESSERA_ASSIGN_OR_RETURN(TrainingRun run,
+                               TrainOnParameterServers(job, options, /*eval_every=*/0, ignored));
       if (poller != nullptr) {
         std::vector<double> loads = poller->Stop();
         failures += poller->failures();

@@ -145,10 +145,10 @@ absl::Status Run() {
   options.num_items = absl::GetFlag(FLAGS_items);
   options.embedding_dim = absl::GetFlag(FLAGS_dim);
   options.hidden_units = 64;
-  ASSIGN_OR_RETURN(const ModelSpec spec, RecsysModelSpec(options));
+  TESSERA_ASSIGN_OR_RETURN(const ModelSpec spec, RecsysModelSpec(options));
   ModelDescription description;
   description.spec = spec;
-  ASSIGN_OR_RETURN(Signature serving, ServingSignature(spec));
+  TESSERA_ASSIGN_OR_RETURN(Signature serving, ServingSignature(spec));
   description.signatures = {std::move(serving)};
   description.step = 1;
   BufferRows rows;
@@ -156,7 +156,7 @@ absl::Status Run() {
 
   const std::string dir = absl::GetFlag(FLAGS_dir);
   const std::string model_path = absl::StrCat(dir, "/", kModelFile);
-  RETURN_IF_ERROR(Env::Default()->CreateDirectories(dir));
+  TESSERA_RETURN_IF_ERROR(Env::Default()->CreateDirectories(dir));
   Json result;
   result["users"] = options.num_users;
   result["items"] = options.num_items;
@@ -170,12 +170,12 @@ absl::Status Run() {
   if (!reuse && shards > 0) {
     ClusterOptions cluster_options;
     cluster_options.num_ps = 2;
-    ASSIGN_OR_RETURN(cluster, Cluster::StartInProcess(cluster_options));
-    ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(shards));
+    TESSERA_ASSIGN_OR_RETURN(cluster, Cluster::StartInProcess(cluster_options));
+    TESSERA_ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(shards));
     strategy = std::make_unique<ParameterServerStrategy>(*cluster, partitioner);
-    ASSIGN_OR_RETURN(Model created, Model::Create(spec));
+    TESSERA_ASSIGN_OR_RETURN(Model created, Model::Create(spec));
     model = std::make_shared<const Model>(std::move(created));
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         strategy->CreateModelVariables(model, {"sgd", {{"learning_rate", 0.1}}}).status());
     result["shards"] = shards;
   }
@@ -185,16 +185,16 @@ absl::Status Run() {
     const Json before = Rss();
     const Clock::time_point start = Clock::now();
     if (strategy != nullptr) {
-      RETURN_IF_ERROR(ExportModel(*strategy, *model, dir, 1));
+      TESSERA_RETURN_IF_ERROR(ExportModel(*strategy, *model, dir, 1));
     } else {
-      RETURN_IF_ERROR(WriteExportedModel(dir, description, rows));
+      TESSERA_RETURN_IF_ERROR(WriteExportedModel(dir, description, rows));
     }
     const double export_s = Seconds(start);
     const Json after = Rss();
     result["export_peak_extra_rss_mib"] =
         after["VmHWM"].get<double>() - before["VmRSS"].get<double>();
     const uint64_t bytes = fs::file_size(model_path);
-    ASSIGN_OR_RETURN(const double plain_s, PlainWrite(dir + "/plain.bin", bytes));
+    TESSERA_ASSIGN_OR_RETURN(const double plain_s, PlainWrite(dir + "/plain.bin", bytes));
     fs::remove(dir + "/plain.bin");
     result["file_gb"] = static_cast<double>(bytes) / 1e9;
     result["export_s"] = export_s;
@@ -213,10 +213,11 @@ absl::Status Run() {
   DropFromPageCache(model_path);
   result["rss_before_open_mib"] = Rss();
   const Clock::time_point open_start = Clock::now();
-  ASSIGN_OR_RETURN(OpenedModel opened, OpenExportedModel(dir));
+  TESSERA_ASSIGN_OR_RETURN(OpenedModel opened, OpenExportedModel(dir));
   const double open_s = Seconds(open_start);
-  ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor,
-                   Predictor::Create(std::move(opened.description), std::move(opened.variables)));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Predictor> predictor,
+      Predictor::Create(std::move(opened.description), std::move(opened.variables)));
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<int64_t> user(0, options.num_users - 1);
   std::uniform_int_distribution<int64_t> item(0, options.num_items - 1);
@@ -227,13 +228,13 @@ absl::Status Run() {
     batch.ids["item"] = {item(rng)};
     return predictor->Predict(batch).status();
   };
-  RETURN_IF_ERROR(predict_one());
+  TESSERA_RETURN_IF_ERROR(predict_one());
   const double first_s = Seconds(open_start);
   result["open_s"] = open_s;
   result["open_and_first_prediction_s"] = first_s;
   const int64_t n = absl::GetFlag(FLAGS_predictions);
   const Clock::time_point predict_start = Clock::now();
-  for (int64_t i = 0; i < n; ++i) RETURN_IF_ERROR(predict_one());
+  for (int64_t i = 0; i < n; ++i) TESSERA_RETURN_IF_ERROR(predict_one());
   const double predict_s = Seconds(predict_start);
   result["predictions"] = n;
   result["predictions_s"] = predict_s;

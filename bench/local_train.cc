@@ -73,22 +73,22 @@ absl::StatusOr<double> TrainLoop(LocalTrainer& trainer, BatchIterator& batches, 
   int64_t loss_examples = 0;
   while (true) {
     const Clock::time_point start = Clock::now();
-    ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
+    TESSERA_ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
     if (!batch) break;
-    ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(*batch));
+    TESSERA_ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(*batch));
     train_time += Clock::now() - start;
     examples += batch->size;
     loss_sum += static_cast<double>(loss) * batch->size;
     loss_examples += batch->size;
     if (examples >= next_report) {
-      RETURN_IF_ERROR(on_progress(examples, loss_sum / loss_examples, Seconds(train_time)));
+      TESSERA_RETURN_IF_ERROR(on_progress(examples, loss_sum / loss_examples, Seconds(train_time)));
       loss_sum = 0;
       loss_examples = 0;
       while (next_report <= examples) next_report += every;
     }
   }
   if (loss_examples > 0) {
-    RETURN_IF_ERROR(on_progress(examples, loss_sum / loss_examples, Seconds(train_time)));
+    TESSERA_RETURN_IF_ERROR(on_progress(examples, loss_sum / loss_examples, Seconds(train_time)));
   }
   return Seconds(train_time);
 }
@@ -100,7 +100,7 @@ absl::Status RunRecsys() {
   data_config.num_train = absl::GetFlag(FLAGS_train_examples);
   data_config.num_test = absl::GetFlag(FLAGS_test_examples);
   const Clock::time_point gen_start = Clock::now();
-  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  TESSERA_ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
   std::printf("recsys: U=%lld I=%lld train=%lld test=%lld (generated in %.2f s), Bayes AUC %.4f\n",
               static_cast<long long>(data_config.num_users),
               static_cast<long long>(data_config.num_items),
@@ -113,14 +113,14 @@ absl::Status RunRecsys() {
   model_options.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
   model_options.hidden_units = absl::GetFlag(FLAGS_hidden);
   model_options.seed = absl::GetFlag(FLAGS_seed);
-  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec(model_options));
+  TESSERA_ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec(model_options));
   OptimizerSpec optimizer{absl::GetFlag(FLAGS_recsys_optimizer),
                           {{"learning_rate", absl::GetFlag(FLAGS_recsys_lr)}}};
   if (optimizer.name == "adagrad") {
     optimizer.params["initial_accumulator_value"] = absl::GetFlag(FLAGS_initial_accumulator);
     optimizer.params["epsilon"] = absl::GetFlag(FLAGS_adagrad_epsilon);
   }
-  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
+  TESSERA_ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
   const bool pytorch_style = optimizer.name == "adagrad" &&
                              trainer.optimizer().spec().params.at("initial_accumulator_value") == 0;
   std::printf("recsys: D=%lld hidden=%lld batch=%lld epochs=%lld optimizer %s%s\n",
@@ -137,14 +137,14 @@ absl::Status RunRecsys() {
   BatchOptions batch_options;
   batch_options.batch_size = absl::GetFlag(FLAGS_recsys_batch);
   batch_options.num_epochs = absl::GetFlag(FLAGS_recsys_epochs);
-  ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(data.train, batch_options));
+  TESSERA_ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(data.train, batch_options));
   std::printf("%12s %12s %10s %10s %10s %12s\n", "examples", "train_loss", "test_loss", "test_auc",
               "test_acc", "examples/s");
-  ASSIGN_OR_RETURN(
+  TESSERA_ASSIGN_OR_RETURN(
       const double train_seconds,
       TrainLoop(trainer, batches, absl::GetFlag(FLAGS_eval_every),
                 [&](int64_t examples, double train_loss, double seconds) -> absl::Status {
-                  ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(data.test));
+                  TESSERA_ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(data.test));
                   std::printf("%12lld %12.4f %10.4f %10s %10s %12.0f\n",
                               static_cast<long long>(examples), train_loss, eval.loss,
                               Optional(eval.auc).c_str(), Optional(eval.accuracy).c_str(),
@@ -162,14 +162,14 @@ absl::Status RunRecsys() {
 
 absl::Status RunFashionMnist() {
   const std::string dir = absl::GetFlag(FLAGS_mnist_dir);
-  ASSIGN_OR_RETURN(Dataset train, LoadFashionMnist(FashionMnistSplit::kTrain, dir));
-  ASSIGN_OR_RETURN(Dataset test, LoadFashionMnist(FashionMnistSplit::kTest, dir));
+  TESSERA_ASSIGN_OR_RETURN(Dataset train, LoadFashionMnist(FashionMnistSplit::kTrain, dir));
+  TESSERA_ASSIGN_OR_RETURN(Dataset test, LoadFashionMnist(FashionMnistSplit::kTest, dir));
   MlpModelOptions model_options;
   model_options.seed = absl::GetFlag(FLAGS_seed);
-  ASSIGN_OR_RETURN(ModelSpec spec, MlpModelSpec(model_options));
+  TESSERA_ASSIGN_OR_RETURN(ModelSpec spec, MlpModelSpec(model_options));
   const OptimizerSpec optimizer{absl::GetFlag(FLAGS_mnist_optimizer),
                                 {{"learning_rate", absl::GetFlag(FLAGS_mnist_lr)}}};
-  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
+  TESSERA_ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(spec, optimizer));
   const int64_t epochs = absl::GetFlag(FLAGS_mnist_epochs);
   std::printf(
       "fashion_mnist: train=%lld test=%lld MLP 784-256-128-10 batch=%lld epochs=%lld "
@@ -182,15 +182,15 @@ absl::Status RunFashionMnist() {
   batch_options.shuffle = true;
   batch_options.seed = absl::GetFlag(FLAGS_seed);
   batch_options.num_epochs = epochs;
-  ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(train, batch_options));
+  TESSERA_ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(train, batch_options));
   std::printf("%6s %12s %10s %10s %12s\n", "epoch", "train_loss", "test_loss", "test_acc",
               "examples/s");
   int epoch = 0;
-  ASSIGN_OR_RETURN(
+  TESSERA_ASSIGN_OR_RETURN(
       const double train_seconds,
       TrainLoop(trainer, batches, train.size(),
                 [&](int64_t examples, double train_loss, double seconds) -> absl::Status {
-                  ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(test));
+                  TESSERA_ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(test));
                   std::printf("%6d %12.4f %10.4f %10s %12.0f\n", ++epoch, train_loss, eval.loss,
                               Optional(eval.accuracy).c_str(), examples / seconds);
                   std::fflush(stdout);

@@ -398,21 +398,21 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
                  const std::vector<int64_t>& sizes) {
   const int32_t rounds = absl::GetFlag(FLAGS_rounds);
   const int64_t inflight = absl::GetFlag(FLAGS_inflight);
-  ASSIGN_OR_RETURN(std::vector<int64_t> pipeline_inflight,
-                   ParseList(absl::GetFlag(FLAGS_pipeline_inflight), "pipeline_inflight"));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> pipeline_inflight,
+                           ParseList(absl::GetFlag(FLAGS_pipeline_inflight), "pipeline_inflight"));
   const int64_t pipeline_ops = absl::GetFlag(FLAGS_pipeline_ops);
   if (rounds < 1 || inflight < 1 || pipeline_ops < 1 || absl::GetFlag(FLAGS_min_ops) < 1) {
     return absl::InvalidArgumentError("--rounds, --inflight, --pipeline_ops, --min_ops: >= 1");
   }
   caf::actor_system_config cfg;
   ConfigureActorSystem(cfg);
-  RETURN_IF_ERROR(ConfigureNetwork(cfg, BenchNetwork()));
+  TESSERA_RETURN_IF_ERROR(ConfigureNetwork(cfg, BenchNetwork()));
   caf::actor_system system(cfg);
-  ASSIGN_OR_RETURN(caf::actor node,
-                   ConnectToNode(system, {"127.0.0.1", ps.caf_port}, "net_ops", BenchNetwork()));
-  ASSIGN_OR_RETURN(TcpClient tcp, TcpClient::Connect(ps.tcp_port, max_bytes));
+  TESSERA_ASSIGN_OR_RETURN(caf::actor node, ConnectToNode(system, {"127.0.0.1", ps.caf_port},
+                                                          "net_ops", BenchNetwork()));
+  TESSERA_ASSIGN_OR_RETURN(TcpClient tcp, TcpClient::Connect(ps.tcp_port, max_bytes));
   const int64_t table_rows = static_cast<int64_t>(max_bytes) / kRowBytes;
-  ASSIGN_OR_RETURN(shard_actor table, CreateShard(system, node, kTableName, table_rows));
+  TESSERA_ASSIGN_OR_RETURN(shard_actor table, CreateShard(system, node, kTableName, table_rows));
   std::printf(
       "PS process %d: CAF node on 127.0.0.1:%u, TCP server on 127.0.0.1:%u; shard %s "
       "[%lld, %lld] float32\n",
@@ -438,8 +438,8 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
     Tensor values(Shape{rows, kDim});
     std::uniform_real_distribution<float> value(-1e-6f, 1e-6f);
     for (float& x : values.values()) x = value(rng);
-    ASSIGN_OR_RETURN(shard_actor dense,
-                     CreateShard(system, node, absl::StrCat("dense_", bytes), rows));
+    TESSERA_ASSIGN_OR_RETURN(shard_actor dense,
+                             CreateShard(system, node, absl::StrCat("dense_", bytes), rows));
     caf::message gather_msg = caf::make_message(ShardOp(GatherOp{ids}));
     caf::message scatter_msg =
         caf::make_message(ShardOp(ScatterRowsOp{ScatterOp::kAdd, IndexedSlices{ids, values}}));
@@ -490,7 +490,8 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
   };
   // Warm-up: every path once, briefly (connections, allocator, page cache of the shards).
   for (Size& s : plan) {
-    for (Path& p : s.paths) RETURN_IF_ERROR(p.run(std::min<int64_t>(s.ops, 16), inflight).status());
+    for (Path& p : s.paths)
+      TESSERA_RETURN_IF_ERROR(p.run(std::min<int64_t>(s.ops, 16), inflight).status());
   }
   // mb_per_s[size index][path key]: one figure per round.
   std::vector<std::map<std::string, std::vector<double>>> mb_per_s(plan.size());
@@ -502,7 +503,7 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
     for (size_t i = 0; i < plan.size(); ++i) {
       for (Path& p : plan[i].paths) {
         settle();
-        ASSIGN_OR_RETURN(double seconds, p.run(plan[i].ops, inflight));
+        TESSERA_ASSIGN_OR_RETURN(double seconds, p.run(plan[i].ops, inflight));
         mb_per_s[i][p.key].push_back(plan[i].ops * plan[i].bytes / seconds / 1e6);
       }
     }
@@ -510,7 +511,7 @@ absl::Status Run(int argc, char** argv, PsProcess& ps, size_t max_bytes,
       for (int64_t n : pipeline_inflight) {
         for (Path& p : small->paths) {
           settle();
-          ASSIGN_OR_RETURN(double seconds, p.run(pipeline_ops, n));
+          TESSERA_ASSIGN_OR_RETURN(double seconds, p.run(pipeline_ops, n));
           pipelined[absl::StrCat(p.key, "@", n)].push_back(pipeline_ops / seconds);
         }
       }

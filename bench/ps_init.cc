@@ -129,8 +129,8 @@ absl::Status Run(int argc, char** argv) {
   model_options.num_items = absl::GetFlag(FLAGS_items);
   model_options.embedding_dim = absl::GetFlag(FLAGS_dim);
   model_options.seed = 1;
-  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec(model_options));
-  ASSIGN_OR_RETURN(Model built, Model::Create(spec));
+  TESSERA_ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec(model_options));
+  TESSERA_ASSIGN_OR_RETURN(Model built, Model::Create(spec));
   auto model = std::make_shared<const Model>(std::move(built));
   const OptimizerSpec adagrad{
       "adagrad",
@@ -140,7 +140,8 @@ absl::Status Run(int argc, char** argv) {
   int64_t value_bytes = 0;
   for (const ParamSpec& p : spec.params) value_bytes += p.shape.num_elements() * 4;
   const double gb = 2.0 * static_cast<double>(value_bytes) / 1e9;  // values + one slot each
-  ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
+  TESSERA_ASSIGN_OR_RETURN(Partitioner partitioner,
+                           FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
   std::printf("recsys U=%lld I=%lld D=%lld: %.2f GB of values + %.2f GB of Adagrad slots "
               "(initial accumulator %g), embeddings in %lld shards on %d PS, %u cores\n",
               static_cast<long long>(model_options.num_users),
@@ -154,14 +155,15 @@ absl::Status Run(int argc, char** argv) {
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     ClusterOptions cluster_options;
     cluster_options.num_ps = absl::GetFlag(FLAGS_ps);
-    ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, Cluster::StartInProcess(cluster_options));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
+                             Cluster::StartInProcess(cluster_options));
     const int64_t rss_before = RssBytes();
     double s = 0;
     {
       ParameterServerStrategy strategy(*cluster, partitioner);
       const Clock::time_point start = Clock::now();
       const double cpu_start = CpuSeconds();
-      ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, adagrad));
+      TESSERA_ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(model, adagrad));
       s = Seconds(start);
       seconds.push_back(s);
       cpu_seconds.push_back(CpuSeconds() - cpu_start);
@@ -192,8 +194,9 @@ absl::Status Run(int argc, char** argv) {
   }
   // random_uniform into a fresh block: what a shard pays, page faults included.
   const Clock::time_point start = Clock::now();
-  ASSIGN_OR_RETURN(Tensor fresh, MakeInitializedBlock(InitializerSpec{"random_uniform", {}, 1},
-                                                      Shape{n / 1000, 1000}, 0, n / 1000));
+  TESSERA_ASSIGN_OR_RETURN(Tensor fresh,
+                           MakeInitializedBlock(InitializerSpec{"random_uniform", {}, 1},
+                                                Shape{n / 1000, 1000}, 0, n / 1000));
   const double fresh_rate = static_cast<double>(fresh.size()) / Seconds(start);
   std::printf("initializer random_uniform into a fresh block: %.0f M floats/s (%.2f GB/s)\n",
               fresh_rate / 1e6, fresh_rate * 4 / 1e9);

@@ -111,29 +111,30 @@ absl::StatusOr<Figures> Measure(const std::string& path, const char* name) {
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     std::filesystem::remove(path + ".tsidx");
     double start = Now(), cpu_start = CpuNow();
-    ASSIGN_OR_RETURN(auto built, DelimitedTextSource::Open({path}, CriteoFormat()));
+    TESSERA_ASSIGN_OR_RETURN(auto built, DelimitedTextSource::Open({path}, CriteoFormat()));
     index_s.push_back(Now() - start);
     index_cpu_s.push_back(CpuNow() - cpu_start);
     start = Now();
-    ASSIGN_OR_RETURN(auto source, DelimitedTextSource::Open({path}, CriteoFormat()));
+    TESSERA_ASSIGN_OR_RETURN(auto source, DelimitedTextSource::Open({path}, CriteoFormat()));
     load_s.push_back(Now() - start);
     if (!source->index_loaded(0)) return absl::InternalError("the sidecar was not loaded");
     rows = source->size();
 
-    ASSIGN_OR_RETURN(Dataset data, Dataset::FromSource(source));
+    TESSERA_ASSIGN_OR_RETURN(Dataset data, Dataset::FromSource(source));
     start = Now();
     cpu_start = CpuNow();
     double checksum = 0;
     for (int64_t begin = 0; begin < rows; begin += batch_rows) {
-      ASSIGN_OR_RETURN(Batch batch, data.Slice(begin, std::min(batch_rows, rows - begin)));
+      TESSERA_ASSIGN_OR_RETURN(Batch batch, data.Slice(begin, std::min(batch_rows, rows - begin)));
       checksum += batch.labels.values()[0];
     }
     read_s.push_back(Now() - start);
     read_cpu_s.push_back(CpuNow() - cpu_start);
-    ASSIGN_OR_RETURN(BatchStream stream, BatchStream::Create(data, batch_rows, true, r + 1));
+    TESSERA_ASSIGN_OR_RETURN(BatchStream stream,
+                             BatchStream::Create(data, batch_rows, true, r + 1));
     start = Now();
     for (int64_t i = 0; i < stream.batches_per_epoch(); ++i) {
-      ASSIGN_OR_RETURN(Batch batch, stream.Get(i));
+      TESSERA_ASSIGN_OR_RETURN(Batch batch, stream.Get(i));
       checksum += batch.labels.values()[0];
     }
     shuffled_s.push_back(Now() - start);
@@ -182,13 +183,13 @@ absl::Status Run(int argc, char** argv) {
   }
   const std::string plain = dir + "/criteo.tsv", gzip = dir + "/criteo.tsv.gz";
   double start = Now();
-  RETURN_IF_ERROR(WriteFiles(plain, gzip, lines));
+  TESSERA_RETURN_IF_ERROR(WriteFiles(plain, gzip, lines));
   std::printf("wrote %lld lines in %.1f s\n", static_cast<long long>(lines), Now() - start);
   absl::StatusOr<Figures> plain_figures = Measure(plain, "plain");
   absl::StatusOr<Figures> gzip_figures =
       plain_figures.ok() ? Measure(gzip, "gzip") : plain_figures.status();
   if (own_dir) std::filesystem::remove_all(dir);
-  RETURN_IF_ERROR(gzip_figures.status());
+  TESSERA_RETURN_IF_ERROR(gzip_figures.status());
   std::printf(
       "{\"bench\":\"reader_throughput\",\"lines\":%lld,\"batch_rows\":%lld,"
       "\"plain\":%s,\"gzip\":%s}\n",

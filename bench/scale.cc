@@ -202,8 +202,8 @@ absl::StatusOr<SequentialSeconds> SequentialIo(const std::string& path, int64_t 
 
 // The examples of both splits as the PyTorch script reads them (bench/torch_recsys.py).
 absl::Status WriteExamples(const RecsysData& data, const std::string& path) {
-  ASSIGN_OR_RETURN(const Batch train, data.train.Slice(0, data.train.size()));
-  ASSIGN_OR_RETURN(const Batch test, data.test.Slice(0, data.test.size()));
+  TESSERA_ASSIGN_OR_RETURN(const Batch train, data.train.Slice(0, data.train.size()));
+  TESSERA_ASSIGN_OR_RETURN(const Batch test, data.test.Slice(0, data.test.size()));
   std::ofstream out(path, std::ios::binary);
   const int64_t counts[2] = {train.size, test.size};
   out.write(reinterpret_cast<const char*>(counts), sizeof(counts));
@@ -274,9 +274,9 @@ absl::Status Run(int argc, char** argv) {
   sim.push_back(absl::StrCat("--summary=", work, "/sim.json"));
   if (absl::GetFlag(FLAGS_checkpoint)) sim.push_back("--checkpoint_dir=" + ckpt);
   double started = Now();
-  ASSIGN_OR_RETURN(Child child, Spawn(sim, work + "/sim.log"));
-  ASSIGN_OR_RETURN(const Exit sim_exit, Wait(child, started));
-  ASSIGN_OR_RETURN(const nlohmann::json sim_summary, ReadJson(work + "/sim.json"));
+  TESSERA_ASSIGN_OR_RETURN(Child child, Spawn(sim, work + "/sim.log"));
+  TESSERA_ASSIGN_OR_RETURN(const Exit sim_exit, Wait(child, started));
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json sim_summary, ReadJson(work + "/sim.json"));
   const double startup = sim_summary.value("startup_seconds", 0.0);
   const std::vector<double> sim_passes =
       sim_summary.value("examples_per_sec_by_pass", std::vector<double>{});
@@ -309,11 +309,11 @@ absl::Status Run(int argc, char** argv) {
     resume.push_back("--resume");
     resume.push_back(absl::StrCat("--summary=", work, "/resume.json"));
     started = Now();
-    ASSIGN_OR_RETURN(child, Spawn(resume, work + "/resume.log"));
-    RETURN_IF_ERROR(Wait(child, started).status());
-    ASSIGN_OR_RETURN(const nlohmann::json resumed, ReadJson(work + "/resume.json"));
+    TESSERA_ASSIGN_OR_RETURN(child, Spawn(resume, work + "/resume.log"));
+    TESSERA_RETURN_IF_ERROR(Wait(child, started).status());
+    TESSERA_ASSIGN_OR_RETURN(const nlohmann::json resumed, ReadJson(work + "/resume.json"));
     const double restore = resumed.value("restore_seconds", 0.0);
-    ASSIGN_OR_RETURN(const auto io, SequentialIo(work + "/sequential.bin", bytes));
+    TESSERA_ASSIGN_OR_RETURN(const auto io, SequentialIo(work + "/sequential.bin", bytes));
     std::printf("checkpoint %s: save %.2f s (%.2fx sequential write+fsync %.2f s), restore %.2f s "
                 "(%.2fx sequential read into a reused buffer %.2f s, %.2fx into fresh memory "
                 "%.2f s)\n",
@@ -342,26 +342,29 @@ absl::Status Run(int argc, char** argv) {
     started = Now();
     std::vector<Child> ps;
     for (int t = 0; t < 2; ++t) {
-      ASSIGN_OR_RETURN(Child p, Spawn({tessera, "ps", "--port", std::to_string(ports[1 + t]),
-                                       "--task", std::to_string(t)},
-                                      absl::StrCat(work, "/ps", t, ".log")));
+      TESSERA_ASSIGN_OR_RETURN(
+          Child p, Spawn({tessera, "ps", "--port", std::to_string(ports[1 + t]), "--task",
+                          std::to_string(t)},
+                         absl::StrCat(work, "/ps", t, ".log")));
       ps.push_back(p);
     }
     const std::vector<std::string> common =
         with({recsys, "--cluster_spec=" + spec, "--connect_timeout_s=120"}, model);
     std::vector<Child> workers;
     for (int t = 0; t < 2; ++t) {
-      ASSIGN_OR_RETURN(Child w, Spawn(with(common, {"--role=worker", absl::StrCat("--task=", t)}),
-                                      absl::StrCat(work, "/worker", t, ".log")));
+      TESSERA_ASSIGN_OR_RETURN(Child w,
+                               Spawn(with(common, {"--role=worker", absl::StrCat("--task=", t)}),
+                                     absl::StrCat(work, "/worker", t, ".log")));
       workers.push_back(w);
     }
-    ASSIGN_OR_RETURN(Child coordinator,
-                     Spawn(with(common, {"--min_workers=2", "--summary=" + work + "/net.json"}),
-                           work + "/coordinator.log"));
-    ASSIGN_OR_RETURN(const Exit coordinator_exit, Wait(coordinator, started));
+    TESSERA_ASSIGN_OR_RETURN(
+        Child coordinator,
+        Spawn(with(common, {"--min_workers=2", "--summary=" + work + "/net.json"}),
+              work + "/coordinator.log"));
+    TESSERA_ASSIGN_OR_RETURN(const Exit coordinator_exit, Wait(coordinator, started));
     std::vector<int64_t> worker_rss;
     for (const Child& w : workers) {
-      ASSIGN_OR_RETURN(const Exit e, Wait(w, started));
+      TESSERA_ASSIGN_OR_RETURN(const Exit e, Wait(w, started));
       worker_rss.push_back(e.peak_rss_bytes);
     }
     std::vector<int64_t> ps_rss;
@@ -372,7 +375,7 @@ absl::Status Run(int argc, char** argv) {
       wait4(p.pid, &status, 0, &usage);
       ps_rss.push_back(static_cast<int64_t>(usage.ru_maxrss) * 1024);
     }
-    ASSIGN_OR_RETURN(const nlohmann::json net, ReadJson(work + "/net.json"));
+    TESSERA_ASSIGN_OR_RETURN(const nlohmann::json net, ReadJson(work + "/net.json"));
     const int64_t worst_worker = std::max(worker_rss[0], worker_rss[1]);
     std::printf("networked: coordinator %s (%.2f%% of parameters + slots), workers %s and %s "
                 "(worst %.2f%%), PS %s and %s; %.0f examples/s\n",
@@ -404,18 +407,18 @@ absl::Status Run(int argc, char** argv) {
     config.num_items = items;
     config.num_train = absl::GetFlag(FLAGS_train_examples);
     config.num_test = absl::GetFlag(FLAGS_test_examples);
-    ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(config));
+    TESSERA_ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(config));
     const std::string examples = work + "/examples.bin";
-    RETURN_IF_ERROR(WriteExamples(data, examples));
+    TESSERA_RETURN_IF_ERROR(WriteExamples(data, examples));
     started = Now();
-    ASSIGN_OR_RETURN(child,
-                     Spawn({"/usr/bin/python3", TESSERA_SOURCE_DIR "/bench/torch_recsys.py",
-                            "--data=" + examples, absl::StrCat("--users=", users),
-                            absl::StrCat("--items=", items), absl::StrCat("--embedding_dim=", dim),
-                            absl::StrCat("--hidden=", absl::GetFlag(FLAGS_hidden)),
-                            absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)), epochs},
-                           work + "/torch.log"));
-    ASSIGN_OR_RETURN(const Exit torch_exit, Wait(child, started));
+    TESSERA_ASSIGN_OR_RETURN(
+        child, Spawn({"/usr/bin/python3", TESSERA_SOURCE_DIR "/bench/torch_recsys.py",
+                      "--data=" + examples, absl::StrCat("--users=", users),
+                      absl::StrCat("--items=", items), absl::StrCat("--embedding_dim=", dim),
+                      absl::StrCat("--hidden=", absl::GetFlag(FLAGS_hidden)),
+                      absl::StrCat("--batch_size=", absl::GetFlag(FLAGS_batch_size)), epochs},
+                     work + "/torch.log"));
+    TESSERA_ASSIGN_OR_RETURN(const Exit torch_exit, Wait(child, started));
     std::ifstream log(work + "/torch.log");
     std::string line, last;
     while (std::getline(log, line)) {

@@ -60,7 +60,7 @@ absl::StatusOr<double> RequestsPerSecond(int port, int requests, bool close, int
 // The status of one request to a fresh server and what it added to the server's peak RSS.
 absl::Status MeasureBig(const std::string& dir, const char* name, const std::string& body) {
   ServeProcess server;
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(
       server.Start(absl::GetFlag(FLAGS_tessera), {"--model", dir}, dir + "/serve_big.log"));
   const long before = server.PeakMiB();
   Connection connection(server.port());
@@ -79,9 +79,10 @@ absl::Status Run(int argc, char** argv) {
   char pattern[] = "/tmp/serve_http_XXXXXX";
   if (mkdtemp(pattern) == nullptr) return absl::InternalError("mkdtemp failed");
   const std::string dir = pattern;
-  RETURN_IF_ERROR(ExportRecsys(dir));
+  TESSERA_RETURN_IF_ERROR(ExportRecsys(dir));
   ServeProcess server;
-  RETURN_IF_ERROR(server.Start(absl::GetFlag(FLAGS_tessera), {"--model", dir}, dir + "/serve.log"));
+  TESSERA_RETURN_IF_ERROR(
+      server.Start(absl::GetFlag(FLAGS_tessera), {"--model", dir}, dir + "/serve.log"));
   std::printf("server: %s, idle peak RSS %ld MiB\n", absl::GetFlag(FLAGS_tessera).c_str(),
               server.PeakMiB());
 
@@ -90,10 +91,11 @@ absl::Status Run(int argc, char** argv) {
   int reconnects = 0;
   for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
     int closed = 0;
-    ASSIGN_OR_RETURN(double rate, RequestsPerSecond(server.port(), requests, false, closed));
+    TESSERA_ASSIGN_OR_RETURN(double rate,
+                             RequestsPerSecond(server.port(), requests, false, closed));
     keep_alive.push_back(rate);
     reconnects += closed;
-    ASSIGN_OR_RETURN(rate, RequestsPerSecond(server.port(), requests, true, closed));
+    TESSERA_ASSIGN_OR_RETURN(rate, RequestsPerSecond(server.port(), requests, true, closed));
     close.push_back(rate);
   }
   std::printf(
@@ -104,8 +106,8 @@ absl::Status Run(int argc, char** argv) {
               close.size());
 
   const size_t big = static_cast<size_t>(absl::GetFlag(FLAGS_big_body_mb)) * 1'000'000;
-  RETURN_IF_ERROR(MeasureBig(dir, "max-size", Instances(10'000, big)));
-  RETURN_IF_ERROR(MeasureBig(dir, "big body", Instances(-1, big)));
+  TESSERA_RETURN_IF_ERROR(MeasureBig(dir, "max-size", Instances(10'000, big)));
+  TESSERA_RETURN_IF_ERROR(MeasureBig(dir, "big body", Instances(-1, big)));
   std::string cleanup = "rm -rf " + dir;
   return std::system(cleanup.c_str()) == 0 ? absl::OkStatus()
                                            : absl::InternalError("cannot remove " + dir);

@@ -115,7 +115,7 @@ absl::Status Run(int argc, char** argv) {
   char pattern[] = "/tmp/serve_load_XXXXXX";
   if (mkdtemp(pattern) == nullptr) return absl::InternalError("mkdtemp failed");
   const std::string dir = pattern;
-  RETURN_IF_ERROR(ExportRecsys(dir));
+  TESSERA_RETURN_IF_ERROR(ExportRecsys(dir));
   const std::vector<std::string> logs = absl::StrSplit(absl::GetFlag(FLAGS_request_log), ',');
   std::vector<std::unique_ptr<ServeProcess>> servers;
   for (size_t s = 0; s < logs.size(); ++s) {
@@ -124,7 +124,7 @@ absl::Status Run(int argc, char** argv) {
           absl::StrCat("--request_log: '", logs[s], "' is neither file nor off"));
     }
     servers.push_back(std::make_unique<ServeProcess>());
-    RETURN_IF_ERROR(servers.back()->Start(
+    TESSERA_RETURN_IF_ERROR(servers.back()->Start(
         absl::GetFlag(FLAGS_tessera),
         {"--model", dir, "--request_log",
          logs[s] == "off" ? "off" : absl::StrCat(dir, "/requests-", s, ".log"), "--threads",
@@ -142,7 +142,7 @@ absl::Status Run(int argc, char** argv) {
     std::vector<std::vector<double>> p50(logs.size()), p99(logs.size()), rate(logs.size());
     for (int r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
       for (size_t s = 0; s < servers.size(); ++s) {
-        ASSIGN_OR_RETURN(const Round round, RunRound(servers[s]->port(), instances));
+        TESSERA_ASSIGN_OR_RETURN(const Round round, RunRound(servers[s]->port(), instances));
         std::printf(
             "  %4lld instances, request log %-4s, round %d: p50 %7.3f ms  p99 %7.3f ms  "
             "%8.0f req/s\n",

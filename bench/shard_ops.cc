@@ -228,12 +228,12 @@ Row MakeRow(std::string op, std::string path, std::string key, int64_t ops, int6
 absl::Status Measure(std::vector<Row>& rows, int32_t repeats, int64_t warmup) {
   for (int32_t r = 0; r < repeats; ++r) {
     for (Row& row : rows) {
-      if (warmup > 0) RETURN_IF_ERROR(row.run(warmup).status());
+      if (warmup > 0) TESSERA_RETURN_IF_ERROR(row.run(warmup).status());
       // Idle CAF workers keep polling for tens of ms after their last job (then sleep between
       // steal attempts); let them settle so they do not take the CPU from the next row.
       std::this_thread::sleep_for(std::chrono::milliseconds(absl::GetFlag(FLAGS_settle_ms)));
       const double cpu_start = ProcessCpuSeconds();
-      ASSIGN_OR_RETURN(const double seconds, row.run(row.ops));
+      TESSERA_ASSIGN_OR_RETURN(const double seconds, row.run(row.ops));
       const double cpu = ProcessCpuSeconds() - cpu_start;
       row.ops_per_s.push_back(static_cast<double>(row.ops) / seconds);
       row.cpu_us_per_op.push_back(1e6 * cpu / static_cast<double>(row.ops));
@@ -406,10 +406,10 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
     return absl::InvalidArgumentError(
         "--rows, --dim, --ids, --batches, --ops and --blocking_ops must be >= 1");
   }
-  ASSIGN_OR_RETURN(ShardedVariable var, CreateVariable(ctx, "sparse", num_rows, dim));
+  TESSERA_ASSIGN_OR_RETURN(ShardedVariable var, CreateVariable(ctx, "sparse", num_rows, dim));
   const VariableHandle& handle = var.handle();
   // The plain tensor: the variable's own values, read back once.
-  ASSIGN_OR_RETURN(Tensor plain, var.Read());
+  TESSERA_ASSIGN_OR_RETURN(Tensor plain, var.Read());
   const std::string order = absl::GetFlag(FLAGS_ids_order);
   if (order != "random" && order != "sorted") {
     return absl::InvalidArgumentError(
@@ -444,16 +444,16 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
   // Both paths must compute the same thing: every batch's gather bitwise, and one scatter_add
   // (read back whole) bitwise.
   for (int64_t b = 0; b < batches; ++b) {
-    ASSIGN_OR_RETURN(Tensor via_actors, var.Gather(w.ids[b]));
-    ASSIGN_OR_RETURN(Tensor direct, GatherRows(plain, w.ids[b]));
+    TESSERA_ASSIGN_OR_RETURN(Tensor via_actors, var.Gather(w.ids[b]));
+    TESSERA_ASSIGN_OR_RETURN(Tensor direct, GatherRows(plain, w.ids[b]));
     if (!SameValues(via_actors, direct)) {
       return absl::InternalError(absl::StrCat("gather of batch ", b, " differs between paths"));
     }
   }
-  RETURN_IF_ERROR(var.ScatterAdd(w.ids[0], w.rows[0]));
-  RETURN_IF_ERROR(ScatterRows(ScatterOp::kAdd, plain.view(), w.ids[0], w.rows[0]));
+  TESSERA_RETURN_IF_ERROR(var.ScatterAdd(w.ids[0], w.rows[0]));
+  TESSERA_RETURN_IF_ERROR(ScatterRows(ScatterOp::kAdd, plain.view(), w.ids[0], w.rows[0]));
   {
-    ASSIGN_OR_RETURN(Tensor after, var.Read());
+    TESSERA_ASSIGN_OR_RETURN(Tensor after, var.Read());
     if (!SameValues(after, plain)) {
       return absl::InternalError("scatter_add differs between paths");
     }
@@ -475,7 +475,8 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
                            bytes_per_op, [&](int64_t count) -> absl::StatusOr<double> {
                              const Clock::time_point start = Clock::now();
                              for (int64_t k = 0; k < count; ++k) {
-                               ASSIGN_OR_RETURN(Tensor out, GatherRows(plain, w.ids[batch_of(k)]));
+                               TESSERA_ASSIGN_OR_RETURN(Tensor out,
+                                                        GatherRows(plain, w.ids[batch_of(k)]));
                                g_sink = g_sink + out.data()[0];
                              }
                              return Seconds(Clock::now() - start);
@@ -499,12 +500,12 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
                            bytes_per_op, [&](int64_t count) -> absl::StatusOr<double> {
                              const Clock::time_point start = Clock::now();
                              for (int64_t k = 0; k < count; ++k) {
-                               ASSIGN_OR_RETURN(Tensor out, var.Gather(w.ids[batch_of(k)]));
+                               TESSERA_ASSIGN_OR_RETURN(Tensor out, var.Gather(w.ids[batch_of(k)]));
                                g_sink = g_sink + out.data()[0];
                              }
                              return Seconds(Clock::now() - start);
                            }));
-    RETURN_IF_ERROR(Measure(rows, ctx.repeats, warmup));
+    TESSERA_RETURN_IF_ERROR(Measure(rows, ctx.repeats, warmup));
     PrintRows(rows);
     AddRatio(summary, "gather", rows, ctx.ratio_inflight);
   }
@@ -516,9 +517,9 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
                            bytes_per_op, [&](int64_t count) -> absl::StatusOr<double> {
                              const Clock::time_point start = Clock::now();
                              for (int64_t k = 0; k < count; ++k) {
-                               RETURN_IF_ERROR(ScatterRows(ScatterOp::kAdd, plain.view(),
-                                                           w.ids[batch_of(k)],
-                                                           w.rows[update_of(k)]));
+                               TESSERA_RETURN_IF_ERROR(ScatterRows(ScatterOp::kAdd, plain.view(),
+                                                                   w.ids[batch_of(k)],
+                                                                   w.rows[update_of(k)]));
                              }
                              g_sink = g_sink + plain.data()[0];
                              return Seconds(Clock::now() - start);
@@ -540,11 +541,12 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
                 bytes_per_op, [&](int64_t count) -> absl::StatusOr<double> {
                   const Clock::time_point start = Clock::now();
                   for (int64_t k = 0; k < count; ++k) {
-                    RETURN_IF_ERROR(var.ScatterAdd(w.ids[batch_of(k)], w.rows[update_of(k)]));
+                    TESSERA_RETURN_IF_ERROR(
+                        var.ScatterAdd(w.ids[batch_of(k)], w.rows[update_of(k)]));
                   }
                   return Seconds(Clock::now() - start);
                 }));
-    RETURN_IF_ERROR(Measure(rows, ctx.repeats, warmup));
+    TESSERA_RETURN_IF_ERROR(Measure(rows, ctx.repeats, warmup));
     PrintRows(rows);
     AddRatio(summary, "scatter", rows, ctx.ratio_inflight);
   }
@@ -559,9 +561,9 @@ absl::Status RunDenseRead(Context& ctx, Json& summary) {
   if (num_rows < 1 || dim < 1 || ops < 1) {
     return absl::InvalidArgumentError("--dense_rows, --dim and --dense_ops must be >= 1");
   }
-  ASSIGN_OR_RETURN(ShardedVariable var, CreateVariable(ctx, "dense", num_rows, dim));
+  TESSERA_ASSIGN_OR_RETURN(ShardedVariable var, CreateVariable(ctx, "dense", num_rows, dim));
   const VariableHandle& handle = var.handle();
-  ASSIGN_OR_RETURN(const Tensor plain, var.Read());
+  TESSERA_ASSIGN_OR_RETURN(const Tensor plain, var.Read());
   const size_t bytes = sizeof(float) * static_cast<size_t>(plain.size());
   const size_t floats = static_cast<size_t>(plain.size());
   std::printf("dense variable %s in %lld shards (%.1f MiB, %.1f MB per read)\n",
@@ -615,12 +617,12 @@ absl::Status RunDenseRead(Context& ctx, Json& summary) {
                          static_cast<int64_t>(bytes), [&](int64_t count) -> absl::StatusOr<double> {
                            const Clock::time_point start = Clock::now();
                            for (int64_t k = 0; k < count; ++k) {
-                             ASSIGN_OR_RETURN(Tensor out, var.Read());
+                             TESSERA_ASSIGN_OR_RETURN(Tensor out, var.Read());
                              g_sink = g_sink + out.data()[out.size() - 1];
                            }
                            return Seconds(Clock::now() - start);
                          }));
-  RETURN_IF_ERROR(Measure(rows, ctx.repeats, /*warmup=*/1));
+  TESSERA_RETURN_IF_ERROR(Measure(rows, ctx.repeats, /*warmup=*/1));
   PrintRows(rows);
   AddRatio(summary, "dense_read", rows, ctx.dense_ratio_inflight);
   summary["dense_read_memcpy_pretouched_mb_per_s"] =
@@ -649,9 +651,9 @@ absl::Status Run(Json& summary) {
         absl::StrCat("--statistic: '", statistic, "' (expected best or median)"));
   }
   g_use_median = statistic == "median";
-  ASSIGN_OR_RETURN(ctx.inflight, ParseCounts(absl::GetFlag(FLAGS_inflight), "inflight"));
-  ASSIGN_OR_RETURN(ctx.dense_inflight,
-                   ParseCounts(absl::GetFlag(FLAGS_dense_inflight), "dense_inflight"));
+  TESSERA_ASSIGN_OR_RETURN(ctx.inflight, ParseCounts(absl::GetFlag(FLAGS_inflight), "inflight"));
+  TESSERA_ASSIGN_OR_RETURN(ctx.dense_inflight,
+                           ParseCounts(absl::GetFlag(FLAGS_dense_inflight), "dense_inflight"));
   // A headline setting that was not measured falls back to the last one listed.
   auto headline = [](const std::vector<int64_t>& measured, int64_t wanted, const char* flag) {
     if (std::find(measured.begin(), measured.end(), wanted) != measured.end()) return wanted;
@@ -663,12 +665,12 @@ absl::Status Run(Json& summary) {
       headline(ctx.inflight, absl::GetFlag(FLAGS_ratio_inflight), "ratio_inflight");
   ctx.dense_ratio_inflight = headline(ctx.dense_inflight, absl::GetFlag(FLAGS_dense_ratio_inflight),
                                       "dense_ratio_inflight");
-  ASSIGN_OR_RETURN(ctx.partitioner, FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
+  TESSERA_ASSIGN_OR_RETURN(ctx.partitioner, FixedShardsPartitioner(absl::GetFlag(FLAGS_shards)));
   ClusterOptions options;
   options.num_ps = absl::GetFlag(FLAGS_ps);
   options.num_workers = 1;
   options.threads = absl::GetFlag(FLAGS_threads);
-  ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, Cluster::StartInProcess(options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, Cluster::StartInProcess(options));
   ParameterServerStrategy strategy(*cluster);
   ctx.cluster = cluster.get();
   ctx.strategy = &strategy;
@@ -694,9 +696,9 @@ absl::Status Run(Json& summary) {
                        {"statistic", statistic}};
   PrintHeader();
   if (wants("gather") || wants("scatter")) {
-    RETURN_IF_ERROR(RunSparse(ctx, wants("gather"), wants("scatter"), summary));
+    TESSERA_RETURN_IF_ERROR(RunSparse(ctx, wants("gather"), wants("scatter"), summary));
   }
-  if (wants("dense_read")) RETURN_IF_ERROR(RunDenseRead(ctx, summary));
+  if (wants("dense_read")) TESSERA_RETURN_IF_ERROR(RunDenseRead(ctx, summary));
   return absl::OkStatus();
 }
 

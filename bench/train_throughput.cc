@@ -37,22 +37,24 @@ using bench::Median;
 
 absl::Status Run(int argc, char** argv) {
   std::printf("command: %s\n", absl::StrJoin(argv, argv + argc, " ").c_str());
-  ASSIGN_OR_RETURN(TrainingJob job,
-                   bench::RecsysThroughputJob(absl::GetFlag(FLAGS_train_examples),
-                                              absl::GetFlag(FLAGS_batch_size),
-                                              absl::GetFlag(FLAGS_partitioner)));
+  TESSERA_ASSIGN_OR_RETURN(TrainingJob job,
+                           bench::RecsysThroughputJob(absl::GetFlag(FLAGS_train_examples),
+                                                      absl::GetFlag(FLAGS_batch_size),
+                                                      absl::GetFlag(FLAGS_partitioner)));
   // The shared training flags: --ps, --workers, --closures_per_worker (defaults 2, 2, 1).
-  ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
+  TESSERA_ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
   const ParameterServerTrainingOptions& sim = flags.parameter_servers;
 
   std::vector<double> local_eps, sim_eps;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     nlohmann::json ignored;
     job.name = "local";
-    ASSIGN_OR_RETURN(TrainingRun local, TrainLocally(job, /*seed=*/1, /*eval_every=*/0, ignored));
+    TESSERA_ASSIGN_OR_RETURN(TrainingRun local,
+                             TrainLocally(job, /*seed=*/1, /*eval_every=*/0, ignored));
     local_eps.push_back(local.examples / local.wall_seconds);
     job.name = "sim";
-    ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(job, sim, /*eval_every=*/0, ignored));
+    TESSERA_ASSIGN_OR_RETURN(TrainingRun run,
+                             TrainOnParameterServers(job, sim, /*eval_every=*/0, ignored));
     sim_eps.push_back(run.examples / run.wall_seconds);
     std::printf("round %d: local %.0f examples/s, sim %.0f examples/s (%.2fx)\n", r,
                 local_eps.back(), sim_eps.back(), sim_eps.back() / local_eps.back());

@@ -43,15 +43,17 @@ absl::Status Run(int argc, char** argv) {
   RecsysConfig data_config;
   data_config.num_train = steps * batch_size;
   data_config.num_test = 1000;
-  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
-  ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
-  ASSIGN_OR_RETURN(LocalTrainer trainer,
-                   LocalTrainer::Create(spec, OptimizerSpec{"adagrad", {{"learning_rate", 0.1}}}));
+  TESSERA_ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  TESSERA_ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+  TESSERA_ASSIGN_OR_RETURN(
+      LocalTrainer trainer,
+      LocalTrainer::Create(spec, OptimizerSpec{"adagrad", {{"learning_rate", 0.1}}}));
   const Model& model = trainer.model();
-  ASSIGN_OR_RETURN(BatchStream stream, BatchStream::Create(data.train, batch_size, true, 1));
+  TESSERA_ASSIGN_OR_RETURN(BatchStream stream,
+                           BatchStream::Create(data.train, batch_size, true, 1));
   std::vector<Batch> batches;
   for (int64_t s = 0; s < steps; ++s) {
-    ASSIGN_OR_RETURN(Batch b, stream.Get(s));
+    TESSERA_ASSIGN_OR_RETURN(Batch b, stream.Get(s));
     batches.push_back(std::move(b));
   }
   // One step as a worker runs it; `ws` / `result` null: fresh ones, else reused.
@@ -61,10 +63,10 @@ absl::Status Run(int argc, char** argv) {
     StepResult fresh_result;
     absl::StatusOr<std::map<std::string, SortedIds>> needed =
         ws != nullptr ? model.RowsNeeded(batch, *ws) : model.RowsNeeded(batch);
-    RETURN_IF_ERROR(needed.status());
+    TESSERA_RETURN_IF_ERROR(needed.status());
     StepParams params;
     for (const ParamSpec& p : model.spec().params) {
-      ASSIGN_OR_RETURN(const Tensor* value, trainer.variable(p.name));
+      TESSERA_ASSIGN_OR_RETURN(const Tensor* value, trainer.variable(p.name));
       auto ids = needed->find(p.name);
       if (ids == needed->end()) {
         params.full[p.name] = value->view();
@@ -86,10 +88,10 @@ absl::Status Run(int argc, char** argv) {
   std::vector<double> fresh_us, carried_us;
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     double start = Now();
-    for (const Batch& b : batches) RETURN_IF_ERROR(step(b, nullptr, nullptr));
+    for (const Batch& b : batches) TESSERA_RETURN_IF_ERROR(step(b, nullptr, nullptr));
     fresh_us.push_back((Now() - start) / steps * 1e6);
     start = Now();
-    for (const Batch& b : batches) RETURN_IF_ERROR(step(b, &carried_ws, &carried_result));
+    for (const Batch& b : batches) TESSERA_RETURN_IF_ERROR(step(b, &carried_ws, &carried_result));
     carried_us.push_back((Now() - start) / steps * 1e6);
     std::printf("round %d: fresh %.1f us/step, carried %.1f us/step (%.2fx)\n", r,
                 fresh_us.back(), carried_us.back(), fresh_us.back() / carried_us.back());

@@ -19,7 +19,7 @@ absl::Status RunGenerate(const GenerateOptions& options, Env* env, std::ostream&
   config.gzip = options.gzip;
   config.seed = options.seed;
   config.progress = &out;
-  ASSIGN_OR_RETURN(const CriteoDataSummary summary, WriteCriteoData(config, env));
+  TESSERA_ASSIGN_OR_RETURN(const CriteoDataSummary summary, WriteCriteoData(config, env));
   const double ctr = summary.train_examples > 0
                          ? static_cast<double>(summary.train_positives) / summary.train_examples
                          : 0.0;

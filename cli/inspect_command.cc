@@ -132,21 +132,21 @@ absl::Status RunInspect(const std::string& path, std::ostream& out, bool verify)
   if (has_manifest) {
     const std::string file = (dir / kManifestFile).string();
     absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir.string());
-    RETURN_IF_ERROR(Annotate(manifest.status(), file));
+    TESSERA_RETURN_IF_ERROR(Annotate(manifest.status(), file));
     out << "checkpoint " << dir.string() << "\n";
     DescribeCheckpoint(*manifest, out);
   }
   if (has_model) {
     const std::string file = (dir / kModelFile).string();
     absl::StatusOr<OpenedModel> model = OpenExportedModel(dir.string());
-    RETURN_IF_ERROR(Annotate(model.status(), file));
+    TESSERA_RETURN_IF_ERROR(Annotate(model.status(), file));
     if (has_manifest) out << "\n";
     out << "exported model " << dir.string() << "\n";
     DescribeExportedModel(*model, out);
     if (verify) {
       // Serving verifies a piece of a value when it first reads from it; this reads them all.
       for (const auto& [name, value] : model->variables->views()) {
-        RETURN_IF_ERROR(model->variables->CheckAll(name));
+        TESSERA_RETURN_IF_ERROR(model->variables->CheckAll(name));
       }
       out << "values: verified (every checksum, every value finite)\n";
     }

@@ -287,10 +287,10 @@ std::vector<char*> JoinStdinInput(int argc, char** argv) {
 
 absl::Status RunPsCommand() {
   tessera::cli::PsOptions options;
-  ASSIGN_OR_RETURN(const tessera::ClusterConfig config,
-                   tessera::ResolveClusterConfig(
-                       {absl::GetFlag(FLAGS_cluster_spec), tessera::TfConfigFromEnvironment()}));
-  RETURN_IF_ERROR(tessera::cli::ResolvePsIdentity(
+  TESSERA_ASSIGN_OR_RETURN(const tessera::ClusterConfig config,
+                           tessera::ResolveClusterConfig({absl::GetFlag(FLAGS_cluster_spec),
+                                                          tessera::TfConfigFromEnvironment()}));
+  TESSERA_RETURN_IF_ERROR(tessera::cli::ResolvePsIdentity(
       {absl::GetFlag(FLAGS_port), absl::GetFlag(FLAGS_task), absl::GetFlag(FLAGS_standby)}, config,
       options));
   options.threads = absl::GetFlag(FLAGS_threads);
@@ -321,15 +321,15 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     return absl::InvalidArgumentError("unexpected argument '" + args[0] + "'");
   };
   if (command == "predict") {
-    RETURN_IF_ERROR(no_arguments());
+    TESSERA_RETURN_IF_ERROR(no_arguments());
     const std::string model = absl::GetFlag(FLAGS_model);
     const std::string input = absl::GetFlag(FLAGS_input);
-    RETURN_IF_ERROR(Require(model, "model"));
-    RETURN_IF_ERROR(Require(input, "input"));
+    TESSERA_RETURN_IF_ERROR(Require(model, "model"));
+    TESSERA_RETURN_IF_ERROR(Require(input, "input"));
     return tessera::cli::RunPredict(model, input, std::cout);
   }
   if (command == "serve") {
-    RETURN_IF_ERROR(no_arguments());
+    TESSERA_RETURN_IF_ERROR(no_arguments());
     tessera::cli::ServeOptions options;
     options.model_dir = absl::GetFlag(FLAGS_model);
     options.model_base_path = absl::GetFlag(FLAGS_model_base_path);
@@ -349,7 +349,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     return tessera::cli::RunServe(options, std::cout);
   }
   if (command == "ps") {
-    RETURN_IF_ERROR(no_arguments());
+    TESSERA_RETURN_IF_ERROR(no_arguments());
     return RunPsCommand();
   }
   if (command == "plot") {
@@ -367,7 +367,7 @@ absl::Status Run(const std::string& command, const std::vector<std::string>& arg
     options.out = absl::GetFlag(FLAGS_out);
     options.gzip = absl::GetFlag(FLAGS_gzip);
     options.seed = absl::GetFlag(FLAGS_seed);
-    RETURN_IF_ERROR(Require(options.out, "out"));
+    TESSERA_RETURN_IF_ERROR(Require(options.out, "out"));
     return tessera::cli::RunGenerate(options, tessera::Env::Default(), std::cout);
   }
   if (command == "inspect") {

@@ -33,7 +33,7 @@ constexpr int64_t kChunk = 1024;
 }  // namespace
 
 absl::Status PredictJsonLines(const Predictor& predictor, std::istream& in, std::ostream& out) {
-  ASSIGN_OR_RETURN(const auto formats, ModelInstanceFormats(predictor.model()));
+  TESSERA_ASSIGN_OR_RETURN(const auto formats, ModelInstanceFormats(predictor.model()));
   const InstanceFormat& format = formats.at(kServingDefault);
 
   // Read and check everything first: a bad line must not leave half the output written.
@@ -46,7 +46,7 @@ absl::Status PredictJsonLines(const Predictor& predictor, std::istream& in, std:
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     absl::StatusOr<Json> instance = ParseJson(line);
     absl::Status status = instance.ok() ? builder.Add(*instance) : instance.status();
-    RETURN_IF_ERROR(Annotate(status, absl::StrCat("line ", number)));
+    TESSERA_RETURN_IF_ERROR(Annotate(status, absl::StrCat("line ", number)));
     lines.push_back(number);
     if (builder.size() == kChunk) {
       batches.push_back(builder.Take());
@@ -67,10 +67,10 @@ absl::Status PredictJsonLines(const Predictor& predictor, std::istream& in, std:
     const Batch& batch = batches[b];
     const std::vector<int64_t>& numbers = line_numbers[b];
     absl::StatusOr<std::map<std::string, Tensor>> predicted = predictor.Predict(batch);
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         Annotate(predicted.status(), absl::StrCat("lines ", numbers.front(), "-", numbers.back())));
-    ASSIGN_OR_RETURN(const Json rows, PredictionRows(*predicted, format, batch.size,
-                                                     /*bare_single_output=*/false));
+    TESSERA_ASSIGN_OR_RETURN(const Json rows, PredictionRows(*predicted, format, batch.size,
+                                                             /*bare_single_output=*/false));
     for (const Json& row : rows) written.push_back(DumpJson(row));
   }
   for (const std::string& row : written) out << row << '\n';
@@ -80,7 +80,7 @@ absl::Status PredictJsonLines(const Predictor& predictor, std::istream& in, std:
 }
 
 absl::Status RunPredict(const std::string& model_dir, const std::string& input, std::ostream& out) {
-  ASSIGN_OR_RETURN(const std::unique_ptr<Predictor> predictor, LoadPredictor(model_dir));
+  TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<Predictor> predictor, LoadPredictor(model_dir));
   if (input == "-") return Annotate(PredictJsonLines(*predictor, std::cin, out), "stdin");
   std::ifstream file(input);
   if (!file) {

@@ -65,7 +65,7 @@ absl::Status ResolvePsIdentity(const PsFlags& flags, const ClusterConfig& config
     options.port = *flags.port;
     options.how_to_change_port = "start tessera ps with another --port";
   } else if (has_address) {
-    RETURN_IF_ERROR(CheckTaskInCluster(task, *config.cluster, source));
+    TESSERA_RETURN_IF_ERROR(CheckTaskInCluster(task, *config.cluster, source));
     const char* list = options.standby ? "ps_standby" : "ps";
     const NodeAddress& address =
         (options.standby ? config.cluster->ps_standby : config.cluster->ps)[task.index];
@@ -126,7 +126,7 @@ absl::Status RunPs(const PsOptions& options, std::ostream& out) {
       // Note [Backups reached directly] (actors/ps/ps_node_actor.h).
       PeerConnector connect_peer = [&system, name, network = options.network](
                                        const std::string& address) -> absl::StatusOr<caf::actor> {
-        ASSIGN_OR_RETURN(NodeAddress peer, ParseNodeAddress(address));
+        TESSERA_ASSIGN_OR_RETURN(NodeAddress peer, ParseNodeAddress(address));
         return ConnectToNode(system, peer, name, network, kProtocolVersion);
       };
       ps_node_actor node = SpawnPsNode(system, options.standby ? kStandbyTask : options.task,

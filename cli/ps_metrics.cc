@@ -126,7 +126,8 @@ absl::StatusOr<MetricsServer> BindMetricsServer(const PsMetrics& metrics, const 
   absl::StatusOr<int> bound = server->Bind(host, port);
   if (!bound.ok()) {
     // Which port, who has it and how to pick another (cluster/network/port_check.h).
-    RETURN_IF_ERROR(CheckCanListen("tessera ps metrics", host, static_cast<uint16_t>(port), how));
+    TESSERA_RETURN_IF_ERROR(
+        CheckCanListen("tessera ps metrics", host, static_cast<uint16_t>(port), how));
     return absl::UnavailableError(absl::StrCat("--metrics_port: ", bound.status().message(),
                                                "; ", how));
   }

@@ -71,7 +71,7 @@ absl::Status CheckOptions(const ServeOptions& options) {
         AtLeast(options.read_timeout_ms, 1, "read_timeout_ms"),
         AtLeast(options.idle_timeout_ms, 1, "idle_timeout_ms"),
         AtLeast(options.write_timeout_ms, 1, "write_timeout_ms")}) {
-    RETURN_IF_ERROR(status);
+    TESSERA_RETURN_IF_ERROR(status);
   }
   if (options.request_log.empty()) {
     return absl::InvalidArgumentError("--request_log must be stderr, off or a file");
@@ -96,7 +96,7 @@ absl::StatusOr<std::vector<ModelConfig>> BasePathModels(const ServeOptions& opti
                        "' does not end in a directory name to name the model by: give --name"));
     }
   }
-  RETURN_IF_ERROR(Annotate(CheckModelName(config.name), "--name"));
+  TESSERA_RETURN_IF_ERROR(Annotate(CheckModelName(config.name), "--name"));
   return std::vector<ModelConfig>{std::move(config)};
 }
 
@@ -135,30 +135,31 @@ class BlockedSignals {
 }  // namespace
 
 absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
-  RETURN_IF_ERROR(CheckOptions(options));
+  TESSERA_RETURN_IF_ERROR(CheckOptions(options));
   const BlockedSignals blocked;
   auto registry = std::make_shared<ModelRegistry>();
   std::unique_ptr<VersionWatcher> watcher;
   if (!options.model_dir.empty()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor, LoadPredictor(options.model_dir));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor,
+                             LoadPredictor(options.model_dir));
     std::string name = options.name;
     if (name.empty())
       name = predictor->model().spec.name.empty() ? "model" : predictor->model().spec.name;
-    RETURN_IF_ERROR(CheckModelName(name));
+    TESSERA_RETURN_IF_ERROR(CheckModelName(name));
     const int64_t step = predictor->model().step;
-    ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
-                     ServedVersion::Create(std::move(predictor), step));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
+                             ServedVersion::Create(std::move(predictor), step));
     registry->Set(
         {name, {{step, std::move(version)}}, {{step, VersionState::kAvailable, absl::OkStatus()}}});
   } else {
-    ASSIGN_OR_RETURN(std::vector<ModelConfig> models, BasePathModels(options));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<ModelConfig> models, BasePathModels(options));
     watcher = std::make_unique<VersionWatcher>(std::move(models), *registry);
-    RETURN_IF_ERROR(watcher->Poll());
+    TESSERA_RETURN_IF_ERROR(watcher->Poll());
   }
   std::unique_ptr<RequestLog> request_log;
   if (options.request_log != "off") {
-    ASSIGN_OR_RETURN(request_log,
-                     RequestLog::Open(options.request_log == "stderr" ? "-" : options.request_log));
+    TESSERA_ASSIGN_OR_RETURN(
+        request_log, RequestLog::Open(options.request_log == "stderr" ? "-" : options.request_log));
   }
   PredictLimits limits;
   limits.max_instances = options.max_instances;
@@ -176,7 +177,7 @@ absl::Status RunServe(const ServeOptions& options, std::ostream& out) {
   if (!port.ok()) {
     // Which port, who has it and how to pick another (cluster/network/port_check.h).
     const std::string how = "give tessera serve another --port (or --host)";
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         CheckCanListen("tessera serve", options.host, static_cast<uint16_t>(options.port), how));
     return absl::UnavailableError(absl::StrCat(port.status().message(), "; ", how));
   }

@@ -133,11 +133,11 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> OpenData(const std::s
 }
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
+  TESSERA_ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
   TrainingJob job;
   job.name = "dlrm";
   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  TESSERA_ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   const std::string columns = absl::GetFlag(FLAGS_columns);
   TextFormat format;
@@ -149,24 +149,28 @@ absl::Status Run() {
     format = *std::move(parsed);
   }
   format.skip_bad_lines = absl::GetFlag(FLAGS_skip_bad_lines);
-  ASSIGN_OR_RETURN(auto train, OpenData("train_data", absl::GetFlag(FLAGS_train_data), format));
-  ASSIGN_OR_RETURN(auto test, OpenData("test_data", absl::GetFlag(FLAGS_test_data), format));
+  TESSERA_ASSIGN_OR_RETURN(auto train,
+                           OpenData("train_data", absl::GetFlag(FLAGS_train_data), format));
+  TESSERA_ASSIGN_OR_RETURN(auto test,
+                           OpenData("test_data", absl::GetFlag(FLAGS_test_data), format));
   const ExampleSchema schema = train->schema();
-  ASSIGN_OR_RETURN(job.train, Dataset::FromSource(std::move(train)));
-  ASSIGN_OR_RETURN(job.test, Dataset::FromSource(std::move(test)));
+  TESSERA_ASSIGN_OR_RETURN(job.train, Dataset::FromSource(std::move(train)));
+  TESSERA_ASSIGN_OR_RETURN(job.test, Dataset::FromSource(std::move(test)));
 
   DlrmOptions options;
   options.buckets = absl::GetFlag(FLAGS_buckets);
   options.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
-  ASSIGN_OR_RETURN(options.bottom_mlp, ParseLayers("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp)));
-  ASSIGN_OR_RETURN(options.top_mlp, ParseLayers("top_mlp", absl::GetFlag(FLAGS_top_mlp)));
+  TESSERA_ASSIGN_OR_RETURN(options.bottom_mlp,
+                           ParseLayers("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp)));
+  TESSERA_ASSIGN_OR_RETURN(options.top_mlp, ParseLayers("top_mlp", absl::GetFlag(FLAGS_top_mlp)));
   options.seed = flags.seed;
-  ASSIGN_OR_RETURN(job.model, DlrmModel(schema, options));
+  TESSERA_ASSIGN_OR_RETURN(job.model, DlrmModel(schema, options));
   job.optimizer = {"adagrad",
                    {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
                     {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
-  ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
-                                            job.train, job.batch_size));
+  TESSERA_ASSIGN_OR_RETURN(
+      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
+                               job.batch_size));
   std::printf(
       "dlrm: %lld train / %lld test examples; %zu tables of %lld x %lld; %lld steps of "
       "%lld, adagrad lr %g\n",

@@ -37,29 +37,30 @@ namespace tessera {
 namespace {
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
+  TESSERA_ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
   TrainingJob job;
   job.name = "fashion_mnist";
   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  TESSERA_ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   // The data: the IDX files, optionally only the first --train_examples training images.
   const std::string dir = absl::GetFlag(FLAGS_data_dir);
-  ASSIGN_OR_RETURN(job.train, LoadFashionMnist(FashionMnistSplit::kTrain, dir));
-  ASSIGN_OR_RETURN(job.test, LoadFashionMnist(FashionMnistSplit::kTest, dir));
+  TESSERA_ASSIGN_OR_RETURN(job.train, LoadFashionMnist(FashionMnistSplit::kTrain, dir));
+  TESSERA_ASSIGN_OR_RETURN(job.test, LoadFashionMnist(FashionMnistSplit::kTest, dir));
   if (const int64_t n = absl::GetFlag(FLAGS_train_examples); n > 0 && n < job.train.size()) {
-    ASSIGN_OR_RETURN(Batch first, job.train.Slice(0, n));
-    ASSIGN_OR_RETURN(job.train, Dataset::Create(std::move(first)));
+    TESSERA_ASSIGN_OR_RETURN(Batch first, job.train.Slice(0, n));
+    TESSERA_ASSIGN_OR_RETURN(job.train, Dataset::Create(std::move(first)));
   }
 
   // The model: the MLP, trained by Adam.
   MlpModelOptions model_options;
   model_options.seed = flags.seed;
-  ASSIGN_OR_RETURN(job.model, MlpModelSpec(model_options));
+  TESSERA_ASSIGN_OR_RETURN(job.model, MlpModelSpec(model_options));
   job.optimizer = {"adam", {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}}};
 
-  ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
-                                            job.train, job.batch_size));
+  TESSERA_ASSIGN_OR_RETURN(
+      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
+                               job.batch_size));
   std::printf("fashion_mnist: MLP 784-256-128-10, adam lr %g, %lld train / %lld test images, "
               "%lld steps of %lld\n",
               absl::GetFlag(FLAGS_learning_rate), static_cast<long long>(job.train.size()),

@@ -52,11 +52,11 @@ namespace tessera {
 namespace {
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
+  TESSERA_ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
   TrainingJob job;
   job.name = "recsys";
   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  TESSERA_ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   // The data: clicks drawn from a planted model.
   RecsysConfig data_config;
@@ -64,7 +64,7 @@ absl::Status Run() {
   data_config.num_items = absl::GetFlag(FLAGS_items);
   data_config.num_train = absl::GetFlag(FLAGS_train_examples);
   data_config.num_test = absl::GetFlag(FLAGS_test_examples);
-  ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(data_config));
+  TESSERA_ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(data_config));
   job.train = data.train;
   job.test = data.test;
 
@@ -75,13 +75,14 @@ absl::Status Run() {
   model_options.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
   model_options.hidden_units = absl::GetFlag(FLAGS_hidden);
   model_options.seed = flags.seed;
-  ASSIGN_OR_RETURN(job.model, RecsysModelSpec(model_options));
+  TESSERA_ASSIGN_OR_RETURN(job.model, RecsysModelSpec(model_options));
   job.optimizer = {"adagrad",
                    {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
                     {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
 
-  ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
-                                            job.train, job.batch_size));
+  TESSERA_ASSIGN_OR_RETURN(
+      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
+                               job.batch_size));
   std::printf("recsys: U=%lld I=%lld D=%lld hidden=%lld, %lld train / %lld test examples, "
               "Bayes AUC %.4f\n",
               static_cast<long long>(data_config.num_users),

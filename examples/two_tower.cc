@@ -72,11 +72,11 @@ absl::StatusOr<ModelSpec> TwoTowerModel(int64_t user_buckets, int64_t items, int
 }
 
 absl::Status Run() {
-  ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
+  TESSERA_ASSIGN_OR_RETURN(const TrainingFlags flags, ReadTrainingFlags());
   TrainingJob job;
   job.name = "two_tower";
   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
+  TESSERA_ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   RecsysConfig data_config;
   data_config.num_users = absl::GetFlag(FLAGS_users);
@@ -84,19 +84,20 @@ absl::Status Run() {
   data_config.num_train = absl::GetFlag(FLAGS_train_examples);
   data_config.num_test = absl::GetFlag(FLAGS_test_examples);
   data_config.history_length = absl::GetFlag(FLAGS_history_length);
-  ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(data_config));
+  TESSERA_ASSIGN_OR_RETURN(const RecsysData data, GenerateRecsysData(data_config));
   job.train = data.train;
   job.test = data.test;
 
-  ASSIGN_OR_RETURN(job.model,
-                   TwoTowerModel(absl::GetFlag(FLAGS_user_buckets), data_config.num_items,
-                                 absl::GetFlag(FLAGS_embedding_dim), absl::GetFlag(FLAGS_hidden),
-                                 data_config.history_length > 0, flags.seed));
+  TESSERA_ASSIGN_OR_RETURN(
+      job.model, TwoTowerModel(absl::GetFlag(FLAGS_user_buckets), data_config.num_items,
+                               absl::GetFlag(FLAGS_embedding_dim), absl::GetFlag(FLAGS_hidden),
+                               data_config.history_length > 0, flags.seed));
   job.optimizer = {
       "adagrad",
       {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}, {"initial_accumulator_value", 0.0}}};
-  ASSIGN_OR_RETURN(job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs),
-                                            job.train, job.batch_size));
+  TESSERA_ASSIGN_OR_RETURN(
+      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
+                               job.batch_size));
   std::printf(
       "two_tower: %lld users hashed into %lld rows, %lld items, history of %lld; "
       "%lld train / %lld test examples, Bayes AUC %.4f\n",

@@ -4,7 +4,7 @@
 //   HttpServer server([](const HttpRequest& r) { return HttpResponse{200, "{}"}; },
 //                     [](int status, absl::string_view why) { return ErrorBody(why); },
 //                     HttpServerOptions{});
-//   ASSIGN_OR_RETURN(int port, server.Bind("127.0.0.1", 0));   // 0: any free port
+//   TESSERA_ASSIGN_OR_RETURN(int port, server.Bind("127.0.0.1", 0));   // 0: any free port
 //   std::thread thread([&] { server.Run(); });                   // serves until Stop
 //   ...
 //   server.Stop();

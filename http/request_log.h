@@ -11,8 +11,9 @@
 // server makes itself before a request line is complete (a connection refused at the limit, a
 // malformed request line) shows "-" for the method and target.
 //
-//   ASSIGN_OR_RETURN(std::unique_ptr<RequestLog> log, RequestLog::Open("/var/log/serve.log"));
-//   options.request_log = log.get();           // HttpServerOptions; the log outlives the server
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RequestLog> log,
+//   RequestLog::Open("/var/log/serve.log")); options.request_log = log.get();           //
+//   HttpServerOptions; the log outlives the server
 //
 // Note [Request log off the loop]: Record formats a line into a buffer the loop thread owns
 // (the time's text is made once a second); Flush, at the end of each turn of the loop, hands

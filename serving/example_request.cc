@@ -264,13 +264,13 @@ absl::StatusOr<std::map<std::string, Json>> ContextFeatures(const InstanceFormat
                                                      "'; the signature's inputs are ",
                                                      InputList(format)));
     }
-    ASSIGN_OR_RETURN(Json instance_value, InstanceValue(*input, std::move(value)));
+    TESSERA_ASSIGN_OR_RETURN(Json instance_value, InstanceValue(*input, std::move(value)));
     features.emplace(name, std::move(instance_value));
   }
   // A context value is checked once, here, rather than in every example.
   for (const auto& [name, value] : features) {
     InputColumn column(*FindInput(format, name));
-    RETURN_IF_ERROR(Annotate(column.Append(value), "context"));
+    TESSERA_RETURN_IF_ERROR(Annotate(column.Append(value), "context"));
   }
   return features;
 }
@@ -294,11 +294,11 @@ absl::StatusOr<ExampleRequest> ReadExampleRequest(
     InstanceFormat::Method method, const PredictLimits& limits) {
   ExampleShape shape;
   if (!Json::sax_parse(body.begin(), body.end(), &shape)) return shape.error();
-  RETURN_IF_ERROR(shape.Check(method));
-  ASSIGN_OR_RETURN(const InstanceFormat* format,
-                   ChooseSignature(formats, method, shape.signature()));
+  TESSERA_RETURN_IF_ERROR(shape.Check(method));
+  TESSERA_ASSIGN_OR_RETURN(const InstanceFormat* format,
+                           ChooseSignature(formats, method, shape.signature()));
   using Features = std::map<std::string, Json>;
-  ASSIGN_OR_RETURN(const Features context, ContextFeatures(*format, shape.TakeContext()));
+  TESSERA_ASSIGN_OR_RETURN(const Features context, ContextFeatures(*format, shape.TakeContext()));
   if (shape.examples() > limits.max_instances) {
     return absl::ResourceExhaustedError(absl::StrCat("the request has ", shape.examples(),
                                                      " examples; this server takes at most ",
@@ -329,10 +329,11 @@ absl::StatusOr<ExampleRequest> ReadExampleRequest(
                          return absl::InvalidArgumentError(
                              absl::StrCat("feature '", name, "' is in \"context\" too"));
                        }
-                       ASSIGN_OR_RETURN(instance[name], InstanceValue(*input, std::move(value)));
+                       TESSERA_ASSIGN_OR_RETURN(instance[name],
+                                                InstanceValue(*input, std::move(value)));
                      }
                      for (const auto& [name, value] : context) instance[name] = value;
-                     RETURN_IF_ERROR(builder.Add(instance));
+                     TESSERA_RETURN_IF_ERROR(builder.Add(instance));
                      if (builder.size() == kInstancesPerBatch) {
                        request.batches.push_back(builder.Take());
                        builder.Reserve(std::min(request.size - index - 1, kInstancesPerBatch));
@@ -340,7 +341,7 @@ absl::StatusOr<ExampleRequest> ReadExampleRequest(
                      return absl::OkStatus();
                    });
   Json::sax_parse(body.begin(), body.end(), &reader);  // stops after the examples
-  RETURN_IF_ERROR(reader.status());
+  TESSERA_RETURN_IF_ERROR(reader.status());
   if (builder.size() > 0) request.batches.push_back(builder.Take());
   return request;
 }

@@ -14,7 +14,7 @@
 // "serving_default" when it is of that method, else the model's own "classification" or
 // "regression" signature (classify_signatures.h).
 //
-//   ASSIGN_OR_RETURN(ExampleRequest request,
+//   TESSERA_ASSIGN_OR_RETURN(ExampleRequest request,
 //                    ReadExampleRequest(body, formats, InstanceFormat::Method::kClassify, limits));
 //
 // Errors (the first that applies): InvalidArgument "malformed JSON: ..."; InvalidArgument for a

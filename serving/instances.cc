@@ -54,7 +54,7 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
                                                   const ModelSpec& spec) {
   const std::string context = absl::StrCat("signature '", signature.name, "'");
   const absl::StatusOr<ResolvedGraph> resolved = ResolveModelSpec(spec);
-  RETURN_IF_ERROR(Annotate(resolved.status(), context));
+  TESSERA_RETURN_IF_ERROR(Annotate(resolved.status(), context));
   const ResolvedGraph& graph = *resolved;
   const std::map<std::string, int64_t> id_limits = IdLimits(spec, graph);
   InstanceFormat format;
@@ -76,13 +76,13 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
     if (input.is_id_input()) {
       const std::vector<int64_t> shape =
           input.kind == InputKind::kIds ? std::vector<int64_t>{-1} : std::vector<int64_t>{-1, -1};
-      RETURN_IF_ERROR(Annotate(CheckTensor(in, DType::kInt64, shape, "input"), context));
+      TESSERA_RETURN_IF_ERROR(Annotate(CheckTensor(in, DType::kInt64, shape, "input"), context));
       auto limit = id_limits.find(in.name);
       input.id_limit = limit == id_limits.end() || input.hash_buckets > 0
                            ? std::numeric_limits<int64_t>::max()
                            : limit->second;
     } else {
-      RETURN_IF_ERROR(
+      TESSERA_RETURN_IF_ERROR(
           Annotate(CheckTensor(in, DType::kFloat32, {-1, input.width}, "input"), context));
     }
     format.inputs.push_back(std::move(input));
@@ -105,7 +105,8 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
           absl::StrCat(context, ": output '", out.name, "' appears twice"));
     }
     const int64_t width = graph.value_widths[value->second];
-    RETURN_IF_ERROR(Annotate(CheckTensor(out, DType::kFloat32, {-1, width}, "output"), context));
+    TESSERA_RETURN_IF_ERROR(
+        Annotate(CheckTensor(out, DType::kFloat32, {-1, width}, "output"), context));
     format.outputs.push_back({out.name, width, InstanceFormat::Output::Kind::kModel, out.name});
   }
   return format;
@@ -115,12 +116,12 @@ absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
     const ModelDescription& model) {
   std::map<std::string, InstanceFormat> formats;
   for (const Signature& signature : model.signatures) {
-    ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
+    TESSERA_ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
     formats.emplace(signature.name, std::move(format));
   }
   if (formats.count(kServingDefault) == 0) {
-    ASSIGN_OR_RETURN(const Signature signature, ServingSignature(model.spec));
-    ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
+    TESSERA_ASSIGN_OR_RETURN(const Signature signature, ServingSignature(model.spec));
+    TESSERA_ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
     formats.emplace(kServingDefault, std::move(format));
   }
   for (InstanceFormat& format : ClassifySignatures(model.spec, formats.at(kServingDefault))) {
@@ -195,7 +196,7 @@ absl::Status InputColumn::Append(const Json& value) {
   switch (input_->kind) {
     case InputKind::kIds: {
       int64_t id = 0;
-      RETURN_IF_ERROR(ParseIdValue(*input_, value, id));
+      TESSERA_RETURN_IF_ERROR(ParseIdValue(*input_, value, id));
       ids_.push_back(id);
       break;
     }
@@ -263,7 +264,7 @@ absl::Status InputColumn::Append(const Json& value) {
       break;
     }
     case InputKind::kDense:
-      RETURN_IF_ERROR(ParseDenseValue(*input_, value, row_));
+      TESSERA_RETURN_IF_ERROR(ParseDenseValue(*input_, value, row_));
       dense_.insert(dense_.end(), row_.begin(), row_.end());
       break;
   }
@@ -445,7 +446,7 @@ absl::StatusOr<Json> Predictions::Value(size_t o, int64_t b) const {
 }
 
 absl::StatusOr<float> Predictions::Number(size_t o, int64_t b) const {
-  ASSIGN_OR_RETURN(const Json values, Value(o, b));
+  TESSERA_ASSIGN_OR_RETURN(const Json values, Value(o, b));
   if (values.empty() || !values[0].is_number()) {
     return absl::InternalError(
         absl::StrCat("output '", format_->outputs[o].name, "' holds no number"));
@@ -456,13 +457,14 @@ absl::StatusOr<float> Predictions::Number(size_t o, int64_t b) const {
 absl::StatusOr<Json> PredictionRows(const std::map<std::string, Tensor>& outputs,
                                     const InstanceFormat& format, int64_t batch_size,
                                     bool bare_single_output) {
-  ASSIGN_OR_RETURN(const Predictions predictions, Predictions::Of(outputs, format, batch_size));
+  TESSERA_ASSIGN_OR_RETURN(const Predictions predictions,
+                           Predictions::Of(outputs, format, batch_size));
   const bool bare = bare_single_output && format.outputs.size() == 1;
   Json rows = Json::array();
   for (int64_t b = 0; b < batch_size; ++b) {
     Json prediction = bare ? Json::array() : Json::object();
     for (size_t o = 0; o < format.outputs.size(); ++o) {
-      ASSIGN_OR_RETURN(Json values, predictions.Value(o, b));
+      TESSERA_ASSIGN_OR_RETURN(Json values, predictions.Value(o, b));
       if (bare) {
         prediction = std::move(values);
       } else {

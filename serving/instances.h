@@ -19,11 +19,12 @@
 // (classify_signatures.h).
 //
 // Example:
-//   ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
+//   TESSERA_ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
 //   BatchBuilder builder(format);
-//   for (const Json& instance : instances) RETURN_IF_ERROR(builder.Add(instance));
-//   ASSIGN_OR_RETURN(auto outputs, predictor.Predict(builder.Take()));
-//   ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format, n, /*bare_single_output=*/true));
+//   for (const Json& instance : instances) TESSERA_RETURN_IF_ERROR(builder.Add(instance));
+//   TESSERA_ASSIGN_OR_RETURN(auto outputs, predictor.Predict(builder.Take()));
+//   TESSERA_ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format, n,
+//   /*bare_single_output=*/true));
 //
 // Thread-safety: InstanceFormat is a plain value; a BatchBuilder is used by one thread.
 #pragma once

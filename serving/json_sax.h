@@ -13,7 +13,7 @@
 //   RowReader rows("instances", /*occurrence=*/1, "instance", format,
 //                  [&](Json instance, int64_t i) { return builder.Add(instance); });
 //   Json::sax_parse(body.begin(), body.end(), &rows);   // stops after the array, or an error
-//   RETURN_IF_ERROR(rows.status());
+//   TESSERA_RETURN_IF_ERROR(rows.status());
 //
 // Thread-safety: a ValueBuilder is used by one thread.
 #pragma once

@@ -33,7 +33,7 @@ class TextParser {
 
   absl::StatusOr<std::vector<TextField>> Parse() {
     std::vector<TextField> fields;
-    RETURN_IF_ERROR(Fields(fields, '\0', 0));
+    TESSERA_RETURN_IF_ERROR(Fields(fields, '\0', 0));
     return fields;
   }
 
@@ -140,7 +140,7 @@ class TextParser {
     if (c == '"' || c == '\'') {
       field.quoted = true;
       while (Peek() == '"' || Peek() == '\'') {
-        ASSIGN_OR_RETURN(std::string part, String());
+        TESSERA_ASSIGN_OR_RETURN(std::string part, String());
         field.value += part;
       }
       return absl::OkStatus();
@@ -177,7 +177,7 @@ class TextParser {
       if (c == '{' || c == '<') {
         ++at_;
         TextField field{name, line, true, "", false, {}};
-        RETURN_IF_ERROR(Fields(field.fields, c == '{' ? '}' : '>', depth + 1));
+        TESSERA_RETURN_IF_ERROR(Fields(field.fields, c == '{' ? '}' : '>', depth + 1));
         fields.push_back(std::move(field));
       } else if (!colon) {
         return Error(absl::StrCat("expected ':' or '{' after '", name, "'"));
@@ -188,7 +188,7 @@ class TextParser {
         } else {
           while (true) {
             TextField field{name, line_, false, "", false, {}};
-            RETURN_IF_ERROR(Scalar(field));
+            TESSERA_RETURN_IF_ERROR(Scalar(field));
             fields.push_back(std::move(field));
             c = Peek();
             ++at_;
@@ -199,7 +199,7 @@ class TextParser {
         }
       } else {
         TextField field{name, line, false, "", false, {}};
-        RETURN_IF_ERROR(Scalar(field));
+        TESSERA_RETURN_IF_ERROR(Scalar(field));
         fields.push_back(std::move(field));
       }
       c = Peek();
@@ -293,7 +293,7 @@ class Message {
 
 absl::StatusOr<VersionPolicy> ParsePolicy(const TextField& policy_field, absl::string_view file) {
   const Message policy(policy_field, file);
-  RETURN_IF_ERROR(policy.CheckFields({"latest", "all", "specific"}, {}, {}));
+  TESSERA_RETURN_IF_ERROR(policy.CheckFields({"latest", "all", "specific"}, {}, {}));
   if (policy_field.fields.size() != 1) {
     return policy.Error(policy_field,
                         "model_version_policy needs exactly one of latest, all or specific");
@@ -306,19 +306,19 @@ absl::StatusOr<VersionPolicy> ParsePolicy(const TextField& policy_field, absl::s
   const Message choice(choice_field, file);
   VersionPolicy result;
   if (choice_field.name == "all") {
-    RETURN_IF_ERROR(choice.CheckFields({}, {}, {}));
+    TESSERA_RETURN_IF_ERROR(choice.CheckFields({}, {}, {}));
     result.kind = VersionPolicy::Kind::kAll;
   } else if (choice_field.name == "latest") {
-    RETURN_IF_ERROR(choice.CheckFields({"num_versions"}, {}, {}));
+    TESSERA_RETURN_IF_ERROR(choice.CheckFields({"num_versions"}, {}, {}));
     result.kind = VersionPolicy::Kind::kLatest;
     if (const TextField* n = choice.Find("num_versions")) {
-      ASSIGN_OR_RETURN(result.latest, choice.Integer(*n, 1));
+      TESSERA_ASSIGN_OR_RETURN(result.latest, choice.Integer(*n, 1));
     }
   } else {
-    RETURN_IF_ERROR(choice.CheckFields({"versions"}, {}, {"versions"}));
+    TESSERA_RETURN_IF_ERROR(choice.CheckFields({"versions"}, {}, {"versions"}));
     result.kind = VersionPolicy::Kind::kSpecific;
     for (const TextField& v : choice_field.fields) {
-      ASSIGN_OR_RETURN(const int64_t version, choice.Integer(v, 0));
+      TESSERA_ASSIGN_OR_RETURN(const int64_t version, choice.Integer(v, 0));
       result.specific.insert(version);
     }
     if (result.specific.empty()) {
@@ -331,13 +331,13 @@ absl::StatusOr<VersionPolicy> ParsePolicy(const TextField& policy_field, absl::s
 absl::StatusOr<ModelConfig> ParseConfig(const TextField& config_field, int index,
                                         absl::string_view file) {
   const Message config(config_field, file);
-  RETURN_IF_ERROR(config.CheckFields(
+  TESSERA_RETURN_IF_ERROR(config.CheckFields(
       {"name", "base_path", "model_platform", "model_version_policy"},
       {"model_type", "version_labels", "logging_config", "servable_versions_always_present"}, {}));
   ModelConfig result;
-  ASSIGN_OR_RETURN(const std::string* name, config.String("name"));
-  ASSIGN_OR_RETURN(const std::string* base_path, config.String("base_path"));
-  ASSIGN_OR_RETURN(const std::string* platform, config.String("model_platform"));
+  TESSERA_ASSIGN_OR_RETURN(const std::string* name, config.String("name"));
+  TESSERA_ASSIGN_OR_RETURN(const std::string* base_path, config.String("base_path"));
+  TESSERA_ASSIGN_OR_RETURN(const std::string* platform, config.String("model_platform"));
   const std::string which = absl::StrCat("config ", index + 1);
   if (name == nullptr) return config.Error(config_field, absl::StrCat(which, " has no name"));
   if (absl::Status status = CheckModelName(*name); !status.ok()) {
@@ -353,9 +353,9 @@ absl::StatusOr<ModelConfig> ParseConfig(const TextField& config_field, int index
   }
   result.name = *name;
   result.base_path = *base_path;
-  ASSIGN_OR_RETURN(const TextField* policy, config.Submessage("model_version_policy"));
+  TESSERA_ASSIGN_OR_RETURN(const TextField* policy, config.Submessage("model_version_policy"));
   if (policy != nullptr) {
-    ASSIGN_OR_RETURN(result.policy, ParsePolicy(*policy, file));
+    TESSERA_ASSIGN_OR_RETURN(result.policy, ParsePolicy(*policy, file));
   }
   return result;
 }
@@ -370,25 +370,25 @@ absl::Status CheckModelName(const std::string& name) {
 
 absl::StatusOr<std::vector<ModelConfig>> ParseModelConfig(absl::string_view text,
                                                           absl::string_view file) {
-  ASSIGN_OR_RETURN(const std::vector<TextField> top, TextParser(text, file).Parse());
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<TextField> top, TextParser(text, file).Parse());
   const TextField root{"the model config", 1, true, "", false, top};
   const Message server(root, file);
-  RETURN_IF_ERROR(server.CheckFields({"model_config_list"}, {"custom_model_config"}, {}));
-  ASSIGN_OR_RETURN(const TextField* list_field, server.Submessage("model_config_list"));
+  TESSERA_RETURN_IF_ERROR(server.CheckFields({"model_config_list"}, {"custom_model_config"}, {}));
+  TESSERA_ASSIGN_OR_RETURN(const TextField* list_field, server.Submessage("model_config_list"));
   if (list_field == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(file, ": no model_config_list { config { ... } }"));
   }
   const Message list(*list_field, file);
-  RETURN_IF_ERROR(list.CheckFields({"config"}, {}, {"config"}));
+  TESSERA_RETURN_IF_ERROR(list.CheckFields({"config"}, {}, {"config"}));
   std::vector<ModelConfig> configs;
   std::map<std::string, int> lines;
   for (const TextField& config : list_field->fields) {
     if (!config.message) {
       return list.Error(config, "'config' must be a message: config { ... }");
     }
-    ASSIGN_OR_RETURN(ModelConfig parsed,
-                     ParseConfig(config, static_cast<int>(configs.size()), file));
+    TESSERA_ASSIGN_OR_RETURN(ModelConfig parsed,
+                             ParseConfig(config, static_cast<int>(configs.size()), file));
     if (auto [it, inserted] = lines.emplace(parsed.name, config.line); !inserted) {
       return list.Error(config, absl::StrCat("a second model named '", parsed.name,
                                              "' (the first is at line ", it->second, ")"));

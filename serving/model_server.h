@@ -3,7 +3,7 @@
 // (serving_metrics.h) at GET /monitoring/prometheus/metrics.
 //
 //   ModelServer server(service);                               // or (service, options)
-//   ASSIGN_OR_RETURN(int port, server.Bind("127.0.0.1", 0));  // 0: any free port
+//   TESSERA_ASSIGN_OR_RETURN(int port, server.Bind("127.0.0.1", 0));  // 0: any free port
 //   std::thread thread([&] { server.Run(); });                 // serves until Stop
 //   ...
 //   server.Stop();

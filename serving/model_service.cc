@@ -171,10 +171,10 @@ ModelService::ModelService(std::shared_ptr<const ModelRegistry> registry, Predic
 
 absl::StatusOr<std::unique_ptr<ModelService>> ModelService::Create(
     std::unique_ptr<Predictor> predictor, std::string name, PredictLimits limits) {
-  RETURN_IF_ERROR(CheckModelName(name));
+  TESSERA_RETURN_IF_ERROR(CheckModelName(name));
   const int64_t step = predictor->model().step;
-  ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
-                   ServedVersion::Create(std::move(predictor), step));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const ServedVersion> version,
+                           ServedVersion::Create(std::move(predictor), step));
   auto registry = std::make_shared<ModelRegistry>();
   registry->Set(
       {name, {{step, std::move(version)}}, {{step, VersionState::kAvailable, absl::OkStatus()}}});

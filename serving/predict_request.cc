@@ -480,7 +480,7 @@ absl::StatusOr<PredictRequest> ReadPredictRequest(
     const PredictLimits& limits) {
   RequestShape shape;
   if (!Json::sax_parse(body.begin(), body.end(), &shape)) return shape.error();
-  RETURN_IF_ERROR(shape.Check());
+  TESSERA_RETURN_IF_ERROR(shape.Check());
   auto format = formats.find(shape.signature());
   if (format == formats.end()) {
     return absl::InvalidArgumentError(
@@ -491,11 +491,11 @@ absl::StatusOr<PredictRequest> ReadPredictRequest(
   request.format = &format->second;
   request.columnar = shape.columnar();
   if (shape.columnar()) {
-    ASSIGN_OR_RETURN(request.size, shape.CheckColumns(format->second));
+    TESSERA_ASSIGN_OR_RETURN(request.size, shape.CheckColumns(format->second));
     if (request.size > limits.max_instances) return TooMany(request.size, limits);
     ColumnReader reader(format->second, shape, request.size);
     Json::sax_parse(body.begin(), body.end(), &reader);  // stops after the columns
-    RETURN_IF_ERROR(reader.status());
+    TESSERA_RETURN_IF_ERROR(reader.status());
     request.batches = reader.TakeBatches();
     return request;
   }
@@ -505,7 +505,7 @@ absl::StatusOr<PredictRequest> ReadPredictRequest(
   builder.Reserve(std::min(request.size, kInstancesPerBatch));
   RowReader reader("instances", shape.instances_field(), "instance", format->second,
                    [&](Json instance, int64_t index) -> absl::Status {
-                     RETURN_IF_ERROR(builder.Add(instance));
+                     TESSERA_RETURN_IF_ERROR(builder.Add(instance));
                      if (builder.size() == kInstancesPerBatch) {
                        request.batches.push_back(builder.Take());
                        builder.Reserve(std::min(request.size - index - 1, kInstancesPerBatch));
@@ -513,7 +513,7 @@ absl::StatusOr<PredictRequest> ReadPredictRequest(
                      return absl::OkStatus();
                    });
   Json::sax_parse(body.begin(), body.end(), &reader);  // stops after the instances
-  RETURN_IF_ERROR(reader.status());
+  TESSERA_RETURN_IF_ERROR(reader.status());
   if (builder.size() > 0) request.batches.push_back(builder.Take());
   return request;
 }

@@ -8,9 +8,9 @@
 // An instance, and a value of a column, is what instances.h says (an integer id, an array of
 // `width` numbers); a column holds one value per instance, and every column as many.
 //
-//   ASSIGN_OR_RETURN(PredictRequest request, ReadPredictRequest(body, formats, limits));
+//   TESSERA_ASSIGN_OR_RETURN(PredictRequest request, ReadPredictRequest(body, formats, limits));
 //   for (const Batch& batch : request.batches) {
-//     ASSIGN_OR_RETURN(auto outputs, predictor.Predict(batch));
+//     TESSERA_ASSIGN_OR_RETURN(auto outputs, predictor.Predict(batch));
 //     ...   // answered as "predictions" (row) or "outputs" (request.columnar)
 //   }
 //

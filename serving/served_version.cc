@@ -30,12 +30,12 @@ absl::StatusOr<std::string> Results(
   bool first = true;
   for (Batch& batch : request.batches) {
     const int64_t size = batch.size;
-    ASSIGN_OR_RETURN(auto outputs, predictor.Predict(batch));
+    TESSERA_ASSIGN_OR_RETURN(auto outputs, predictor.Predict(batch));
     batch = Batch();
-    ASSIGN_OR_RETURN(const Predictions predictions,
-                     Predictions::Of(outputs, *request.format, size));
+    TESSERA_ASSIGN_OR_RETURN(const Predictions predictions,
+                             Predictions::Of(outputs, *request.format, size));
     for (int64_t b = 0; b < size; ++b) {
-      ASSIGN_OR_RETURN(const Json value, result(predictions, b));
+      TESSERA_ASSIGN_OR_RETURN(const Json value, result(predictions, b));
       if (!first) reply += ',';
       reply += DumpJson(value);
       first = false;
@@ -49,14 +49,14 @@ absl::StatusOr<std::string> Results(
 
 absl::StatusOr<std::shared_ptr<const ServedVersion>> ServedVersion::Create(
     std::unique_ptr<Predictor> predictor, int64_t version) {
-  ASSIGN_OR_RETURN(auto formats, ModelInstanceFormats(predictor->model()));
+  TESSERA_ASSIGN_OR_RETURN(auto formats, ModelInstanceFormats(predictor->model()));
   return std::shared_ptr<const ServedVersion>(
       new ServedVersion(std::move(predictor), version, std::move(formats)));
 }
 
 absl::StatusOr<std::string> ServedVersion::Predict(absl::string_view body,
                                                    const PredictLimits& limits) const {
-  ASSIGN_OR_RETURN(PredictRequest request, ReadPredictRequest(body, formats_, limits));
+  TESSERA_ASSIGN_OR_RETURN(PredictRequest request, ReadPredictRequest(body, formats_, limits));
   const InstanceFormat& format = *request.format;
   if (!request.columnar) {
     // {"predictions": [...]}, written a batch at a time (Note [Bounded predict requests]).
@@ -64,10 +64,10 @@ absl::StatusOr<std::string> ServedVersion::Predict(absl::string_view body,
     bool first = true;
     for (Batch& batch : request.batches) {
       const int64_t size = batch.size;
-      ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
+      TESSERA_ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
       batch = Batch();
-      ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format, size,
-                                                 /*bare_single_output=*/true));
+      TESSERA_ASSIGN_OR_RETURN(Json rows, PredictionRows(outputs, format, size,
+                                                         /*bare_single_output=*/true));
       for (const Json& row : rows) {
         if (!first) reply += ',';
         reply += DumpJson(row);
@@ -81,12 +81,12 @@ absl::StatusOr<std::string> ServedVersion::Predict(absl::string_view body,
   std::vector<std::string> columns(format.outputs.size());
   for (Batch& batch : request.batches) {
     const int64_t size = batch.size;
-    ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
+    TESSERA_ASSIGN_OR_RETURN(auto outputs, predictor_->Predict(batch));
     batch = Batch();
-    ASSIGN_OR_RETURN(const Predictions predictions, Predictions::Of(outputs, format, size));
+    TESSERA_ASSIGN_OR_RETURN(const Predictions predictions, Predictions::Of(outputs, format, size));
     for (size_t o = 0; o < columns.size(); ++o) {
       for (int64_t b = 0; b < size; ++b) {
-        ASSIGN_OR_RETURN(const Json value, predictions.Value(o, b));
+        TESSERA_ASSIGN_OR_RETURN(const Json value, predictions.Value(o, b));
         if (!columns[o].empty()) columns[o] += ',';
         columns[o] += DumpJson(value);
       }
@@ -105,15 +105,16 @@ absl::StatusOr<std::string> ServedVersion::Predict(absl::string_view body,
 
 absl::StatusOr<std::string> ServedVersion::Classify(absl::string_view body,
                                                     const PredictLimits& limits) const {
-  ASSIGN_OR_RETURN(ExampleRequest request,
-                   ReadExampleRequest(body, formats_, InstanceFormat::Method::kClassify, limits));
-  ASSIGN_OR_RETURN(const size_t classes, OutputIndex(*request.format, kClassesOutput));
-  ASSIGN_OR_RETURN(const size_t scores, OutputIndex(*request.format, kScoresOutput));
+  TESSERA_ASSIGN_OR_RETURN(
+      ExampleRequest request,
+      ReadExampleRequest(body, formats_, InstanceFormat::Method::kClassify, limits));
+  TESSERA_ASSIGN_OR_RETURN(const size_t classes, OutputIndex(*request.format, kClassesOutput));
+  TESSERA_ASSIGN_OR_RETURN(const size_t scores, OutputIndex(*request.format, kScoresOutput));
   // {"results": [[[label, score], ...] per example]}
   return Results(*predictor_, request,
                  [&](const Predictions& predictions, int64_t b) -> absl::StatusOr<Json> {
-                   ASSIGN_OR_RETURN(const Json labels, predictions.Value(classes, b));
-                   ASSIGN_OR_RETURN(const Json values, predictions.Value(scores, b));
+                   TESSERA_ASSIGN_OR_RETURN(const Json labels, predictions.Value(classes, b));
+                   TESSERA_ASSIGN_OR_RETURN(const Json values, predictions.Value(scores, b));
                    Json pairs = Json::array();
                    for (size_t c = 0; c < labels.size() && c < values.size(); ++c) {
                      pairs.push_back(Json::array({labels[c], values[c]}));
@@ -124,13 +125,14 @@ absl::StatusOr<std::string> ServedVersion::Classify(absl::string_view body,
 
 absl::StatusOr<std::string> ServedVersion::Regress(absl::string_view body,
                                                    const PredictLimits& limits) const {
-  ASSIGN_OR_RETURN(ExampleRequest request,
-                   ReadExampleRequest(body, formats_, InstanceFormat::Method::kRegress, limits));
-  ASSIGN_OR_RETURN(const size_t output, OutputIndex(*request.format, kRegressionOutput));
+  TESSERA_ASSIGN_OR_RETURN(
+      ExampleRequest request,
+      ReadExampleRequest(body, formats_, InstanceFormat::Method::kRegress, limits));
+  TESSERA_ASSIGN_OR_RETURN(const size_t output, OutputIndex(*request.format, kRegressionOutput));
   // {"results": [value per example]}
   return Results(*predictor_, request,
                  [&](const Predictions& predictions, int64_t b) -> absl::StatusOr<Json> {
-                   ASSIGN_OR_RETURN(const float value, predictions.Number(output, b));
+                   TESSERA_ASSIGN_OR_RETURN(const float value, predictions.Number(output, b));
                    return Json(value);
                  });
 }

@@ -7,8 +7,8 @@
 //   Classify  {"examples": [...]}  -> {"results": [[["0", 0.43], ["1", 0.57]], ...]}
 //   Regress   {"examples": [...]}  -> {"results": [0.57, ...]}
 //
-//   ASSIGN_OR_RETURN(auto version, ServedVersion::Create(std::move(predictor), 3));
-//   ASSIGN_OR_RETURN(std::string reply, version->Predict(body, limits));
+//   TESSERA_ASSIGN_OR_RETURN(auto version, ServedVersion::Create(std::move(predictor), 3));
+//   TESSERA_ASSIGN_OR_RETURN(std::string reply, version->Predict(body, limits));
 //
 // A reply is written a batch of kInstancesPerBatch at a time and never held as a JSON tree of
 // the whole (Note [Bounded predict requests], Note [Out of memory] in http_server.cc).

@@ -42,7 +42,7 @@ std::set<int64_t> Choose(const VersionPolicy& policy, const std::vector<int64_t>
 
 absl::StatusOr<std::shared_ptr<const ServedVersion>> Load(const std::string& dir, int64_t version,
                                                           Env* env) {
-  ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor, LoadPredictor(dir, env));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Predictor> predictor, LoadPredictor(dir, env));
   return ServedVersion::Create(std::move(predictor), version);
 }
 

@@ -7,13 +7,14 @@
 //
 //   ModelRegistry registry;
 //   VersionWatcher watcher({{"recsys", "/models/recsys", VersionPolicy{}}}, registry);
-//   RETURN_IF_ERROR(watcher.Poll());            // the first poll: NotFound for a missing base path
-//   watcher.Start(std::chrono::seconds(1));      // then every second on a thread, until Stop
+//   TESSERA_RETURN_IF_ERROR(watcher.Poll());            // the first poll: NotFound for a missing
+//   base path watcher.Start(std::chrono::seconds(1));      // then every second on a thread, until
+//   Stop
 //
 // Note [Versions appear whole]: a version is its model.tsr, and exports write that file whole
-// under a temporary name and rename it into place (schema/serving/model_io.h), so a version directory
-// is either without model.tsr (being written: ignored, looked at again at the next poll) or
-// complete. A version whose model.tsr cannot be loaded (a corrupt file, or one copied in place
+// under a temporary name and rename it into place (schema/serving/model_io.h), so a version
+// directory is either without model.tsr (being written: ignored, looked at again at the next poll)
+// or complete. A version whose model.tsr cannot be loaded (a corrupt file, or one copied in place
 // by something other than an export and caught half-written) shows as END with its error in the
 // model's status, is left out of the policy's choice (so the versions served before it stay),
 // and is loaded again once its size changes. A new version is loaded before the one it replaces

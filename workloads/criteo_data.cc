@@ -184,7 +184,7 @@ class DataFileWriter {
   static absl::StatusOr<std::unique_ptr<DataFileWriter>> Open(Env& env, std::string path,
                                                               bool gzip) {
     std::string temporary = absl::StrCat(path, ".tmp");
-    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env.NewWritableFile(temporary));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env.NewWritableFile(temporary));
     auto writer = std::unique_ptr<DataFileWriter>(
         new DataFileWriter(env, std::move(path), std::move(temporary), std::move(file)));
     if (gzip) {
@@ -206,10 +206,10 @@ class DataFileWriter {
   // Writes `text` (consumed: cleared on return).
   absl::Status Write(std::string& text) {
     if (!deflating_) {
-      RETURN_IF_ERROR(file_->WriteAt(offset_, text));
+      TESSERA_RETURN_IF_ERROR(file_->WriteAt(offset_, text));
       offset_ += text.size();
     } else {
-      RETURN_IF_ERROR(Deflate(text, Z_NO_FLUSH));
+      TESSERA_RETURN_IF_ERROR(Deflate(text, Z_NO_FLUSH));
     }
     text.clear();
     return absl::OkStatus();
@@ -219,9 +219,9 @@ class DataFileWriter {
   absl::Status Finish() {
     if (deflating_) {
       std::string none;
-      RETURN_IF_ERROR(Deflate(none, Z_FINISH));
+      TESSERA_RETURN_IF_ERROR(Deflate(none, Z_FINISH));
     }
-    RETURN_IF_ERROR(file_->Close());
+    TESSERA_RETURN_IF_ERROR(file_->Close());
     return env_.RenameFile(temporary_, path_);
   }
 
@@ -244,7 +244,7 @@ class DataFileWriter {
       if (code == Z_STREAM_ERROR) return absl::InternalError("zlib: deflate stream error");
       out_.resize(out_.size() - stream_.avail_out);
       if (!out_.empty()) {
-        RETURN_IF_ERROR(file_->WriteAt(offset_, out_));
+        TESSERA_RETURN_IF_ERROR(file_->WriteAt(offset_, out_));
         offset_ += out_.size();
       }
       // Done when deflate had room to spare: all input taken (and, finishing, the trailer out).
@@ -274,8 +274,8 @@ absl::StatusOr<SplitResult> WriteSplit(const PlantedCriteoModel& model,
                                        const CriteoDataConfig& config, Env& env,
                                        const std::string& path, const char* name, int64_t count,
                                        uint64_t stream, bool keep_logits) {
-  ASSIGN_OR_RETURN(std::unique_ptr<DataFileWriter> writer,
-                   DataFileWriter::Open(env, path, config.gzip));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<DataFileWriter> writer,
+                           DataFileWriter::Open(env, path, config.gzip));
   SplitResult result;
   if (keep_logits) {
     result.logits.reserve(count);
@@ -300,7 +300,7 @@ absl::StatusOr<SplitResult> WriteSplit(const PlantedCriteoModel& model,
       result.log_loss_sum += softplus - (example.label ? x : 0.0);
     }
     model.AppendLine(example, buffer);
-    if (buffer.size() >= kFlushBytes) RETURN_IF_ERROR(writer->Write(buffer));
+    if (buffer.size() >= kFlushBytes) TESSERA_RETURN_IF_ERROR(writer->Write(buffer));
     if (config.progress != nullptr && (e & 0xffff) == 0xffff) {
       const absl::Time now = env.Now();
       if (now >= next_report) {
@@ -312,8 +312,8 @@ absl::StatusOr<SplitResult> WriteSplit(const PlantedCriteoModel& model,
       }
     }
   }
-  RETURN_IF_ERROR(writer->Write(buffer));
-  RETURN_IF_ERROR(writer->Finish());
+  TESSERA_RETURN_IF_ERROR(writer->Write(buffer));
+  TESSERA_RETURN_IF_ERROR(writer->Finish());
   return result;
 }
 
@@ -518,7 +518,7 @@ absl::StatusOr<CriteoDataSummary> WriteCriteoData(const CriteoDataConfig& config
                      " must be >= 0 (num_test at most ", kMaxTestExamples, ")"));
   }
   const absl::Time start = env->Now();
-  RETURN_IF_ERROR(env->CreateDirectories(DirectoryOf(config.output_prefix)));
+  TESSERA_RETURN_IF_ERROR(env->CreateDirectories(DirectoryOf(config.output_prefix)));
   const char* extension = config.gzip ? ".tsv.gz" : ".tsv";
   CriteoDataSummary summary;
   summary.train_path = absl::StrCat(config.output_prefix, ".train", extension);
@@ -528,13 +528,13 @@ absl::StatusOr<CriteoDataSummary> WriteCriteoData(const CriteoDataConfig& config
   summary.test_examples = config.num_test;
 
   const PlantedCriteoModel model = PlantedCriteoModel::Create(config.seed);
-  ASSIGN_OR_RETURN(const SplitResult train,
-                   WriteSplit(model, config, *env, summary.train_path, "train", config.num_train,
-                              kTrainStream, /*keep_logits=*/false));
+  TESSERA_ASSIGN_OR_RETURN(const SplitResult train,
+                           WriteSplit(model, config, *env, summary.train_path, "train",
+                                      config.num_train, kTrainStream, /*keep_logits=*/false));
   summary.train_positives = train.positives;
-  ASSIGN_OR_RETURN(const SplitResult test,
-                   WriteSplit(model, config, *env, summary.test_path, "test", config.num_test,
-                              kTestStream, /*keep_logits=*/true));
+  TESSERA_ASSIGN_OR_RETURN(const SplitResult test,
+                           WriteSplit(model, config, *env, summary.test_path, "test",
+                                      config.num_test, kTestStream, /*keep_logits=*/true));
   summary.test_positives = test.positives;
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   const absl::StatusOr<double> auc = Auc(test.logits, test.labels);
@@ -542,8 +542,9 @@ absl::StatusOr<CriteoDataSummary> WriteCriteoData(const CriteoDataConfig& config
   summary.planted_ctr = config.num_test > 0 ? test.probability_sum / config.num_test : kNaN;
   summary.bayes_log_loss = config.num_test > 0 ? test.log_loss_sum / config.num_test : kNaN;
   summary.seconds = absl::ToDoubleSeconds(env->Now() - start);
-  RETURN_IF_ERROR(WriteFileAtomically(*env, summary.sidecar_path, Sidecar(config, model, summary),
-                                      /*sync_directory=*/false));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomically(*env, summary.sidecar_path,
+                                              Sidecar(config, model, summary),
+                                              /*sync_directory=*/false));
   return summary;
 }
 

@@ -24,7 +24,7 @@
 //   config.num_train = 2'000'000;
 //   config.num_test = 200'000;
 //   config.output_prefix = "/tmp/criteo";  // /tmp/criteo.train.tsv, .test.tsv, .json
-//   ASSIGN_OR_RETURN(CriteoDataSummary summary, WriteCriteoData(config, Env::Default()));
+//   TESSERA_ASSIGN_OR_RETURN(CriteoDataSummary summary, WriteCriteoData(config, Env::Default()));
 //
 // Randomness is Philox (core/base/random.h): the files are a pure function of the seed and the
 // sizes, byte for byte on every platform; the train and test splits are independent draws

@@ -50,7 +50,7 @@ class GzipReader {
       const int64_t want = std::min(size - got, kReadChunkBytes);
       const int n = gzread(file_, out + got, static_cast<unsigned>(want));
       if (n > 0) got += n;
-      RETURN_IF_ERROR(CheckGzip());
+      TESSERA_RETURN_IF_ERROR(CheckGzip());
       if (n <= 0) break;
     }
     if (got == size) return absl::OkStatus();
@@ -68,7 +68,7 @@ class GzipReader {
       const int64_t want = std::min(size - got, kReadChunkBytes);
       std::vector<uint8_t> chunk(want);
       const int n = gzread(file_, chunk.data(), static_cast<unsigned>(want));
-      RETURN_IF_ERROR(CheckGzip());
+      TESSERA_RETURN_IF_ERROR(CheckGzip());
       if (n > 0) {
         chunk.resize(n);
         got += n;
@@ -89,7 +89,7 @@ class GzipReader {
     int64_t total = 0;
     for (;;) {
       const int n = gzread(file_, extra, sizeof(extra));
-      RETURN_IF_ERROR(CheckGzip());
+      TESSERA_RETURN_IF_ERROR(CheckGzip());
       if (n <= 0) break;
       total += n;
     }
@@ -140,7 +140,7 @@ absl::StatusOr<std::vector<int64_t>> ReadIdxHeader(GzipReader& reader, uint32_t 
                                                    int num_dims) {
   std::array<uint8_t, 16> header{};
   const int64_t header_bytes = 4 + 4 * int64_t{num_dims};
-  RETURN_IF_ERROR(reader.ReadExactly(header.data(), header_bytes, "the IDX header"));
+  TESSERA_RETURN_IF_ERROR(reader.ReadExactly(header.data(), header_bytes, "the IDX header"));
   const uint32_t got_magic = BigEndian32(header.data());
   if (got_magic != magic) {
     return absl::DataLossError(
@@ -171,16 +171,16 @@ struct IdxImageBytes {
 };
 
 absl::StatusOr<IdxImageBytes> ReadIdxImageBytes(const std::string& path) {
-  ASSIGN_OR_RETURN(GzipReader reader, GzipReader::Open(path));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxHeader(reader, kIdx3UbyteMagic, 3));
+  TESSERA_ASSIGN_OR_RETURN(GzipReader reader, GzipReader::Open(path));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxHeader(reader, kIdx3UbyteMagic, 3));
   IdxImageBytes images;
   images.count = dims[0];
   images.rows = dims[1];
   images.cols = dims[2];
   const int64_t size = images.count * images.rows * images.cols;
-  ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> chunks,
-                   reader.ReadPayload(size, absl::StrCat(images.count, " images")));
-  RETURN_IF_ERROR(reader.ExpectEnd());
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> chunks,
+                           reader.ReadPayload(size, absl::StrCat(images.count, " images")));
+  TESSERA_RETURN_IF_ERROR(reader.ExpectEnd());
   images.bytes.reserve(size);
   for (std::vector<uint8_t>& chunk : chunks) {
     images.bytes.insert(images.bytes.end(), chunk.begin(), chunk.end());
@@ -228,21 +228,22 @@ class FashionMnistExamples final : public ExampleSource {
 }  // namespace
 
 absl::StatusOr<IdxImages> ReadIdxImages(const std::string& path) {
-  ASSIGN_OR_RETURN(IdxImageBytes images, ReadIdxImageBytes(path));
+  TESSERA_ASSIGN_OR_RETURN(IdxImageBytes images, ReadIdxImageBytes(path));
   const int64_t size = static_cast<int64_t>(images.bytes.size());
   std::vector<float> values(size);
   for (int64_t i = 0; i < size; ++i) values[i] = PixelValue(images.bytes[i]);
-  ASSIGN_OR_RETURN(Tensor pixels, Tensor::FromVector(Shape{images.count, images.rows * images.cols},
-                                                     std::move(values)));
+  TESSERA_ASSIGN_OR_RETURN(
+      Tensor pixels,
+      Tensor::FromVector(Shape{images.count, images.rows * images.cols}, std::move(values)));
   return IdxImages{std::move(pixels), images.rows, images.cols};
 }
 
 absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path) {
-  ASSIGN_OR_RETURN(GzipReader reader, GzipReader::Open(path));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxHeader(reader, kIdx1UbyteMagic, 1));
-  ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> chunks,
-                   reader.ReadPayload(dims[0], absl::StrCat(dims[0], " labels")));
-  RETURN_IF_ERROR(reader.ExpectEnd());
+  TESSERA_ASSIGN_OR_RETURN(GzipReader reader, GzipReader::Open(path));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadIdxHeader(reader, kIdx1UbyteMagic, 1));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> chunks,
+                           reader.ReadPayload(dims[0], absl::StrCat(dims[0], " labels")));
+  TESSERA_RETURN_IF_ERROR(reader.ExpectEnd());
   std::vector<uint8_t> labels;
   labels.reserve(dims[0]);
   for (const std::vector<uint8_t>& chunk : chunks) {

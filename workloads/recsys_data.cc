@@ -115,12 +115,12 @@ absl::Status ValidateRecsysConfig(const RecsysConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("recsys config: ", name, " is ", value, ", must be >= ", min));
   };
-  RETURN_IF_ERROR(at_least(c.num_users, 1, "num_users"));
-  RETURN_IF_ERROR(at_least(c.num_items, 1, "num_items"));
-  RETURN_IF_ERROR(at_least(c.latent_dim, 1, "latent_dim"));
-  RETURN_IF_ERROR(at_least(c.num_train, 0, "num_train"));
-  RETURN_IF_ERROR(at_least(c.num_test, 0, "num_test"));
-  RETURN_IF_ERROR(at_least(c.history_length, 0, "history_length"));
+  TESSERA_RETURN_IF_ERROR(at_least(c.num_users, 1, "num_users"));
+  TESSERA_RETURN_IF_ERROR(at_least(c.num_items, 1, "num_items"));
+  TESSERA_RETURN_IF_ERROR(at_least(c.latent_dim, 1, "latent_dim"));
+  TESSERA_RETURN_IF_ERROR(at_least(c.num_train, 0, "num_train"));
+  TESSERA_RETURN_IF_ERROR(at_least(c.num_test, 0, "num_test"));
+  TESSERA_RETURN_IF_ERROR(at_least(c.history_length, 0, "history_length"));
   if (c.history_length > kMaxHistoryLength) {
     return absl::InvalidArgumentError(absl::StrCat("recsys config: history_length is ",
                                                    c.history_length, ", must be <= ",
@@ -147,7 +147,7 @@ absl::Status ValidateRecsysConfig(const RecsysConfig& c) {
 }
 
 absl::StatusOr<PlantedRecsysModel> PlantedRecsysModel::Create(const RecsysConfig& config) {
-  RETURN_IF_ERROR(ValidateRecsysConfig(config));
+  TESSERA_RETURN_IF_ERROR(ValidateRecsysConfig(config));
   PhiloxStream rng(config.model_seed, kModelStream);
   PlantedRecsysModel model;
   // The draw order (Pu, Qi, bu, bi; row-major) is part of the workload's definition.
@@ -212,7 +212,7 @@ RecsysExamples DrawRecsysExamples(const PlantedRecsysModel& model, int64_t count
 }
 
 absl::StatusOr<RecsysData> GenerateRecsysData(const RecsysConfig& config) {
-  ASSIGN_OR_RETURN(PlantedRecsysModel planted, PlantedRecsysModel::Create(config));
+  TESSERA_ASSIGN_OR_RETURN(PlantedRecsysModel planted, PlantedRecsysModel::Create(config));
   auto model = std::make_shared<const PlantedRecsysModel>(std::move(planted));
   // The Bayes-optimal AUC needs the test split's planted logits: drawn once here (a few bytes
   // per example), while the splits themselves are drawn batch by batch by whoever reads them.
@@ -221,10 +221,11 @@ absl::StatusOr<RecsysData> GenerateRecsysData(const RecsysConfig& config) {
   const absl::StatusOr<double> auc = Auc(test.logits, test.labels);
   data.bayes_auc = auc.ok() ? *auc : std::numeric_limits<double>::quiet_NaN();
   data.test_logits = std::move(test.logits);
-  ASSIGN_OR_RETURN(data.train, Dataset::FromSource(std::make_shared<RecsysSplit>(
-                                   model, config.num_train, config.train_seed, kTrainStream)));
-  ASSIGN_OR_RETURN(data.test, Dataset::FromSource(std::make_shared<RecsysSplit>(
-                                  model, config.num_test, config.test_seed, kTestStream)));
+  TESSERA_ASSIGN_OR_RETURN(data.train,
+                           Dataset::FromSource(std::make_shared<RecsysSplit>(
+                               model, config.num_train, config.train_seed, kTrainStream)));
+  TESSERA_ASSIGN_OR_RETURN(data.test, Dataset::FromSource(std::make_shared<RecsysSplit>(
+                                          model, config.num_test, config.test_seed, kTestStream)));
   return data;
 }
 

@@ -21,10 +21,10 @@ absl::Status CheckSize(int64_t value, int64_t min, absl::string_view what) {
 }  // namespace
 
 absl::StatusOr<ModelSpec> RecsysModelSpec(const RecsysModelOptions& options) {
-  RETURN_IF_ERROR(CheckSize(options.num_users, 1, "recsys num_users"));
-  RETURN_IF_ERROR(CheckSize(options.num_items, 1, "recsys num_items"));
-  RETURN_IF_ERROR(CheckSize(options.embedding_dim, 1, "recsys embedding_dim"));
-  RETURN_IF_ERROR(CheckSize(options.hidden_units, 1, "recsys hidden_units"));
+  TESSERA_RETURN_IF_ERROR(CheckSize(options.num_users, 1, "recsys num_users"));
+  TESSERA_RETURN_IF_ERROR(CheckSize(options.num_items, 1, "recsys num_items"));
+  TESSERA_RETURN_IF_ERROR(CheckSize(options.embedding_dim, 1, "recsys embedding_dim"));
+  TESSERA_RETURN_IF_ERROR(CheckSize(options.hidden_units, 1, "recsys hidden_units"));
   const int64_t d = options.embedding_dim;
   ModelBuilder b("recsys", options.seed);
   const ModelBuilder::Value user = b.IdInput(kRecsysUserFeature);
@@ -43,10 +43,10 @@ absl::StatusOr<ModelSpec> RecsysModelSpec(const RecsysModelOptions& options) {
 }
 
 absl::StatusOr<ModelSpec> MlpModelSpec(const MlpModelOptions& options) {
-  RETURN_IF_ERROR(CheckSize(options.input_dim, 1, "mlp input_dim"));
-  RETURN_IF_ERROR(CheckSize(options.num_classes, 2, "mlp num_classes"));
+  TESSERA_RETURN_IF_ERROR(CheckSize(options.input_dim, 1, "mlp input_dim"));
+  TESSERA_RETURN_IF_ERROR(CheckSize(options.num_classes, 2, "mlp num_classes"));
   for (size_t i = 0; i < options.hidden_units.size(); ++i) {
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         CheckSize(options.hidden_units[i], 1, absl::StrCat("mlp hidden_units[", i, "]")));
   }
   ModelBuilder b("mlp", options.seed);

@@ -249,7 +249,8 @@ struct Share {
 
 absl::StatusOr<Share> ShareOf(ReplicaState& s, int64_t step) {
   Share share;
-  ASSIGN_OR_RETURN(Batch batch, s.stream->GetPart(step, s.rank, s.members, &share.global_size));
+  TESSERA_ASSIGN_OR_RETURN(Batch batch,
+                           s.stream->GetPart(step, s.rank, s.members, &share.global_size));
   if (batch.size > 0) share.batch = std::move(batch);
   return share;
 }
@@ -763,8 +764,8 @@ int32_t InProcessReplicaCpu(int32_t rank) {
 
 absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& system,
                                                             MirroredReplicaOptions options) {
-  ASSIGN_OR_RETURN(MirroredReplica replica,
-                   MirroredReplica::Create(options.model, options.optimizer));
+  TESSERA_ASSIGN_OR_RETURN(MirroredReplica replica,
+                           MirroredReplica::Create(options.model, options.optimizer));
   // Detached: a replica computes for milliseconds at a stretch and its weights and slots stay in
   // one core's caches; on a thread of its own it never migrates between scheduler threads
   // (measured: its GEMMs and optimizer took ~30% more CPU on the shared scheduler).

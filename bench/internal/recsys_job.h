@@ -3,7 +3,7 @@
 // PyTorch's initial accumulator 0, one pass over `train_examples` synthetic clicks, no test set
 // (the figure is the training loop's alone).
 //
-//   ASSIGN_OR_RETURN(TrainingJob job, RecsysThroughputJob(1000000, 512, "fixed:4"));
+//   TESSERA_ASSIGN_OR_RETURN(TrainingJob job, RecsysThroughputJob(1000000, 512, "fixed:4"));
 //
 // Thread-safety: a pure function.
 #pragma once
@@ -26,15 +26,15 @@ inline absl::StatusOr<TrainingJob> RecsysThroughputJob(int64_t train_examples,
   RecsysConfig data_config;
   data_config.num_train = train_examples;
   data_config.num_test = 1000;
-  ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
+  TESSERA_ASSIGN_OR_RETURN(RecsysData data, GenerateRecsysData(data_config));
   TrainingJob job;
   job.name = "recsys";
-  ASSIGN_OR_RETURN(job.model, RecsysModelSpec({}));
+  TESSERA_ASSIGN_OR_RETURN(job.model, RecsysModelSpec({}));
   job.optimizer = {"adagrad", {{"learning_rate", 0.1}, {"initial_accumulator_value", 0.0}}};
   job.train = data.train;
   job.batch_size = batch_size;
   job.steps = (data.train.size() + batch_size - 1) / batch_size;
-  ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(partitioner));
+  TESSERA_ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(partitioner));
   return job;
 }
 

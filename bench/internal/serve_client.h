@@ -1,9 +1,9 @@
 // What the serving benchmarks (serve_http, serve_load) share: the reference recsys model exported
 // to a directory, `tessera serve` as a child process, and a bare HTTP/1.1 client connection.
 //
-//   RETURN_IF_ERROR(ExportRecsys(dir));
+//   TESSERA_RETURN_IF_ERROR(ExportRecsys(dir));
 //   ServeProcess server;
-//   RETURN_IF_ERROR(server.Start(binary, {"--model", dir}, dir + "/serve.log"));
+//   TESSERA_RETURN_IF_ERROR(server.Start(binary, {"--model", dir}, dir + "/serve.log"));
 //   Connection connection(server.port());
 //   bool closing = false;
 //   int status = connection.Exchange(Post(Instances(1), false), closing);   // 200
@@ -49,12 +49,13 @@ inline std::string ReadFile(const std::string& path) {
 // to `dir`.
 inline absl::Status ExportRecsys(const std::string& dir) {
   ExportedModel model;
-  ASSIGN_OR_RETURN(model.spec, RecsysModelSpec(RecsysModelOptions{}));
+  TESSERA_ASSIGN_OR_RETURN(model.spec, RecsysModelSpec(RecsysModelOptions{}));
   for (const ParamSpec& p : model.spec.params) {
-    ASSIGN_OR_RETURN(Tensor value, MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows()));
+    TESSERA_ASSIGN_OR_RETURN(Tensor value,
+                             MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows()));
     model.variables.emplace(p.name, std::move(value));
   }
-  ASSIGN_OR_RETURN(Signature signature, ServingSignature(model.spec));
+  TESSERA_ASSIGN_OR_RETURN(Signature signature, ServingSignature(model.spec));
   model.signatures = {signature};
   return WriteExportedModel(dir, model);
 }

@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   options.threads = threads;
   std::unique_ptr<Cluster> cluster(new Cluster(options, spec, network));
   ConfigureActorSystem(cluster->config_, threads);
-  RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
+  TESSERA_RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, cluster->backup_losses_);
   {
@@ -104,7 +104,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
     // lost address) finds that standby, adopted as the task, among them.
     if (absl::IsUnavailable(node.status()) && !spec.ps_standby.empty()) {
       Log().warn("ps {}: {}; trying the standbys", task, node.status().message());
-      RETURN_IF_ERROR(cluster->ReplacePs(task).status());
+      TESSERA_RETURN_IF_ERROR(cluster->ReplacePs(task).status());
       continue;
     }
     if (!node.ok()) return node.status();
@@ -131,8 +131,9 @@ namespace {
 absl::StatusOr<ps_node_actor> ConnectAndAdopt(caf::actor_system& system,
                                               const NodeAddress& address, int32_t task,
                                               const NetworkOptions& network) {
-  ASSIGN_OR_RETURN(caf::actor gate_service,
-                   ConnectToNode(system, address, "the coordinator", network, kProtocolVersion));
+  TESSERA_ASSIGN_OR_RETURN(
+      caf::actor gate_service,
+      ConnectToNode(system, address, "the coordinator", network, kProtocolVersion));
   const auto node = caf::actor_cast<ps_node_actor>(gate_service);
   absl::Status adopted;
   caf::scoped_actor self(system);
@@ -188,7 +189,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task, absl::Duration 
     absl::MutexLock lock(&mu_);
     address = ps_addresses_[task];
   }
-  ASSIGN_OR_RETURN(ps_node_actor node, ConnectAndAdopt(*system_, address, task, network));
+  TESSERA_ASSIGN_OR_RETURN(ps_node_actor node, ConnectAndAdopt(*system_, address, task, network));
   absl::MutexLock lock(&mu_);
   ps_nodes_[task] = node;
   return node;

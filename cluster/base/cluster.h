@@ -8,7 +8,7 @@
 //     network (cluster/network/network.h).
 //
 // Example:
-//   ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
 //                    Cluster::StartInProcess({.num_ps = 2, .num_workers = 2}));
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
 //

@@ -63,12 +63,12 @@ absl::StatusOr<ClusterSpec> ParseCluster(const nlohmann::json& cluster,
   }
   ClusterSpec spec;
   spec.source = std::string(source);
-  ASSIGN_OR_RETURN(spec.ps, AddressList(cluster, "ps", source));
-  ASSIGN_OR_RETURN(spec.workers, AddressList(cluster, "worker", source));
-  ASSIGN_OR_RETURN(spec.ps_standby, AddressList(cluster, "ps_standby", source));
-  ASSIGN_OR_RETURN(std::vector<NodeAddress> coordinator,
-                   AddressList(cluster, "coordinator", source));
-  ASSIGN_OR_RETURN(std::vector<NodeAddress> chief, AddressList(cluster, "chief", source));
+  TESSERA_ASSIGN_OR_RETURN(spec.ps, AddressList(cluster, "ps", source));
+  TESSERA_ASSIGN_OR_RETURN(spec.workers, AddressList(cluster, "worker", source));
+  TESSERA_ASSIGN_OR_RETURN(spec.ps_standby, AddressList(cluster, "ps_standby", source));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<NodeAddress> coordinator,
+                           AddressList(cluster, "coordinator", source));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<NodeAddress> chief, AddressList(cluster, "chief", source));
   coordinator.insert(coordinator.end(), chief.begin(), chief.end());
   if (spec.workers.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": no \"worker\" address"));
@@ -210,15 +210,15 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(absl::string_view json, absl::s
   // TF writes an empty "cluster" for a job of one process: no cluster, where none is required.
   auto cluster = doc.find("cluster");
   if (cluster != doc.end() && !(cluster->is_object() && cluster->empty() && !require_cluster)) {
-    ASSIGN_OR_RETURN(config.cluster, ParseCluster(*cluster, source));
+    TESSERA_ASSIGN_OR_RETURN(config.cluster, ParseCluster(*cluster, source));
   } else if (require_cluster) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": no \"cluster\" object"));
   }
   if (auto task = doc.find("task"); task != doc.end() && !task->empty()) {
-    ASSIGN_OR_RETURN(config.task, ParseTask(*task, source));
+    TESSERA_ASSIGN_OR_RETURN(config.task, ParseTask(*task, source));
     config.task_source = std::string(source);
     if (config.cluster.has_value()) {
-      RETURN_IF_ERROR(CheckTaskInCluster(*config.task, *config.cluster, source));
+      TESSERA_RETURN_IF_ERROR(CheckTaskInCluster(*config.task, *config.cluster, source));
     }
   }
   return config;
@@ -233,8 +233,8 @@ std::optional<std::string> TfConfigFromEnvironment() {
 absl::StatusOr<ClusterConfig> ResolveClusterConfig(const ClusterSources& sources) {
   ClusterConfig tf;
   if (sources.tf_config.has_value()) {
-    ASSIGN_OR_RETURN(tf, ParseClusterConfig(*sources.tf_config, "TF_CONFIG",
-                                            /*require_cluster=*/false));
+    TESSERA_ASSIGN_OR_RETURN(tf, ParseClusterConfig(*sources.tf_config, "TF_CONFIG",
+                                                    /*require_cluster=*/false));
   }
   if (sources.spec_path.empty()) {
     if (tf.task.has_value() && !tf.cluster.has_value()) {
@@ -244,11 +244,11 @@ absl::StatusOr<ClusterConfig> ResolveClusterConfig(const ClusterSources& sources
     }
     return tf;
   }
-  ASSIGN_OR_RETURN(ClusterConfig resolved, ReadSpecFile(sources.spec_path));
+  TESSERA_ASSIGN_OR_RETURN(ClusterConfig resolved, ReadSpecFile(sources.spec_path));
   if (!resolved.task.has_value() && tf.task.has_value()) {
     resolved.task = tf.task;
     resolved.task_source = tf.task_source;
-    RETURN_IF_ERROR(CheckTaskInCluster(*resolved.task, *resolved.cluster, "TF_CONFIG"));
+    TESSERA_RETURN_IF_ERROR(CheckTaskInCluster(*resolved.task, *resolved.cluster, "TF_CONFIG"));
   }
   return resolved;
 }

@@ -157,7 +157,7 @@ absl::Status ValidateNetworkOptions(const NetworkOptions& options) {
     }
   }
   // Note [TLS files are loaded up front].
-  if (options.tls()) RETURN_IF_ERROR(CheckTlsFiles(options));
+  if (options.tls()) TESSERA_RETURN_IF_ERROR(CheckTlsFiles(options));
   if (options.connect_timeout <= absl::ZeroDuration() ||
       options.heartbeat_interval <= absl::ZeroDuration() ||
       options.connection_timeout <= options.heartbeat_interval ||
@@ -182,7 +182,7 @@ absl::Status ValidateNetworkOptions(const NetworkOptions& options) {
 }
 
 absl::Status ConfigureNetwork(caf::actor_system_config& cfg, const NetworkOptions& options) {
-  RETURN_IF_ERROR(ValidateNetworkOptions(options));
+  TESSERA_RETURN_IF_ERROR(ValidateNetworkOptions(options));
   cfg.load<caf::io::middleman>();
   if (options.tls()) {
     cfg.load<caf::openssl::manager>();

@@ -4,7 +4,7 @@
 // that just ended, or an outgoing connection that took it as its local port) frees itself within
 // seconds, so PublishNode waits for it instead.
 //
-//   RETURN_IF_ERROR(CheckCanListen("the coordinator", "127.0.0.1", 7000,
+//   TESSERA_RETURN_IF_ERROR(CheckCanListen("the coordinator", "127.0.0.1", 7000,
 //                                  "change the coordinator's address in TF_CONFIG"));
 //   // Unavailable: "the coordinator cannot listen on 127.0.0.1:7000: another process listens on
 //   //   port 7000 (`ss -ltnp 'sport = :7000'` names it); change the coordinator's address in

@@ -100,7 +100,7 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
   attempt.connect_timeout = std::min(attempt.connect_timeout, kPsConnectAttempt);
   for (const std::string& text : directory->ps_addresses) {
     if (text.empty()) continue;  // a lost PS whose shards' backups took over
-    ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(text));
+    TESSERA_ASSIGN_OR_RETURN(NodeAddress address, ParseNodeAddress(text));
     absl::Status reached = ConnectToNode(system, address, me, attempt, kProtocolVersion).status();
     if (absl::IsUnavailable(reached)) {
       Log().warn("{}", reached.message());
@@ -109,9 +109,9 @@ absl::StatusOr<Ending> Serve(caf::actor_system& system, const caf::actor& coordi
       }
       return Ending::kRetry;
     }
-    RETURN_IF_ERROR(reached);
+    TESSERA_RETURN_IF_ERROR(reached);
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<const FunctionRegistry> registry, build(*directory));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const FunctionRegistry> registry, build(*directory));
   worker_actor worker =
       SpawnWorker(system, WorkerInfo{options.task, directory->num_workers}, std::move(registry));
   self->monitor(worker);
@@ -175,7 +175,7 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
   }
   caf::actor_system_config config;
   ConfigureActorSystem(config, options.threads);
-  RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
+  TESSERA_RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
   caf::actor_system system(config);
   const std::string me = absl::StrCat("worker ", options.task);
   SetLogRole(me);
@@ -224,12 +224,12 @@ absl::Status RunWorkerNode(const WorkerNodeOptions& options, const RegistryBuild
           " (is the coordinator running, with the parameter-server strategy? Under "
           "--strategy=mirrored the workers listen and the coordinator connects to them)"));
     }
-    RETURN_IF_ERROR(coordinator.status());
+    TESSERA_RETURN_IF_ERROR(coordinator.status());
     if (*coordinator != served) {
       watcher->monitor(*coordinator);
       served = *coordinator;
     }
-    ASSIGN_OR_RETURN(Ending ending, Serve(system, *coordinator, me, options, build));
+    TESSERA_ASSIGN_OR_RETURN(Ending ending, Serve(system, *coordinator, me, options, build));
     if (ending == Ending::kTaskTaken) {
       if (!taken_since.has_value()) taken_since = absl::Now();
       if (absl::Now() - *taken_since > options.network.connect_timeout) {

@@ -11,7 +11,8 @@
 // own exit reason (Note [A worker watches its coordinator between memberships]).
 //
 // Example (what ServeAsWorker, coordinator/training/worker_role.h, does with --role=worker):
-//   RETURN_IF_ERROR(RunWorkerNode({spec, network, task}, [&](const VariableDirectory& dir) {
+//   TESSERA_RETURN_IF_ERROR(RunWorkerNode({spec, network, task}, [&](const VariableDirectory& dir)
+//   {
 //     ... build ModelVariables from dir.variables, register the replica functions ...
 //   }));
 //

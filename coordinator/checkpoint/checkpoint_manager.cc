@@ -109,7 +109,7 @@ std::string CheckpointManager::TemporaryPath(const std::string& label) const {
 
 absl::Status CheckpointManager::Discard(const Entry& entry) const {
   const std::string temporary = TemporaryPath(absl::StrCat(entry.step));
-  RETURN_IF_ERROR(env_->RenameFile(entry.path, temporary));
+  TESSERA_RETURN_IF_ERROR(env_->RenameFile(entry.path, temporary));
   if (absl::Status removed = env_->RemoveTree(temporary); !removed.ok()) {
     Log().warn("{} (was {}) could not be removed, the next save tries again: {}", temporary,
                entry.path, removed);
@@ -118,11 +118,11 @@ absl::Status CheckpointManager::Discard(const Entry& entry) const {
 }
 
 absl::Status CheckpointManager::CheckWritable() const {
-  RETURN_IF_ERROR(Annotate(env_->CreateDirectories(root_),
-                           absl::StrCat("checkpoints cannot be written into ", root_)));
+  TESSERA_RETURN_IF_ERROR(Annotate(env_->CreateDirectories(root_),
+                                   absl::StrCat("checkpoints cannot be written into ", root_)));
   const std::string probe = TemporaryPath("probe");
-  RETURN_IF_ERROR(Annotate(env_->CreateDirectories(probe),
-                           absl::StrCat("checkpoints cannot be written into ", root_)));
+  TESSERA_RETURN_IF_ERROR(Annotate(env_->CreateDirectories(probe),
+                                   absl::StrCat("checkpoints cannot be written into ", root_)));
   return Annotate(env_->RemoveTree(probe),
                   absl::StrCat("checkpoints cannot be removed from ", root_));
 }
@@ -141,7 +141,7 @@ absl::Status CheckpointManager::CheckOneRun(const Listing& listing) const {
 }
 
 absl::Status CheckpointManager::BeginFreshRun(bool overwrite) {
-  RETURN_IF_ERROR(CheckWritable());
+  TESSERA_RETURN_IF_ERROR(CheckWritable());
   const Listing listing = List();
   std::vector<std::string> complete;
   for (const Entry& entry : listing.checkpoints) {
@@ -155,8 +155,8 @@ absl::Status CheckpointManager::BeginFreshRun(bool overwrite) {
   }
   if (overwrite) {
     for (const Entry& entry : listing.checkpoints) {
-      RETURN_IF_ERROR(Annotate(Discard(entry), absl::StrCat("deleting the old checkpoint ",
-                                                            entry.path, " (overwrite)")));
+      TESSERA_RETURN_IF_ERROR(Annotate(Discard(entry), absl::StrCat("deleting the old checkpoint ",
+                                                                    entry.path, " (overwrite)")));
     }
     for (const std::string& temporary : listing.temporaries) {
       env_->RemoveTree(temporary).IgnoreError();  // a leftover: the next save retries
@@ -171,7 +171,7 @@ absl::Status CheckpointManager::BeginFreshRun(bool overwrite) {
 }
 
 absl::StatusOr<std::optional<std::string>> CheckpointManager::ResumeRun() {
-  RETURN_IF_ERROR(CheckWritable());
+  TESSERA_RETURN_IF_ERROR(CheckWritable());
   const Listing listing = List();
   std::vector<const Entry*> complete;
   for (const Entry& entry : listing.checkpoints) {
@@ -234,9 +234,9 @@ absl::StatusOr<std::string> CheckpointManager::Save(
         absl::StrCat("a checkpoint's step must be >= 0, not ", global_step));
   }
   const std::string dir = absl::StrCat(root_, "/", kCheckpointPrefix, global_step);
-  RETURN_IF_ERROR(env_->CreateDirectories(root_));
+  TESSERA_RETURN_IF_ERROR(env_->CreateDirectories(root_));
   const Listing listing = List();
-  RETURN_IF_ERROR(CheckOneRun(listing));
+  TESSERA_RETURN_IF_ERROR(CheckOneRun(listing));
   if (listing.blocked.count(global_step) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         dir, " is in the way of the checkpoint of step ", global_step, ": not a directory"));
@@ -249,7 +249,7 @@ absl::StatusOr<std::string> CheckpointManager::Save(
     if (entry.step == global_step && entry.complete) {
       // This run's (CheckOneRun), unless it is another step's checkpoint under this name.
       absl::StatusOr<CheckpointManifest> there = ReadManifest(dir, env_);
-      RETURN_IF_ERROR(Annotate(there.status(), absl::StrCat("the existing ", dir)));
+      TESSERA_RETURN_IF_ERROR(Annotate(there.status(), absl::StrCat("the existing ", dir)));
       if (there->global_step != global_step) {
         return absl::FailedPreconditionError(
             absl::StrCat(dir, " holds the checkpoint of step ", there->global_step,
@@ -263,15 +263,15 @@ absl::StatusOr<std::string> CheckpointManager::Save(
       absl::Status discarded = Discard(entry);
       // The directory in the way of this save must go; any other is retried by the next save.
       if (entry.step == global_step) {
-        RETURN_IF_ERROR(Annotate(discarded, absl::StrCat("removing the incomplete ", dir)));
+        TESSERA_RETURN_IF_ERROR(Annotate(discarded, absl::StrCat("removing the incomplete ", dir)));
       }
     }
   }
   const std::string temporary = TemporaryPath(absl::StrCat(global_step));
   absl::Status status = [&]() -> absl::Status {
-    RETURN_IF_ERROR(env_->CreateDirectories(temporary));
-    RETURN_IF_ERROR(write(temporary));
-    RETURN_IF_ERROR(env_->RenameFile(temporary, dir));
+    TESSERA_RETURN_IF_ERROR(env_->CreateDirectories(temporary));
+    TESSERA_RETURN_IF_ERROR(write(temporary));
+    TESSERA_RETURN_IF_ERROR(env_->RenameFile(temporary, dir));
     return env_->SyncDirectory(root_);  // the rename must survive a crash too
   }();
   if (!status.ok()) {

@@ -49,9 +49,9 @@ class ParameterServerStrategy;
 //
 // Example:
 //   CheckpointManager checkpoints("/data/run1", 3);
-//   ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints.ResumeRun());
+//   TESSERA_ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints.ResumeRun());
 //   if (latest.has_value()) ... RestoreCheckpoint(strategy, *latest) ...
-//   ASSIGN_OR_RETURN(std::string dir, checkpoints.Save(strategy, step));
+//   TESSERA_ASSIGN_OR_RETURN(std::string dir, checkpoints.Save(strategy, step));
 class CheckpointManager {
  public:
   // `max_to_keep` below 1 keeps 1. `env` must outlive the manager. The manager starts as a run

@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<Tensor>> ReadOnRead(
     const std::vector<const ShardedVariable*>& variables) {
   std::vector<Tensor> values;
   for (const ShardedVariable* v : variables) {
-    ASSIGN_OR_RETURN(Tensor value, v->Read());
+    TESSERA_ASSIGN_OR_RETURN(Tensor value, v->Read());
     values.push_back(std::move(value));
   }
   return values;
@@ -87,8 +87,8 @@ absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
     slice.value = std::move(values[i]);
     slice.checkpoint = checkpoint;
     const std::string file = CheckpointSliceFileName(first_index + i, v.name(), 0, 1);
-    RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
-                             absl::StrCat("saving ON_READ variable ", v.name())));
+    TESSERA_RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
+                                     absl::StrCat("saving ON_READ variable ", v.name())));
     CheckpointVariable entry;
     entry.name = v.name();
     entry.shape = v.shape();
@@ -171,8 +171,8 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
       return absl::NotFoundError(absl::StrCat("the model exported in ", dir,
                                               " has no variable ", v->name()));
     }
-    RETURN_IF_ERROR(CheckSameShape(it->second.shape(), v->shape(),
-                                   absl::StrCat("variable ", v->name(), " in ", dir)));
+    TESSERA_RETURN_IF_ERROR(CheckSameShape(it->second.shape(), v->shape(),
+                                           absl::StrCat("variable ", v->name(), " in ", dir)));
     std::vector<TensorSlice> per_shard;
     for (int64_t s = 0; s < v->num_shards(); ++s) {
       TensorSlice slice;  // the shard's rows, values only
@@ -190,11 +190,12 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
     }
     blocks.push_back(std::move(per_shard));
   }
-  RETURN_IF_ERROR(AskEveryShard<RestoreOp>(system, variables,
-                                            [&blocks](size_t i, const VariableHandle&, size_t s) {
-                                              return RestoreOp{std::move(blocks[i][s])};
-                                            })
-                      .status());
+  TESSERA_RETURN_IF_ERROR(
+      AskEveryShard<RestoreOp>(system, variables,
+                               [&blocks](size_t i, const VariableHandle&, size_t s) {
+                                 return RestoreOp{std::move(blocks[i][s])};
+                               })
+          .status());
   return model.step;
 }
 
@@ -235,9 +236,9 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   const CheckpointId checkpoint{run, global_step};
   const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
   const std::vector<const ShardedVariable*> on_read = VariablesOf(strategy, /*on_read=*/true);
-  ASSIGN_OR_RETURN(std::vector<Tensor> on_read_values, ReadOnRead(on_read));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> on_read_values, ReadOnRead(on_read));
   const bool in_background = static_cast<bool>(on_cut);
-  ASSIGN_OR_RETURN(
+  TESSERA_ASSIGN_OR_RETURN(
       auto saved,
       AskEveryShard<SaveOp>(
           strategy.system(), variables,
@@ -263,7 +264,7 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
     }
     manifest.variables.push_back(std::move(entry));
   }
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(
       SaveOnRead(on_read, std::move(on_read_values), dir, checkpoint, variables.size(), manifest));
   return WriteManifest(dir, manifest);
 }
@@ -330,7 +331,7 @@ absl::StatusOr<std::vector<CheckpointVariable>> MatchManifest(
   std::vector<CheckpointVariable> entries;
   std::set<std::string> changed;
   for (const ShardedVariable* v : variables) {
-    ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(manifest, v->name()));
+    TESSERA_ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(manifest, v->name()));
     if (entry->shape != v->shape()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "variable ", v->name(), ": the checkpoint in ", dir, " has shape ",
@@ -341,7 +342,7 @@ absl::StatusOr<std::vector<CheckpointVariable>> MatchManifest(
           absl::StrCat("variable ", v->name(), ": the checkpoint has dtype ",
                        DTypeName(entry->dtype), ", the variable ", DTypeName(v->dtype())));
     }
-    RETURN_IF_ERROR(CheckOptimizer(*entry, strategy.OptimizerOf(v->name()), dir, changed));
+    TESSERA_RETURN_IF_ERROR(CheckOptimizer(*entry, strategy.OptimizerOf(v->name()), dir, changed));
     entries.push_back(*entry);
   }
   for (const std::string& change : changed) {
@@ -356,8 +357,8 @@ absl::Status LoadShards(const ParameterServerStrategy& strategy,
                         const std::vector<const ShardedVariable*>& variables,
                         const CheckpointManifest& manifest, const std::string& dir,
                         ShardFilter only) {
-  ASSIGN_OR_RETURN(std::vector<CheckpointVariable> entries,
-                   MatchManifest(strategy, variables, manifest, dir));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<CheckpointVariable> entries,
+                           MatchManifest(strategy, variables, manifest, dir));
   if (manifest.run_id.empty()) {
     Log().warn("{} has no run id (written before run ids): its slice files cannot be checked to "
                "belong to it", dir);
@@ -401,14 +402,14 @@ absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
                        entry->shape.ToString(), " ", DTypeName(entry->dtype),
                        " but the variable is ", v->shape().ToString(), " ", DTypeName(v->dtype())));
     }
-    ASSIGN_OR_RETURN(TensorSlice saved, ReadSliceBlock(dir, *entry, 0, v->shape().rows()));
+    TESSERA_ASSIGN_OR_RETURN(TensorSlice saved, ReadSliceBlock(dir, *entry, 0, v->shape().rows()));
     const int64_t n = static_cast<int64_t>(v->Variables().size());
     Tensor share = std::move(saved.value);
     if (v->aggregation() == VariableAggregation::kSum && n > 0) {
       for (float& x : share.values()) x /= static_cast<float>(n);
     }
     for (int32_t k = 0; k < n; ++k) {
-      ASSIGN_OR_RETURN(VariableHandle copy, v->ForWorker(k));
+      TESSERA_ASSIGN_OR_RETURN(VariableHandle copy, v->ForWorker(k));
       copies.emplace_back(&strategy.system(), std::move(copy));
       shares.push_back(share);
     }
@@ -441,8 +442,8 @@ absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strateg
     return RestoreFromExport(variables, system, *model, dir);
   }
   if (!manifest.ok()) return manifest.status();
-  RETURN_IF_ERROR(LoadShards(strategy, variables, *manifest, dir, nullptr));
-  RETURN_IF_ERROR(RestoreOnRead(strategy, *manifest, dir));
+  TESSERA_RETURN_IF_ERROR(LoadShards(strategy, variables, *manifest, dir, nullptr));
+  TESSERA_RETURN_IF_ERROR(RestoreOnRead(strategy, *manifest, dir));
   return manifest->global_step;
 }
 
@@ -450,16 +451,15 @@ absl::StatusOr<int64_t> RestoreShardsOf(const ParameterServerStrategy& strategy,
                                         const std::string& dir, int32_t ps_task,
                                         const RunId& run) {
   const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
-  ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadManifest(dir));
+  TESSERA_ASSIGN_OR_RETURN(CheckpointManifest manifest, ReadManifest(dir));
   if (!run.empty() && !manifest.run_id.empty() && manifest.run_id != run) {
     return absl::FailedPreconditionError(
         absl::StrCat("the checkpoint in ", dir, " belongs to run ", manifest.run_id.ToString(),
                      ", not to this run (", run.ToString(), ")"));
   }
-  RETURN_IF_ERROR(LoadShards(strategy, variables, manifest, dir,
-                             [ps_task](const VariableHandle& h, size_t s) {
-                               return h.ps_tasks[s] == ps_task;
-                             }));
+  TESSERA_RETURN_IF_ERROR(LoadShards(
+      strategy, variables, manifest, dir,
+      [ps_task](const VariableHandle& h, size_t s) { return h.ps_tasks[s] == ps_task; }));
   return manifest.global_step;
 }
 

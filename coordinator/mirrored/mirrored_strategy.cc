@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<MirroredStrategy>> MirroredStrategy::Create(
   }
   std::unique_ptr<MirroredStrategy> strategy(
       new MirroredStrategy(system, std::move(replicas), batch_size, std::move(job)));
-  RETURN_IF_ERROR(strategy->Link());
+  TESSERA_RETURN_IF_ERROR(strategy->Link());
   return strategy;
 }
 
@@ -169,14 +169,14 @@ absl::Status MirroredStrategy::CreateVariable(const MirroredVariableSpec& spec) 
       return absl::AlreadyExistsError(absl::StrCat("a variable named '", spec.name, "' exists"));
     }
   }
-  RETURN_IF_ERROR(ValidateAggregation(spec.synchronization, spec.aggregation, spec.dtype));
-  RETURN_IF_ERROR(Shape::Make(spec.shape.dims()).status());
-  RETURN_IF_ERROR(ValidateInitializer(spec.initializer));
+  TESSERA_RETURN_IF_ERROR(ValidateAggregation(spec.synchronization, spec.aggregation, spec.dtype));
+  TESSERA_RETURN_IF_ERROR(Shape::Make(spec.shape.dims()).status());
+  TESSERA_RETURN_IF_ERROR(ValidateInitializer(spec.initializer));
   // A replica refuses now only a name a model parameter holds (each alike) or by being lost.
-  RETURN_IF_ERROR(AskAll<bool>(-1, [spec](caf::event_based_actor* self,
-                                          const mirrored_replica_actor& a, size_t) {
-                    return self->request(a, caf::infinite, mirror_create_atom::value, spec);
-                  }).status());
+  TESSERA_RETURN_IF_ERROR(AskAll<bool>(-1, [spec](caf::event_based_actor* self,
+                                                  const mirrored_replica_actor& a, size_t) {
+                            return self->request(a, caf::infinite, mirror_create_atom::value, spec);
+                          }).status());
   variables_.push_back(spec);
   return absl::OkStatus();
 }
@@ -192,11 +192,11 @@ absl::StatusOr<TensorSlice> MirroredStrategy::ReadSlice(size_t rank, const std::
 }
 
 absl::StatusOr<PerReplica<Tensor>> MirroredStrategy::ReadPerReplica(const std::string& name) {
-  ASSIGN_OR_RETURN(std::vector<TensorSlice> slices,
-                   AskAll<TensorSlice>(-1, [name](caf::event_based_actor* self,
-                                                  const mirrored_replica_actor& a, size_t) {
-                     return self->request(a, caf::infinite, mirror_read_atom::value, name);
-                   }));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TensorSlice> slices,
+                           AskAll<TensorSlice>(-1, [name](caf::event_based_actor* self,
+                                                          const mirrored_replica_actor& a, size_t) {
+                             return self->request(a, caf::infinite, mirror_read_atom::value, name);
+                           }));
   PerReplica<Tensor> out;
   for (TensorSlice& slice : slices) out.values.push_back(std::move(slice.value));
   return out;
@@ -205,10 +205,10 @@ absl::StatusOr<PerReplica<Tensor>> MirroredStrategy::ReadPerReplica(const std::s
 absl::StatusOr<Tensor> MirroredStrategy::Read(const std::string& name) {
   for (const MirroredVariableSpec& spec : variables_) {
     if (spec.name != name || spec.synchronization != VariableSynchronization::kOnRead) continue;
-    ASSIGN_OR_RETURN(PerReplica<Tensor> copies, ReadPerReplica(name));
+    TESSERA_ASSIGN_OR_RETURN(PerReplica<Tensor> copies, ReadPerReplica(name));
     return AggregateReplicaValues(spec.aggregation, copies.values);
   }
-  ASSIGN_OR_RETURN(TensorSlice slice, ReadSlice(0, name));
+  TESSERA_ASSIGN_OR_RETURN(TensorSlice slice, ReadSlice(0, name));
   return std::move(slice.value);
 }
 
@@ -228,13 +228,13 @@ absl::Status MirroredStrategy::Assign(const std::string& name, const Tensor& val
 absl::StatusOr<PerReplica<ClosureValues>> MirroredStrategy::Run(const std::string& function,
                                                                 const ClosureValues& args) {
   const int64_t collective = next_collective_++;
-  ASSIGN_OR_RETURN(std::vector<ClosureValues> results,
-                   AskAll<ClosureValues>(collective, [collective, function, args](
-                                                         caf::event_based_actor* self,
-                                                         const mirrored_replica_actor& a, size_t) {
-                     return self->request(a, caf::infinite, mirror_run_atom::value, collective,
-                                          function, args);
-                   }));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<ClosureValues> results,
+      AskAll<ClosureValues>(collective, [collective, function, args](
+                                            caf::event_based_actor* self,
+                                            const mirrored_replica_actor& a, size_t) {
+        return self->request(a, caf::infinite, mirror_run_atom::value, collective, function, args);
+      }));
   return PerReplica<ClosureValues>{std::move(results)};
 }
 
@@ -249,15 +249,15 @@ absl::StatusOr<std::vector<MirroredStrategy::StepResult>> MirroredStrategy::Trai
   // An abort of the request's last collective ends the one in progress too (Fail ends every
   // collective up to the one it names).
   const int64_t last = collective + count - 1;
-  ASSIGN_OR_RETURN(std::vector<MirrorStepResult> shares,
-                   AskAll<MirrorStepResult>(
-                       last,
-                       [collective, first, count](caf::event_based_actor* self,
-                                                  const mirrored_replica_actor& a, size_t) {
-                         return self->request(a, caf::infinite, mirror_step_atom::value, collective,
-                                              first, count);
-                       },
-                       on_sent));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<MirrorStepResult> shares,
+                           AskAll<MirrorStepResult>(
+                               last,
+                               [collective, first, count](caf::event_based_actor* self,
+                                                          const mirrored_replica_actor& a, size_t) {
+                                 return self->request(a, caf::infinite, mirror_step_atom::value,
+                                                      collective, first, count);
+                               },
+                               on_sent));
   std::vector<StepResult> results(count);
   for (int64_t k = 0; k < count; ++k) {
     double loss_sum = 0;
@@ -281,7 +281,7 @@ absl::StatusOr<double> MirroredStrategy::ProbeRing(int64_t elements, int64_t rou
   }
   const int64_t collective = next_collective_;
   next_collective_ += rounds;
-  ASSIGN_OR_RETURN(
+  TESSERA_ASSIGN_OR_RETURN(
       std::vector<double> seconds,
       AskAll<double>(collective + rounds - 1,
                      [collective, elements, rounds](caf::event_based_actor* self,
@@ -293,7 +293,7 @@ absl::StatusOr<double> MirroredStrategy::ProbeRing(int64_t elements, int64_t rou
 }
 
 absl::StatusOr<MirroredStrategy::StepResult> MirroredStrategy::TrainStep(int64_t step) {
-  ASSIGN_OR_RETURN(std::vector<StepResult> results, TrainSteps(step, 1));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<StepResult> results, TrainSteps(step, 1));
   return results[0];
 }
 
@@ -307,18 +307,18 @@ absl::StatusOr<PerReplica<int64_t>> MirroredStrategy::AppliedSteps(const ModelSp
   }
   if (first == nullptr) return absl::FailedPreconditionError("the model has nothing to train");
   const std::string name = first->name;
-  ASSIGN_OR_RETURN(std::vector<TensorSlice> slices,
-                   AskAll<TensorSlice>(-1, [name](caf::event_based_actor* self,
-                                                  const mirrored_replica_actor& a, size_t) {
-                     return self->request(a, caf::infinite, mirror_read_atom::value, name);
-                   }));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<TensorSlice> slices,
+                           AskAll<TensorSlice>(-1, [name](caf::event_based_actor* self,
+                                                          const mirrored_replica_actor& a, size_t) {
+                             return self->request(a, caf::infinite, mirror_read_atom::value, name);
+                           }));
   PerReplica<int64_t> steps;
   for (const TensorSlice& slice : slices) steps.values.push_back(slice.step);
   return steps;
 }
 
 absl::StatusOr<int64_t> MirroredStrategy::Resync(const ModelSpec& model) {
-  ASSIGN_OR_RETURN(const PerReplica<int64_t> applied, AppliedSteps(model));
+  TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied, AppliedSteps(model));
   const auto most = std::max_element(applied.values.begin(), applied.values.end());
   const size_t truth = static_cast<size_t>(most - applied.values.begin());
   if (std::all_of(applied.values.begin(), applied.values.end(),
@@ -326,11 +326,12 @@ absl::StatusOr<int64_t> MirroredStrategy::Resync(const ModelSpec& model) {
     return *most;
   }
   for (const std::string& name : Names(model)) {
-    ASSIGN_OR_RETURN(TensorSlice slice, ReadSlice(truth, name));
-    RETURN_IF_ERROR(AskAll<bool>(-1, [&slice](caf::event_based_actor* self,
-                                              const mirrored_replica_actor& a, size_t) {
-                      return self->request(a, caf::infinite, mirror_load_atom::value, slice);
-                    }).status());
+    TESSERA_ASSIGN_OR_RETURN(TensorSlice slice, ReadSlice(truth, name));
+    TESSERA_RETURN_IF_ERROR(AskAll<bool>(-1, [&slice](caf::event_based_actor* self,
+                                                      const mirrored_replica_actor& a, size_t) {
+                              return self->request(a, caf::infinite, mirror_load_atom::value,
+                                                   slice);
+                            }).status());
   }
   return *most;
 }
@@ -342,23 +343,24 @@ absl::StatusOr<EvalResult> MirroredStrategy::Evaluate(const Model& model, int64_
   // A round evaluates batches first .. first + n - 1, one per replica (each on its own copy: the
   // same values), merged in batch order; a replica past the last batch answers with nothing.
   for (int64_t first = 0; first < batches; first += n) {
-    ASSIGN_OR_RETURN(std::vector<ClosureValues> outs,
-                     AskAll<ClosureValues>(-1, [first](caf::event_based_actor* self,
-                                                       const mirrored_replica_actor& a, size_t r) {
-                       return self->request(a, caf::infinite, mirror_eval_atom::value,
-                                            first + static_cast<int64_t>(r));
-                     }));
+    TESSERA_ASSIGN_OR_RETURN(
+        std::vector<ClosureValues> outs,
+        AskAll<ClosureValues>(
+            -1, [first](caf::event_based_actor* self, const mirrored_replica_actor& a, size_t r) {
+              return self->request(a, caf::infinite, mirror_eval_atom::value,
+                                   first + static_cast<int64_t>(r));
+            }));
     for (const ClosureValues& out : outs) {
-      ASSIGN_OR_RETURN(const int64_t examples, out.Get<int64_t>("examples"));
+      TESSERA_ASSIGN_OR_RETURN(const int64_t examples, out.Get<int64_t>("examples"));
       if (examples == 0) continue;
-      ASSIGN_OR_RETURN(const double loss, out.Get<double>("loss"));
-      ASSIGN_OR_RETURN(const Tensor labels, out.Get<Tensor>("labels"));
+      TESSERA_ASSIGN_OR_RETURN(const double loss, out.Get<double>("loss"));
+      TESSERA_ASSIGN_OR_RETURN(const Tensor labels, out.Get<Tensor>("labels"));
       std::optional<Tensor> logits;
       if (out.Has("logits")) {
-        ASSIGN_OR_RETURN(logits, out.Get<Tensor>("logits"));
+        TESSERA_ASSIGN_OR_RETURN(logits, out.Get<Tensor>("logits"));
       }
-      RETURN_IF_ERROR(eval.Add(static_cast<float>(loss), examples,
-                               logits.has_value() ? &*logits : nullptr, labels));
+      TESSERA_RETURN_IF_ERROR(eval.Add(static_cast<float>(loss), examples,
+                                       logits.has_value() ? &*logits : nullptr, labels));
     }
   }
   return eval.Result();
@@ -384,17 +386,17 @@ absl::Status MirroredStrategy::Save(const std::string& dir, const CheckpointId& 
     if (parameter ||
         variables_[i - model.params.size()].synchronization != VariableSynchronization::kOnRead) {
       // Replica 0's copy: every replica holds the same bits.
-      ASSIGN_OR_RETURN(slice, ReadSlice(0, name));
+      TESSERA_ASSIGN_OR_RETURN(slice, ReadSlice(0, name));
     } else {
       // A sync-on-read variable is saved reduced, as TF saves it.
       slice.variable = name;
-      ASSIGN_OR_RETURN(slice.value, Read(name));
+      TESSERA_ASSIGN_OR_RETURN(slice.value, Read(name));
       slice.full_shape = slice.value.shape();
     }
     slice.checkpoint = checkpoint;
     const std::string file = CheckpointSliceFileName(i, name, 0, 1);
-    RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
-                             absl::StrCat("saving ", name)));
+    TESSERA_RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
+                                     absl::StrCat("saving ", name)));
     CheckpointVariable entry;
     entry.name = name;
     entry.shape = slice.full_shape;
@@ -412,28 +414,30 @@ absl::Status MirroredStrategy::Save(const std::string& dir, const CheckpointId& 
 
 absl::StatusOr<int64_t> MirroredStrategy::Restore(const std::string& dir, const ModelSpec& model,
                                                   const OptimizerSpec& optimizer) {
-  ASSIGN_OR_RETURN(const CheckpointManifest manifest, ReadManifest(dir));
-  RETURN_IF_ERROR(ValidateManifest(manifest));
+  TESSERA_ASSIGN_OR_RETURN(const CheckpointManifest manifest, ReadManifest(dir));
+  TESSERA_RETURN_IF_ERROR(ValidateManifest(manifest));
   // Every block is read and checked before any replica changes.
   std::vector<TensorSlice> slices;
   for (const std::string& name : Names(model)) {
-    ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(manifest, name));
+    TESSERA_ASSIGN_OR_RETURN(const CheckpointVariable* entry, FindVariable(manifest, name));
     if (entry->optimizer.has_value() && entry->optimizer->name != optimizer.name) {
       return absl::InvalidArgumentError(absl::StrCat(
           "variable ", name, ": the checkpoint in ", dir, " was trained with optimizer '",
           entry->optimizer->name, "', but this run's optimizer is '", optimizer.name,
           "': its slots cannot carry over"));
     }
-    ASSIGN_OR_RETURN(TensorSlice slice, ReadSliceBlock(dir, *entry, 0, entry->shape.rows()));
+    TESSERA_ASSIGN_OR_RETURN(TensorSlice slice,
+                             ReadSliceBlock(dir, *entry, 0, entry->shape.rows()));
     slice.variable = name;
     slice.row_offset = 0;
     slices.push_back(std::move(slice));
   }
   for (const TensorSlice& slice : slices) {
-    RETURN_IF_ERROR(AskAll<bool>(-1, [&slice](caf::event_based_actor* self,
-                                              const mirrored_replica_actor& a, size_t) {
-                      return self->request(a, caf::infinite, mirror_load_atom::value, slice);
-                    }).status());
+    TESSERA_RETURN_IF_ERROR(AskAll<bool>(-1, [&slice](caf::event_based_actor* self,
+                                                      const mirrored_replica_actor& a, size_t) {
+                              return self->request(a, caf::infinite, mirror_load_atom::value,
+                                                   slice);
+                            }).status());
   }
   return manifest.global_step;
 }
@@ -459,7 +463,7 @@ absl::Status MirroredStrategy::Replace(int32_t rank, ReplicaHandle replacement) 
   replicas_[rank] = std::move(replacement);
   const mirrored_replica_actor actor = replicas_[rank].actor;
   for (const MirroredVariableSpec& spec : variables_) {
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         internal::AwaitStatus(system_, [actor, spec](caf::event_based_actor* self, auto done) {
           self->request(actor, caf::infinite, mirror_create_atom::value, spec)
               .then([done](bool) { done(absl::OkStatus()); },

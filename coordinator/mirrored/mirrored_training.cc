@@ -52,7 +52,8 @@ MirroredReplicaOptions ReplicaOptions(const TrainingJob& job, uint64_t seed) {
 absl::StatusOr<std::unique_ptr<caf::actor_system>> StartSystem(
     caf::actor_system_config& config, const ParameterServerTrainingOptions& options) {
   ConfigureActorSystem(config, options.threads);
-  if (options.cluster.has_value()) RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
+  if (options.cluster.has_value())
+    TESSERA_RETURN_IF_ERROR(ConfigureNetwork(config, options.network));
   return std::make_unique<caf::actor_system>(config);
 }
 
@@ -63,13 +64,13 @@ absl::StatusOr<ReplicaHandle> StartReplica(caf::actor_system& system, const Trai
   if (!options.cluster.has_value()) {
     MirroredReplicaOptions replica = ReplicaOptions(job, options.seed);
     replica.cpu = InProcessReplicaCpu(rank);  // Note [Replicas on cores of their own]
-    ASSIGN_OR_RETURN(mirrored_replica_actor actor,
-                     SpawnMirroredReplica(system, std::move(replica)));
+    TESSERA_ASSIGN_OR_RETURN(mirrored_replica_actor actor,
+                             SpawnMirroredReplica(system, std::move(replica)));
     return ReplicaHandle{actor, ""};
   }
   const NodeAddress& address = options.cluster->workers[rank];
-  ASSIGN_OR_RETURN(mirrored_replica_actor replica,
-                   ConnectToReplica(system, address, rank, options.network));
+  TESSERA_ASSIGN_OR_RETURN(mirrored_replica_actor replica,
+                           ConnectToReplica(system, address, rank, options.network));
   return ReplicaHandle{replica, address.ToString()};
 }
 
@@ -98,8 +99,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                                           ReplicaLossPolicy on_loss, int64_t eval_every,
                                           nlohmann::json& summary) {
   const std::string& label = job.name;
-  ASSIGN_OR_RETURN(const Model model, Model::Create(job.model));
-  RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
+  TESSERA_ASSIGN_OR_RETURN(const Model model, Model::Create(job.model));
+  TESSERA_RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
   const int32_t replicas = options.cluster.has_value()
                                ? static_cast<int32_t>(options.cluster->workers.size())
                                : options.workers;
@@ -111,7 +112,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   if (options.resume) {
     if (!checkpoints.has_value())
       return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
-    ASSIGN_OR_RETURN(resume_from, checkpoints->ResumeRun());
+    TESSERA_ASSIGN_OR_RETURN(resume_from, checkpoints->ResumeRun());
   } else if (checkpoints.has_value()) {
     absl::Status fresh = checkpoints->BeginFreshRun(options.overwrite_checkpoints);
     if (absl::IsFailedPrecondition(fresh)) {
@@ -120,11 +121,11 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                        ": continue that run with --resume, choose another --checkpoint_dir, "
                        "or pass --overwrite_checkpoints to delete them first"));
     }
-    RETURN_IF_ERROR(fresh);
+    TESSERA_RETURN_IF_ERROR(fresh);
   }
 
   caf::actor_system_config config;
-  ASSIGN_OR_RETURN(std::unique_ptr<caf::actor_system> system, StartSystem(config, options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<caf::actor_system> system, StartSystem(config, options));
   std::vector<ReplicaHandle> handles;
   for (int32_t r = 0; r < replicas; ++r) {
     if (options.cluster.has_value()) {
@@ -132,12 +133,12 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                   options.cluster->workers[r].ToString().c_str());
       std::fflush(stdout);
     }
-    ASSIGN_OR_RETURN(ReplicaHandle handle, StartReplica(*system, job, options, r));
+    TESSERA_ASSIGN_OR_RETURN(ReplicaHandle handle, StartReplica(*system, job, options, r));
     handles.push_back(std::move(handle));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
-                   MirroredStrategy::Create(*system, std::move(handles), job.batch_size,
-                                            DescribeJob(job, options.seed)));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
+                           MirroredStrategy::Create(*system, std::move(handles), job.batch_size,
+                                                    DescribeJob(job, options.seed)));
   // As many examples as the same flags train on parameter servers: a global batch is `replicas`
   // batches.
   const int64_t total_steps = (job.steps + replicas - 1) / replicas;
@@ -149,12 +150,12 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
 
   int64_t first_step = 0;
   if (resume_from.has_value()) {
-    ASSIGN_OR_RETURN(first_step, strategy->Restore(*resume_from, job.model, job.optimizer));
+    TESSERA_ASSIGN_OR_RETURN(first_step, strategy->Restore(*resume_from, job.model, job.optimizer));
     std::printf("%s: resumed from %s at step %lld\n", label.c_str(), resume_from->c_str(),
                 static_cast<long long>(first_step));
   } else if (checkpoints.has_value() && on_loss == ReplicaLossPolicy::kRestore) {
     // A lost replica restores everyone from the latest checkpoint: there must always be one.
-    RETURN_IF_ERROR(SaveCheckpoint(*checkpoints, *strategy, job, 0).status());
+    TESSERA_RETURN_IF_ERROR(SaveCheckpoint(*checkpoints, *strategy, job, 0).status());
   }
 
   TrainingMonitor* monitor = options.monitor.get();
@@ -177,7 +178,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   const int64_t tail = std::max<int64_t>(1, (total_steps - first_step) / 20);
   // The optimizer steps the replicas have applied (Note [A lost replica]: what a resync agrees
   // on).
-  ASSIGN_OR_RETURN(const PerReplica<int64_t> applied_at_start, strategy->AppliedSteps(job.model));
+  TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied_at_start,
+                           strategy->AppliedSteps(job.model));
   int64_t applied = applied_at_start.values[0];
   int64_t step = first_step;
   // Note [A lost replica]: after a failure of a request (a step, a checkpoint, a validation),
@@ -191,9 +193,9 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     const std::string which = absl::StrJoin(lost, ", ");
     nlohmann::json loss = {{"step", step}, {"replicas", lost}};
     if (on_loss == ReplicaLossPolicy::kContinue) {
-      RETURN_IF_ERROR(strategy->Drop(lost));
+      TESSERA_RETURN_IF_ERROR(strategy->Drop(lost));
       // The survivors agree on the steps the most advanced of them applied.
-      ASSIGN_OR_RETURN(const int64_t agreed, strategy->Resync(job.model));
+      TESSERA_ASSIGN_OR_RETURN(const int64_t agreed, strategy->Resync(job.model));
       const int64_t done = agreed - applied;
       applied = agreed;
       step += done;
@@ -215,8 +217,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     const double recovery_start = internal::MonotonicSeconds();
     for (int32_t rank : lost) {
       // Networked: the worker's process is restarted by whoever runs it; wait for it.
-      ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(*system, job, options, rank));
-      RETURN_IF_ERROR(strategy->Replace(rank, std::move(back)));
+      TESSERA_ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(*system, job, options, rank));
+      TESSERA_RETURN_IF_ERROR(strategy->Replace(rank, std::move(back)));
     }
     const std::optional<std::string> latest = checkpoints->Latest();
     if (!latest.has_value()) {
@@ -224,8 +226,9 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
           absl::StrCat("replica ", which, " was lost and there is no checkpoint to resume from in ",
                        checkpoints->root()));
     }
-    ASSIGN_OR_RETURN(const int64_t restored, strategy->Restore(*latest, job.model, job.optimizer));
-    ASSIGN_OR_RETURN(const PerReplica<int64_t> now, strategy->AppliedSteps(job.model));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t restored,
+                             strategy->Restore(*latest, job.model, job.optimizer));
+    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> now, strategy->AppliedSteps(job.model));
     applied = now.values[0];
     progress.Note(absl::StrCat(label, ": replica ", which, " lost after step ", step,
                                ": back, every replica restored from ", *latest, " (step ", restored,
@@ -263,7 +266,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
       absl::StatusOr<std::vector<MirroredStrategy::StepResult>> trained =
           strategy->TrainSteps(step, end - step, std::move(kill));
       if (!trained.ok()) {
-        RETURN_IF_ERROR(recover(trained.status()));
+        TESSERA_RETURN_IF_ERROR(recover(trained.status()));
         continue;
       }
       for (const MirroredStrategy::StepResult& result : *trained) {
@@ -284,7 +287,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
         const double save_start = internal::MonotonicSeconds();
         absl::StatusOr<std::string> dir = SaveCheckpoint(*checkpoints, *strategy, job, step);
         if (!dir.ok()) {
-          RETURN_IF_ERROR(recover(dir.status()));
+          TESSERA_RETURN_IF_ERROR(recover(dir.status()));
           continue;
         }
         run.checkpoint_pause_seconds += internal::MonotonicSeconds() - save_start;
@@ -295,7 +298,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
       if (eval_every > 0 && step % eval_every == 0 && step < total_steps && job.test.size() > 0) {
         absl::StatusOr<EvalResult> eval = strategy->Evaluate(model, job.test.size());
         if (!eval.ok()) {
-          RETURN_IF_ERROR(recover(eval.status()));
+          TESSERA_RETURN_IF_ERROR(recover(eval.status()));
           continue;
         }
         progress.Note(
@@ -305,7 +308,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
       }
     }
     if (strategy->LostReplicas().empty()) break;
-    RETURN_IF_ERROR(recover(absl::UnavailableError("a replica was lost at the end of training")));
+    TESSERA_RETURN_IF_ERROR(
+        recover(absl::UnavailableError("a replica was lost at the end of training")));
   }
   run.wall_seconds = internal::MonotonicSeconds() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / static_cast<double>(tail_examples) : 0;
@@ -314,26 +318,26 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   const int64_t final_step = std::max(first_step, total_steps);
   if (checkpoints.has_value()) {
     const double save_start = internal::MonotonicSeconds();
-    ASSIGN_OR_RETURN(const std::string dir,
-                     SaveCheckpoint(*checkpoints, *strategy, job, final_step));
+    TESSERA_ASSIGN_OR_RETURN(const std::string dir,
+                             SaveCheckpoint(*checkpoints, *strategy, job, final_step));
     summary["checkpoint_seconds"] = internal::MonotonicSeconds() - save_start;
     std::printf("%s: checkpoint %s\n", label.c_str(), dir.c_str());
   }
   if (!options.export_dir.empty()) {
     ExportedModel exported;
     exported.spec = job.model;
-    ASSIGN_OR_RETURN(Signature serving, ServingSignature(job.model));
+    TESSERA_ASSIGN_OR_RETURN(Signature serving, ServingSignature(job.model));
     exported.signatures.push_back(std::move(serving));
     exported.step = final_step;
     for (const ParamSpec& param : job.model.params) {
-      ASSIGN_OR_RETURN(exported.variables[param.name], strategy->Read(param.name));
+      TESSERA_ASSIGN_OR_RETURN(exported.variables[param.name], strategy->Read(param.name));
     }
-    RETURN_IF_ERROR(Env::Default()->CreateDirectories(options.export_dir));
-    RETURN_IF_ERROR(WriteExportedModel(options.export_dir, exported));
+    TESSERA_RETURN_IF_ERROR(Env::Default()->CreateDirectories(options.export_dir));
+    TESSERA_RETURN_IF_ERROR(WriteExportedModel(options.export_dir, exported));
     std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
   }
   if (job.test.size() > 0) {
-    ASSIGN_OR_RETURN(run.eval, strategy->Evaluate(model, job.test.size()));
+    TESSERA_ASSIGN_OR_RETURN(run.eval, strategy->Evaluate(model, job.test.size()));
   }
   summary["mode"] = options.cluster.has_value() ? "net" : "sim";
   summary["strategy"] = "mirrored";
@@ -366,15 +370,16 @@ absl::Status ServeAsReplica(const TrainingJob& job, const ParameterServerTrainin
         "worker task ", task, " is not in the cluster's ", spec.workers.size(), " workers"));
   }
   caf::actor_system_config config;
-  ASSIGN_OR_RETURN(std::unique_ptr<caf::actor_system> system, StartSystem(config, options));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<caf::actor_system> system, StartSystem(config, options));
   caf::actor_system& sys = *system;
   MirroredReplicaOptions replica_options = ReplicaOptions(job, options.seed);
   ConfigureNetworkedReplica(replica_options, sys, task, options.network);
   const std::string me = ReplicaNodeName(task);
-  ASSIGN_OR_RETURN(mirrored_replica_actor replica,
-                   SpawnMirroredReplica(sys, std::move(replica_options)));
-  ASSIGN_OR_RETURN(const uint16_t port, PublishNode(sys, me, caf::actor_cast<caf::actor>(replica),
-                                                    spec.workers[task].port, options.network));
+  TESSERA_ASSIGN_OR_RETURN(mirrored_replica_actor replica,
+                           SpawnMirroredReplica(sys, std::move(replica_options)));
+  TESSERA_ASSIGN_OR_RETURN(const uint16_t port,
+                           PublishNode(sys, me, caf::actor_cast<caf::actor>(replica),
+                                       spec.workers[task].port, options.network));
   std::printf("%s: replica %d serving on port %d\n", job.name.c_str(), task, port);
   std::fflush(stdout);
   // Until the coordinator ends the run (it stops the replica) or the process is stopped.
@@ -409,7 +414,7 @@ void ConfigureNetworkedReplica(MirroredReplicaOptions& options, caf::actor_syste
                                int32_t task, const NetworkOptions& network) {
   options.linker = [&system, me = ReplicaNodeName(task),
                     network](const std::string& address) -> absl::StatusOr<caf::actor> {
-    ASSIGN_OR_RETURN(NodeAddress parsed, ParseNodeAddress(address));
+    TESSERA_ASSIGN_OR_RETURN(NodeAddress parsed, ParseNodeAddress(address));
     return ConnectToNode(system, parsed, me, network);
   };
   // Under TLS the ring stays on the authenticated, encrypted actor connection.

@@ -1,7 +1,8 @@
 // Dashboard: the coordinator's live view of a training run — a web page, the JSON API behind it
 // and Prometheus metrics — on an HTTP server of its own (`--dashboard_port`).
 //
-//   GET /              the page (coordinator/monitoring/internal/dashboard_page.h): no external resource,
+//   GET /              the page (coordinator/monitoring/internal/dashboard_page.h): no external
+//   resource,
 //                      polls the API every second
 //   GET /api/run       the run: configuration, progress, loss / throughput / validation curves,
 //                      checkpoints and recoveries
@@ -13,7 +14,7 @@
 //   sources.run = [&] { return RunJson(monitor.Snapshot()); };
 //   sources.cluster = [&] { return ClusterJson(...); };
 //   sources.metrics = &registry;
-//   ASSIGN_OR_RETURN(std::unique_ptr<Dashboard> dashboard,
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Dashboard> dashboard,
 //                    Dashboard::Start({"127.0.0.1", 8080}, std::move(sources)));
 //   std::cout << "dashboard at " << dashboard->url() << "\n";
 //   ...                                         // serves until destroyed

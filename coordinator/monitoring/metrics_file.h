@@ -9,7 +9,7 @@
 // it with read_json(path, lines=True).
 //
 // Example:
-//   ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file, MetricsFile::Open(path));
+//   TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file, MetricsFile::Open(path));
 //   monitor->SetLineSink([file](const nlohmann::json& line) { file->Write(line); });
 //
 // Thread-safety: Write may be called from any thread; lines are written whole.

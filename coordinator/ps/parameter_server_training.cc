@@ -59,9 +59,9 @@ absl::StatusOr<std::unique_ptr<Cluster>> StartCluster(
   }
   // The coordinator listens only once its variables exist; a port another process has is an
   // error now rather than after the PS nodes were reached and the variables created.
-  RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,
-                                 options.cluster->coordinator.port,
-                                 CoordinatorPortAdvice(*options.cluster)));
+  TESSERA_RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,
+                                         options.cluster->coordinator.port,
+                                         CoordinatorPortAdvice(*options.cluster)));
   std::printf("%s: connecting to %d PS (protocol version %d, %s)\n", label.c_str(), options.ps,
               kProtocolVersion, options.network.tls() ? "mutual TLS" : "plain TCP");
   return Cluster::Connect(*options.cluster, options.network, options.threads);
@@ -100,13 +100,13 @@ absl::StatusOr<std::optional<std::string>> StartingPoint(
           fresh.message(), ": continue that run with --resume, choose another --checkpoint_dir, "
                            "or pass --overwrite_checkpoints to delete them first"));
     }
-    RETURN_IF_ERROR(fresh);
+    TESSERA_RETURN_IF_ERROR(fresh);
     return std::nullopt;
   }
   if (!checkpoints.has_value()) {
     return absl::InvalidArgumentError("--resume needs --checkpoint_dir");
   }
-  ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints->ResumeRun());
+  TESSERA_ASSIGN_OR_RETURN(std::optional<std::string> latest, checkpoints->ResumeRun());
   if (!latest.has_value()) {
     std::printf("%s: no checkpoint in %s yet: starting from scratch\n", label.c_str(),
                 options.checkpoint_dir.c_str());
@@ -166,7 +166,7 @@ absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
                                                const ParameterServerStrategy& strategy,
                                                int64_t step, const std::string& label,
                                                std::function<void()> on_cut) {
-  ASSIGN_OR_RETURN(std::string dir, checkpoints.Save(strategy, step, std::move(on_cut)));
+  TESSERA_ASSIGN_OR_RETURN(std::string dir, checkpoints.Save(strategy, step, std::move(on_cut)));
   if (!internal::Progress::OnTerminal()) Log().info("{}: saved {}", label, dir);
   return dir;
 }
@@ -237,43 +237,45 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,
                                                     int64_t eval_every, nlohmann::json& summary) {
   const std::string& label = job.name;
-  ASSIGN_OR_RETURN(Model built, Model::Create(job.model));
+  TESSERA_ASSIGN_OR_RETURN(Model built, Model::Create(job.model));
   auto model = std::make_shared<const Model>(std::move(built));
-  RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
+  TESSERA_RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
   std::optional<CheckpointManager> checkpoints;
   if (!options.checkpoint_dir.empty()) {
     checkpoints.emplace(options.checkpoint_dir, kCheckpointsKept);
   }
-  ASSIGN_OR_RETURN(const std::optional<std::string> resume_from,
-                   StartingPoint(options, checkpoints, label));
-  ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<std::string> resume_from,
+                           StartingPoint(options, checkpoints, label));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
   const ClusterHookGuard cluster_hook(options.on_cluster, cluster.get(), nullptr);
   ParameterServerStrategy strategy(*cluster, job.partitioner, options.replicas);
   if (cluster->networked() && checkpoints.has_value()) {
     // Note [A restarted coordinator re-adopts its run's shards] (coordinator/ps/strategy.h): every
     // run names itself to the PS nodes; a resumed one may find its shards there.
-    ASSIGN_OR_RETURN(const int64_t claimed,
-                     strategy.ClaimShardsOfRun(checkpoints->run_id().ToString()));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t claimed,
+                             strategy.ClaimShardsOfRun(checkpoints->run_id().ToString()));
     if (claimed > 0) {
       std::printf("%s: the PS nodes still hold %lld shard(s) of this run\n", label.c_str(),
                   static_cast<long long>(claimed));
     }
   }
-  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(
-                                  model, job.optimizer,
-                                  resume_from.has_value()
-                                      ? ParameterServerStrategy::InitialValues::kRestoredNext
-                                      : ParameterServerStrategy::InitialValues::kInitialized));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto vars,
+      strategy.CreateModelVariables(model, job.optimizer,
+                                    resume_from.has_value()
+                                        ? ParameterServerStrategy::InitialValues::kRestoredNext
+                                        : ParameterServerStrategy::InitialValues::kInitialized));
   PrintPlacement(strategy, *cluster, options, job.partitioner, label);
   auto registry = std::make_shared<FunctionRegistry>();
-  RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
-  RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, job.test));
+  TESSERA_RETURN_IF_ERROR(
+      RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
+  TESSERA_RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, job.test));
 
   int64_t first_step = 0;
   summary["readopted_shards"] = strategy.adopted_shards();
   if (strategy.adopted_shards() > 0) {
-    ASSIGN_OR_RETURN(first_step,
-                     AdoptedStep(strategy, *cluster, QueueIdentityOf(checkpoints->run_id())));
+    TESSERA_ASSIGN_OR_RETURN(
+        first_step, AdoptedStep(strategy, *cluster, QueueIdentityOf(checkpoints->run_id())));
     std::printf(
         "%s: re-adopted the %lld live shard(s) of this run: resumed at step %lld, "
         "nothing read from a checkpoint\n",
@@ -281,7 +283,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
         static_cast<long long>(first_step));
   } else if (resume_from.has_value()) {
     const double restore_start = internal::MonotonicSeconds();
-    ASSIGN_OR_RETURN(first_step, RestoreCheckpoint(strategy, *resume_from));
+    TESSERA_ASSIGN_OR_RETURN(first_step, RestoreCheckpoint(strategy, *resume_from));
     summary["restore_seconds"] = internal::MonotonicSeconds() - restore_start;
     std::printf("%s: resumed from %s at step %lld\n", label.c_str(), resume_from->c_str(),
                 static_cast<long long>(first_step));
@@ -296,14 +298,14 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
     coordinator_options.recovery_run = checkpoints->run_id();
     coordinator_options.queue_identity = QueueIdentityOf(checkpoints->run_id());
   }
-  ASSIGN_OR_RETURN(auto coordinator,
-                   ClusterCoordinator::Create(strategy, registry, coordinator_options));
+  TESSERA_ASSIGN_OR_RETURN(auto coordinator,
+                           ClusterCoordinator::Create(strategy, registry, coordinator_options));
   const ClusterHookGuard coordinator_hook(options.on_cluster, cluster.get(), coordinator.get());
   if (cluster->networked()) {
     std::printf("%s: waiting for %d of %d workers on port %d\n", label.c_str(),
                 options.min_workers, options.workers, coordinator->port());
     std::fflush(stdout);
-    RETURN_IF_ERROR(coordinator->WaitForWorkers(options.min_workers, options.worker_wait));
+    TESSERA_RETURN_IF_ERROR(coordinator->WaitForWorkers(options.min_workers, options.worker_wait));
   }
   if (options.inject_worker_failures > 0) {
     coordinator->InjectWorkerFailures(options.inject_worker_failures, job.steps, options.seed,
@@ -328,25 +330,27 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
       return PendingEvaluation::Schedule(*coordinator, *model, test_examples, step);
     };
   }
-  ASSIGN_OR_RETURN(TrainingRun run, RunTrainingSteps(*coordinator, first_step, job.steps, label,
-                                                     cadence, options.monitor.get()));
+  TESSERA_ASSIGN_OR_RETURN(
+      TrainingRun run,
+      RunTrainingSteps(*coordinator, first_step, job.steps, label, cadence, options.monitor.get()));
   const int64_t final_step = std::max(first_step, job.steps);
   if (checkpoints.has_value()) {
     const double save_start = internal::MonotonicSeconds();
-    ASSIGN_OR_RETURN(const std::string dir, checkpoints->Save(strategy, final_step));
+    TESSERA_ASSIGN_OR_RETURN(const std::string dir, checkpoints->Save(strategy, final_step));
     const double save_seconds = internal::MonotonicSeconds() - save_start;
     summary["checkpoint_seconds"] = save_seconds;
     if (options.monitor != nullptr) options.monitor->RecordCheckpoint(final_step, save_seconds, dir);
     std::printf("%s: checkpoint %s (%.2f s)\n", label.c_str(), dir.c_str(), save_seconds);
   }
   if (!options.export_dir.empty()) {
-    RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step));
+    TESSERA_RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step));
     std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
   }
   if (test_examples > 0) {
-    ASSIGN_OR_RETURN(PendingEvaluation eval,
-                     PendingEvaluation::Schedule(*coordinator, *model, test_examples, final_step));
-    ASSIGN_OR_RETURN(run.eval, eval.Result());
+    TESSERA_ASSIGN_OR_RETURN(
+        PendingEvaluation eval,
+        PendingEvaluation::Schedule(*coordinator, *model, test_examples, final_step));
+    TESSERA_ASSIGN_OR_RETURN(run.eval, eval.Result());
   }
   RecordStatistics(*coordinator, *cluster, options, job.partitioner, first_step, final_step,
                    label, summary);

@@ -11,7 +11,8 @@
 //   options.workers = 4;
 //   options.checkpoint_dir = "/tmp/ckpt";
 //   nlohmann::json summary;
-//   ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(job, options, /*eval_every=*/0,
+//   TESSERA_ASSIGN_OR_RETURN(TrainingRun run, TrainOnParameterServers(job, options,
+//   /*eval_every=*/0,
 //                                                             summary));
 //   // run.eval: job.test evaluated by the workers on the trained variables
 //

@@ -98,7 +98,7 @@ absl::StatusOr<Tensor> ShardedVariable::Index(int64_t index) const {
 }
 
 absl::Status ShardedVariable::AssignWith(AssignKind kind, const Tensor& value) const {
-  RETURN_IF_ERROR(RequireOnWrite(AssignKindName(kind)));
+  TESSERA_RETURN_IF_ERROR(RequireOnWrite(AssignKindName(kind)));
   return AwaitStatus(*system_, [v = handle_, kind, value](caf::event_based_actor* self, auto done) {
     ShardClient client(self);
     AssignAsync(client, v, kind, value, std::move(done));
@@ -107,7 +107,7 @@ absl::Status ShardedVariable::AssignWith(AssignKind kind, const Tensor& value) c
 
 absl::Status ShardedVariable::Scatter(ScatterOp op, absl::Span<const int64_t> ids,
                                       const Tensor& rows) const {
-  RETURN_IF_ERROR(RequireOnWrite(ScatterOpName(op)));
+  TESSERA_RETURN_IF_ERROR(RequireOnWrite(ScatterOpName(op)));
   return AwaitStatus(*system_, [v = handle_, op, ids = Ids(ids.begin(), ids.end()), rows](
                                    caf::event_based_actor* self, auto done) {
     ShardClient client(self);
@@ -117,7 +117,7 @@ absl::Status ShardedVariable::Scatter(ScatterOp op, absl::Span<const int64_t> id
 
 absl::Status ShardedVariable::UpdateFromReplicas(AssignKind kind,
                                                  absl::Span<const Tensor> per_replica) const {
-  RETURN_IF_ERROR(RequireOnWrite("update from replicas"));
+  TESSERA_RETURN_IF_ERROR(RequireOnWrite("update from replicas"));
   return AwaitStatus(*system_,
                      [v = handle_, kind, values = std::vector<Tensor>(per_replica.begin(),
                                                                       per_replica.end())](

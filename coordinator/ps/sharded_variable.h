@@ -7,9 +7,9 @@
 // Unavailable for a shard that is gone.
 //
 // Example:
-//   ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable({.name = "emb", ...}));
-//   ASSIGN_OR_RETURN(Tensor rows, emb.Gather({7, 3, 7}));   // rows 7, 3, 7
-//   RETURN_IF_ERROR(emb.ScatterAdd({3}, Tensor(Shape{1, 4}, 1.0f)));
+//   TESSERA_ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable({.name = "emb", ...}));
+//   TESSERA_ASSIGN_OR_RETURN(Tensor rows, emb.Gather({7, 3, 7}));   // rows 7, 3, 7
+//   TESSERA_RETURN_IF_ERROR(emb.ScatterAdd({3}, Tensor(Shape{1, 4}, 1.0f)));
 //
 // Thread-safety: a ShardedVariable is a cheap, immutable handle; operations from several threads
 // are serialized per shard by the shards' mailboxes.

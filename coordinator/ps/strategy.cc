@@ -92,7 +92,7 @@ absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
   std::vector<ps_node_actor> nodes;
   for (const PlacedShard& placed : shards) nodes.push_back(cluster_.ps_node(placed.task));
   const caf::actor owner = cluster_.session();
-  ASSIGN_OR_RETURN(
+  TESSERA_ASSIGN_OR_RETURN(
       std::vector<Reply> replies,
       internal::Await<std::vector<Reply>>(
           cluster_.system(), [&shards, &nodes, owner](caf::event_based_actor* self, auto done) {
@@ -187,10 +187,10 @@ absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy
   if (variables_.count(options.name) > 0 || planned_already) {
     return absl::InvalidArgumentError(absl::StrCat("a variable named ", options.name, " exists"));
   }
-  RETURN_IF_ERROR(Annotate(
-      ValidateAggregation(options.synchronization, options.aggregation, options.dtype),
-      absl::StrCat("variable ", options.name)));
-  ASSIGN_OR_RETURN(Shape shape, Shape::Make(options.shape.dims()));
+  TESSERA_RETURN_IF_ERROR(
+      Annotate(ValidateAggregation(options.synchronization, options.aggregation, options.dtype),
+               absl::StrCat("variable ", options.name)));
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, Shape::Make(options.shape.dims()));
   const int32_t num_ps = cluster_.num_ps();
   if (replicas_ != 1 && replicas_ != 2) {
     return absl::InvalidArgumentError(
@@ -217,7 +217,7 @@ absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy
       copy.name = spec.variable;
       copy.shape = shape;
       copy.dtype = options.dtype;
-      ASSIGN_OR_RETURN(copy.layout, ShardLayout::Make(shape.rows(), 1));
+      TESSERA_ASSIGN_OR_RETURN(copy.layout, ShardLayout::Make(shape.rows(), 1));
       copy.ps_tasks = {task};
       copy.synchronization = VariableSynchronization::kOnRead;
       copy.aggregation = options.aggregation;
@@ -236,10 +236,10 @@ absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy
     if (target.empty()) return absl::InvalidArgumentError("colocate_with names no variable");
     colocated_task = target[0].ps_task;
   } else {
-    ASSIGN_OR_RETURN(num_shards, NumShards(PartitionerFor(options), shape, options.dtype));
+    TESSERA_ASSIGN_OR_RETURN(num_shards, NumShards(PartitionerFor(options), shape, options.dtype));
   }
-  ASSIGN_OR_RETURN(ShardLayout layout, ShardLayout::Make(shape.rank() == 0 ? 1 : shape.rows(),
-                                                         num_shards));
+  TESSERA_ASSIGN_OR_RETURN(ShardLayout layout,
+                           ShardLayout::Make(shape.rank() == 0 ? 1 : shape.rows(), num_shards));
   VariableHandle handle;
   handle.name = options.name;
   handle.shape = shape;
@@ -339,7 +339,7 @@ std::vector<ShardedVariable> ParameterServerStrategy::Register(std::vector<Plann
 
 absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
     const VariableOptions& options) {
-  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables({options}));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables({options}));
   return std::move(created.front());
 }
 
@@ -378,11 +378,11 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
     if (!param.partitioned) options.partitioner = kNone;
     variables.push_back(std::move(options));
   }
-  ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables(variables));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables(variables));
   for (size_t i = 0; i < created.size(); ++i) {
     vars->by_param.emplace(model->spec().params[i].name, created[i].handle());
   }
-  RETURN_IF_ERROR(vars->Validate());
+  TESSERA_RETURN_IF_ERROR(vars->Validate());
   return std::shared_ptr<const ModelVariables>(std::move(vars));
 }
 
@@ -400,7 +400,7 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShards
   for (const PlacedShard& placed : shards_) {
     if (placed.task == task) lost.push_back(placed);
   }
-  ASSIGN_OR_RETURN(std::vector<shard_actor> created, CreateShards(lost));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<shard_actor> created, CreateShards(lost));
   std::vector<std::string> touched;
   // The recreated shards' backups hold what the checkpoint will replace: they go, and
   // RebuildBackups makes new ones from the restored state.
@@ -513,7 +513,7 @@ absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
     rebuilt.push_back(i);
   }
   if (!planned.empty()) {
-    ASSIGN_OR_RETURN(std::vector<shard_actor> backups, CreateShards(planned));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<shard_actor> backups, CreateShards(planned));
     std::vector<PlacedShard> primaries;
     for (size_t i : rebuilt) primaries.push_back(shards_[i]);
     if (absl::Status attached = AttachBackups(primaries, planned, backups, true); !attached.ok()) {
@@ -569,7 +569,7 @@ absl::Status ParameterServerStrategy::AttachBackups(const std::vector<PlacedShar
       backup_addresses.push_back(addresses.empty() ? std::string()
                                                    : addresses.at(placed_backups[k].task));
     }
-    RETURN_IF_ERROR(internal::AwaitStatus(
+    TESSERA_RETURN_IF_ERROR(internal::AwaitStatus(
         cluster_.system(), [&round, &primaries, &backups, &nodes, &backup_addresses, send_state](
                                caf::event_based_actor* self, auto done) {
           auto join = FanIn<int64_t>::Start(round.size(),
@@ -598,7 +598,7 @@ absl::StatusOr<int64_t> ParameterServerStrategy::ClaimShardsOfRun(const std::str
   for (int32_t task = 0; task < num_ps; ++task) nodes.push_back(cluster_.ps_node(task));
   const caf::actor owner = cluster_.session();
   using Claim = std::vector<HeldShard>;
-  ASSIGN_OR_RETURN(
+  TESSERA_ASSIGN_OR_RETURN(
       std::vector<Claim> claims,
       internal::Await<std::vector<Claim>>(
           cluster_.system(), [&nodes, owner, &run](caf::event_based_actor* self, auto done) {

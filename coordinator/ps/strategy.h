@@ -34,22 +34,22 @@
 //
 // Note [A restarted coordinator re-adopts its run's shards]
 // A coordinator that dies leaves its shards on the PS nodes for a lease (Note [Shards die with
-// their coordinator], actors/ps/ps_node_actor.h), trained further than any checkpoint. Started again
-// with --resume, it names its run (the checkpoint run id it resumes) to every PS node before it
-// creates anything (ClaimShardsOfRun); the nodes hand it the run's orphaned shards. The next
+// their coordinator], actors/ps/ps_node_actor.h), trained further than any checkpoint. Started
+// again with --resume, it names its run (the checkpoint run id it resumes) to every PS node before
+// it creates anything (ClaimShardsOfRun); the nodes hand it the run's orphaned shards. The next
 // creation adopts them, all or none: when they are exactly the shards it would create — every
 // planned shard on its planned task, of the same variable, rows, shape, dtype and optimizer (not
 // initializer: a resumed run plans zeros), with replicas the primary forwarding to a backup and
 // the backup on the next task, and nothing else — the variables point at them as they are,
 // values, slots, steps and ledgers, and the run continues where their ledgers say (Note [Closure
-// ids that survive a restart], core/scheduling/closure_queue.h) with nothing read from a checkpoint. Otherwise
-// (a PS restarted empty, a backup promoted in the lost run, a changed model or partitioner) every
-// claimed shard is dropped and the shards are created afresh, for the checkpoint to fill. A partial
-// adoption would mix a checkpoint's state with later state.
+// ids that survive a restart], core/scheduling/closure_queue.h) with nothing read from a
+// checkpoint. Otherwise (a PS restarted empty, a backup promoted in the lost run, a changed model
+// or partitioner) every claimed shard is dropped and the shards are created afresh, for the
+// checkpoint to fill. A partial adoption would mix a checkpoint's state with later state.
 //
 // Example:
 //   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
-//   ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable(
+//   TESSERA_ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable(
 //       {.name = "emb", .shape = Shape{100000, 32},
 //        .initializer = {"random_uniform", {{"minval", -0.05}, {"maxval", 0.05}}, 1}}));
 //

@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
                    strategy.DescribePlacement(task));
   }
   if (cluster.networked()) {
-    RETURN_IF_ERROR(coordinator->StartNetworked());
+    TESSERA_RETURN_IF_ERROR(coordinator->StartNetworked());
   } else {
     for (int32_t slot = 0; slot < cluster.num_workers(); ++slot) {
       caf::anon_send(coordinator->actor_, add_worker_atom::value, slot);
@@ -117,10 +117,10 @@ VariableDirectory ClusterCoordinator::Directory() {
 absl::Status ClusterCoordinator::StartNetworked() {
   Cluster& cluster = strategy_.cluster();
   caf::anon_send(actor_, directory_atom::value, Directory());
-  ASSIGN_OR_RETURN(port_, PublishNode(system_, "the coordinator",
-                                      caf::actor_cast<caf::actor>(actor_),
-                                      cluster.spec()->coordinator.port, cluster.network(),
-                                      CoordinatorPortAdvice(*cluster.spec())));
+  TESSERA_ASSIGN_OR_RETURN(
+      port_, PublishNode(system_, "the coordinator", caf::actor_cast<caf::actor>(actor_),
+                         cluster.spec()->coordinator.port, cluster.network(),
+                         CoordinatorPortAdvice(*cluster.spec())));
   recovery_thread_ = std::thread([this] { RecoveryLoop(); });
   return absl::OkStatus();
 }
@@ -203,7 +203,7 @@ void ClusterCoordinator::RecoveryLoop() {
 
 absl::Status ClusterCoordinator::Join() {
   for (;;) {
-    RETURN_IF_ERROR(queue_->Join());
+    TESSERA_RETURN_IF_ERROR(queue_->Join());
     absl::MutexLock lock(&lost_->mu);
     if (lost_->restoring == 0) return absl::OkStatus();
     // A restore re-queues closures; wait for it, then for them.

@@ -3,12 +3,12 @@
 //
 // Example:
 //   auto registry = std::make_shared<FunctionRegistry>();
-//   RETURN_IF_ERROR(registry->AddReplicaFunction("train_step", ...));
-//   ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
+//   TESSERA_RETURN_IF_ERROR(registry->AddReplicaFunction("train_step", ...));
+//   TESSERA_ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
 //   for (int i = 0; i < steps; ++i) {
-//     ASSIGN_OR_RETURN(RemoteValue loss, coordinator->Schedule("train_step"));
+//     TESSERA_ASSIGN_OR_RETURN(RemoteValue loss, coordinator->Schedule("train_step"));
 //   }
-//   RETURN_IF_ERROR(coordinator->Join());
+//   TESSERA_RETURN_IF_ERROR(coordinator->Join());
 //
 // Creating the coordinator starts one worker per worker slot of an in-process cluster; on a
 // networked cluster it listens at the cluster spec's coordinator address instead, and worker

@@ -45,7 +45,7 @@ absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& m
                          const std::string& dir, int64_t global_step, Env* env) {
   ModelDescription exported;
   exported.spec = model.spec();
-  ASSIGN_OR_RETURN(Signature serving, ServingSignature(model.spec()));
+  TESSERA_ASSIGN_OR_RETURN(Signature serving, ServingSignature(model.spec()));
   exported.signatures = {std::move(serving)};
   exported.step = global_step;
   for (const ParamSpec& param : model.spec().params) {
@@ -56,7 +56,7 @@ absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& m
   // A failed export leaves nothing behind: no model file (the writer's temporary file is
   // removed), and no directory it created.
   const bool existed = env->FileExists(dir);
-  RETURN_IF_ERROR(env->CreateDirectories(dir));
+  TESSERA_RETURN_IF_ERROR(env->CreateDirectories(dir));
   ShardRowSource rows(strategy);
   absl::Status status = WriteExportedModel(dir, exported, rows, env);
   if (!status.ok() && !existed) env->RemoveTree(dir).IgnoreError();

@@ -11,9 +11,10 @@ namespace tessera {
 
 absl::Status RegisterEvalStep(FunctionRegistry& registry,
                               std::shared_ptr<const ModelVariables> vars, const Dataset& test) {
-  RETURN_IF_ERROR(registry.AddResource<BatchStream>(kEvalBatches, [test](const WorkerInfo&) {
-    return BatchStream::Create(test, kEvalBatchSize, /*shuffle=*/false, /*seed=*/0);
-  }));
+  TESSERA_RETURN_IF_ERROR(
+      registry.AddResource<BatchStream>(kEvalBatches, [test](const WorkerInfo&) {
+        return BatchStream::Create(test, kEvalBatchSize, /*shuffle=*/false, /*seed=*/0);
+      }));
   // The model's logits output, resolved once.
   const std::string logits_output = EvalAccumulator(*vars->model).logits_output();
   return registry.AddReplicaFunction(
@@ -60,7 +61,7 @@ absl::StatusOr<PendingEvaluation> PendingEvaluation::Schedule(ClusterCoordinator
   for (int64_t b = 0; b < batches; ++b) {
     ClosureValues args;
     args.Set(kEvalStepBatch, b);
-    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kEvalStep, std::move(args)));
+    TESSERA_ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kEvalStep, std::move(args)));
     eval.batches_.push_back(std::move(value));
   }
   return eval;
@@ -76,16 +77,16 @@ bool PendingEvaluation::ready() const {
 
 absl::StatusOr<EvalResult> PendingEvaluation::Result() {
   for (const RemoteValue& value : batches_) {
-    ASSIGN_OR_RETURN(const ClosureValues out, value.Fetch());
-    ASSIGN_OR_RETURN(const double loss, out.Get<double>(kEvalStepLoss));
-    ASSIGN_OR_RETURN(const int64_t examples, out.Get<int64_t>(kEvalStepExamples));
-    ASSIGN_OR_RETURN(const Tensor labels, out.Get<Tensor>(kEvalStepLabels));
+    TESSERA_ASSIGN_OR_RETURN(const ClosureValues out, value.Fetch());
+    TESSERA_ASSIGN_OR_RETURN(const double loss, out.Get<double>(kEvalStepLoss));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t examples, out.Get<int64_t>(kEvalStepExamples));
+    TESSERA_ASSIGN_OR_RETURN(const Tensor labels, out.Get<Tensor>(kEvalStepLabels));
     std::optional<Tensor> logits;
     if (!accumulator_.logits_output().empty()) {
-      ASSIGN_OR_RETURN(logits, out.Get<Tensor>(kEvalStepLogits));
+      TESSERA_ASSIGN_OR_RETURN(logits, out.Get<Tensor>(kEvalStepLogits));
     }
-    RETURN_IF_ERROR(accumulator_.Add(static_cast<float>(loss), examples,
-                                     logits ? &*logits : nullptr, labels));
+    TESSERA_RETURN_IF_ERROR(
+        accumulator_.Add(static_cast<float>(loss), examples, logits ? &*logits : nullptr, labels));
   }
   batches_.clear();
   return accumulator_.Result();

@@ -3,18 +3,20 @@
 // like training), and the coordinator merging what they return — per batch its mean loss, the
 // logits and the labels — into one EvalResult. The coordinator holds neither the variables nor
 // the data; merged in batch order by the one accumulator LocalTrainer::Evaluate also uses
-// (core/training/evaluation.h), the result is bit-identical to evaluating the same values in one process.
+// (core/training/evaluation.h), the result is bit-identical to evaluating the same values in one
+// process.
 //
 //   kEvalStep({"batch": int64}) -> {"loss": double, "examples": int64, "labels": Tensor,
 //                                   "logits": Tensor (when the model names its logits output)}
 //
 // Example (what TrainOnParameterServers does at the end and every --eval_every steps):
-//   RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, test));        // on every worker
+//   TESSERA_RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, test));        // on every worker
 //   ...
-//   ASSIGN_OR_RETURN(PendingEvaluation eval, PendingEvaluation::Schedule(*coordinator, *model,
+//   TESSERA_ASSIGN_OR_RETURN(PendingEvaluation eval, PendingEvaluation::Schedule(*coordinator,
+//   *model,
 //                                                                        test.size(), step));
 //   ... keep training; eval.ready() says when every batch is evaluated ...
-//   ASSIGN_OR_RETURN(EvalResult result, eval.Result());
+//   TESSERA_ASSIGN_OR_RETURN(EvalResult result, eval.Result());
 //
 // Thread-safety: RegisterEvalStep mutates only its registry; a PendingEvaluation belongs to the
 // thread that scheduled it.

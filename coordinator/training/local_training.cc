@@ -17,9 +17,9 @@ absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, 
   const std::string& label = job.name;
   const int64_t steps = job.steps;
   const int64_t batch_size = job.batch_size;
-  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(job.model, job.optimizer));
-  ASSIGN_OR_RETURN(BatchStream batches,
-                   BatchStream::Create(job.train, batch_size, /*shuffle=*/true, seed));
+  TESSERA_ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(job.model, job.optimizer));
+  TESSERA_ASSIGN_OR_RETURN(BatchStream batches,
+                           BatchStream::Create(job.train, batch_size, /*shuffle=*/true, seed));
   std::printf("%s: local trainer (one thread, no actors)\n", label.c_str());
   internal::Progress progress(label, 0, steps);
   TrainingRun run;
@@ -30,8 +30,8 @@ absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, 
   int64_t tail_examples = 0;
   const int64_t tail = std::max<int64_t>(1, steps / 20);
   for (int64_t s = 0; s < steps; ++s) {
-    ASSIGN_OR_RETURN(const Batch batch, batches.Get(s));
-    ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(batch));
+    TESSERA_ASSIGN_OR_RETURN(const Batch batch, batches.Get(s));
+    TESSERA_ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(batch));
     run.examples += batch.size;
     if (s >= steps - tail) {
       tail_loss += static_cast<double>(loss) * batch.size;
@@ -40,7 +40,7 @@ absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, 
     progress.Update(s + 1, batch.size, loss);
     if (monitor != nullptr) monitor->RecordStep(s + 1, batch.size, loss);
     if (eval_every > 0 && (s + 1) % eval_every == 0 && s + 1 < steps && job.test.size() > 0) {
-      ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(job.test));
+      TESSERA_ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(job.test));
       progress.Note(absl::StrCat(label, ": step ", s + 1, ": validation ",
                                  DescribeEvaluation(eval)));
       if (monitor != nullptr) monitor->RecordEvaluation(s + 1, eval);
@@ -53,7 +53,7 @@ absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, 
   progress.Finish();
   if (monitor != nullptr) monitor->EndTraining();
   if (job.test.size() > 0) {
-    ASSIGN_OR_RETURN(run.eval, trainer.Evaluate(job.test));
+    TESSERA_ASSIGN_OR_RETURN(run.eval, trainer.Evaluate(job.test));
   }
   summary["mode"] = "local";
   summary["ps"] = 0;

@@ -9,7 +9,7 @@ namespace tessera {
 absl::Status RegisterTrainStep(FunctionRegistry& registry,
                                std::shared_ptr<const ModelVariables> vars, const Dataset& train,
                                int64_t batch_size, uint64_t seed) {
-  RETURN_IF_ERROR(registry.AddResource<BatchStream>(
+  TESSERA_RETURN_IF_ERROR(registry.AddResource<BatchStream>(
       kTrainBatches, [train, batch_size, seed](const WorkerInfo&) {
         return BatchStream::Create(train, batch_size, /*shuffle=*/true, seed);
       }));

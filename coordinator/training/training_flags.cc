@@ -116,7 +116,7 @@ absl::Status ReadNetworkedFlags(ParameterServerTrainingOptions& options) {
   options.network.tls_key = absl::GetFlag(FLAGS_tls_key);
   options.network.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.network.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  RETURN_IF_ERROR(ValidateNetworkOptions(options.network));
+  TESSERA_RETURN_IF_ERROR(ValidateNetworkOptions(options.network));
   if (options.min_workers < 1 || options.min_workers > options.workers) {
     return absl::InvalidArgumentError(absl::StrCat("--min_workers must be in 1..",
                                                    options.workers, " (the workers of ",
@@ -194,9 +194,9 @@ absl::Status ReadDashboardFlags(TrainingFlags& flags) {
   flags.dashboard = DashboardOptions{absl::GetFlag(FLAGS_dashboard_host), port};
   if (port != 0) {
     // Before the program builds its data: a port another process has is reported at once.
-    RETURN_IF_ERROR(CheckCanListen("the dashboard", flags.dashboard->host,
-                                   static_cast<uint16_t>(port),
-                                   "choose another with --dashboard_port"));
+    TESSERA_RETURN_IF_ERROR(CheckCanListen("the dashboard", flags.dashboard->host,
+                                           static_cast<uint16_t>(port),
+                                           "choose another with --dashboard_port"));
   }
   return absl::OkStatus();
 }
@@ -244,9 +244,9 @@ absl::Status ApplyLogLevelFlags() {
 }
 
 absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
-  RETURN_IF_ERROR(ApplyLogLevelFlags());
+  TESSERA_RETURN_IF_ERROR(ApplyLogLevelFlags());
   TrainingFlags flags;
-  ASSIGN_OR_RETURN(const std::optional<TrainingMode> mode, ModeFlag());
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<TrainingMode> mode, ModeFlag());
   flags.mode = mode.value_or(TrainingMode::kSimulation);
   ParameterServerTrainingOptions& options = flags.parameter_servers;
   if (const std::string strategy = absl::GetFlag(FLAGS_strategy); strategy == "mirrored") {
@@ -331,7 +331,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   if (options.overwrite_checkpoints && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--overwrite_checkpoints needs --checkpoint_dir");
   }
-  RETURN_IF_ERROR(ReadDashboardFlags(flags));
+  TESSERA_RETURN_IF_ERROR(ReadDashboardFlags(flags));
   const std::string spec_path = absl::GetFlag(FLAGS_cluster_spec);
   const bool role_given =
       absl::GetFlag(FLAGS_role).has_value() || absl::GetFlag(FLAGS_task).has_value();
@@ -348,8 +348,8 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
     }
     return flags;
   }
-  ASSIGN_OR_RETURN(const ClusterConfig config,
-                   ResolveClusterConfig({spec_path, TfConfigFromEnvironment()}));
+  TESSERA_ASSIGN_OR_RETURN(const ClusterConfig config,
+                           ResolveClusterConfig({spec_path, TfConfigFromEnvironment()}));
   if (!config.cluster.has_value()) {
     if (mode.has_value() || role_given) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -366,8 +366,8 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
         ": no \"ps\" address: the parameter-server strategy needs one (--strategy=mirrored "
         "needs none)"));
   }
-  RETURN_IF_ERROR(ReadRole(config, flags));
-  RETURN_IF_ERROR(ReadNetworkedFlags(options));
+  TESSERA_RETURN_IF_ERROR(ReadRole(config, flags));
+  TESSERA_RETURN_IF_ERROR(ReadNetworkedFlags(options));
   if (flags.dashboard.has_value() && flags.role == TrainingRole::kWorker) {
     return absl::InvalidArgumentError(
         "--dashboard_port is the coordinator's: a worker process serves no dashboard");
@@ -386,9 +386,9 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   }
   if (flags.role == TrainingRole::kCoordinator) {
     // Before the program builds its data: a port another process has is reported at once.
-    RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,
-                                   options.cluster->coordinator.port,
-                                   CoordinatorPortAdvice(*options.cluster)));
+    TESSERA_RETURN_IF_ERROR(CheckCanListen("the coordinator", options.network.bind,
+                                           options.cluster->coordinator.port,
+                                           CoordinatorPortAdvice(*options.cluster)));
   }
   return flags;
 }

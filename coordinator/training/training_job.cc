@@ -166,12 +166,13 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) 
   const std::shared_ptr<TrainingMonitor> monitor = options.monitor;
   monitor->SetConfiguration(DescribeRun(job, flags));
   if (!flags.metrics_file.empty()) {
-    ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file, MetricsFile::Open(flags.metrics_file));
+    TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file,
+                             MetricsFile::Open(flags.metrics_file));
     monitor->SetLineSink([file](const nlohmann::json& line) { file->Write(line); });
   }
   std::unique_ptr<internal::RunDashboard> dashboard;
   if (flags.dashboard.has_value()) {
-    ASSIGN_OR_RETURN(dashboard, internal::RunDashboard::Start(*flags.dashboard, monitor));
+    TESSERA_ASSIGN_OR_RETURN(dashboard, internal::RunDashboard::Start(*flags.dashboard, monitor));
     options.on_cluster = dashboard->ClusterHook();
     std::printf("%s: dashboard at %s\n", job.name.c_str(), dashboard->url().c_str());
     std::fflush(stdout);

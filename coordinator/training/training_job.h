@@ -6,15 +6,15 @@
 // Example (examples/recsys.cc is a complete program):
 //   ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
 //   ...
-//   ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
+//   TESSERA_ASSIGN_OR_RETURN(TrainingFlags flags, ReadTrainingFlags());
 //   TrainingJob job;
 //   job.name = "recsys";
-//   ASSIGN_OR_RETURN(job.model, RecsysModelSpec(model_options));
+//   TESSERA_ASSIGN_OR_RETURN(job.model, RecsysModelSpec(model_options));
 //   job.optimizer = {"adagrad", {{"learning_rate", 0.1}}};
 //   job.train = data.train;
 //   job.test = data.test;
 //   job.batch_size = absl::GetFlag(FLAGS_batch_size);
-//   ASSIGN_OR_RETURN(job.steps, TrainingSteps(/*steps=*/0, /*epochs=*/1, job.train,
+//   TESSERA_ASSIGN_OR_RETURN(job.steps, TrainingSteps(/*steps=*/0, /*epochs=*/1, job.train,
 //                                             job.batch_size));
 //   job.report = [](const EvalResult& eval, nlohmann::json& summary) {
 //     summary["test_auc"] = eval.auc.value_or(0);

@@ -112,13 +112,13 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     while (!pending.empty() &&
            (drain || pending.front().state() == RemoteValueState::kReady ||
             pending.front().state() == RemoteValueState::kFailed)) {
-      ASSIGN_OR_RETURN(const ClosureValues v, pending.front().Fetch());
+      TESSERA_ASSIGN_OR_RETURN(const ClosureValues v, pending.front().Fetch());
       const bool pass_ends = cadence.pass_steps > 0 && (done_steps + 1) % cadence.pass_steps == 0;
       const absl::Time resolved =
           pass_ends ? pending.front().resolved_at().value_or(absl::Now()) : absl::Time();
       pending.pop_front();
-      ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
-      ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
+      TESSERA_ASSIGN_OR_RETURN(const double loss, v.Get<double>(kTrainStepLoss));
+      TESSERA_ASSIGN_OR_RETURN(const int64_t examples, v.Get<int64_t>(kTrainStepExamples));
       run.examples += examples;
       pass_examples += examples;
       if (pass_ends) {
@@ -139,7 +139,7 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
     }
     while (!evaluations.empty() && (drain || evaluations.front().ready())) {
       const int64_t at = evaluations.front().step();
-      ASSIGN_OR_RETURN(EvalResult result, evaluations.front().Result());
+      TESSERA_ASSIGN_OR_RETURN(EvalResult result, evaluations.front().Result());
       evaluations.pop_front();
       progress.Note(absl::StrCat(label, ": step ", at, ": validation ", DescribeEvaluation(result)));
       if (monitor != nullptr) monitor->RecordEvaluation(at, result);
@@ -165,32 +165,33 @@ absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, in
       Log().warn("{}: checkpoint of step {} skipped: {}", label, at, dir.status().message());
       return absl::OkStatus();
     }
-    RETURN_IF_ERROR(dir.status());
+    TESSERA_RETURN_IF_ERROR(dir.status());
     if (monitor != nullptr) monitor->RecordCheckpoint(at, seconds, *dir);
     return absl::OkStatus();
   };
   for (int64_t step = first_step; step < steps; ++step) {
     ClosureValues args;
     args.Set(kTrainStepBatch, step);  // the batch index is the global step
-    ASSIGN_OR_RETURN(RemoteValue value, coordinator.Schedule(kTrainStep, std::move(args), step));
+    TESSERA_ASSIGN_OR_RETURN(RemoteValue value,
+                             coordinator.Schedule(kTrainStep, std::move(args), step));
     pending.push_back(std::move(value));
-    RETURN_IF_ERROR(collect(false));
+    TESSERA_RETURN_IF_ERROR(collect(false));
     if (cadence.evaluate && every(cadence.eval_every, step + 1)) {
-      ASSIGN_OR_RETURN(PendingEvaluation eval, cadence.evaluate(step + 1));
+      TESSERA_ASSIGN_OR_RETURN(PendingEvaluation eval, cadence.evaluate(step + 1));
       evaluations.push_back(std::move(eval));
     }
     if (cadence.checkpoint && checkpoint_clock.Due(step + 1)) {
       checkpoint_clock.Began();
-      RETURN_IF_ERROR(coordinator.Join());
-      RETURN_IF_ERROR(collect(true));
-      RETURN_IF_ERROR(finish_save());
+      TESSERA_RETURN_IF_ERROR(coordinator.Join());
+      TESSERA_RETURN_IF_ERROR(collect(true));
+      TESSERA_RETURN_IF_ERROR(finish_save());
       saving = std::make_unique<BackgroundSave>(cadence.checkpoint, step + 1);
       run.checkpoint_pause_seconds += saving->pause_seconds();
     }
   }
-  RETURN_IF_ERROR(coordinator.Join());
-  RETURN_IF_ERROR(collect(true));
-  RETURN_IF_ERROR(finish_save());
+  TESSERA_RETURN_IF_ERROR(coordinator.Join());
+  TESSERA_RETURN_IF_ERROR(collect(true));
+  TESSERA_RETURN_IF_ERROR(finish_save());
   run.steps = done_steps - first_step;
   run.wall_seconds = internal::MonotonicSeconds() - start;
   run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;

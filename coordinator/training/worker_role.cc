@@ -21,7 +21,7 @@ absl::Status ServeAsWorker(const TrainingJob& job, const ParameterServerTraining
   if (!options.cluster.has_value()) {
     return absl::InvalidArgumentError("--role=worker needs --cluster_spec");
   }
-  ASSIGN_OR_RETURN(Model model, Model::Create(job.model));
+  TESSERA_ASSIGN_OR_RETURN(Model model, Model::Create(job.model));
   auto shared_model = std::make_shared<const Model>(std::move(model));
   WorkerNodeOptions node{*options.cluster, options.network, task, options.threads,
                          DescribeJob(job, options.seed)};
@@ -43,10 +43,11 @@ absl::Status ServeAsWorker(const TrainingJob& job, const ParameterServerTraining
       vars->by_param.emplace(param.name, it->second);
     }
     vars->ps_nodes = directory.ps_nodes;  // a step's calls travel as one request per PS node
-    RETURN_IF_ERROR(vars->Validate());
+    TESSERA_RETURN_IF_ERROR(vars->Validate());
     auto registry = std::make_shared<FunctionRegistry>();
-    RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
-    RETURN_IF_ERROR(RegisterEvalStep(*registry, std::move(vars), job.test));
+    TESSERA_RETURN_IF_ERROR(
+        RegisterTrainStep(*registry, vars, job.train, job.batch_size, options.seed));
+    TESSERA_RETURN_IF_ERROR(RegisterEvalStep(*registry, std::move(vars), job.test));
     return std::shared_ptr<const FunctionRegistry>(std::move(registry));
   });
   // What this process held at most: a worker holds batches and a step's rows, never a table.

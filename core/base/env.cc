@@ -25,10 +25,10 @@ absl::Status WriteFileAtomically(Env& env, const std::string& path,
   static std::atomic<uint64_t> counter{0};
   const std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-", counter++);
   absl::Status status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env.NewWritableFile(temp));
-    RETURN_IF_ERROR(write(*file));
-    RETURN_IF_ERROR(file->Sync());
-    RETURN_IF_ERROR(file->Close());
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env.NewWritableFile(temp));
+    TESSERA_RETURN_IF_ERROR(write(*file));
+    TESSERA_RETURN_IF_ERROR(file->Sync());
+    TESSERA_RETURN_IF_ERROR(file->Close());
     return env.RenameFile(temp, path);
   }();
   if (!status.ok()) {
@@ -47,13 +47,13 @@ absl::Status WriteFileAtomically(Env& env, const std::string& path, absl::string
 
 absl::StatusOr<std::string> ReadFileBounded(Env& env, const std::string& path,
                                             int64_t max_bytes) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env.NewRandomAccessFile(path));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env.NewRandomAccessFile(path));
   if (max_bytes < 0 || file->size() > static_cast<uint64_t>(max_bytes)) {
     return absl::DataLossError(absl::StrCat(path, " has ", file->size(), " bytes, more than the ",
                                             max_bytes, " allowed"));
   }
   std::string bytes(static_cast<size_t>(file->size()), '\0');
-  RETURN_IF_ERROR(file->ReadAt(0, bytes.size(), bytes.data()));
+  TESSERA_RETURN_IF_ERROR(file->ReadAt(0, bytes.size(), bytes.data()));
   return bytes;
 }
 

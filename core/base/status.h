@@ -1,12 +1,15 @@
 // Status helpers: Abseil 20220623 has no status macros, so these are ours.
 //
-//   RETURN_IF_ERROR(expr);            returns expr's status from the caller when it is not ok.
-//   ASSIGN_OR_RETURN(lhs, expr);      evaluates a StatusOr; returns its error, or assigns the value.
+//   TESSERA_RETURN_IF_ERROR(expr);        returns expr's status from the caller when it is not ok.
+//   TESSERA_ASSIGN_OR_RETURN(lhs, expr);  evaluates a StatusOr; returns its error, or assigns the
+//                                         value.
+// Both carry the project's prefix, as installed macros must (a program's own RETURN_IF_ERROR, or
+// another library's, would otherwise collide with them).
 //
 // Example:
 //   absl::StatusOr<Tensor> Load(...) {
-//     RETURN_IF_ERROR(CheckSameShape(a, b, "assign"));
-//     ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(shape, values));
+//     TESSERA_RETURN_IF_ERROR(CheckSameShape(a, b, "assign"));
+//     TESSERA_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(shape, values));
 //     return t;
 //   }
 #pragma once
@@ -19,13 +22,13 @@
 #define TESSERA_STATUS_CONCAT_INNER(a, b) a##b
 #define TESSERA_STATUS_CONCAT(a, b) TESSERA_STATUS_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
-    ::absl::Status tessera_status_ = (expr);   \
+#define TESSERA_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status tessera_status_ = (expr);           \
     if (!tessera_status_.ok()) return tessera_status_; \
   } while (false)
 
-#define ASSIGN_OR_RETURN(lhs, expr) \
+#define TESSERA_ASSIGN_OR_RETURN(lhs, expr) \
   TESSERA_ASSIGN_OR_RETURN_IMPL(TESSERA_STATUS_CONCAT(tessera_statusor_, __LINE__), lhs, expr)
 
 #define TESSERA_ASSIGN_OR_RETURN_IMPL(statusor, lhs, expr) \

@@ -156,7 +156,7 @@ absl::Status ValidateTensorSlice(const TensorSliceView& slice) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": invalid dtype ", static_cast<int>(slice.dtype)));
   }
-  RETURN_IF_ERROR(CheckShape(slice.full_shape, what));
+  TESSERA_RETURN_IF_ERROR(CheckShape(slice.full_shape, what));
   const Shape& shape = slice.value.shape();
   if (slice.full_shape.rank() == 0) {
     if (shape.rank() != 0 || slice.row_offset != 0) {
@@ -172,17 +172,18 @@ absl::Status ValidateTensorSlice(const TensorSliceView& slice) {
                                                      " is no row block of full shape ",
                                                      slice.full_shape.ToString()));
     }
-    RETURN_IF_ERROR(CheckRowRange(slice.row_offset, shape.rows(), slice.full_shape.rows(), what));
+    TESSERA_RETURN_IF_ERROR(
+        CheckRowRange(slice.row_offset, shape.rows(), slice.full_shape.rows(), what));
   }
   if (slice.slots.size() != slice.slot_names.size()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", slice.slots.size(),
                                                    " slot tensors for slot names ",
                                                    JoinNames(slice.slot_names)));
   }
-  RETURN_IF_ERROR(CheckSlotNames(slice.slot_names, what));
+  TESSERA_RETURN_IF_ERROR(CheckSlotNames(slice.slot_names, what));
   for (size_t i = 0; i < slice.slots.size(); ++i) {
-    RETURN_IF_ERROR(CheckSameShape(slice.slots[i].shape(), shape,
-                                   absl::StrCat(what, ": slot '", slice.slot_names[i], "'")));
+    TESSERA_RETURN_IF_ERROR(CheckSameShape(
+        slice.slots[i].shape(), shape, absl::StrCat(what, ": slot '", slice.slot_names[i], "'")));
   }
   if (slice.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", slice.step));
@@ -214,9 +215,9 @@ absl::Status ValidateManifest(const CheckpointManifest& manifest) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": invalid dtype ", static_cast<int>(v.dtype)));
     }
-    RETURN_IF_ERROR(CheckShape(v.shape, what));
-    RETURN_IF_ERROR(CheckSlotNames(v.slot_names, what));
-    RETURN_IF_ERROR(CheckOptimizer(v, what));
+    TESSERA_RETURN_IF_ERROR(CheckShape(v.shape, what));
+    TESSERA_RETURN_IF_ERROR(CheckSlotNames(v.slot_names, what));
+    TESSERA_RETURN_IF_ERROR(CheckOptimizer(v, what));
     if (v.step < 0) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", v.step));
     }
@@ -242,8 +243,8 @@ absl::Status ValidateManifest(const CheckpointManifest& manifest) {
         return absl::InvalidArgumentError(absl::StrCat(what, ": slice ", i, " starts at row ",
                                                        ref.row_offset, ", expected ", next));
       }
-      RETURN_IF_ERROR(CheckRowRange(ref.row_offset, ref.rows, total,
-                                    absl::StrCat(what, ": slice ", i, " (", ref.file, ")")));
+      TESSERA_RETURN_IF_ERROR(CheckRowRange(
+          ref.row_offset, ref.rows, total, absl::StrCat(what, ": slice ", i, " (", ref.file, ")")));
       next = ref.row_offset + ref.rows;
     }
     if (next != total) {
@@ -268,7 +269,7 @@ absl::StatusOr<const CheckpointVariable*> FindVariable(const CheckpointManifest&
 absl::StatusOr<std::vector<SliceRead>> PlanSliceReads(const CheckpointVariable& variable,
                                                       int64_t offset, int64_t rows) {
   const std::string what = absl::StrCat("restoring ", variable.name);
-  RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
+  TESSERA_RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
   const std::vector<SliceFileRef>& slices = variable.slices;
   // Slices are in row order (ValidateManifest), so the first one ending after `offset` is found
   // by bisection; the walk then checks contiguity itself, so an unvalidated variable gives an
@@ -300,8 +301,8 @@ absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int6
                                         int64_t rows, const std::vector<SliceRead>& reads,
                                         const std::vector<const TensorSliceView*>& slices) {
   const std::string what = absl::StrCat("restoring ", variable.name);
-  RETURN_IF_ERROR(CheckShape(variable.shape, what));
-  RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
+  TESSERA_RETURN_IF_ERROR(CheckShape(variable.shape, what));
+  TESSERA_RETURN_IF_ERROR(CheckRowRange(offset, rows, variable.shape.rows(), what));
   if (reads.size() != slices.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", reads.size(), " reads but ", slices.size(), " slices"));
@@ -321,7 +322,7 @@ absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int6
                                                      " slices"));
     }
     const SliceFileRef& ref = variable.slices[read.slice];
-    RETURN_IF_ERROR(Annotate(ValidateTensorSlice(*slice), read_what));
+    TESSERA_RETURN_IF_ERROR(Annotate(ValidateTensorSlice(*slice), read_what));
     if (slice->variable != variable.name) {
       return absl::InvalidArgumentError(
           absl::StrCat(read_what, ": file ", ref.file, " holds variable '", slice->variable, "'"));
@@ -355,8 +356,9 @@ absl::StatusOr<int64_t> CheckSliceReads(const CheckpointVariable& variable, int6
           absl::StrCat(read_what, ": reads do not tile the block (target rows [", read.target_row,
                        ", +", read.rows, "), expected to start at ", covered, ")"));
     }
-    RETURN_IF_ERROR(CheckRowRange(read.target_row, read.rows, rows, read_what));
-    RETURN_IF_ERROR(CheckRowRange(read.source_row, read.rows, slice->value.rows(), read_what));
+    TESSERA_RETURN_IF_ERROR(CheckRowRange(read.target_row, read.rows, rows, read_what));
+    TESSERA_RETURN_IF_ERROR(
+        CheckRowRange(read.source_row, read.rows, slice->value.rows(), read_what));
     covered += read.rows;
     step = std::max(step, slice->step);
   }
@@ -396,7 +398,8 @@ absl::StatusOr<TensorSlice> AssembleSlice(const CheckpointVariable& variable, in
     views.push_back(ViewOf(*slice));
     pointers.push_back(&views.back());
   }
-  ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, pointers));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t step,
+                           CheckSliceReads(variable, offset, rows, reads, pointers));
   TensorSlice block = EmptyBlock(variable, offset, rows, step);
   const int64_t row_size = block.value.shape().row_size();
   auto copy_rows = [row_size](const Tensor& from, const SliceRead& read, Tensor& to) {

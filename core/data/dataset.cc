@@ -25,8 +25,8 @@ std::shared_ptr<const ExampleSource> NoExamples() {
 Dataset::Dataset() : source_(NoExamples()), count_(0) {}
 
 absl::StatusOr<Dataset> Dataset::Create(Batch examples) {
-  ASSIGN_OR_RETURN(std::shared_ptr<const InMemoryExamples> source,
-                   InMemoryExamples::Create(std::move(examples)));
+  TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<const InMemoryExamples> source,
+                           InMemoryExamples::Create(std::move(examples)));
   return FromSource(std::move(source));
 }
 
@@ -109,7 +109,7 @@ absl::StatusOr<Batch> Dataset::SliceUnchecked(int64_t begin, int64_t count) cons
 }
 
 absl::StatusOr<Batch> Dataset::ReadRows(absl::Span<const int64_t> rows) const {
-  ASSIGN_OR_RETURN(Batch batch, source_->Read(rows));
+  TESSERA_ASSIGN_OR_RETURN(Batch batch, source_->Read(rows));
   // A source is code outside this file: hold its batch to the contract before anyone trusts it.
   const int64_t n = static_cast<int64_t>(rows.size());
   if (batch.size != n || batch.labels.shape() != Shape{n, 1}) {
@@ -198,16 +198,15 @@ absl::StatusOr<std::optional<Batch>> BatchIterator::Next() {
     // with drop_remainder it is not in the permutation.
     const int64_t begin = order_[epoch_batches_] * b;
     const int64_t count = std::min(b, dataset_.size() - begin);
-    ASSIGN_OR_RETURN(Batch batch, dataset_.SliceUnchecked(begin, count));
+    TESSERA_ASSIGN_OR_RETURN(Batch batch, dataset_.SliceUnchecked(begin, count));
     Advance(count);
     return batch;
   }
   const int64_t count = std::min(b, dataset_.size() - next_position_);
-  ASSIGN_OR_RETURN(
-      Batch batch,
-      options_.shuffle
-          ? dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(next_position_, count))
-          : dataset_.SliceUnchecked(next_position_, count));
+  TESSERA_ASSIGN_OR_RETURN(
+      Batch batch, options_.shuffle ? dataset_.GatherUnchecked(absl::MakeConstSpan(order_).subspan(
+                                          next_position_, count))
+                                    : dataset_.SliceUnchecked(next_position_, count));
   Advance(count);
   return batch;
 }

@@ -9,15 +9,15 @@
 // and so does a delimited text file (core/data/delimited_text.h).
 //
 // Example: four workers, each walking its own part for two shuffled epochs.
-//   ASSIGN_OR_RETURN(Dataset part, train.Shard(4, worker_index));
+//   TESSERA_ASSIGN_OR_RETURN(Dataset part, train.Shard(4, worker_index));
 //   BatchOptions options;
 //   options.batch_size = 512;
 //   options.shuffle = true;
 //   options.seed = 17 + worker_index;  // each worker its own order
 //   options.num_epochs = 2;
-//   ASSIGN_OR_RETURN(BatchIterator it, BatchIterator::Create(part, options));
+//   TESSERA_ASSIGN_OR_RETURN(BatchIterator it, BatchIterator::Create(part, options));
 //   while (true) {
-//     ASSIGN_OR_RETURN(std::optional<Batch> batch, it.Next());
+//     TESSERA_ASSIGN_OR_RETURN(std::optional<Batch> batch, it.Next());
 //     if (!batch) break;
 //     Train(*batch);
 //   }

@@ -236,7 +236,7 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
     std::vector<std::string> paths, TextFormat format, Env* env) {
   if (env == nullptr) env = Env::Default();
   if (paths.empty()) return absl::InvalidArgumentError("a text source needs at least one file");
-  RETURN_IF_ERROR(ValidateTextFormat(format));
+  TESSERA_RETURN_IF_ERROR(ValidateTextFormat(format));
   auto parser = std::make_unique<internal::TextLineParser>(format);
   const internal::TextLineParser& checker = *parser;
   std::shared_ptr<DelimitedTextSource> source(
@@ -251,9 +251,9 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
   for (std::string& path : paths) {
     auto file = std::make_unique<internal::IndexedTextFile>();
     file->path = std::move(path);
-    ASSIGN_OR_RETURN(file->file, env->NewRandomAccessFile(file->path));
-    ASSIGN_OR_RETURN(internal::LineIndexKey key,
-                     internal::MakeLineIndexKey(*file->file, checker.format_hash()));
+    TESSERA_ASSIGN_OR_RETURN(file->file, env->NewRandomAccessFile(file->path));
+    TESSERA_ASSIGN_OR_RETURN(internal::LineIndexKey key,
+                             internal::MakeLineIndexKey(*file->file, checker.format_hash()));
     const std::string sidecar = absl::StrCat(file->path, ".tsidx");
     absl::StatusOr<internal::LineIndex> loaded = internal::LoadLineIndex(*env, sidecar, key);
     if (loaded.ok()) {
@@ -263,7 +263,7 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
       if (!absl::IsNotFound(loaded.status())) {
         Log().info("rebuilding the line index of {}: {}", file->path, loaded.status());
       }
-      ASSIGN_OR_RETURN(
+      TESSERA_ASSIGN_OR_RETURN(
           file->index,
           internal::BuildLineIndex(*file->file, file->path, source->format_.skip_bad_lines, check));
       if (absl::Status saved = internal::SaveLineIndex(*env, sidecar, key, file->index);
@@ -325,7 +325,7 @@ absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) 
       reader = files_[f]->TakeReader(begin);
       reader_file = f;
     }
-    RETURN_IF_ERROR(reader->Read(begin, end, text));
+    TESSERA_RETURN_IF_ERROR(reader->Read(begin, end, text));
     for (; k < j; ++k) {
       const int64_t local = order[k].first - first;
       const size_t offset = static_cast<size_t>(starts[local] - begin);

@@ -1,6 +1,6 @@
 // DelimitedTextSource: examples read from delimited text files (Criteo's TSV layout, or any
-// columns a TextFormat describes), plain or gzip, as an ExampleSource (core/data/example_source.h): a
-// worker reads only the rows of its batches, by their index, never the whole file.
+// columns a TextFormat describes), plain or gzip, as an ExampleSource (core/data/example_source.h):
+// a worker reads only the rows of its batches, by their index, never the whole file.
 //
 // Each line is an example; its fields, split at the delimiter, are the format's columns in
 // order:
@@ -8,7 +8,8 @@
 //   dense:NAME        a number, one column of dense feature NAME; the dense columns naming the
 //                     same feature form it in column order (dense:dense*13 is a feature of
 //                     width 13); an empty field is 0
-//   cat:NAME          a categorical value: id feature NAME = StringId(field) (core/base/hash.h), the
+//   cat:NAME          a categorical value: id feature NAME = StringId(field) (core/base/hash.h),
+//   the
 //                     raw id the model hashes into its table; an empty field is StringId("")
 //   list:NAME:SEP     categorical values separated by the character SEP: id-list feature NAME,
 //                     one StringId per value (empty values are left out, an empty field is an
@@ -24,12 +25,12 @@
 // (another worker, a restart) load it instead of scanning.
 //
 // Example: a day of Criteo logs, a model over "dense" [13] and ids "C1".."C26".
-//   ASSIGN_OR_RETURN(auto source, DelimitedTextSource::Open({"day_0.gz"}, CriteoFormat()));
-//   ASSIGN_OR_RETURN(Dataset train, Dataset::FromSource(source));
-//   ASSIGN_OR_RETURN(BatchStream stream, BatchStream::Create(train, 512, true, seed));
+//   TESSERA_ASSIGN_OR_RETURN(auto source, DelimitedTextSource::Open({"day_0.gz"}, CriteoFormat()));
+//   TESSERA_ASSIGN_OR_RETURN(Dataset train, Dataset::FromSource(source));
+//   TESSERA_ASSIGN_OR_RETURN(BatchStream stream, BatchStream::Create(train, 512, true, seed));
 //
 // Example: a general column spec, with a multi-hot feature.
-//   ASSIGN_OR_RETURN(TextFormat format,
+//   TESSERA_ASSIGN_OR_RETURN(TextFormat format,
 //                    ParseTextFormat("label,dense:age,cat:user,list:history:|,skip", ','));
 //
 // Thread-safety: a source is immutable after Open; Read may be called from any number of

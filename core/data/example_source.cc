@@ -55,7 +55,7 @@ absl::StatusOr<std::shared_ptr<const InMemoryExamples>> InMemoryExamples::Create
     schema.id_features.push_back(name);
   }
   for (const auto& [name, list] : examples.id_lists) {
-    RETURN_IF_ERROR(CheckIdList(list, n, name));
+    TESSERA_RETURN_IF_ERROR(CheckIdList(list, n, name));
     if (examples.ids.count(name) > 0 || examples.dense.count(name) > 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("feature name '", name, "' is used by both an id-list and another feature"));
@@ -72,7 +72,7 @@ absl::StatusOr<std::shared_ptr<const InMemoryExamples>> InMemoryExamples::Create
     dims.erase(dims.begin());
     schema.dense_features.emplace(name, Shape(std::move(dims)));
   }
-  RETURN_IF_ERROR(CheckSameShape(examples.labels.shape(), Shape{n, 1}, "dataset labels"));
+  TESSERA_RETURN_IF_ERROR(CheckSameShape(examples.labels.shape(), Shape{n, 1}, "dataset labels"));
   return std::shared_ptr<const InMemoryExamples>(
       new InMemoryExamples(std::move(examples), std::move(schema)));
 }

@@ -3,8 +3,8 @@
 // from a file, so that a worker produces or reads only the batches it is handed — never the whole
 // data set — and a batch re-run after a preemption reads the same examples again.
 //
-// A Dataset (core/data/dataset.h) wraps a source and adds the strided selections (Shard) and batching;
-// Dataset::Create wraps examples already in memory (InMemoryExamples below).
+// A Dataset (core/data/dataset.h) wraps a source and adds the strided selections (Shard) and
+// batching; Dataset::Create wraps examples already in memory (InMemoryExamples below).
 //
 // Example, a source of n examples whose only feature is its own position:
 //   class Positions : public ExampleSource {
@@ -23,7 +23,7 @@
 //     int64_t n_;
 //     ExampleSchema schema_;
 //   };
-//   ASSIGN_OR_RETURN(Dataset data, Dataset::FromSource(std::make_shared<Positions>(1000)));
+//   TESSERA_ASSIGN_OR_RETURN(Dataset data, Dataset::FromSource(std::make_shared<Positions>(1000)));
 //
 // Thread-safety: a source is shared by every Dataset made from it and read from any thread:
 // Read must be safe to call concurrently (a pure function of its rows, as in the example).

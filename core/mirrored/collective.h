@@ -153,10 +153,10 @@ class RingBufferPool {
 //
 // Example (the actor that drives it forwards what it returns to replica rank + 1):
 //   RingBuffer buffer = pool.Take(size);  ... fill *buffer with this replica's contribution ...
-//   ASSIGN_OR_RETURN(RingAllReduce ring, RingAllReduce::Create(rank, n, buffer, ReduceOp::kMean));
-//   for (RingChunk& out : ring.Start()) send(next, std::move(out));
+//   TESSERA_ASSIGN_OR_RETURN(RingAllReduce ring, RingAllReduce::Create(rank, n, buffer,
+//   ReduceOp::kMean)); for (RingChunk& out : ring.Start()) send(next, std::move(out));
 //   ... on each message `in` from rank - 1:
-//   ASSIGN_OR_RETURN(std::optional<RingChunk> out, ring.Receive(std::move(in)));
+//   TESSERA_ASSIGN_OR_RETURN(std::optional<RingChunk> out, ring.Receive(std::move(in)));
 //   if (out) send(next, std::move(*out));
 //   if (ring.done()) ... buffer holds the result ...
 class RingAllReduce {

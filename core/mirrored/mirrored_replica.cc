@@ -21,11 +21,11 @@ absl::Status MirroredReplicaContext::AssignAdd(absl::string_view name, Tensor va
 }
 
 absl::Status MirroredReplicaContext::Write(absl::string_view name, Tensor value, bool add) {
-  ASSIGN_OR_RETURN(const MirroredVariableSpec* spec, replica_.VariableSpec(name));
+  TESSERA_ASSIGN_OR_RETURN(const MirroredVariableSpec* spec, replica_.VariableSpec(name));
   if (spec->synchronization == VariableSynchronization::kOnRead) {
     // A sync-on-read copy is the replica's own: written at once, reduced when read.
-    ASSIGN_OR_RETURN(Tensor * copy, replica_.MutableVariable(name));
-    RETURN_IF_ERROR(
+    TESSERA_ASSIGN_OR_RETURN(Tensor * copy, replica_.MutableVariable(name));
+    TESSERA_RETURN_IF_ERROR(
         CheckSameShape(value.shape(), copy->shape(), absl::StrCat("a write to '", name, "'")));
     float* to = copy->data();
     for (int64_t i = 0; i < copy->size(); ++i)
@@ -33,14 +33,14 @@ absl::Status MirroredReplicaContext::Write(absl::string_view name, Tensor value,
     return absl::OkStatus();
   }
   MirroredWrite write{std::string(name), add, std::move(value)};
-  RETURN_IF_ERROR(replica_.CheckHeldWrite(write));
+  TESSERA_RETURN_IF_ERROR(replica_.CheckHeldWrite(write));
   held_.push_back(std::move(write));
   return absl::OkStatus();
 }
 
 absl::StatusOr<MirroredReplica> MirroredReplica::Create(ModelSpec model,
                                                         const OptimizerSpec& optimizer) {
-  ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(std::move(model), optimizer));
+  TESSERA_ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(std::move(model), optimizer));
   return MirroredReplica(std::move(trainer));
 }
 
@@ -49,12 +49,12 @@ absl::Status MirroredReplica::CreateVariable(const MirroredVariableSpec& spec) {
   if (variables_.count(spec.name) > 0 || trainer_.variable(spec.name).ok()) {
     return absl::AlreadyExistsError(absl::StrCat("a variable named '", spec.name, "' exists"));
   }
-  RETURN_IF_ERROR(ValidateAggregation(spec.synchronization, spec.aggregation, spec.dtype));
+  TESSERA_RETURN_IF_ERROR(ValidateAggregation(spec.synchronization, spec.aggregation, spec.dtype));
   if (spec.dtype != DType::kFloat32) {
     return absl::InvalidArgumentError(
         absl::StrCat("variable '", spec.name, "': mirrored variables hold float32"));
   }
-  ASSIGN_OR_RETURN(Shape shape, Shape::Make(spec.shape.dims()));
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, Shape::Make(spec.shape.dims()));
   absl::StatusOr<Tensor> value = MakeInitializedBlock(spec.initializer, shape, 0, shape.rows());
   if (!value.ok()) return Annotate(value.status(), absl::StrCat("initializing '", spec.name, "'"));
   variables_.emplace(spec.name, Variable{spec, *std::move(value)});
@@ -91,8 +91,8 @@ absl::StatusOr<TensorSlice> MirroredReplica::Slice(absl::string_view name) const
     slice.value = Tensor::Copy(it->second.value.view());
     return slice;
   }
-  ASSIGN_OR_RETURN(const Tensor* value, trainer_.variable(name));
-  ASSIGN_OR_RETURN(const OptimizerSlots* slots, trainer_.slots(name));
+  TESSERA_ASSIGN_OR_RETURN(const Tensor* value, trainer_.variable(name));
+  TESSERA_ASSIGN_OR_RETURN(const OptimizerSlots* slots, trainer_.slots(name));
   slice.full_shape = value->shape();
   slice.value = Tensor::Copy(value->view());
   slice.slot_names = trainer_.optimizer().SlotNames();
@@ -102,7 +102,7 @@ absl::StatusOr<TensorSlice> MirroredReplica::Slice(absl::string_view name) const
 }
 
 absl::Status MirroredReplica::Load(const TensorSlice& slice) {
-  ASSIGN_OR_RETURN(const Tensor* current, Read(slice.variable));
+  TESSERA_ASSIGN_OR_RETURN(const Tensor* current, Read(slice.variable));
   if (slice.row_offset != 0 || slice.value.shape() != current->shape()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "restoring '", slice.variable, "': a slice of ", slice.value.shape().ToString(), " at row ",
@@ -121,16 +121,16 @@ absl::Status MirroredReplica::Load(const TensorSlice& slice) {
     OptimizerSlots slots;
     for (const Tensor& slot : slice.slots) slots.tensors.push_back(Tensor::Copy(slot.view()));
     slots.step = slice.step;
-    RETURN_IF_ERROR(trainer_.SetSlots(slice.variable, std::move(slots)));
+    TESSERA_RETURN_IF_ERROR(trainer_.SetSlots(slice.variable, std::move(slots)));
   }
   return trainer_.SetVariable(slice.variable, slice.value);
 }
 
 absl::Status MirroredReplica::CheckHeldWrite(const MirroredWrite& write) const {
-  ASSIGN_OR_RETURN(const MirroredVariableSpec* spec, VariableSpec(write.variable));
+  TESSERA_ASSIGN_OR_RETURN(const MirroredVariableSpec* spec, VariableSpec(write.variable));
   auto it = variables_.find(write.variable);
-  RETURN_IF_ERROR(CheckSameShape(write.value.shape(), it->second.value.shape(),
-                                 absl::StrCat("a write to '", write.variable, "'")));
+  TESSERA_RETURN_IF_ERROR(CheckSameShape(write.value.shape(), it->second.value.shape(),
+                                         absl::StrCat("a write to '", write.variable, "'")));
   if (spec->synchronization != VariableSynchronization::kOnRead &&
       spec->aggregation == VariableAggregation::kNone) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -145,7 +145,7 @@ absl::StatusOr<std::vector<float>> MirroredReplica::PackWrites(
     const std::vector<MirroredWrite>& writes, int32_t rank, int32_t members) const {
   size_t total = 0;
   for (const MirroredWrite& write : writes) {
-    RETURN_IF_ERROR(CheckHeldWrite(write));
+    TESSERA_RETURN_IF_ERROR(CheckHeldWrite(write));
     total += static_cast<size_t>(write.value.size());
   }
   std::vector<float> packed(total, 0.0f);
@@ -185,7 +185,7 @@ absl::Status MirroredReplica::ApplyWrites(const std::vector<MirroredWrite>& writ
   }
   const float* at = reduced.data();
   for (const MirroredWrite& write : writes) {
-    ASSIGN_OR_RETURN(Tensor * copy, MutableVariable(write.variable));
+    TESSERA_ASSIGN_OR_RETURN(Tensor * copy, MutableVariable(write.variable));
     float* to = copy->data();
     for (int64_t i = 0; i < copy->size(); ++i) to[i] = write.add ? to[i] + at[i] : at[i];
     at += copy->size();

@@ -72,7 +72,7 @@ OpDef DenseOp() {
       return absl::InvalidArgumentError(
           absl::StrCat("attribute 'units' must be an integer >= 1, got ", units));
     }
-    RETURN_IF_ERROR(ParseActivation(args.attrs.String("activation", "linear")).status());
+    TESSERA_RETURN_IF_ERROR(ParseActivation(args.attrs.String("activation", "linear")).status());
     OpShape shape;
     shape.width = static_cast<int64_t>(units);
     shape.param_shapes.push_back(Shape{args.input_widths[0], shape.width});
@@ -133,7 +133,7 @@ OpDef SameWidthOp(std::string name) {
   op.min_inputs = 2;
   op.max_inputs = -1;
   op.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    RETURN_IF_ERROR(SameWidths(args));
+    TESSERA_RETURN_IF_ERROR(SameWidths(args));
     return OpShape{args.input_widths[0], {}};
   };
   return op;
@@ -183,7 +183,7 @@ OpDef DotOp() {
   op.min_inputs = 2;
   op.max_inputs = 2;
   op.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    RETURN_IF_ERROR(SameWidths(args));
+    TESSERA_RETURN_IF_ERROR(SameWidths(args));
     return OpShape{1, {}};
   };
   op.forward = [](const OpForwardArgs& a, MatrixRef y) {
@@ -209,7 +209,7 @@ OpDef DotInteractionOp() {
   op.max_inputs = -1;
   op.number_attrs = {"self_interaction"};
   op.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    RETURN_IF_ERROR(SameWidths(args));
+    TESSERA_RETURN_IF_ERROR(SameWidths(args));
     const double self = args.attrs.Number("self_interaction", 0);
     if (self != 0 && self != 1) {
       return absl::InvalidArgumentError(
@@ -272,7 +272,7 @@ OpDef CrossOp() {
   op.max_inputs = 2;
   op.params = {{"kernel"}, {"bias"}};
   op.infer = [](const OpShapeArgs& args) -> absl::StatusOr<OpShape> {
-    RETURN_IF_ERROR(SameWidths(args));
+    TESSERA_RETURN_IF_ERROR(SameWidths(args));
     const int64_t d = args.input_widths[0];
     return OpShape{d, {Shape{d, d}, Shape{d}}};
   };

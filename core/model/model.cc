@@ -118,7 +118,7 @@ Model::Model(ModelSpec spec, ResolvedGraph graph)
 }
 
 absl::StatusOr<Model> Model::Create(ModelSpec spec) {
-  ASSIGN_OR_RETURN(ResolvedGraph graph, ResolveModelSpec(spec));
+  TESSERA_ASSIGN_OR_RETURN(ResolvedGraph graph, ResolveModelSpec(spec));
   return Model(std::move(spec), std::move(graph));
 }
 
@@ -152,7 +152,7 @@ absl::Status Model::CheckBatch(const Batch& batch, bool need_labels) const {
         return absl::InvalidArgumentError(
             absl::StrCat("batch: missing id_list feature '", in.name, "'"));
       }
-      RETURN_IF_ERROR(CheckIdList(it->second, batch.size, in.name));
+      TESSERA_RETURN_IF_ERROR(CheckIdList(it->second, batch.size, in.name));
     } else {
       auto it = batch.dense.find(in.name);
       if (it == batch.dense.end()) {
@@ -188,7 +188,7 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
       return absl::InvalidArgumentError(absl::StrCat("params: unknown parameter '", name, "'"));
     }
     const ParamSpec& param = spec_.params[it->second];
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         CheckSameShape(value.shape(), param.shape, absl::StrCat("params: parameter '", name, "'")));
     ws.param_values[it->second] = value;
     bound[it->second] = true;
@@ -213,7 +213,7 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
     for (size_t k = 0; k < gathered.blocks.size(); ++k) {
       const ConstTensorView& block = gathered.blocks[k];
       const int64_t block_rows = block.shape().rank() == 0 ? 0 : block.rows();
-      RETURN_IF_ERROR(
+      TESSERA_RETURN_IF_ERROR(
           CheckSameShape(block.shape(), table.WithRows(block_rows),
                          absl::StrCat("params: gathered rows of '", name, "', block ", k)));
       for (int64_t r = 0; r < block_rows; ++r) {
@@ -332,10 +332,10 @@ absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& 
 
 absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& batch,
                                                              StepWorkspace& ws) const {
-  RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
+  TESSERA_RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
   HashInputs(batch, ws);
   const std::vector<bool> plan(spec_.params.size(), true);
-  RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  TESSERA_RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
   std::map<std::string, SortedIds> needed;
   for (size_t p = 0; p < spec_.params.size(); ++p) {
     if (!lookups_[p].empty()) needed.emplace(spec_.params[p].name, ws.unique_ids[p]);
@@ -563,24 +563,25 @@ absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params
 
 absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
                                     StepResult& result, const GradientSink& sink) const {
-  RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/true));
+  TESSERA_RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/true));
   HashInputs(batch, ws);
-  RETURN_IF_ERROR(BindParams(params, ws));
+  TESSERA_RETURN_IF_ERROR(BindParams(params, ws));
   // Unique ids are needed to read gathered rows and to build sparse gradients.
   std::vector<bool> plan(spec_.params.size());
   for (size_t p = 0; p < plan.size(); ++p) {
     plan[p] = ws.param_gathered[p] != nullptr || spec_.params[p].trainable;
   }
-  RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
-  RETURN_IF_ERROR(CheckGathered(ws));
+  TESSERA_RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  TESSERA_RETURN_IF_ERROR(CheckGathered(ws));
   RunForward(batch, ws);
   const int loss_node = graph_.loss_value - graph_.num_inputs;
   ws.gradients.resize(graph_.nodes.size());
   RowMatrix& dlogits = ws.gradients[loss_node];
   dlogits.resize(batch.size, graph_.nodes[loss_node].width);
   MatrixRef dlogits_ref(dlogits);
-  ASSIGN_OR_RETURN(result.loss, ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
-                                            batch.labels.matrix(), &dlogits_ref));
+  TESSERA_ASSIGN_OR_RETURN(result.loss,
+                           ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
+                                       batch.labels.matrix(), &dlogits_ref));
   // Backpropagation is linear in dLoss/dlogits: scaling it scales every gradient.
   if (sink.scale != 1.0f) dlogits *= sink.scale;
   RunBackward(batch, ws, result, sink);
@@ -592,25 +593,26 @@ absl::StatusOr<StepResult> Model::ForwardBackward(const Batch& batch,
                                                   const StepParams& params) const {
   StepWorkspace ws;
   StepResult result;
-  RETURN_IF_ERROR(ForwardBackward(batch, params, ws, result));
+  TESSERA_RETURN_IF_ERROR(ForwardBackward(batch, params, ws, result));
   return result;
 }
 
 absl::Status Model::Forward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
                             ForwardResult& result) const {
   const bool with_labels = batch.labels.size() > 0;
-  RETURN_IF_ERROR(CheckBatch(batch, with_labels));
+  TESSERA_RETURN_IF_ERROR(CheckBatch(batch, with_labels));
   HashInputs(batch, ws);
-  RETURN_IF_ERROR(BindParams(params, ws));
+  TESSERA_RETURN_IF_ERROR(BindParams(params, ws));
   std::vector<bool> plan(spec_.params.size());
   for (size_t p = 0; p < plan.size(); ++p) plan[p] = ws.param_gathered[p] != nullptr;
-  RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
-  RETURN_IF_ERROR(CheckGathered(ws));
+  TESSERA_RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  TESSERA_RETURN_IF_ERROR(CheckGathered(ws));
   RunForward(batch, ws);
   result.loss.reset();
   if (with_labels) {
-    ASSIGN_OR_RETURN(const float loss, ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
-                                                   batch.labels.matrix(), nullptr));
+    TESSERA_ASSIGN_OR_RETURN(const float loss,
+                             ComputeLoss(graph_.loss, Value(batch, ws, graph_.loss_value),
+                                         batch.labels.matrix(), nullptr));
     result.loss = loss;
   }
   CopyOutputs(ws, result.outputs);
@@ -620,7 +622,7 @@ absl::Status Model::Forward(const Batch& batch, const StepParams& params, StepWo
 absl::StatusOr<ForwardResult> Model::Forward(const Batch& batch, const StepParams& params) const {
   StepWorkspace ws;
   ForwardResult result;
-  RETURN_IF_ERROR(Forward(batch, params, ws, result));
+  TESSERA_RETURN_IF_ERROR(Forward(batch, params, ws, result));
   return result;
 }
 

@@ -1,15 +1,15 @@
-// Model: the runtime of a ModelSpec (core/model/model_spec.h): forward and backward over a Batch given
-// the current parameter values, for a local trainer (variables as whole tensors) and for a
+// Model: the runtime of a ModelSpec (core/model/model_spec.h): forward and backward over a Batch
+// given the current parameter values, for a local trainer (variables as whole tensors) and for a
 // distributed worker (dense variables read whole, embedding tables read only at the rows the
 // batch needs, fetched from parameter-server shards).
 //
 // One step, as a distributed worker runs it:
-//   ASSIGN_OR_RETURN(auto needed, model.RowsNeeded(batch));  // sorted unique ids per table
+//   TESSERA_ASSIGN_OR_RETURN(auto needed, model.RowsNeeded(batch));  // sorted unique ids per table
 //   ... gather needed["user_embedding"] from the shards into `user_rows` ...
 //   StepParams params;
 //   params.full["hidden/kernel"] = kernel_value;           // dense variables: whole values
 //   params.gathered["user_embedding"] = {needed["user_embedding"], {user_rows}};
-//   RETURN_IF_ERROR(model.ForwardBackward(batch, params, workspace, result));
+//   TESSERA_RETURN_IF_ERROR(model.ForwardBackward(batch, params, workspace, result));
 //   ... send result.dense_gradients / result.sparse_gradients (global ids) to the shards ...
 // A local trainer passes embedding tables whole in `full` instead, and the model gathers their
 // rows straight into its activations.

@@ -197,8 +197,8 @@ void ModelBuilder::Loss(const std::string& kind, Value logits) {
 }
 
 absl::StatusOr<ModelSpec> ModelBuilder::Build() const {
-  RETURN_IF_ERROR(Annotate(error_, absl::StrCat("model '", spec_.name, "'")));
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(Annotate(error_, absl::StrCat("model '", spec_.name, "'")));
+  TESSERA_RETURN_IF_ERROR(
       Annotate(ResolveModelSpec(spec_).status(), absl::StrCat("model '", spec_.name, "'")));
   return spec_;
 }

@@ -18,7 +18,7 @@
 //   b.Output("logits", logits);
 //   b.Output("probability", b.Sigmoid(logits, "probability"));
 //   b.Loss("sigmoid_cross_entropy", logits);
-//   ASSIGN_OR_RETURN(ModelSpec spec, b.Build());
+//   TESSERA_ASSIGN_OR_RETURN(ModelSpec spec, b.Build());
 //
 // Names: a node is named by its caller or, by default, "<op>_<k>" (dense_1, dense_2, ...); its
 // parameters are "<node>/<role>" ("dense_1/kernel", "dense_1/bias"). Initializers: tables

@@ -35,8 +35,8 @@ class Resolver {
   explicit Resolver(const ModelSpec& spec) : spec_(spec) {}
 
   absl::StatusOr<ResolvedGraph> Run() {
-    RETURN_IF_ERROR(ResolveInputs());
-    RETURN_IF_ERROR(ResolveParams());
+    TESSERA_RETURN_IF_ERROR(ResolveInputs());
+    TESSERA_RETURN_IF_ERROR(ResolveParams());
     for (size_t n = 0; n < spec_.nodes.size(); ++n) {
       if (spec_.nodes[n].name.empty()) {
         return absl::InvalidArgumentError(absl::StrCat("node #", n, " has no name"));
@@ -44,7 +44,7 @@ class Resolver {
       future_nodes_.emplace(spec_.nodes[n].name, static_cast<int>(n));
     }
     for (size_t n = 0; n < spec_.nodes.size(); ++n) {
-      RETURN_IF_ERROR(ResolveNode(static_cast<int>(n)));
+      TESSERA_RETURN_IF_ERROR(ResolveNode(static_cast<int>(n)));
     }
     for (size_t p = 0; p < spec_.params.size(); ++p) {
       if (roles_[p].empty()) {
@@ -53,8 +53,8 @@ class Resolver {
       }
       graph_.param_is_embedding.push_back(roles_[p] == kTableRole);
     }
-    RETURN_IF_ERROR(ResolveOutputs());
-    RETURN_IF_ERROR(ResolveLoss());
+    TESSERA_RETURN_IF_ERROR(ResolveOutputs());
+    TESSERA_RETURN_IF_ERROR(ResolveLoss());
     return std::move(graph_);
   }
 
@@ -116,8 +116,8 @@ class Resolver {
                                                          " has a dimension < 1"));
         }
       }
-      RETURN_IF_ERROR(Annotate(ValidateInitializer(param.initializer),
-                               absl::StrCat("parameter '", param.name, "'")));
+      TESSERA_RETURN_IF_ERROR(Annotate(ValidateInitializer(param.initializer),
+                                       absl::StrCat("parameter '", param.name, "'")));
     }
     roles_.assign(spec_.params.size(), std::string());
     return absl::OkStatus();
@@ -216,7 +216,7 @@ class Resolver {
                                         : absl::StrCat(min_params, " to ", max_params)));
     }
     for (const std::string& input : node.inputs) {
-      ASSIGN_OR_RETURN(const int v, ResolveEdge(n, input));
+      TESSERA_ASSIGN_OR_RETURN(const int v, ResolveEdge(n, input));
       const bool is_ids = v < graph_.num_inputs && spec_.inputs[v].kind != InputKind::kDense;
       if (is_ids && op != nullptr) {
         return NodeError(node, absl::StrCat("reads ", InputKindName(spec_.inputs[v].kind),
@@ -230,9 +230,9 @@ class Resolver {
       out.inputs.push_back(v);
     }
     if (op == nullptr) {
-      RETURN_IF_ERROR(ResolveEmbedding(node, out));
+      TESSERA_RETURN_IF_ERROR(ResolveEmbedding(node, out));
     } else {
-      RETURN_IF_ERROR(CheckAttrs(node, op->number_attrs, op->string_attrs));
+      TESSERA_RETURN_IF_ERROR(CheckAttrs(node, op->number_attrs, op->string_attrs));
       OpShapeArgs args;
       for (int v : out.inputs) args.input_widths.push_back(graph_.value_widths[v]);
       args.num_params = num_params;
@@ -247,7 +247,7 @@ class Resolver {
       out.width = shape->width;
       for (int j = 0; j < num_params; ++j) {
         const std::string& role = op->params[j].role;
-        ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[j], role));
+        TESSERA_ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[j], role));
         if (spec_.params[p].shape != shape->param_shapes[j]) {
           std::vector<std::string> widths;
           for (int64_t w : args.input_widths) widths.push_back(absl::StrCat(w));
@@ -267,14 +267,14 @@ class Resolver {
   }
 
   absl::Status ResolveEmbedding(const NodeSpec& node, ResolvedGraph::Node& out) {
-    RETURN_IF_ERROR(CheckAttrs(node, {}, {"combiner"}));
+    TESSERA_RETURN_IF_ERROR(CheckAttrs(node, {}, {"combiner"}));
     auto combiner = node.string_attrs.find("combiner");
     if (combiner != node.string_attrs.end()) {
       absl::StatusOr<Combiner> parsed = ParseCombiner(combiner->second);
       if (!parsed.ok()) return NodeError(node, parsed.status().message());
       out.combiner = *parsed;
     }
-    ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[0], kTableRole));
+    TESSERA_ASSIGN_OR_RETURN(const int p, ResolveParam(node, node.params[0], kTableRole));
     const Shape& shape = spec_.params[p].shape;
     if (shape.rank() != 2) {
       return NodeError(node, absl::StrCat("embedding table '", node.params[0],
@@ -304,7 +304,7 @@ class Resolver {
   absl::Status ResolveOutputs() {
     for (const auto& [name, node] : spec_.outputs) {
       if (name.empty()) return absl::InvalidArgumentError("an output has no name");
-      ASSIGN_OR_RETURN(const int v, FindNode(node, absl::StrCat("output '", name, "'")));
+      TESSERA_ASSIGN_OR_RETURN(const int v, FindNode(node, absl::StrCat("output '", name, "'")));
       graph_.output_values.emplace(name, v);
     }
     return absl::OkStatus();
@@ -314,7 +314,7 @@ class Resolver {
     auto kind = ParseLoss(spec_.loss.kind);
     if (!kind.ok()) return Annotate(kind.status(), "loss");
     graph_.loss = *kind;
-    ASSIGN_OR_RETURN(graph_.loss_value, FindNode(spec_.loss.logits, "loss logits"));
+    TESSERA_ASSIGN_OR_RETURN(graph_.loss_value, FindNode(spec_.loss.logits, "loss logits"));
     const int64_t width = graph_.value_widths[graph_.loss_value];
     if (graph_.loss != LossKind::kSoftmaxCrossEntropy && width != 1) {
       return absl::InvalidArgumentError(absl::StrCat("loss ", LossName(graph_.loss),

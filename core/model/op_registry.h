@@ -1,6 +1,6 @@
 // The op registry: every dense-valued op a ModelSpec node may name — the built-ins (dense, relu,
-// concat, dot_interaction, ...: core/model/builtin_ops.cc) and the ones a program registers itself —
-// described once: how many inputs it reads, its parameters, its attributes, its shape rule, and
+// concat, dot_interaction, ...: core/model/builtin_ops.cc) and the ones a program registers itself
+// — described once: how many inputs it reads, its parameters, its attributes, its shape rule, and
 // its forward and backward kernels. ResolveModelSpec checks nodes with it and Model runs them
 // with it; an exported model names its ops, so a program serving a model with its own op
 // registers that op too. (Embedding lookups are not registry ops: they read ids and produce
@@ -24,7 +24,7 @@
 //           (a.dy.array() * a.inputs[0].array()).colwise().sum().matrix().transpose();
 //     }
 //   };
-//   RETURN_IF_ERROR(RegisterOp(std::move(scale)));
+//   TESSERA_RETURN_IF_ERROR(RegisterOp(std::move(scale)));
 // (A parameter's value and gradient are seen as [rows, row_size] matrices: a vector [n] is a
 // column [n, 1].)
 //

@@ -150,9 +150,9 @@ absl::Status ElementwiseOptimizer::CheckSlots(const Shape& block_shape,
 absl::Status ElementwiseOptimizer::ApplyDense(TensorView value, OptimizerSlots& slots,
                                               ConstTensorView grad) const {
   constexpr absl::string_view kOp = "apply_dense";
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(
       InContext(CheckSameShape(grad.shape(), value.shape(), "gradient"), spec_.name, kOp));
-  RETURN_IF_ERROR(InContext(CheckSlots(value.shape(), slots), spec_.name, kOp));
+  TESSERA_RETURN_IF_ERROR(InContext(CheckSlots(value.shape(), slots), spec_.name, kOp));
   const int64_t step = slots.step + 1;
   ScopedFlushDenormals flush_denormals;  // Note [Denormals are flushed]
   Update(step, value, absl::MakeSpan(slots.tensors), UpdatedRows{}, grad);
@@ -169,13 +169,13 @@ absl::Status ElementwiseOptimizer::ApplySparse(TensorView value, OptimizerSlots&
         spec_.name, ": ", kOp,
         ": the block is a scalar (shape []); a sparse gradient needs rank >= 1"));
   }
-  RETURN_IF_ERROR(InContext(ValidateIndexedRows(rows, grad_rows, value.rows(), value.row_size()),
-                            spec_.name, kOp));
+  TESSERA_RETURN_IF_ERROR(InContext(
+      ValidateIndexedRows(rows, grad_rows, value.rows(), value.row_size()), spec_.name, kOp));
   // Same row width is not enough: [n, 6] rows do not fit a [rows, 2, 3] block.
-  RETURN_IF_ERROR(InContext(
+  TESSERA_RETURN_IF_ERROR(InContext(
       CheckSameShape(grad_rows.shape(), value.shape().WithRows(rows.size()), "gradient rows"),
       spec_.name, kOp));
-  RETURN_IF_ERROR(InContext(CheckSlots(value.shape(), slots), spec_.name, kOp));
+  TESSERA_RETURN_IF_ERROR(InContext(CheckSlots(value.shape(), slots), spec_.name, kOp));
   const int64_t step = slots.step + 1;
   ScopedFlushDenormals flush_denormals;  // Note [Denormals are flushed]
   // Sorted unique ids (what workers send) need no copy of the gradient.

@@ -55,7 +55,7 @@ class Adagrad final : public ElementwiseOptimizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeAdagrad(const OptimizerSpec& spec) {
-  ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kAdagradParams));
+  TESSERA_ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kAdagradParams));
   const double initial_accumulator = resolved.params.at("initial_accumulator_value");
   if (initial_accumulator == 0 && resolved.params.at("epsilon") == 0) {
     return absl::InvalidArgumentError(

@@ -76,7 +76,7 @@ class Adam final : public ElementwiseOptimizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeAdam(const OptimizerSpec& spec) {
-  ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kAdamParams));
+  TESSERA_ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kAdamParams));
   return std::unique_ptr<Optimizer>(new Adam(std::move(resolved)));
 }
 

@@ -101,7 +101,7 @@ class Ftrl final : public ElementwiseOptimizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeFtrl(const OptimizerSpec& spec) {
-  ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kFtrlParams));
+  TESSERA_ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kFtrlParams));
   const float initial_accumulator =
       static_cast<float>(resolved.params.at("initial_accumulator_value"));
   return std::unique_ptr<Optimizer>(new Ftrl(std::move(resolved), initial_accumulator));

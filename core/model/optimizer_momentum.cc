@@ -57,7 +57,7 @@ class Momentum final : public ElementwiseOptimizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeMomentum(const OptimizerSpec& spec) {
-  ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kMomentumParams));
+  TESSERA_ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kMomentumParams));
   return std::unique_ptr<Optimizer>(new Momentum(std::move(resolved)));
 }
 

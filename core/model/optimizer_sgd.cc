@@ -33,7 +33,7 @@ class Sgd final : public ElementwiseOptimizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> MakeSgd(const OptimizerSpec& spec) {
-  ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kSgdParams));
+  TESSERA_ASSIGN_OR_RETURN(OptimizerSpec resolved, ResolveSpec(spec, kSgdParams));
   return std::unique_ptr<Optimizer>(new Sgd(std::move(resolved)));
 }
 

@@ -21,32 +21,32 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, ReadOp&, const SliceStore*) {
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, GatherOp& op, const SliceStore*) {
-  ASSIGN_OR_RETURN(Tensor rows, s.Gather(op.ids));
+  TESSERA_ASSIGN_OR_RETURN(Tensor rows, s.Gather(op.ids));
   return ShardValue{std::move(rows), s.version()};
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, AssignOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.Assign(op.kind, op.value));
+  TESSERA_RETURN_IF_ERROR(s.Assign(op.kind, op.value));
   return VersionOf(s);
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, ScatterRowsOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.Scatter(op.op, op.rows.indices, op.rows.values));
+  TESSERA_RETURN_IF_ERROR(s.Scatter(op.op, op.rows.indices, op.rows.values));
   return VersionOf(s);
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, ApplyDenseGradientOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.ApplyDenseGradient(op.grad));
+  TESSERA_RETURN_IF_ERROR(s.ApplyDenseGradient(op.grad));
   return VersionOf(s);
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, ApplySparseGradientOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.ApplySparseGradient(op.grad.indices, op.grad.values));
+  TESSERA_RETURN_IF_ERROR(s.ApplySparseGradient(op.grad.indices, op.grad.values));
   return VersionOf(s);
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, SetOptimizerOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.SetOptimizer(op.spec));
+  TESSERA_RETURN_IF_ERROR(s.SetOptimizer(op.spec));
   return VersionOf(s);
 }
 
@@ -55,7 +55,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, SnapshotOp&, const SliceStore
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, RestoreOp& op, const SliceStore*) {
-  RETURN_IF_ERROR(s.Restore(std::move(op.slice)));
+  TESSERA_RETURN_IF_ERROR(s.Restore(std::move(op.slice)));
   s.TakeRememberedUpdates(op.ledger);  // none from a checkpoint: the restore's clearing stands
   return VersionOf(s);
 }
@@ -70,7 +70,7 @@ absl::Status RequireStore(const SliceStore* store, const ShardState& s, absl::st
 absl::StatusOr<SavedSlice> Write(const TensorSliceView& slice, const ShardSpec& spec,
                                  std::optional<OptimizerSpec> optimizer, const SaveOp& op,
                                  const SliceStore& store) {
-  RETURN_IF_ERROR(Annotate(
+  TESSERA_RETURN_IF_ERROR(Annotate(
       store.Write(absl::StrCat(op.dir, "/", op.file), slice),
       absl::StrCat("saving ", ShardName(spec.variable, spec.shard_index, spec.num_shards))));
   SavedSlice saved;
@@ -91,8 +91,8 @@ std::optional<OptimizerSpec> OptimizerOf(const ShardState& s) {
 // same file, and neither initializes the rows still waiting for their initializer: the writer
 // computes them (Note [Copy-on-write snapshots], core/ps/cow_snapshot.h).
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore* store) {
-  RETURN_IF_ERROR(RequireStore(store, s, SaveOp::kName));
-  ASSIGN_OR_RETURN(SavedSlice saved, WriteSnapshot(*StartSnapshot(s), op, *store));
+  TESSERA_RETURN_IF_ERROR(RequireStore(store, s, SaveOp::kName));
+  TESSERA_ASSIGN_OR_RETURN(SavedSlice saved, WriteSnapshot(*StartSnapshot(s), op, *store));
   return saved;
 }
 
@@ -100,7 +100,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, SaveOp& op, const SliceStore*
 // when the checkpoint's slot names are the shard's own; a checkpoint without slots restores the
 // values and gives the optimizer fresh slots.
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, LoadOp& op, const SliceStore* store) {
-  RETURN_IF_ERROR(RequireStore(store, s, LoadOp::kName));
+  TESSERA_RETURN_IF_ERROR(RequireStore(store, s, LoadOp::kName));
   const CheckpointVariable& variable = op.variable;
   const std::string what = absl::StrCat("restoring ", s.name(), " from ", op.dir);
   if (variable.shape != s.full_shape()) {
@@ -115,8 +115,8 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, LoadOp& op, const SliceStore*
   }
   // Reads only the rows this shard holds, into a fresh block: the shard is unchanged until the
   // whole block has been read and checked.
-  ASSIGN_OR_RETURN(TensorSlice block,
-                   store->ReadBlock(op.dir, variable, s.row_offset(), s.spec().rows));
+  TESSERA_ASSIGN_OR_RETURN(TensorSlice block,
+                           store->ReadBlock(op.dir, variable, s.row_offset(), s.spec().rows));
   const std::vector<std::string> own_slots =
       s.optimizer() != nullptr ? s.optimizer()->SlotNames() : std::vector<std::string>{};
   if (!block.slot_names.empty() && block.slot_names != own_slots) {
@@ -128,7 +128,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, LoadOp& op, const SliceStore*
     block.slot_names.clear();  // a shard without an optimizer takes the values only
     block.slots.clear();
   }
-  RETURN_IF_ERROR(Annotate(s.Restore(std::move(block)), what));
+  TESSERA_RETURN_IF_ERROR(Annotate(s.Restore(std::move(block)), what));
   return VersionOf(s);
 }
 

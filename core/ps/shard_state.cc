@@ -83,16 +83,16 @@ absl::Status ValidateShardSpec(const ShardSpec& spec) {
 }
 
 absl::Status ShardState::Validate(const ShardSpec& spec) {
-  RETURN_IF_ERROR(ValidateShardSpec(spec));
+  TESSERA_RETURN_IF_ERROR(ValidateShardSpec(spec));
   const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
   if (spec.optimizer.has_value()) {
-    RETURN_IF_ERROR(Annotate(MakeOptimizer(*spec.optimizer).status(), name));
+    TESSERA_RETURN_IF_ERROR(Annotate(MakeOptimizer(*spec.optimizer).status(), name));
   }
   return Annotate(ValidateInitializer(spec.initializer), name);
 }
 
 absl::StatusOr<ShardState> ShardState::Create(const ShardSpec& spec) {
-  RETURN_IF_ERROR(ValidateShardSpec(spec));
+  TESSERA_RETURN_IF_ERROR(ValidateShardSpec(spec));
   ShardState shard;
   shard.spec_ = spec;
   shard.name_ = ShardName(spec.variable, spec.shard_index, spec.num_shards);
@@ -111,7 +111,7 @@ absl::StatusOr<ShardState> ShardState::Create(const ShardSpec& spec) {
   if (!value.ok()) return Annotate(value.status(), shard.name_);
   shard.value_ = *std::move(value);
   if (lazy) {
-    RETURN_IF_ERROR(Annotate(ValidateInitializer(spec.initializer), shard.name_));
+    TESSERA_RETURN_IF_ERROR(Annotate(ValidateInitializer(spec.initializer), shard.name_));
     shard.uninitialized_.assign(static_cast<size_t>(block_shape.rows()), 1);
     shard.num_uninitialized_ = block_shape.rows();
   }
@@ -287,7 +287,7 @@ absl::StatusOr<Tensor> ShardState::Gather(absl::Span<const int64_t> local_ids) c
 absl::Status ShardState::Assign(AssignKind kind, ConstTensorView value) {
   InitializeAllRows();
   BeforeWriteAll();
-  RETURN_IF_ERROR(Annotate(AssignBlock(kind, value_.view(), value), name_));
+  TESSERA_RETURN_IF_ERROR(Annotate(AssignBlock(kind, value_.view(), value), name_));
   CountDenseUpdate();
   ++version_;
   return absl::OkStatus();
@@ -297,7 +297,7 @@ absl::Status ShardState::Scatter(ScatterOp op, absl::Span<const int64_t> local_i
                                  ConstTensorView rows) {
   InitializeRows(local_ids);
   BeforeWriteRows(local_ids);
-  RETURN_IF_ERROR(Annotate(ScatterRows(op, value_.view(), local_ids, rows), name_));
+  TESSERA_RETURN_IF_ERROR(Annotate(ScatterRows(op, value_.view(), local_ids, rows), name_));
   CountRowUpdates(local_ids);
   ++version_;
   return absl::OkStatus();
@@ -310,12 +310,12 @@ absl::Status ShardState::RequireOptimizer(absl::string_view what) const {
 }
 
 absl::Status ShardState::ApplyDenseGradient(ConstTensorView grad) {
-  RETURN_IF_ERROR(RequireOptimizer("apply_dense_gradient"));
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(RequireOptimizer("apply_dense_gradient"));
+  TESSERA_RETURN_IF_ERROR(
       Annotate(CheckSameShape(grad.shape(), value_.shape(), "apply_dense_gradient"), name_));
   InitializeAllRows();
   BeforeWriteAll();
-  RETURN_IF_ERROR(Annotate(optimizer_->ApplyDense(value_.view(), slots_, grad), name_));
+  TESSERA_RETURN_IF_ERROR(Annotate(optimizer_->ApplyDense(value_.view(), slots_, grad), name_));
   CountDenseUpdate();
   ++version_;
   return absl::OkStatus();
@@ -323,21 +323,22 @@ absl::Status ShardState::ApplyDenseGradient(ConstTensorView grad) {
 
 absl::Status ShardState::ApplySparseGradient(absl::Span<const int64_t> local_ids,
                                              ConstTensorView rows) {
-  RETURN_IF_ERROR(RequireOptimizer("apply_sparse_gradient"));
+  TESSERA_RETURN_IF_ERROR(RequireOptimizer("apply_sparse_gradient"));
   // Checked here as well as by the rule, so the shard's guarantee and messages do not depend on
   // each rule's validation.
-  RETURN_IF_ERROR(Annotate(
+  TESSERA_RETURN_IF_ERROR(Annotate(
       CheckRowUpdate("apply_sparse_gradient", value_.shape(), local_ids, rows.shape()), name_));
   InitializeRows(local_ids);
   BeforeWriteRows(local_ids);
-  RETURN_IF_ERROR(Annotate(optimizer_->ApplySparse(value_.view(), slots_, local_ids, rows), name_));
+  TESSERA_RETURN_IF_ERROR(
+      Annotate(optimizer_->ApplySparse(value_.view(), slots_, local_ids, rows), name_));
   CountRowUpdates(local_ids);
   ++version_;
   return absl::OkStatus();
 }
 
 absl::Status ShardState::SetOptimizer(const OptimizerSpec& spec) {
-  RETURN_IF_ERROR(Annotate(CheckOptimizerDType(spec_, spec.name), name_));
+  TESSERA_RETURN_IF_ERROR(Annotate(CheckOptimizerDType(spec_, spec.name), name_));
   auto optimizer = MakeOptimizer(spec);
   if (!optimizer.ok()) return Annotate(optimizer.status(), name_);
   if (optimizer_ && SameOptimizerSpec(optimizer_->spec(), (*optimizer)->spec())) {
@@ -414,7 +415,7 @@ TensorSlice ShardState::SnapshotRows(int64_t begin, int64_t count) const {
 }
 
 absl::Status ShardState::Restore(const TensorSlice& slice) {
-  ASSIGN_OR_RETURN(const int64_t first, CheckRestorable(slice));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t first, CheckRestorable(slice));
   if (slice.value.shape() != value_.shape()) {
     RestoreRows(first, slice);
     return absl::OkStatus();
@@ -432,7 +433,7 @@ absl::Status ShardState::Restore(const TensorSlice& slice) {
 }
 
 absl::Status ShardState::Restore(TensorSlice&& slice) {
-  ASSIGN_OR_RETURN(const int64_t first, CheckRestorable(slice));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t first, CheckRestorable(slice));
   if (slice.value.shape() != value_.shape()) {
     RestoreRows(first, slice);
     return absl::OkStatus();
@@ -503,7 +504,7 @@ absl::StatusOr<int64_t> ShardState::CheckRestorable(const TensorSlice& slice) co
                                                    "..", spec_.row_offset + block.rows(), ")"));
   }
   if (!partial) {
-    RETURN_IF_ERROR(Annotate(CheckSameShape(slice.value.shape(), block, "value"), what));
+    TESSERA_RETURN_IF_ERROR(Annotate(CheckSameShape(slice.value.shape(), block, "value"), what));
   }
   const std::vector<std::string> want_names =
       optimizer_ ? optimizer_->SlotNames() : std::vector<std::string>{};
@@ -525,9 +526,10 @@ absl::StatusOr<int64_t> ShardState::CheckRestorable(const TensorSlice& slice) co
                                                    " slot tensors"));
   }
   for (size_t i = 0; i < slice.slots.size(); ++i) {
-    RETURN_IF_ERROR(Annotate(CheckSameShape(slice.slots[i].shape(), slice.value.shape(),
-                                            absl::StrCat("slot '", slice.slot_names[i], "'")),
-                             what));
+    TESSERA_RETURN_IF_ERROR(
+        Annotate(CheckSameShape(slice.slots[i].shape(), slice.value.shape(),
+                                absl::StrCat("slot '", slice.slot_names[i], "'")),
+                 what));
   }
   if (slice.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": negative step ", slice.step));

@@ -69,7 +69,7 @@ class RemoteValue {
   absl::StatusOr<ClosureValues> FetchWithin(absl::Duration timeout) const;
   // Fetch, then the result's value `name` as T (ClosureValues::Get): the closure's error, or
   // InvalidArgument when the result has no `name` of type T.
-  // Example: ASSIGN_OR_RETURN(double loss, remote_value.Fetch<double>("loss"));
+  // Example: TESSERA_ASSIGN_OR_RETURN(double loss, remote_value.Fetch<double>("loss"));
   template <class T>
   absl::StatusOr<T> Fetch(absl::string_view name) const {
     absl::StatusOr<ClosureValues> values = Fetch();

@@ -8,7 +8,7 @@
 //   ClosureValues args;
 //   args.Set("batch", int64_t{7}).Set("learning_rate", 0.1);
 //   ...
-//   ASSIGN_OR_RETURN(int64_t batch, args.Get<int64_t>("batch"));
+//   TESSERA_ASSIGN_OR_RETURN(int64_t batch, args.Get<int64_t>("batch"));
 //   args.Get<double>("batch");  // InvalidArgument: ... "batch" holds an int64, not a double
 //
 // Thread-safety: a value; const methods are safe from any thread.

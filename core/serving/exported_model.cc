@@ -12,7 +12,7 @@
 namespace tessera {
 
 absl::StatusOr<Signature> ServingSignature(const ModelSpec& spec) {
-  ASSIGN_OR_RETURN(const ResolvedGraph graph, ResolveModelSpec(spec));
+  TESSERA_ASSIGN_OR_RETURN(const ResolvedGraph graph, ResolveModelSpec(spec));
   Signature signature;
   signature.name = kServingDefault;
   for (const InputSpec& in : spec.inputs) {
@@ -31,7 +31,8 @@ absl::StatusOr<Signature> ServingSignature(const ModelSpec& spec) {
 }
 
 absl::Status ValidateModelDescription(const ModelDescription& description) {
-  RETURN_IF_ERROR(Annotate(ResolveModelSpec(description.spec).status(), "exported model: spec"));
+  TESSERA_RETURN_IF_ERROR(
+      Annotate(ResolveModelSpec(description.spec).status(), "exported model: spec"));
   std::set<std::string> names;
   for (const Signature& signature : description.signatures) {
     if (!names.insert(signature.name).second) {
@@ -54,8 +55,8 @@ absl::Status CheckVariableShapes(const ModelSpec& spec,
       return absl::InvalidArgumentError(
           absl::StrCat("exported model: no variable for parameter '", param.name, "'"));
     }
-    RETURN_IF_ERROR(CheckSameShape(it->second, param.shape,
-                                   absl::StrCat("exported model: variable '", param.name, "'")));
+    TESSERA_RETURN_IF_ERROR(CheckSameShape(
+        it->second, param.shape, absl::StrCat("exported model: variable '", param.name, "'")));
   }
   if (shapes.size() != spec.params.size()) {
     std::set<std::string> params;
@@ -71,7 +72,7 @@ absl::Status CheckVariableShapes(const ModelSpec& spec,
 }
 
 absl::Status ValidateExportedModel(const ExportedModel& model) {
-  RETURN_IF_ERROR(ValidateModelDescription(model));
+  TESSERA_RETURN_IF_ERROR(ValidateModelDescription(model));
   std::map<std::string, Shape> shapes;
   for (const auto& [name, value] : model.variables) shapes.emplace(name, value.shape());
   return CheckVariableShapes(model.spec, shapes);
@@ -159,22 +160,22 @@ absl::Status InMemoryVariables::CheckAll(const std::string& name) const {
 }
 
 absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(ExportedModel model) {
-  RETURN_IF_ERROR(ValidateExportedModel(model));
+  TESSERA_RETURN_IF_ERROR(ValidateExportedModel(model));
   auto variables = std::make_shared<InMemoryVariables>(std::move(model.variables));
   return Create(ModelDescription(std::move(model)), std::move(variables));
 }
 
 absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Create(
     ModelDescription description, std::shared_ptr<const ServedVariables> variables) {
-  RETURN_IF_ERROR(ValidateModelDescription(description));
+  TESSERA_RETURN_IF_ERROR(ValidateModelDescription(description));
   std::map<std::string, Shape> shapes;
   for (const auto& [name, view] : variables->views()) shapes.emplace(name, view.shape());
-  RETURN_IF_ERROR(CheckVariableShapes(description.spec, shapes));
-  ASSIGN_OR_RETURN(Model runtime, Model::Create(description.spec));
+  TESSERA_RETURN_IF_ERROR(CheckVariableShapes(description.spec, shapes));
+  TESSERA_ASSIGN_OR_RETURN(Model runtime, Model::Create(description.spec));
   // Dense variables are small and read whole by every prediction: checked once, here.
   for (size_t p = 0; p < description.spec.params.size(); ++p) {
     if (!runtime.IsEmbedding(static_cast<int>(p))) {
-      RETURN_IF_ERROR(variables->CheckAll(description.spec.params[p].name));
+      TESSERA_RETURN_IF_ERROR(variables->CheckAll(description.spec.params[p].name));
     }
   }
   return std::unique_ptr<Predictor>(
@@ -196,12 +197,12 @@ absl::StatusOr<std::map<std::string, Tensor>> Predictor::Predict(const Batch& ba
   // The rows the batch looks up are checked before anything reads them; the workspace keeps the
   // lookup plan, so Forward does not sort the ids again.
   StepWorkspace workspace;
-  ASSIGN_OR_RETURN(const auto needed, runtime_.RowsNeeded(*input, workspace));
-  for (const auto& [name, ids] : needed) RETURN_IF_ERROR(variables_->CheckRows(name, ids));
+  TESSERA_ASSIGN_OR_RETURN(const auto needed, runtime_.RowsNeeded(*input, workspace));
+  for (const auto& [name, ids] : needed) TESSERA_RETURN_IF_ERROR(variables_->CheckRows(name, ids));
   StepParams params;
   params.full = variables_->views();
   ForwardResult result;
-  RETURN_IF_ERROR(runtime_.Forward(*input, params, workspace, result));
+  TESSERA_RETURN_IF_ERROR(runtime_.Forward(*input, params, workspace, result));
   for (const auto& [name, output] : result.outputs) {
     if (const auto bad = FirstNonFinite(output.values())) {
       const int64_t width = std::max<int64_t>(output.row_size(), 1);

@@ -1,7 +1,7 @@
-// ExportedModel: a trained model as plain data — its ModelSpec (core/model/model_spec.h), its serving
-// signatures, and every variable merged into one unsharded tensor — loadable and servable without
-// the training code (TF's SavedModel). schema/serving/model_io.h reads and writes it; the `tessera` CLI
-// serves it.
+// ExportedModel: a trained model as plain data — its ModelSpec (core/model/model_spec.h), its
+// serving signatures, and every variable merged into one unsharded tensor — loadable and servable
+// without the training code (TF's SavedModel). schema/serving/model_io.h reads and writes it; the
+// `tessera` CLI serves it.
 //
 // Two ways in and out, so that a model larger than the memory at hand still exports and serves:
 //   - an export is written from a VariableRowSource, which hands the writer each variable's rows
@@ -14,10 +14,11 @@
 // Example:
 //   ExportedModel model = ...;                       // spec, signatures, step, variables
 //   ExportedModelRows rows(model);
-//   RETURN_IF_ERROR(WriteExportedModel(dir, model, rows));           // schema/serving/model_io.h
-//   ASSIGN_OR_RETURN(OpenedModel opened, OpenExportedModel(dir));    // mapped, not read
-//   ASSIGN_OR_RETURN(auto predictor, Predictor::Create(opened.description, opened.variables));
-//   ASSIGN_OR_RETURN(auto outputs, predictor->Predict(batch));
+//   TESSERA_RETURN_IF_ERROR(WriteExportedModel(dir, model, rows));           //
+//   schema/serving/model_io.h TESSERA_ASSIGN_OR_RETURN(OpenedModel opened, OpenExportedModel(dir));
+//   // mapped, not read TESSERA_ASSIGN_OR_RETURN(auto predictor,
+//   Predictor::Create(opened.description, opened.variables)); TESSERA_ASSIGN_OR_RETURN(auto
+//   outputs, predictor->Predict(batch));
 //
 // Thread-safety: plain values; ServedVariables implementations and a Predictor are safe to share
 // between threads (a Predictor is immutable after Create). A VariableRowSource is used by one

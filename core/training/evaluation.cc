@@ -58,10 +58,10 @@ absl::Status EvalAccumulator::Add(float mean_loss, int64_t examples, const Tenso
     } else if (loss_kind_ == LossKind::kSigmoidCrossEntropy) {
       // Both accumulators check the same things (sizes, 0/1 labels, NaN scores), so when the
       // first accepts the batch the second does too, and a rejected batch adds nothing.
-      RETURN_IF_ERROR(auc_.Add(logits->values(), labels.values()));
-      RETURN_IF_ERROR(accuracy_.AddBinaryLogits(logits->values(), labels.values()));
+      TESSERA_RETURN_IF_ERROR(auc_.Add(logits->values(), labels.values()));
+      TESSERA_RETURN_IF_ERROR(accuracy_.AddBinaryLogits(logits->values(), labels.values()));
     } else {
-      RETURN_IF_ERROR(accuracy_.AddClassScores(logits->view(), labels.values()));
+      TESSERA_RETURN_IF_ERROR(accuracy_.AddClassScores(logits->view(), labels.values()));
     }
   }
   loss_sum_ += static_cast<double>(mean_loss) * static_cast<double>(examples);
@@ -84,7 +84,7 @@ absl::StatusOr<EvalResult> EvalAccumulator::Result() const {
     if (loss_kind_ == LossKind::kSigmoidCrossEntropy) {
       if (absl::StatusOr<double> auc = auc_.Result(); auc.ok()) eval.auc = *auc;
     }
-    ASSIGN_OR_RETURN(eval.accuracy, accuracy_.Result());
+    TESSERA_ASSIGN_OR_RETURN(eval.accuracy, accuracy_.Result());
   }
   return eval;
 }

@@ -1,17 +1,18 @@
 // Evaluation of a model on a labelled test set: the figures (EvalResult) and the one accumulator
 // that builds them from forward results batch by batch, wherever the forward passes ran — in a
 // LocalTrainer on one thread, or as evaluation closures on the workers of a parameter-server run,
-// merged by the coordinator (coordinator/training/distributed_evaluation.h). Fed the same batches in the same order,
-// both give bit-identical results: the loss sums the same doubles in the same order and the AUC
-// is exact (core/training/metrics.h).
+// merged by the coordinator (coordinator/training/distributed_evaluation.h). Fed the same batches
+// in the same order, both give bit-identical results: the loss sums the same doubles in the same
+// order and the AUC is exact (core/training/metrics.h).
 //
 // Example:
 //   EvalAccumulator eval(model);
 //   for (each test batch, in order) {
-//     ASSIGN_OR_RETURN(ForwardResult out, model.Forward(batch, params));
-//     RETURN_IF_ERROR(eval.Add(*out.loss, batch.size, eval.Logits(out.outputs), batch.labels));
+//     TESSERA_ASSIGN_OR_RETURN(ForwardResult out, model.Forward(batch, params));
+//     TESSERA_RETURN_IF_ERROR(eval.Add(*out.loss, batch.size, eval.Logits(out.outputs),
+//     batch.labels));
 //   }
-//   ASSIGN_OR_RETURN(EvalResult result, eval.Result());
+//   TESSERA_ASSIGN_OR_RETURN(EvalResult result, eval.Result());
 //
 // Thread-safety: EvalAccumulator is not synchronized (one owner); EvalResult is a value.
 #pragma once

@@ -10,10 +10,10 @@
 namespace tessera {
 
 absl::StatusOr<LocalTrainer> LocalTrainer::Create(ModelSpec spec, const OptimizerSpec& optimizer) {
-  ASSIGN_OR_RETURN(Model model, Model::Create(std::move(spec)));
+  TESSERA_ASSIGN_OR_RETURN(Model model, Model::Create(std::move(spec)));
   LocalTrainer trainer;
   trainer.model_ = std::make_unique<const Model>(std::move(model));
-  ASSIGN_OR_RETURN(trainer.optimizer_, MakeOptimizer(optimizer));
+  TESSERA_ASSIGN_OR_RETURN(trainer.optimizer_, MakeOptimizer(optimizer));
   const std::vector<ParamSpec>& params = trainer.model_->spec().params;
   for (const ParamSpec& p : params) {
     absl::StatusOr<Tensor> value = MakeInitializedBlock(p.initializer, p.shape, 0, p.shape.rows());
@@ -38,7 +38,7 @@ absl::StatusOr<LocalTrainer> LocalTrainer::Create(ModelSpec spec, const Optimize
 }
 
 absl::StatusOr<float> LocalTrainer::TrainStep(const Batch& batch) {
-  RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_));
+  TESSERA_RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_));
   const std::vector<ParamSpec>& params = model_->spec().params;
   for (size_t p = 0; p < params.size(); ++p) {
     if (!params[p].trainable) continue;
@@ -46,9 +46,10 @@ absl::StatusOr<float> LocalTrainer::TrainStep(const Batch& batch) {
     OptimizerSlots& slots = *slots_by_index_[p];
     if (model_->IsEmbedding(static_cast<int>(p))) {
       const IndexedSlices& grad = result_->sparse_gradients.at(params[p].name);
-      RETURN_IF_ERROR(optimizer_->ApplySparse(value.view(), slots, grad.indices, grad.values));
+      TESSERA_RETURN_IF_ERROR(
+          optimizer_->ApplySparse(value.view(), slots, grad.indices, grad.values));
     } else {
-      RETURN_IF_ERROR(
+      TESSERA_RETURN_IF_ERROR(
           optimizer_->ApplyDense(value.view(), slots, result_->dense_gradients.at(params[p].name)));
     }
   }
@@ -78,7 +79,7 @@ absl::StatusOr<float> LocalTrainer::ComputeGradients(const Batch& batch, float s
       at += size;
     }
   }
-  RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_, sink_));
+  TESSERA_RETURN_IF_ERROR(model_->ForwardBackward(batch, params_, *workspace_, *result_, sink_));
   at = packed.data();
   for (size_t p = 0; p < params.size(); ++p) {
     if (!params[p].trainable) continue;
@@ -119,7 +120,8 @@ absl::Status LocalTrainer::ApplyPackedGradients(absl::Span<const float> packed) 
     Tensor& value = *variable_by_index_[p];
     OptimizerSlots& slots = *slots_by_index_[p];
     if (!model_->IsEmbedding(static_cast<int>(p))) {
-      RETURN_IF_ERROR(optimizer_->ApplyDense(value.view(), slots, ConstTensorView(at, shape)));
+      TESSERA_RETURN_IF_ERROR(
+          optimizer_->ApplyDense(value.view(), slots, ConstTensorView(at, shape)));
       at += size;
       continue;
     }
@@ -134,7 +136,7 @@ absl::Status LocalTrainer::ApplyPackedGradients(absl::Span<const float> packed) 
       marked_values_.insert(marked_values_.end(), at + row * width, at + (row + 1) * width);
     }
     const int64_t marked = static_cast<int64_t>(marked_rows_.size());
-    RETURN_IF_ERROR(
+    TESSERA_RETURN_IF_ERROR(
         optimizer_->ApplySparse(value.view(), slots, marked_rows_,
                                 ConstTensorView(marked_values_.data(), shape.WithRows(marked))));
     at += size + rows;
@@ -147,12 +149,12 @@ absl::StatusOr<TrainProgress> LocalTrainer::Train(BatchIterator& batches, int64_
   TrainProgress progress;
   double loss_sum = 0;
   while (max_steps < 0 || progress.steps < max_steps) {
-    ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
+    TESSERA_ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
     if (!batch) {
       progress.exhausted = true;
       break;
     }
-    ASSIGN_OR_RETURN(const float loss, TrainStep(*batch));
+    TESSERA_ASSIGN_OR_RETURN(const float loss, TrainStep(*batch));
     loss_sum += static_cast<double>(loss) * static_cast<double>(batch->size);
     ++progress.steps;
     progress.examples += batch->size;
@@ -168,17 +170,17 @@ absl::Status LocalTrainer::Forward(const Batch& batch, ForwardResult& result) {
 absl::StatusOr<EvalResult> LocalTrainer::Evaluate(const Dataset& dataset, int64_t batch_size) {
   BatchOptions options;
   options.batch_size = batch_size;
-  ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(dataset, options));
+  TESSERA_ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(dataset, options));
   EvalAccumulator eval(*model_);
   while (true) {
-    ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
+    TESSERA_ASSIGN_OR_RETURN(std::optional<Batch> batch, batches.Next());
     if (!batch) break;
-    RETURN_IF_ERROR(model_->Forward(*batch, params_, *workspace_, *eval_result_));
+    TESSERA_RETURN_IF_ERROR(model_->Forward(*batch, params_, *workspace_, *eval_result_));
     if (!eval_result_->loss.has_value()) {
       return absl::InvalidArgumentError("evaluate: the dataset has no labels");
     }
-    RETURN_IF_ERROR(eval.Add(*eval_result_->loss, batch->size, eval.Logits(eval_result_->outputs),
-                             batch->labels));
+    TESSERA_RETURN_IF_ERROR(eval.Add(*eval_result_->loss, batch->size,
+                                     eval.Logits(eval_result_->outputs), batch->labels));
   }
   return eval.Result();
 }
@@ -200,7 +202,7 @@ absl::StatusOr<const OptimizerSlots*> LocalTrainer::slots(absl::string_view name
 absl::Status LocalTrainer::SetVariable(absl::string_view name, const Tensor& value) {
   auto it = variables_.find(std::string(name));
   if (it == variables_.end()) return absl::NotFoundError(absl::StrCat("no variable '", name, "'"));
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(
       CheckSameShape(value.shape(), it->second.shape(), absl::StrCat("SetVariable '", name, "'")));
   // Copy in place: params_ holds views onto the stored tensor.
   std::copy(value.data(), value.data() + value.size(), it->second.data());
@@ -216,7 +218,8 @@ absl::Status LocalTrainer::SetSlots(absl::string_view name, OptimizerSlots slots
                                                    " optimizer slots, not ", slots.tensors.size()));
   }
   for (const Tensor& slot : slots.tensors) {
-    RETURN_IF_ERROR(CheckSameShape(slot.shape(), shape, absl::StrCat("a slot of '", name, "'")));
+    TESSERA_RETURN_IF_ERROR(
+        CheckSameShape(slot.shape(), shape, absl::StrCat("a slot of '", name, "'")));
   }
   if (slots.step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("'", name, "': negative step ", slots.step));

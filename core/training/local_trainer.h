@@ -8,12 +8,12 @@
 // almost nothing.
 //
 // Example:
-//   ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
-//   ASSIGN_OR_RETURN(LocalTrainer trainer,
+//   TESSERA_ASSIGN_OR_RETURN(ModelSpec spec, RecsysModelSpec({}));
+//   TESSERA_ASSIGN_OR_RETURN(LocalTrainer trainer,
 //                    LocalTrainer::Create(spec, {"adagrad", {{"learning_rate", 0.1}}}));
-//   ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(data.train, {512}));
-//   ASSIGN_OR_RETURN(TrainProgress progress, trainer.Train(batches));
-//   ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(data.test));
+//   TESSERA_ASSIGN_OR_RETURN(BatchIterator batches, BatchIterator::Create(data.train, {512}));
+//   TESSERA_ASSIGN_OR_RETURN(TrainProgress progress, trainer.Train(batches));
+//   TESSERA_ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(data.test));
 //
 // Thread-safety: not synchronized; one thread at a time. Its Model may be shared (model()).
 #pragma once

@@ -57,9 +57,9 @@ absl::StatusOr<double> Ratio(double numerator, int64_t count, absl::string_view 
 }  // namespace
 
 absl::Status AucAccumulator::Add(absl::Span<const float> scores, absl::Span<const float> labels) {
-  RETURN_IF_ERROR(CheckSameSize(scores.size(), labels.size(), "AUC"));
-  RETURN_IF_ERROR(CheckBinaryLabels(labels));
-  RETURN_IF_ERROR(CheckNoNan(scores, "AUC score"));
+  TESSERA_RETURN_IF_ERROR(CheckSameSize(scores.size(), labels.size(), "AUC"));
+  TESSERA_RETURN_IF_ERROR(CheckBinaryLabels(labels));
+  TESSERA_RETURN_IF_ERROR(CheckNoNan(scores, "AUC score"));
   for (size_t i = 0; i < scores.size(); ++i) {
     (labels[i] == 1.0f ? positive_scores_ : negative_scores_).push_back(scores[i]);
   }
@@ -107,9 +107,9 @@ absl::StatusOr<double> AucAccumulator::Result() const {
 
 absl::Status LogLossAccumulator::AddLogits(absl::Span<const float> logits,
                                            absl::Span<const float> labels) {
-  RETURN_IF_ERROR(CheckSameSize(logits.size(), labels.size(), "log-loss"));
-  RETURN_IF_ERROR(CheckUnitInterval(labels, "label"));
-  RETURN_IF_ERROR(CheckNoNan(logits, "logit"));
+  TESSERA_RETURN_IF_ERROR(CheckSameSize(logits.size(), labels.size(), "log-loss"));
+  TESSERA_RETURN_IF_ERROR(CheckUnitInterval(labels, "label"));
+  TESSERA_RETURN_IF_ERROR(CheckNoNan(logits, "logit"));
   double sum = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     const double x = logits[i];
@@ -123,9 +123,9 @@ absl::Status LogLossAccumulator::AddLogits(absl::Span<const float> logits,
 
 absl::Status LogLossAccumulator::AddProbabilities(absl::Span<const float> probabilities,
                                                   absl::Span<const float> labels) {
-  RETURN_IF_ERROR(CheckSameSize(probabilities.size(), labels.size(), "log-loss"));
-  RETURN_IF_ERROR(CheckUnitInterval(labels, "label"));
-  RETURN_IF_ERROR(CheckUnitInterval(probabilities, "probability"));
+  TESSERA_RETURN_IF_ERROR(CheckSameSize(probabilities.size(), labels.size(), "log-loss"));
+  TESSERA_RETURN_IF_ERROR(CheckUnitInterval(labels, "label"));
+  TESSERA_RETURN_IF_ERROR(CheckUnitInterval(probabilities, "probability"));
   double sum = 0;
   for (size_t i = 0; i < probabilities.size(); ++i) {
     const double p = std::clamp<double>(probabilities[i], kLogLossEpsilon, 1 - kLogLossEpsilon);
@@ -151,9 +151,9 @@ absl::StatusOr<double> LogLossAccumulator::Result() const {
 absl::Status AccuracyAccumulator::AddBinaryDecisions(absl::Span<const float> scores,
                                                      absl::Span<const float> labels,
                                                      float threshold) {
-  RETURN_IF_ERROR(CheckSameSize(scores.size(), labels.size(), "binary accuracy"));
-  RETURN_IF_ERROR(CheckBinaryLabels(labels));
-  RETURN_IF_ERROR(CheckNoNan(scores, "accuracy score"));
+  TESSERA_RETURN_IF_ERROR(CheckSameSize(scores.size(), labels.size(), "binary accuracy"));
+  TESSERA_RETURN_IF_ERROR(CheckBinaryLabels(labels));
+  TESSERA_RETURN_IF_ERROR(CheckNoNan(scores, "accuracy score"));
   int64_t correct = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
     correct += (scores[i] > threshold) == (labels[i] == 1.0f);
@@ -223,41 +223,41 @@ absl::StatusOr<double> AccuracyAccumulator::Result() const {
 
 absl::StatusOr<double> Auc(absl::Span<const float> scores, absl::Span<const float> labels) {
   AucAccumulator auc;
-  RETURN_IF_ERROR(auc.Add(scores, labels));
+  TESSERA_RETURN_IF_ERROR(auc.Add(scores, labels));
   return auc.Result();
 }
 
 absl::StatusOr<double> LogLossFromLogits(absl::Span<const float> logits,
                                          absl::Span<const float> labels) {
   LogLossAccumulator loss;
-  RETURN_IF_ERROR(loss.AddLogits(logits, labels));
+  TESSERA_RETURN_IF_ERROR(loss.AddLogits(logits, labels));
   return loss.Result();
 }
 
 absl::StatusOr<double> LogLossFromProbabilities(absl::Span<const float> probabilities,
                                                 absl::Span<const float> labels) {
   LogLossAccumulator loss;
-  RETURN_IF_ERROR(loss.AddProbabilities(probabilities, labels));
+  TESSERA_RETURN_IF_ERROR(loss.AddProbabilities(probabilities, labels));
   return loss.Result();
 }
 
 absl::StatusOr<double> BinaryAccuracyFromProbabilities(absl::Span<const float> probabilities,
                                                        absl::Span<const float> labels) {
   AccuracyAccumulator accuracy;
-  RETURN_IF_ERROR(accuracy.AddBinaryProbabilities(probabilities, labels));
+  TESSERA_RETURN_IF_ERROR(accuracy.AddBinaryProbabilities(probabilities, labels));
   return accuracy.Result();
 }
 
 absl::StatusOr<double> BinaryAccuracyFromLogits(absl::Span<const float> logits,
                                                 absl::Span<const float> labels) {
   AccuracyAccumulator accuracy;
-  RETURN_IF_ERROR(accuracy.AddBinaryLogits(logits, labels));
+  TESSERA_RETURN_IF_ERROR(accuracy.AddBinaryLogits(logits, labels));
   return accuracy.Result();
 }
 
 absl::StatusOr<double> MulticlassAccuracy(ConstTensorView scores, absl::Span<const float> labels) {
   AccuracyAccumulator accuracy;
-  RETURN_IF_ERROR(accuracy.AddClassScores(scores, labels));
+  TESSERA_RETURN_IF_ERROR(accuracy.AddClassScores(scores, labels));
   return accuracy.Result();
 }
 

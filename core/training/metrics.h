@@ -12,10 +12,10 @@
 //   AucAccumulator auc;
 //   LogLossAccumulator log_loss;
 //   for (...) {
-//     RETURN_IF_ERROR(auc.Add(logits.values(), batch.labels.values()));
-//     RETURN_IF_ERROR(log_loss.AddLogits(logits.values(), batch.labels.values()));
+//     TESSERA_RETURN_IF_ERROR(auc.Add(logits.values(), batch.labels.values()));
+//     TESSERA_RETURN_IF_ERROR(log_loss.AddLogits(logits.values(), batch.labels.values()));
 //   }
-//   ASSIGN_OR_RETURN(double test_auc, auc.Result());
+//   TESSERA_ASSIGN_OR_RETURN(double test_auc, auc.Result());
 //
 // Thread-safety: accumulators are not synchronized (one per worker, merged afterwards); the free
 // functions are pure.

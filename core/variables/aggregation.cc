@@ -49,8 +49,8 @@ absl::StatusOr<Tensor> AggregateReplicaValues(VariableAggregation aggregation,
                                               absl::Span<const Tensor> values) {
   if (values.empty()) return absl::InvalidArgumentError("no replica values to aggregate");
   for (size_t r = 1; r < values.size(); ++r) {
-    RETURN_IF_ERROR(CheckSameShape(values[r].shape(), values[0].shape(),
-                                   absl::StrCat("replica ", r, "'s update")));
+    TESSERA_RETURN_IF_ERROR(CheckSameShape(values[r].shape(), values[0].shape(),
+                                           absl::StrCat("replica ", r, "'s update")));
   }
   switch (aggregation) {
     case VariableAggregation::kNone:

@@ -351,8 +351,8 @@ absl::Status ValidateInitializer(const InitializerSpec& spec) { return Resolve(s
 
 absl::Status InitializeBlock(const InitializerSpec& spec, const Shape& full_shape,
                              int64_t row_offset, TensorView block) {
-  ASSIGN_OR_RETURN(const ResolvedInitializer init, Resolve(spec));
-  RETURN_IF_ERROR(CheckBlock(init, full_shape, row_offset, block.shape()));
+  TESSERA_ASSIGN_OR_RETURN(const ResolvedInitializer init, Resolve(spec));
+  TESSERA_RETURN_IF_ERROR(CheckBlock(init, full_shape, row_offset, block.shape()));
 
   float* const out = block.data();
   const int64_t n = block.size();
@@ -407,13 +407,13 @@ absl::StatusOr<Tensor> MakeInitializedBlock(const InitializerSpec& spec, const S
         absl::StrCat("initializer ", spec.name, ": block row count ", rows, " is negative"));
   }
   // Validate before allocating, so a bad request never allocates a huge block.
-  ASSIGN_OR_RETURN(const ResolvedInitializer init, Resolve(spec));
+  TESSERA_ASSIGN_OR_RETURN(const ResolvedInitializer init, Resolve(spec));
   const Shape block_shape =
       full_shape.rank() == 0 && rows == 1 ? full_shape : full_shape.WithRows(rows);
-  RETURN_IF_ERROR(CheckBlock(init, full_shape, row_offset, block_shape));
+  TESSERA_RETURN_IF_ERROR(CheckBlock(init, full_shape, row_offset, block_shape));
   Tensor block(block_shape);  // zeros (Note [Tensor storage]): "zeros" needs no pass at all
   if (init.info->kind == Kind::kZeros) return block;
-  RETURN_IF_ERROR(InitializeBlock(spec, full_shape, row_offset, block.view()));
+  TESSERA_RETURN_IF_ERROR(InitializeBlock(spec, full_shape, row_offset, block.view()));
   return block;
 }
 

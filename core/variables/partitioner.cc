@@ -105,7 +105,7 @@ absl::StatusOr<Partitioner> CustomPartitioner(PartitionerFn fn, std::string desc
 }
 
 absl::StatusOr<Partitioner> FixedShardsPartitioner(int64_t num_shards) {
-  RETURN_IF_ERROR(CheckPositive(num_shards, "FixedShardsPartitioner", "num_shards"));
+  TESSERA_RETURN_IF_ERROR(CheckPositive(num_shards, "FixedShardsPartitioner", "num_shards"));
   return CustomPartitioner(
       [num_shards](const Shape& shape, DType) {
         return AxisZeroShards(shape, std::max<int64_t>(1, std::min(num_shards, shape.rows())));
@@ -115,9 +115,10 @@ absl::StatusOr<Partitioner> FixedShardsPartitioner(int64_t num_shards) {
 
 absl::StatusOr<Partitioner> MinSizePartitioner(int64_t min_shard_bytes, int64_t max_shards,
                                                int64_t bytes_per_string) {
-  RETURN_IF_ERROR(CheckPositive(min_shard_bytes, "MinSizePartitioner", "min_shard_bytes"));
-  RETURN_IF_ERROR(CheckPositive(max_shards, "MinSizePartitioner", "max_shards"));
-  RETURN_IF_ERROR(CheckPositive(bytes_per_string, "MinSizePartitioner", "bytes_per_string"));
+  TESSERA_RETURN_IF_ERROR(CheckPositive(min_shard_bytes, "MinSizePartitioner", "min_shard_bytes"));
+  TESSERA_RETURN_IF_ERROR(CheckPositive(max_shards, "MinSizePartitioner", "max_shards"));
+  TESSERA_RETURN_IF_ERROR(
+      CheckPositive(bytes_per_string, "MinSizePartitioner", "bytes_per_string"));
   return CustomPartitioner(
       [=](const Shape& shape, DType dtype) {
         const int64_t rows = shape.rows();
@@ -134,9 +135,11 @@ absl::StatusOr<Partitioner> MinSizePartitioner(int64_t min_shard_bytes, int64_t 
 absl::StatusOr<Partitioner> MaxSizePartitioner(int64_t max_shard_bytes,
                                                std::optional<int64_t> max_shards,
                                                int64_t bytes_per_string) {
-  RETURN_IF_ERROR(CheckPositive(max_shard_bytes, "MaxSizePartitioner", "max_shard_bytes"));
-  if (max_shards) RETURN_IF_ERROR(CheckPositive(*max_shards, "MaxSizePartitioner", "max_shards"));
-  RETURN_IF_ERROR(CheckPositive(bytes_per_string, "MaxSizePartitioner", "bytes_per_string"));
+  TESSERA_RETURN_IF_ERROR(CheckPositive(max_shard_bytes, "MaxSizePartitioner", "max_shard_bytes"));
+  if (max_shards)
+    TESSERA_RETURN_IF_ERROR(CheckPositive(*max_shards, "MaxSizePartitioner", "max_shards"));
+  TESSERA_RETURN_IF_ERROR(
+      CheckPositive(bytes_per_string, "MaxSizePartitioner", "bytes_per_string"));
   return CustomPartitioner(
       [=](const Shape& shape, DType dtype) {
         const int64_t rows = shape.rows();
@@ -171,32 +174,32 @@ absl::StatusOr<Partitioner> ParsePartitioner(absl::string_view spec) {
     return Partitioner();
   } else if (kind == "fixed") {
     if (args != 1) return wrong_arity("'fixed:NUM_SHARDS'");
-    ASSIGN_OR_RETURN(const int64_t n, ParseField(spec, fields[1], "NUM_SHARDS"));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t n, ParseField(spec, fields[1], "NUM_SHARDS"));
     result = FixedShardsPartitioner(n);
   } else if (kind == "min_size") {
     if (args < 1 || args > 3) return wrong_arity("'min_size:BYTES[:MAX[:BYTES_PER_STRING]]'");
-    ASSIGN_OR_RETURN(const int64_t bytes, ParseField(spec, fields[1], "BYTES"));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t bytes, ParseField(spec, fields[1], "BYTES"));
     int64_t max_shards = 1;
     int64_t per_string = kDefaultBytesPerString;
     if (args >= 2) {
-      ASSIGN_OR_RETURN(max_shards, ParseField(spec, fields[2], "MAX"));
+      TESSERA_ASSIGN_OR_RETURN(max_shards, ParseField(spec, fields[2], "MAX"));
     }
     if (args >= 3) {
-      ASSIGN_OR_RETURN(per_string, ParseField(spec, fields[3], "BYTES_PER_STRING"));
+      TESSERA_ASSIGN_OR_RETURN(per_string, ParseField(spec, fields[3], "BYTES_PER_STRING"));
     }
     result = MinSizePartitioner(bytes, max_shards, per_string);
   } else if (kind == "max_size") {
     if (args < 1 || args > 3) {
       return wrong_arity("'max_size:BYTES[:MAX|none[:BYTES_PER_STRING]]'");
     }
-    ASSIGN_OR_RETURN(const int64_t bytes, ParseField(spec, fields[1], "BYTES"));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t bytes, ParseField(spec, fields[1], "BYTES"));
     std::optional<int64_t> max_shards;
     int64_t per_string = kDefaultBytesPerString;
     if (args >= 2 && fields[2] != "none") {
-      ASSIGN_OR_RETURN(max_shards, ParseField(spec, fields[2], "MAX"));
+      TESSERA_ASSIGN_OR_RETURN(max_shards, ParseField(spec, fields[2], "MAX"));
     }
     if (args >= 3) {
-      ASSIGN_OR_RETURN(per_string, ParseField(spec, fields[3], "BYTES_PER_STRING"));
+      TESSERA_ASSIGN_OR_RETURN(per_string, ParseField(spec, fields[3], "BYTES_PER_STRING"));
     }
     result = MaxSizePartitioner(bytes, max_shards, per_string);
   } else {
@@ -210,7 +213,7 @@ absl::StatusOr<Partitioner> ParsePartitioner(absl::string_view spec) {
 
 absl::StatusOr<int64_t> NumShards(const Partitioner& partitioner, const Shape& shape, DType dtype) {
   if (shape.rank() == 0 || shape.rows() == 0) return 1;
-  ASSIGN_OR_RETURN(const std::vector<int64_t> shards, partitioner.Partition(shape, dtype));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<int64_t> shards, partitioner.Partition(shape, dtype));
   return std::min(shards[0], shape.rows());
 }
 

@@ -11,8 +11,8 @@
 // so drivers can take it as a flag and logs can print it.
 //
 // Example:
-//   ASSIGN_OR_RETURN(Partitioner p, ParsePartitioner("min_size:4:2"));
-//   ASSIGN_OR_RETURN(int64_t shards, NumShards(p, Shape{6, 1}, DType::kFloat32));  // 2
+//   TESSERA_ASSIGN_OR_RETURN(Partitioner p, ParsePartitioner("min_size:4:2"));
+//   TESSERA_ASSIGN_OR_RETURN(int64_t shards, NumShards(p, Shape{6, 1}, DType::kFloat32));  // 2
 //
 // Thread-safety: a Partitioner is immutable; concurrent calls are safe as long as a custom
 // function is safe to call concurrently (the built-in ones are pure).

@@ -70,7 +70,7 @@ void ApplyRows(TensorView block, absl::Span<const int64_t> ids, ConstTensorView 
 
 absl::Status CheckRowUpdate(absl::string_view what, const Shape& block_shape,
                             absl::Span<const int64_t> ids, const Shape& rows_shape) {
-  RETURN_IF_ERROR(CheckRowBlock(block_shape, what));
+  TESSERA_RETURN_IF_ERROR(CheckRowBlock(block_shape, what));
   const int64_t n = static_cast<int64_t>(ids.size());
   if (rows_shape.rank() == 0 || rows_shape.rows() != n) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": expected one row per id (", n,
@@ -122,7 +122,7 @@ absl::Status ScatterRows(ScatterOp op, TensorView block, absl::Span<const int64_
     return absl::InvalidArgumentError(
         absl::StrCat("scatter: unknown op ", static_cast<int32_t>(op), " (expected 0..6)"));
   }
-  RETURN_IF_ERROR(CheckRowUpdate(ScatterOpName(op), block.shape(), ids, rows.shape()));
+  TESSERA_RETURN_IF_ERROR(CheckRowUpdate(ScatterOpName(op), block.shape(), ids, rows.shape()));
 
   switch (op) {
     case ScatterOp::kAdd:
@@ -167,7 +167,7 @@ absl::Status AssignBlock(AssignKind kind, TensorView block, ConstTensorView valu
     return absl::InvalidArgumentError(
         absl::StrCat("assign: unknown kind ", static_cast<int32_t>(kind), " (expected 0..2)"));
   }
-  RETURN_IF_ERROR(CheckSameShape(value.shape(), block.shape(), AssignKindName(kind)));
+  TESSERA_RETURN_IF_ERROR(CheckSameShape(value.shape(), block.shape(), AssignKindName(kind)));
   float* dst = block.data();
   const float* src = value.data();
   const int64_t n = block.size();
@@ -186,8 +186,8 @@ absl::Status AssignBlock(AssignKind kind, TensorView block, ConstTensorView valu
 }
 
 absl::StatusOr<Tensor> GatherRows(ConstTensorView block, absl::Span<const int64_t> ids) {
-  RETURN_IF_ERROR(CheckRowBlock(block.shape(), "gather"));
-  RETURN_IF_ERROR(CheckIds(ids, block.rows(), "gather"));
+  TESSERA_RETURN_IF_ERROR(CheckRowBlock(block.shape(), "gather"));
+  TESSERA_RETURN_IF_ERROR(CheckIds(ids, block.rows(), "gather"));
   const int64_t width = block.row_size();
   // Appended row by row into reserved memory: no zero-fill of memory about to be overwritten.
   std::vector<float> values;

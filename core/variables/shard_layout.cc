@@ -247,7 +247,7 @@ absl::StatusOr<SliceDecomposition> ShardLayout::DecomposeSlice(std::optional<int
     const int64_t row = d.start + j * step;
     const int64_t shard = DivShard(row);
     const int64_t offset = ShardOffset(shard);
-    RETURN_IF_ERROR(CheckWalkStep(row, shard, d.pieces.size()));
+    TESSERA_RETURN_IF_ERROR(CheckWalkStep(row, shard, d.pieces.size()));
     // Selected rows left in this shard, walking towards its end (step > 0) or start (step < 0).
     const uint64_t room = step > 0 ? static_cast<uint64_t>(offset + ShardRows(shard) - 1 - row)
                                    : static_cast<uint64_t>(row - offset);
@@ -270,7 +270,7 @@ absl::StatusOr<std::vector<ShardOverlap>> ShardLayout::Overlaps(int64_t begin, i
   while (row < end) {
     const int64_t shard = DivShard(row);
     const int64_t offset = ShardOffset(shard);
-    RETURN_IF_ERROR(CheckWalkStep(row, shard, overlaps.size()));
+    TESSERA_RETURN_IF_ERROR(CheckWalkStep(row, shard, overlaps.size()));
     const int64_t take = std::min(end, offset + ShardRows(shard)) - row;
     overlaps.push_back({shard, row, row - offset, take});
     row += take;
@@ -341,7 +341,7 @@ absl::StatusOr<std::vector<IndexedSlices>> SplitRowsByShard(const IdGrouping& gr
       const float* row = source + position * width;
       rows.insert(rows.end(), row, row + width);
     }
-    ASSIGN_OR_RETURN(
+    TESSERA_ASSIGN_OR_RETURN(
         out[s].values,
         Tensor::FromVector(values.shape().WithRows(static_cast<int64_t>(positions.size())),
                            std::move(rows)));

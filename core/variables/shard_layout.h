@@ -20,11 +20,11 @@
 // result vector), never O(rows).
 //
 // Example (a gather fanned out to the shards, one request each):
-//   ASSIGN_OR_RETURN(IdGrouping g, layout.GroupIds(ids, ShardingStrategy::kDiv,
+//   TESSERA_ASSIGN_OR_RETURN(IdGrouping g, layout.GroupIds(ids, ShardingStrategy::kDiv,
 //                                                  DuplicateIds::kMerge));
 //   for (int64_t s : g.touched_shards) SendGather(s, g.local_ids[s]);
 //   ... when every reply has arrived:
-//   RETURN_IF_ERROR(StitchGatheredRows(g, replies, output.view()));
+//   TESSERA_RETURN_IF_ERROR(StitchGatheredRows(g, replies, output.view()));
 //
 // Thread-safety: ShardLayout is an immutable value; the result structs are plain values. All
 // functions are pure.

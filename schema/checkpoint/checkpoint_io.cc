@@ -83,7 +83,7 @@ uint64_t PaddedToWords(uint64_t bytes) { return (bytes + 7) / 8 * 8; }
 
 // Writes a format-2 slice file (Note [Slice file layout]) through `out`.
 absl::Status WriteSlice(const TensorSliceView& slice, WritableFile& out) {
-  RETURN_IF_ERROR(ValidateTensorSlice(slice));
+  TESSERA_RETURN_IF_ERROR(ValidateTensorSlice(slice));
   const uint64_t tensor_bytes = static_cast<uint64_t>(slice.value.size()) * sizeof(float);
   const uint64_t data_bytes = tensor_bytes * (1 + slice.slots.size());
   const unsigned chunks = static_cast<unsigned>(schema_internal::NumChunks(slice.value.size()));
@@ -113,7 +113,8 @@ absl::Status WriteSlice(const TensorSliceView& slice, WritableFile& out) {
         absl::StrCat("cannot encode the slice file: ", e.getDescription().cStr()));
   }
   // The CRCs are filled in below; they do not change the message's size.
-  ASSIGN_OR_RETURN(head, schema_internal::SerializeAfterHeaderSpace(FileKind::kSlice, message));
+  TESSERA_ASSIGN_OR_RETURN(head,
+                           schema_internal::SerializeAfterHeaderSpace(FileKind::kSlice, message));
   const uint64_t tail_bytes = PaddedToWords(data_bytes);
   if (head.size() + tail_bytes > static_cast<uint64_t>(MaxFileBytes(FileKind::kSlice))) {
     return absl::InvalidArgumentError(
@@ -135,27 +136,28 @@ absl::Status WriteSlice(const TensorSliceView& slice, WritableFile& out) {
                                                   " has ", chunk.size(), " bytes, not ", size));
         }
         crcs.set(i, schema_internal::Crc32c(chunk));
-        RETURN_IF_ERROR(out.WriteAt(at, chunk));
+        TESSERA_RETURN_IF_ERROR(out.WriteAt(at, chunk));
         at += chunk.size();
         return absl::OkStatus();
       };
       if (slice.chunks) {
-        RETURN_IF_ERROR(slice.chunks(t, i, write));
+        TESSERA_RETURN_IF_ERROR(slice.chunks(t, i, write));
       } else {
-        RETURN_IF_ERROR(write(absl::string_view(data + offset, size)));
+        TESSERA_RETURN_IF_ERROR(write(absl::string_view(data + offset, size)));
       }
     }
     return absl::OkStatus();
   };
   wire::TensorSlice::Builder root = message.getRoot<wire::TensorSlice>();
-  RETURN_IF_ERROR(write_tensor(0, slice.value, root.getValueCrc32c()));
+  TESSERA_RETURN_IF_ERROR(write_tensor(0, slice.value, root.getValueCrc32c()));
   for (size_t i = 0; i < slice.slots.size(); ++i) {
-    RETURN_IF_ERROR(write_tensor(1 + i, slice.slots[i], root.getSlots()[i].getCrc32c()));
+    TESSERA_RETURN_IF_ERROR(write_tensor(1 + i, slice.slots[i], root.getSlots()[i].getCrc32c()));
   }
   if (tail_bytes > data_bytes) {
-    RETURN_IF_ERROR(out.WriteAt(at, std::string(tail_bytes - data_bytes, '\0')));
+    TESSERA_RETURN_IF_ERROR(out.WriteAt(at, std::string(tail_bytes - data_bytes, '\0')));
   }
-  ASSIGN_OR_RETURN(head, schema_internal::SerializeAfterHeaderSpace(FileKind::kSlice, message));
+  TESSERA_ASSIGN_OR_RETURN(head,
+                           schema_internal::SerializeAfterHeaderSpace(FileKind::kSlice, message));
   schema_internal::SealInPlace(FileKind::kSlice, head, tail_bytes);
   return out.WriteAt(0, head);
 }
@@ -178,14 +180,15 @@ struct OpenedSlice {
 // is read or allocated for.
 absl::Status ParseSliceMetadata(wire::TensorSlice::Reader in, uint64_t tail_bytes,
                                 OpenedSlice& opened) {
-  RETURN_IF_ERROR(CheckFormatVersion(FileKind::kSlice, in.getFormatVersion(), kSliceFormatVersion));
+  TESSERA_RETURN_IF_ERROR(
+      CheckFormatVersion(FileKind::kSlice, in.getFormatVersion(), kSliceFormatVersion));
   TensorSliceView& meta = opened.meta;
   meta.variable = DecodeText(in.getVariable());
   const std::string what = absl::StrCat("slice of ", meta.variable);
-  ASSIGN_OR_RETURN(meta.full_shape, DecodeShape(in.getFullShape(), what));
-  ASSIGN_OR_RETURN(meta.dtype, DecodeDType(in.getDtype(), what));
+  TESSERA_ASSIGN_OR_RETURN(meta.full_shape, DecodeShape(in.getFullShape(), what));
+  TESSERA_ASSIGN_OR_RETURN(meta.dtype, DecodeDType(in.getDtype(), what));
   meta.row_offset = in.getRowOffset();
-  ASSIGN_OR_RETURN(Shape shape, DecodeShape(in.getValue().getShape(), what));
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, DecodeShape(in.getValue().getShape(), what));
   const auto slots = in.getSlots();
   bool inline_data = in.getValue().getChunks().size() != 0;
   for (wire::TensorSlice::Slot::Reader slot : slots) {
@@ -236,19 +239,19 @@ absl::Status OpenSlice(RandomAccessFile& in, OpenedSlice& opened) {
   opened.file = &in;
   char header_bytes[schema_internal::kEnvelopeHeaderBytes];
   const bool has_header = in.size() >= sizeof(header_bytes);
-  if (has_header) RETURN_IF_ERROR(in.ReadAt(0, sizeof(header_bytes), header_bytes));
-  ASSIGN_OR_RETURN(const schema_internal::EnvelopeHeader header,
-                   schema_internal::ParseEnvelopeHeader(
-                       FileKind::kSlice,
-                       absl::string_view(header_bytes, has_header ? sizeof(header_bytes) : 0),
-                       in.size()));
+  if (has_header) TESSERA_RETURN_IF_ERROR(in.ReadAt(0, sizeof(header_bytes), header_bytes));
+  TESSERA_ASSIGN_OR_RETURN(
+      const schema_internal::EnvelopeHeader header,
+      schema_internal::ParseEnvelopeHeader(
+          FileKind::kSlice, absl::string_view(header_bytes, has_header ? sizeof(header_bytes) : 0),
+          in.size()));
   // Word-aligned for the parser; sized by bytes the file really has (ParseEnvelopeHeader).
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>(header.message_bytes() / 8);
   const absl::string_view message(reinterpret_cast<const char*>(words.begin()),
                                   header.message_bytes());
-  RETURN_IF_ERROR(in.ReadAt(sizeof(header_bytes), message.size(),
-                            reinterpret_cast<char*>(words.begin())));
-  RETURN_IF_ERROR(schema_internal::CheckMessageChecksum(FileKind::kSlice, header, message));
+  TESSERA_RETURN_IF_ERROR(
+      in.ReadAt(sizeof(header_bytes), message.size(), reinterpret_cast<char*>(words.begin())));
+  TESSERA_RETURN_IF_ERROR(schema_internal::CheckMessageChecksum(FileKind::kSlice, header, message));
   opened.data_at = sizeof(header_bytes) + message.size();
   return schema_internal::ReadMessage(
       FileKind::kSlice, message, [&](capnp::MessageReader& reader) {
@@ -273,7 +276,7 @@ absl::Status ReadTensorBytes(OpenedSlice& opened, size_t t, uint64_t begin, uint
       bounce.resize(kChunkBytes);
       to = bounce.data();
     }
-    RETURN_IF_ERROR(opened.file->ReadAt(at + chunk_begin, n, to));
+    TESSERA_RETURN_IF_ERROR(opened.file->ReadAt(at + chunk_begin, n, to));
     if (schema_internal::Crc32c(absl::string_view(to, n)) != opened.crcs[t][c]) {
       const std::string tensor =
           t == 0 ? "" : absl::StrCat(" slot ", opened.meta.slot_names[t - 1]);
@@ -292,7 +295,7 @@ absl::Status ReadTensorBytes(OpenedSlice& opened, size_t t, uint64_t begin, uint
 // The whole slice `in` holds.
 absl::StatusOr<TensorSlice> ReadSlice(RandomAccessFile& in) {
   OpenedSlice opened;
-  RETURN_IF_ERROR(OpenSlice(in, opened));
+  TESSERA_RETURN_IF_ERROR(OpenSlice(in, opened));
   TensorSlice slice;
   slice.variable = opened.meta.variable;
   slice.full_shape = opened.meta.full_shape;
@@ -303,16 +306,17 @@ absl::StatusOr<TensorSlice> ReadSlice(RandomAccessFile& in) {
   slice.checkpoint = opened.meta.checkpoint;
   std::vector<char> bounce;
   slice.value = Tensor(opened.meta.value.shape());
-  RETURN_IF_ERROR(ReadTensorBytes(opened, 0, 0, opened.tensor_bytes,
-                                  reinterpret_cast<char*>(slice.value.data()), bounce));
+  TESSERA_RETURN_IF_ERROR(ReadTensorBytes(opened, 0, 0, opened.tensor_bytes,
+                                          reinterpret_cast<char*>(slice.value.data()), bounce));
   for (size_t i = 0; i < opened.meta.slots.size(); ++i) {
     slice.slots.emplace_back(opened.meta.value.shape());
-    RETURN_IF_ERROR(ReadTensorBytes(opened, 1 + i, 0, opened.tensor_bytes,
-                                    reinterpret_cast<char*>(slice.slots.back().data()), bounce));
+    TESSERA_RETURN_IF_ERROR(ReadTensorBytes(opened, 1 + i, 0, opened.tensor_bytes,
+                                            reinterpret_cast<char*>(slice.slots.back().data()),
+                                            bounce));
   }
   char padding[8] = {};
-  RETURN_IF_ERROR(in.ReadAt(opened.data_at + opened.crcs.size() * opened.tensor_bytes,
-                            opened.padding, padding));
+  TESSERA_RETURN_IF_ERROR(in.ReadAt(opened.data_at + opened.crcs.size() * opened.tensor_bytes,
+                                    opened.padding, padding));
   if (std::any_of(padding, padding + 8, [](char c) { return c != 0; })) {
     return absl::DataLossError(
         absl::StrCat("slice of ", slice.variable, ": non-zero padding after the data"));
@@ -355,8 +359,8 @@ absl::StatusOr<CheckpointVariable> ParseVariable(wire::Manifest::Variable::Reade
   CheckpointVariable v;
   v.name = DecodeText(in.getName());
   const std::string what = absl::StrCat("checkpoint variable ", v.name);
-  ASSIGN_OR_RETURN(v.shape, DecodeShape(in.getShape(), what));
-  ASSIGN_OR_RETURN(v.dtype, DecodeDType(in.getDtype(), what));
+  TESSERA_ASSIGN_OR_RETURN(v.shape, DecodeShape(in.getShape(), what));
+  TESSERA_ASSIGN_OR_RETURN(v.dtype, DecodeDType(in.getDtype(), what));
   switch (in.getOptimizer().which()) {
     case wire::Manifest::Variable::Optimizer::NONE:
       break;
@@ -364,8 +368,8 @@ absl::StatusOr<CheckpointVariable> ParseVariable(wire::Manifest::Variable::Reade
       wire::Manifest::OptimizerSpec::Reader spec = in.getOptimizer().getSpec();
       OptimizerSpec optimizer;
       optimizer.name = DecodeText(spec.getName());
-      ASSIGN_OR_RETURN(optimizer.params,
-                       DecodeNumberMap(spec.getParams(), absl::StrCat(what, " optimizer")));
+      TESSERA_ASSIGN_OR_RETURN(optimizer.params,
+                               DecodeNumberMap(spec.getParams(), absl::StrCat(what, " optimizer")));
       v.optimizer = std::move(optimizer);
       break;
     }
@@ -381,20 +385,20 @@ absl::StatusOr<CheckpointVariable> ParseVariable(wire::Manifest::Variable::Reade
 }
 
 absl::StatusOr<CheckpointManifest> ParseManifest(wire::Manifest::Reader in) {
-  RETURN_IF_ERROR(
+  TESSERA_RETURN_IF_ERROR(
       CheckFormatVersion(FileKind::kManifest, in.getFormatVersion(), kManifestFormatVersion));
   CheckpointManifest manifest;
   manifest.global_step = in.getGlobalStep();
   manifest.run_id = DecodeRunId(in.hasRunId(), in.getRunId());
-  ASSIGN_OR_RETURN(manifest.writer_version,
-                   schema_internal::DecodeWriterVersion(in.hasWriterVersion(),
-                                                        in.getWriterVersion(), "manifest"));
+  TESSERA_ASSIGN_OR_RETURN(manifest.writer_version,
+                           schema_internal::DecodeWriterVersion(in.hasWriterVersion(),
+                                                                in.getWriterVersion(), "manifest"));
   for (wire::Manifest::Variable::Reader variable : in.getVariables()) {
-    ASSIGN_OR_RETURN(CheckpointVariable v, ParseVariable(variable));
+    TESSERA_ASSIGN_OR_RETURN(CheckpointVariable v, ParseVariable(variable));
     v.checkpoint = {manifest.run_id, manifest.global_step};
     manifest.variables.push_back(std::move(v));
   }
-  RETURN_IF_ERROR(ValidateManifest(manifest));
+  TESSERA_RETURN_IF_ERROR(ValidateManifest(manifest));
   return manifest;
 }
 
@@ -403,18 +407,20 @@ absl::StatusOr<CheckpointManifest> ParseManifest(wire::Manifest::Reader in) {
 absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
                                            const CheckpointVariable& variable, int64_t offset,
                                            int64_t rows, Env* env) {
-  ASSIGN_OR_RETURN(const std::vector<SliceRead> reads, PlanSliceReads(variable, offset, rows));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<SliceRead> reads,
+                           PlanSliceReads(variable, offset, rows));
   // Headers and messages first: every file must be the one the manifest names before anything
   // is allocated for the block.
   std::vector<OpenedSlice> opened(reads.size());
   std::vector<const TensorSliceView*> metas;
   for (size_t i = 0; i < reads.size(); ++i) {
     const std::string path = absl::StrCat(dir, "/", variable.slices[reads[i].slice].file);
-    ASSIGN_OR_RETURN(opened[i].owned, env->NewRandomAccessFile(path));
-    RETURN_IF_ERROR(Annotate(OpenSlice(*opened[i].owned, opened[i]), path));
+    TESSERA_ASSIGN_OR_RETURN(opened[i].owned, env->NewRandomAccessFile(path));
+    TESSERA_RETURN_IF_ERROR(Annotate(OpenSlice(*opened[i].owned, opened[i]), path));
     metas.push_back(&opened[i].meta);
   }
-  ASSIGN_OR_RETURN(const int64_t step, CheckSliceReads(variable, offset, rows, reads, metas));
+  TESSERA_ASSIGN_OR_RETURN(const int64_t step,
+                           CheckSliceReads(variable, offset, rows, reads, metas));
   TensorSlice block = EmptyBlock(variable, offset, rows, step);
   // Written whole next: back its pages in one call rather than one fault per page in the copy.
   PopulateForWrite(block.value.data(), block.value.size());
@@ -427,15 +433,15 @@ absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
     const uint64_t end = begin + static_cast<uint64_t>(read.rows) * row_bytes;
     const uint64_t to = static_cast<uint64_t>(read.target_row) * row_bytes;
     const std::string path = absl::StrCat(dir, "/", variable.slices[read.slice].file);
-    RETURN_IF_ERROR(Annotate(ReadTensorBytes(opened[i], 0, begin, end,
-                                             reinterpret_cast<char*>(block.value.data()) + to,
-                                             bounce),
-                             path));
+    TESSERA_RETURN_IF_ERROR(
+        Annotate(ReadTensorBytes(opened[i], 0, begin, end,
+                                 reinterpret_cast<char*>(block.value.data()) + to, bounce),
+                 path));
     for (size_t k = 0; k < block.slots.size(); ++k) {
-      RETURN_IF_ERROR(Annotate(
-          ReadTensorBytes(opened[i], 1 + k, begin, end,
-                          reinterpret_cast<char*>(block.slots[k].data()) + to, bounce),
-          path));
+      TESSERA_RETURN_IF_ERROR(
+          Annotate(ReadTensorBytes(opened[i], 1 + k, begin, end,
+                                   reinterpret_cast<char*>(block.slots[k].data()) + to, bounce),
+                   path));
     }
   }
   return block;
@@ -444,7 +450,7 @@ absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
 absl::StatusOr<std::string> EncodeSlice(const TensorSlice& slice) {
   std::string bytes;
   schema_internal::StringWriter out(&bytes);
-  RETURN_IF_ERROR(WriteSlice(ViewOf(slice), out));
+  TESSERA_RETURN_IF_ERROR(WriteSlice(ViewOf(slice), out));
   return bytes;
 }
 
@@ -454,7 +460,7 @@ absl::StatusOr<TensorSlice> DecodeSlice(const std::string& bytes) {
 }
 
 absl::StatusOr<std::string> EncodeManifest(const CheckpointManifest& manifest) {
-  RETURN_IF_ERROR(ValidateManifest(manifest));
+  TESSERA_RETURN_IF_ERROR(ValidateManifest(manifest));
   return schema_internal::BuildSealedMessage(
       FileKind::kManifest, 0, [&manifest](capnp::MessageBuilder& message) {
         BuildManifest(manifest, message.initRoot<wire::Manifest>());
@@ -464,7 +470,7 @@ absl::StatusOr<std::string> EncodeManifest(const CheckpointManifest& manifest) {
 absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& bytes) {
   absl::StatusOr<CheckpointManifest> manifest =
       absl::DataLossError("checkpoint manifest: not decoded");
-  RETURN_IF_ERROR(schema_internal::ReadSealedMessage(
+  TESSERA_RETURN_IF_ERROR(schema_internal::ReadSealedMessage(
       FileKind::kManifest, bytes, [&manifest](capnp::MessageReader& message) {
         manifest = ParseManifest(message.getRoot<wire::Manifest>());
         return manifest.status();
@@ -473,7 +479,7 @@ absl::StatusOr<CheckpointManifest> DecodeManifest(const std::string& bytes) {
 }
 
 absl::Status WriteSliceFile(const std::string& path, const TensorSliceView& slice, Env* env) {
-  RETURN_IF_ERROR(ValidateTensorSlice(slice));
+  TESSERA_RETURN_IF_ERROR(ValidateTensorSlice(slice));
   return WriteFileAtomically(
       *env, path, [&slice](WritableFile& out) { return WriteSlice(slice, out); },
       /*sync_directory=*/false);
@@ -484,7 +490,7 @@ absl::Status WriteSliceFile(const std::string& path, const TensorSlice& slice, E
 }
 
 absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path, Env* env) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(path));
   absl::StatusOr<TensorSlice> slice = ReadSlice(*file);
   if (!slice.ok()) return Annotate(slice.status(), path);
   return slice;
@@ -492,7 +498,7 @@ absl::StatusOr<TensorSlice> ReadSliceFile(const std::string& path, Env* env) {
 
 absl::Status WriteManifest(const std::string& dir, const CheckpointManifest& manifest,
                            Env* env) {
-  ASSIGN_OR_RETURN(const std::string bytes, EncodeManifest(manifest));
+  TESSERA_ASSIGN_OR_RETURN(const std::string bytes, EncodeManifest(manifest));
   // The manifest makes the checkpoint visible: its rename must survive a crash too.
   return WriteFileAtomically(*env, absl::StrCat(dir, "/", kManifestFile), bytes,
                              /*sync_directory=*/true);

@@ -93,11 +93,11 @@ absl::StatusOr<ParamSpec> ParseParam(wire::Param::Reader in) {
   ParamSpec param;
   param.name = DecodeText(in.getName());
   const std::string what = absl::StrCat("model parameter ", param.name);
-  ASSIGN_OR_RETURN(param.shape, DecodeShape(in.getShape(), what));
+  TESSERA_ASSIGN_OR_RETURN(param.shape, DecodeShape(in.getShape(), what));
   wire::Initializer::Reader init = in.getInitializer();
   param.initializer.name = DecodeText(init.getName());
-  ASSIGN_OR_RETURN(param.initializer.params,
-                   DecodeNumberMap(init.getParams(), absl::StrCat(what, " initializer")));
+  TESSERA_ASSIGN_OR_RETURN(param.initializer.params,
+                           DecodeNumberMap(init.getParams(), absl::StrCat(what, " initializer")));
   param.initializer.seed = init.getSeed();
   param.trainable = in.getTrainable();
   param.partitioned = in.getPartitioned();
@@ -120,8 +120,9 @@ absl::StatusOr<NodeSpec> ParseNode(wire::Node::Reader in) {
   node.op = DecodeText(in.getOp());
   node.inputs = DecodeTexts(in.getInputs());
   node.params = DecodeTexts(in.getParams());
-  ASSIGN_OR_RETURN(node.attrs, DecodeNumberMap(in.getAttrs(), what));
-  ASSIGN_OR_RETURN(node.string_attrs, schema_internal::DecodeTextMap(in.getStringAttrs(), what));
+  TESSERA_ASSIGN_OR_RETURN(node.attrs, DecodeNumberMap(in.getAttrs(), what));
+  TESSERA_ASSIGN_OR_RETURN(node.string_attrs,
+                           schema_internal::DecodeTextMap(in.getStringAttrs(), what));
   return node;
 }
 
@@ -149,15 +150,15 @@ absl::StatusOr<ModelSpec> ParseSpec(wire::ModelSpec::Reader in) {
   ModelSpec spec;
   spec.name = DecodeText(in.getName());
   for (wire::Input::Reader input : in.getInputs()) {
-    ASSIGN_OR_RETURN(InputSpec parsed, ParseInput(input));
+    TESSERA_ASSIGN_OR_RETURN(InputSpec parsed, ParseInput(input));
     spec.inputs.push_back(std::move(parsed));
   }
   for (wire::Param::Reader param : in.getParams()) {
-    ASSIGN_OR_RETURN(ParamSpec parsed, ParseParam(param));
+    TESSERA_ASSIGN_OR_RETURN(ParamSpec parsed, ParseParam(param));
     spec.params.push_back(std::move(parsed));
   }
   for (wire::Node::Reader node : in.getNodes()) {
-    ASSIGN_OR_RETURN(NodeSpec parsed, ParseNode(node));
+    TESSERA_ASSIGN_OR_RETURN(NodeSpec parsed, ParseNode(node));
     spec.nodes.push_back(std::move(parsed));
   }
   for (wire::Output::Reader output : in.getOutputs()) {
@@ -189,8 +190,9 @@ absl::StatusOr<std::vector<TensorSignature>> ParseTensorSignatures(
     TensorSignature parsed;
     parsed.name = DecodeText(t.getName());
     const std::string t_what = absl::StrCat(what, " tensor ", parsed.name);
-    ASSIGN_OR_RETURN(parsed.dtype, schema_internal::DecodeDType(t.getDtype(), t_what));
-    ASSIGN_OR_RETURN(parsed.shape, schema_internal::DecodeSignatureDims(t.getShape(), t_what));
+    TESSERA_ASSIGN_OR_RETURN(parsed.dtype, schema_internal::DecodeDType(t.getDtype(), t_what));
+    TESSERA_ASSIGN_OR_RETURN(parsed.shape,
+                             schema_internal::DecodeSignatureDims(t.getShape(), t_what));
     out.push_back(std::move(parsed));
   }
   return out;
@@ -264,37 +266,38 @@ void BuildModel(const ModelDescription& model, const ModelLayout& layout,
 
 absl::StatusOr<ModelDescription> ParseDescription(wire::ExportedModel::Reader in) {
   ModelDescription model;
-  ASSIGN_OR_RETURN(model.spec, ParseSpec(in.getSpec()));
+  TESSERA_ASSIGN_OR_RETURN(model.spec, ParseSpec(in.getSpec()));
   for (wire::Signature::Reader signature : in.getSignatures()) {
     Signature parsed;
     parsed.name = DecodeText(signature.getName());
     const std::string what = absl::StrCat("signature ", parsed.name);
-    ASSIGN_OR_RETURN(parsed.inputs, ParseTensorSignatures(signature.getInputs(), what));
-    ASSIGN_OR_RETURN(parsed.outputs, ParseTensorSignatures(signature.getOutputs(), what));
+    TESSERA_ASSIGN_OR_RETURN(parsed.inputs, ParseTensorSignatures(signature.getInputs(), what));
+    TESSERA_ASSIGN_OR_RETURN(parsed.outputs, ParseTensorSignatures(signature.getOutputs(), what));
     model.signatures.push_back(std::move(parsed));
   }
   model.step = in.getStep();
-  ASSIGN_OR_RETURN(model.writer_version,
-                   schema_internal::DecodeWriterVersion(in.hasWriterVersion(),
-                                                        in.getWriterVersion(), "exported model"));
+  TESSERA_ASSIGN_OR_RETURN(model.writer_version,
+                           schema_internal::DecodeWriterVersion(
+                               in.hasWriterVersion(), in.getWriterVersion(), "exported model"));
   return model;
 }
 
 // Format 1: the values inside the message.
 absl::StatusOr<ExportedModel> ParseInlineModel(wire::ExportedModel::Reader in) {
   ExportedModel model;
-  ASSIGN_OR_RETURN(static_cast<ModelDescription&>(model), ParseDescription(in));
+  TESSERA_ASSIGN_OR_RETURN(static_cast<ModelDescription&>(model), ParseDescription(in));
   for (wire::Variable::Reader variable : in.getVariables()) {
     std::string name = DecodeText(variable.getName());
     if (!model.variables.empty() && !(model.variables.rbegin()->first < name)) {
       return absl::DataLossError(
           absl::StrCat("model variable '", name, "' is out of order or repeated"));
     }
-    ASSIGN_OR_RETURN(Tensor value, schema_internal::DecodeTensor(variable.getValue(),
-                                                                 absl::StrCat("variable ", name)));
+    TESSERA_ASSIGN_OR_RETURN(
+        Tensor value,
+        schema_internal::DecodeTensor(variable.getValue(), absl::StrCat("variable ", name)));
     model.variables.emplace_hint(model.variables.end(), std::move(name), std::move(value));
   }
-  RETURN_IF_ERROR(ValidateExportedModel(model));
+  TESSERA_RETURN_IF_ERROR(ValidateExportedModel(model));
   return model;
 }
 
@@ -308,8 +311,8 @@ struct MappedModelHead {
 absl::StatusOr<MappedModelHead> ParseMappedModel(wire::ExportedModel::Reader in,
                                                  uint64_t data_bytes) {
   MappedModelHead head;
-  ASSIGN_OR_RETURN(head.description, ParseDescription(in));
-  RETURN_IF_ERROR(ValidateModelDescription(head.description));
+  TESSERA_ASSIGN_OR_RETURN(head.description, ParseDescription(in));
+  TESSERA_RETURN_IF_ERROR(ValidateModelDescription(head.description));
   std::vector<std::pair<std::string, Shape>> shapes;
   std::vector<uint64_t> offsets;
   std::map<std::string, Shape> by_name;
@@ -323,17 +326,18 @@ absl::StatusOr<MappedModelHead> ParseMappedModel(wire::ExportedModel::Reader in,
       return absl::DataLossError(
           absl::StrCat(what, ": values inside the message (format 2 keeps them after it)"));
     }
-    ASSIGN_OR_RETURN(const DType dtype, schema_internal::DecodeDType(variable.getDtype(), what));
+    TESSERA_ASSIGN_OR_RETURN(const DType dtype,
+                             schema_internal::DecodeDType(variable.getDtype(), what));
     if (dtype != DType::kFloat32) {
       return absl::DataLossError(absl::StrCat(what, " has dtype ", DTypeName(dtype),
                                               "; an exported model holds float32 values"));
     }
-    ASSIGN_OR_RETURN(Shape shape, DecodeShape(variable.getValue().getShape(), what));
+    TESSERA_ASSIGN_OR_RETURN(Shape shape, DecodeShape(variable.getValue().getShape(), what));
     by_name.emplace(name, shape);
     shapes.emplace_back(std::move(name), std::move(shape));
     offsets.push_back(variable.getDataOffset());
   }
-  RETURN_IF_ERROR(CheckVariableShapes(head.description.spec, by_name));
+  TESSERA_RETURN_IF_ERROR(CheckVariableShapes(head.description.spec, by_name));
   absl::StatusOr<ModelLayout> layout = schema_internal::LayOutModel(shapes, in.getPieceBytes());
   if (!layout.ok()) return absl::DataLossError(layout.status().message());
   for (size_t i = 0; i < offsets.size(); ++i) {
@@ -381,8 +385,9 @@ uint32_t PeekFormatVersion(absl::string_view message) {
 absl::StatusOr<OpenedFile> OpenModelRegion(std::unique_ptr<ReadOnlyMemoryRegion> region,
                                            const std::string& file) {
   const absl::string_view bytes(region->data(), region->size());
-  ASSIGN_OR_RETURN(const schema_internal::EnvelopeHeader header,
-                   schema_internal::ParseEnvelopeHeader(FileKind::kModel, bytes, bytes.size()));
+  TESSERA_ASSIGN_OR_RETURN(
+      const schema_internal::EnvelopeHeader header,
+      schema_internal::ParseEnvelopeHeader(FileKind::kModel, bytes, bytes.size()));
   const absl::string_view message =
       bytes.substr(schema_internal::kEnvelopeHeaderBytes, header.message_bytes());
   // Only format 1 has large messages; any other large one is refused before its checksum is
@@ -393,10 +398,10 @@ absl::StatusOr<OpenedFile> OpenModelRegion(std::unique_ptr<ReadOnlyMemoryRegion>
         "exported model: a message of ", message.size(), " bytes, more than format 2's ",
         schema_internal::kMaxModelMessageBytes, " (and not format 1)"));
   }
-  RETURN_IF_ERROR(schema_internal::CheckMessageChecksum(FileKind::kModel, header, message));
+  TESSERA_RETURN_IF_ERROR(schema_internal::CheckMessageChecksum(FileKind::kModel, header, message));
   OpenedFile opened;
   absl::StatusOr<MappedModelHead> head = absl::DataLossError("exported model: not decoded");
-  RETURN_IF_ERROR(schema_internal::ReadMessage(
+  TESSERA_RETURN_IF_ERROR(schema_internal::ReadMessage(
       FileKind::kModel, message, [&](capnp::MessageReader& reader) -> absl::Status {
         wire::ExportedModel::Reader root = reader.getRoot<wire::ExportedModel>();
         opened.format_version = static_cast<int>(root.getFormatVersion());
@@ -404,7 +409,7 @@ absl::StatusOr<OpenedFile> OpenModelRegion(std::unique_ptr<ReadOnlyMemoryRegion>
           if (header.tail_bytes != 0) {
             return absl::DataLossError("exported model: format 1 with data after its message");
           }
-          ASSIGN_OR_RETURN(ExportedModel model, ParseInlineModel(root));
+          TESSERA_ASSIGN_OR_RETURN(ExportedModel model, ParseInlineModel(root));
           opened.decoded = std::move(model.variables);
           opened.description = std::move(model);
           return absl::OkStatus();
@@ -420,8 +425,8 @@ absl::StatusOr<OpenedFile> OpenModelRegion(std::unique_ptr<ReadOnlyMemoryRegion>
       }));
   if (opened.format_version == kInlineModelFormatVersion) return opened;
   const uint64_t data_at = schema_internal::kEnvelopeHeaderBytes + header.message_bytes();
-  ASSIGN_OR_RETURN(std::vector<uint32_t> crcs,
-                   schema_internal::ReadChecksumTable(region->data() + data_at, head->layout));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<uint32_t> crcs, schema_internal::ReadChecksumTable(
+                                                           region->data() + data_at, head->layout));
   opened.description = std::move(head->description);
   opened.mapped = std::make_unique<schema_internal::MappedVariables>(
       std::move(region), data_at, std::move(head->layout), std::move(crcs), file);
@@ -437,7 +442,7 @@ absl::StatusOr<ExportedModel> Materialize(OpenedFile opened) {
     return model;
   }
   for (const auto& [name, view] : opened.mapped->views()) {
-    RETURN_IF_ERROR(opened.mapped->CheckAll(name));
+    TESSERA_RETURN_IF_ERROR(opened.mapped->CheckAll(name));
     model.variables.emplace(name, Tensor::Copy(view));
   }
   return model;
@@ -478,18 +483,19 @@ absl::Status CheckSignatures(const std::vector<Signature>& signatures) {
 // Writes a format-2 model file (Note [Model file layout]) through `out`.
 absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source,
                         WritableFile& out) {
-  RETURN_IF_ERROR(ValidateModelDescription(model));
-  RETURN_IF_ERROR(CheckSignatures(model.signatures));
+  TESSERA_RETURN_IF_ERROR(ValidateModelDescription(model));
+  TESSERA_RETURN_IF_ERROR(CheckSignatures(model.signatures));
   std::map<std::string, Shape> by_name;
   for (const ParamSpec& param : model.spec.params) by_name.emplace(param.name, param.shape);
   const std::vector<std::pair<std::string, Shape>> shapes(by_name.begin(), by_name.end());
-  ASSIGN_OR_RETURN(const ModelLayout layout,
-                   schema_internal::LayOutModel(shapes, schema_internal::kModelPieceBytes));
+  TESSERA_ASSIGN_OR_RETURN(const ModelLayout layout,
+                           schema_internal::LayOutModel(shapes, schema_internal::kModelPieceBytes));
   std::string head;
   try {
     capnp::MallocMessageBuilder message;
     BuildModel(model, layout, message.initRoot<wire::ExportedModel>());
-    ASSIGN_OR_RETURN(head, schema_internal::SerializeAfterHeaderSpace(FileKind::kModel, message));
+    TESSERA_ASSIGN_OR_RETURN(head,
+                             schema_internal::SerializeAfterHeaderSpace(FileKind::kModel, message));
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot encode the exported model: ", e.getDescription().cStr()));
@@ -503,7 +509,7 @@ absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source
                      message_bytes, "), more than a model file may hold"));
   }
   schema_internal::SealInPlace(FileKind::kModel, head, layout.data_bytes);
-  RETURN_IF_ERROR(out.WriteAt(0, head));
+  TESSERA_RETURN_IF_ERROR(out.WriteAt(0, head));
   schema_internal::ModelDataWriter data(out, head.size(), layout);
   for (const VariableExtent& v : layout.variables) {
     const int64_t rows = v.shape.rows();
@@ -512,9 +518,9 @@ absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source
         std::max<uint64_t>(1, kRowReadBytes / std::max<uint64_t>(row_bytes, 1)));
     for (int64_t begin = 0; begin < rows; begin += step) {
       const int64_t end = std::min(rows, begin + step);
-      ASSIGN_OR_RETURN(const ConstTensorView block, source.Rows(v.name, begin, end));
+      TESSERA_ASSIGN_OR_RETURN(const ConstTensorView block, source.Rows(v.name, begin, end));
       const Shape want = v.shape.rank() == 0 ? v.shape : v.shape.WithRows(end - begin);
-      RETURN_IF_ERROR(CheckSameShape(
+      TESSERA_RETURN_IF_ERROR(CheckSameShape(
           block.shape(), want,
           absl::StrCat("rows [", begin, ", ", end, ") of variable '", v.name, "' for the export")));
       if (const auto bad = FirstNonFinite(block.values())) {
@@ -525,10 +531,10 @@ absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source
                          "): a model with NaN or infinite values is not "
                          "exported"));
       }
-      RETURN_IF_ERROR(data.Append(absl::string_view(reinterpret_cast<const char*>(block.data()),
-                                                    static_cast<size_t>(block.size()) * 4)));
+      TESSERA_RETURN_IF_ERROR(data.Append(absl::string_view(
+          reinterpret_cast<const char*>(block.data()), static_cast<size_t>(block.size()) * 4)));
     }
-    RETURN_IF_ERROR(data.EndVariable());
+    TESSERA_RETURN_IF_ERROR(data.EndVariable());
   }
   return data.Finish();
 }
@@ -536,23 +542,24 @@ absl::Status WriteModel(const ModelDescription& model, VariableRowSource& source
 }  // namespace
 
 absl::StatusOr<std::string> EncodeExportedModel(const ExportedModel& model) {
-  RETURN_IF_ERROR(ValidateExportedModel(model));
+  TESSERA_RETURN_IF_ERROR(ValidateExportedModel(model));
   ExportedModelRows rows(model);
   std::string bytes;
   schema_internal::StringWriter out(&bytes);
-  RETURN_IF_ERROR(WriteModel(model, rows, out));
+  TESSERA_RETURN_IF_ERROR(WriteModel(model, rows, out));
   return bytes;
 }
 
 absl::StatusOr<ExportedModel> DecodeExportedModel(const std::string& bytes) {
-  ASSIGN_OR_RETURN(OpenedFile opened,
-                   OpenModelRegion(std::make_unique<BorrowedRegion>(bytes), "exported model"));
+  TESSERA_ASSIGN_OR_RETURN(
+      OpenedFile opened,
+      OpenModelRegion(std::make_unique<BorrowedRegion>(bytes), "exported model"));
   return Materialize(std::move(opened));
 }
 
 absl::Status WriteExportedModel(const std::string& dir, const ModelDescription& model,
                                 VariableRowSource& rows, Env* env) {
-  RETURN_IF_ERROR(ValidateModelDescription(model));
+  TESSERA_RETURN_IF_ERROR(ValidateModelDescription(model));
   return WriteFileAtomically(
       *env, absl::StrCat(dir, "/", kModelFile),
       [&](WritableFile& out) { return WriteModel(model, rows, out); },
@@ -560,7 +567,7 @@ absl::Status WriteExportedModel(const std::string& dir, const ModelDescription& 
 }
 
 absl::Status WriteExportedModel(const std::string& dir, const ExportedModel& model, Env* env) {
-  RETURN_IF_ERROR(ValidateExportedModel(model));
+  TESSERA_RETURN_IF_ERROR(ValidateExportedModel(model));
   ExportedModelRows rows(model);
   return WriteExportedModel(dir, model, rows, env);
 }
@@ -583,12 +590,12 @@ absl::StatusOr<OpenedFile> OpenModelFile(const std::string& dir, Env* env) {
 }  // namespace
 
 absl::StatusOr<ExportedModel> ReadExportedModel(const std::string& dir, Env* env) {
-  ASSIGN_OR_RETURN(OpenedFile opened, OpenModelFile(dir, env));
+  TESSERA_ASSIGN_OR_RETURN(OpenedFile opened, OpenModelFile(dir, env));
   return Materialize(std::move(opened));
 }
 
 absl::StatusOr<OpenedModel> OpenExportedModel(const std::string& dir, Env* env) {
-  ASSIGN_OR_RETURN(OpenedFile opened, OpenModelFile(dir, env));
+  TESSERA_ASSIGN_OR_RETURN(OpenedFile opened, OpenModelFile(dir, env));
   OpenedModel model;
   model.description = std::move(opened.description);
   model.format_version = opened.format_version;

@@ -85,29 +85,29 @@ tessera::ModelSpec ClickModel() {
 
 absl::Status Run(const std::string& export_dir) {
   using namespace tessera;  // NOLINT: a short program
-  ASSIGN_OR_RETURN(Dataset train, Clicks());
-  ASSIGN_OR_RETURN(Model model, Model::Create(ClickModel()));
+  TESSERA_ASSIGN_OR_RETURN(Dataset train, Clicks());
+  TESSERA_ASSIGN_OR_RETURN(Model model, Model::Create(ClickModel()));
   auto shared_model = std::make_shared<const Model>(model);
-  ASSIGN_OR_RETURN(auto cluster, Cluster::StartInProcess({.num_ps = 2, .num_workers = 2}));
-  ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(2));
+  TESSERA_ASSIGN_OR_RETURN(auto cluster, Cluster::StartInProcess({.num_ps = 2, .num_workers = 2}));
+  TESSERA_ASSIGN_OR_RETURN(Partitioner partitioner, FixedShardsPartitioner(2));
   ParameterServerStrategy strategy(*cluster, partitioner);
-  ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(shared_model,
-                                                            {"adagrad", {{"learning_rate", 0.1}}}));
+  TESSERA_ASSIGN_OR_RETURN(auto vars, strategy.CreateModelVariables(
+                                          shared_model, {"adagrad", {{"learning_rate", 0.1}}}));
   auto registry = std::make_shared<FunctionRegistry>();
-  RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, train, kBatch, /*seed=*/1));
+  TESSERA_RETURN_IF_ERROR(RegisterTrainStep(*registry, vars, train, kBatch, /*seed=*/1));
   std::vector<double> losses;
   {
-    ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
+    TESSERA_ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
     std::vector<RemoteValue> steps;
     for (int64_t i = 0; i < kSteps; ++i) {
       ClosureValues args;
       args.Set(kTrainStepBatch, i);
-      ASSIGN_OR_RETURN(RemoteValue step, coordinator->Schedule(kTrainStep, args));
+      TESSERA_ASSIGN_OR_RETURN(RemoteValue step, coordinator->Schedule(kTrainStep, args));
       steps.push_back(step);
     }
-    RETURN_IF_ERROR(coordinator->Join());
+    TESSERA_RETURN_IF_ERROR(coordinator->Join());
     for (const RemoteValue& step : steps) {
-      ASSIGN_OR_RETURN(double loss, step.Fetch<double>(kTrainStepLoss));
+      TESSERA_ASSIGN_OR_RETURN(double loss, step.Fetch<double>(kTrainStepLoss));
       losses.push_back(loss);
     }
   }
@@ -120,8 +120,8 @@ absl::Status Run(const std::string& export_dir) {
               last, static_cast<long long>(kSteps));
   if (!(last < 0.8 * first)) return absl::InternalError("the loss did not fall by 20%");
 
-  RETURN_IF_ERROR(ExportModel(strategy, model, export_dir, kSteps));
-  ASSIGN_OR_RETURN(ExportedModel exported, ReadExportedModel(export_dir));
+  TESSERA_RETURN_IF_ERROR(ExportModel(strategy, model, export_dir, kSteps));
+  TESSERA_ASSIGN_OR_RETURN(ExportedModel exported, ReadExportedModel(export_dir));
   if (exported.writer_version != Version()) {
     return absl::InternalError("the export does not record the version that wrote it");
   }

@@ -27,7 +27,7 @@ std::map<std::string, InstanceFormat> RecsysFormats() {
 // by field. ReadPredictRequest must agree with it on every body (the batch, or the error).
 absl::StatusOr<Batch> ReadWithTree(absl::string_view body,
                                    const std::map<std::string, InstanceFormat>& formats) {
-  ASSIGN_OR_RETURN(const Json request, ParseJson(body));
+  TESSERA_ASSIGN_OR_RETURN(const Json request, ParseJson(body));
   if (!request.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the request must be a JSON object with \"instances\" or \"inputs\", got ",
@@ -84,7 +84,7 @@ absl::StatusOr<Batch> ReadWithTree(absl::string_view body,
   BatchBuilder builder(f);
   if (instances != nullptr) {
     for (size_t i = 0; i < instances->size(); ++i) {
-      RETURN_IF_ERROR(Annotate(builder.Add((*instances)[i]), absl::StrCat("instance ", i)));
+      TESSERA_RETURN_IF_ERROR(Annotate(builder.Add((*instances)[i]), absl::StrCat("instance ", i)));
     }
     return builder.Take();
   }
@@ -134,7 +134,7 @@ absl::StatusOr<Batch> ReadWithTree(absl::string_view body,
   for (size_t i = 0; i < columns[0]->size(); ++i) {
     Json instance = Json::object();
     for (size_t c = 0; c < columns.size(); ++c) instance[names[c]] = (*columns[c])[i];
-    RETURN_IF_ERROR(Annotate(builder.Add(instance), absl::StrCat("instance ", i)));
+    TESSERA_RETURN_IF_ERROR(Annotate(builder.Add(instance), absl::StrCat("instance ", i)));
   }
   return builder.Take();
 }

@@ -1,8 +1,8 @@
-// RunDashboard: a training run's dashboard (coordinator/monitoring/dashboard.h) with its sources — the run's
-// TrainingMonitor, a ClusterView of the cluster while the run has one, and the Prometheus metrics
-// of both — as RunTrainingJob starts it for --dashboard_port.
+// RunDashboard: a training run's dashboard (coordinator/monitoring/dashboard.h) with its sources —
+// the run's TrainingMonitor, a ClusterView of the cluster while the run has one, and the Prometheus
+// metrics of both — as RunTrainingJob starts it for --dashboard_port.
 //
-//   ASSIGN_OR_RETURN(auto dashboard, RunDashboard::Start(options, monitor));
+//   TESSERA_ASSIGN_OR_RETURN(auto dashboard, RunDashboard::Start(options, monitor));
 //   options.on_cluster = dashboard->ClusterHook();   // attaches the cluster while it lives
 //   ... train ...
 //   dashboard->KeepServingUntilSignal("recsys");     // --dashboard_keep_serving

@@ -36,14 +36,14 @@ class LineScanner {
       if (!discarding_) carry_.append(p, static_cast<size_t>(piece_end - p));
       if (newline == nullptr) {
         if (!discarding_ && static_cast<int64_t>(carry_.size()) > kMaxLineBytes + 1) {
-          RETURN_IF_ERROR(TooLong());
+          TESSERA_RETURN_IF_ERROR(TooLong());
         }
         return absl::OkStatus();
       }
       if (discarding_) {
         discarding_ = false;
       } else {
-        RETURN_IF_ERROR(Line(carry_, carry_start_));
+        TESSERA_RETURN_IF_ERROR(Line(carry_, carry_start_));
         carry_.clear();
       }
       p = newline + 1;
@@ -54,11 +54,12 @@ class LineScanner {
       if (newline == nullptr) {
         carry_start_ = offset + static_cast<uint64_t>(p - data);
         carry_.assign(p, static_cast<size_t>(end - p));
-        if (static_cast<int64_t>(carry_.size()) > kMaxLineBytes + 1) RETURN_IF_ERROR(TooLong());
+        if (static_cast<int64_t>(carry_.size()) > kMaxLineBytes + 1)
+          TESSERA_RETURN_IF_ERROR(TooLong());
         break;
       }
-      RETURN_IF_ERROR(Line(absl::string_view(p, static_cast<size_t>(newline - p)),
-                           offset + static_cast<uint64_t>(p - data)));
+      TESSERA_RETURN_IF_ERROR(Line(absl::string_view(p, static_cast<size_t>(newline - p)),
+                                   offset + static_cast<uint64_t>(p - data)));
       p = newline + 1;
     }
     return absl::OkStatus();
@@ -66,7 +67,7 @@ class LineScanner {
 
   // The text ended: a last line without a newline is a line too.
   absl::Status Finish() {
-    if (!carry_.empty() && !discarding_) RETURN_IF_ERROR(Line(carry_, carry_start_));
+    if (!carry_.empty() && !discarding_) TESSERA_RETURN_IF_ERROR(Line(carry_, carry_start_));
     carry_.clear();
     return absl::OkStatus();
   }
@@ -116,8 +117,8 @@ absl::Status ScanPlain(RandomAccessFile& file, LineScanner& scanner, LineIndex& 
   for (uint64_t offset = 0; offset < index.file_size;) {
     const uint64_t n = std::min(kFileChunkBytes, index.file_size - offset);
     chunk.resize(n);
-    RETURN_IF_ERROR(file.ReadAt(offset, n, chunk.data()));
-    RETURN_IF_ERROR(scanner.Feed(chunk.data(), n, offset));
+    TESSERA_RETURN_IF_ERROR(file.ReadAt(offset, n, chunk.data()));
+    TESSERA_RETURN_IF_ERROR(scanner.Feed(chunk.data(), n, offset));
     offset += n;
   }
   index.text_size = index.file_size;
@@ -156,7 +157,7 @@ absl::Status ScanGzip(RandomAccessFile& file, const std::string& path, LineScann
   auto flush = [&]() -> absl::Status {
     const char* produced_end = reinterpret_cast<const char*>(strm.next_out);
     const size_t produced = static_cast<size_t>(produced_end - span);
-    RETURN_IF_ERROR(scanner.Feed(span, produced, scanned_out));
+    TESSERA_RETURN_IF_ERROR(scanner.Feed(span, produced, scanned_out));
     scanned_out += produced;
     // Note [Access points while scanning]
     std::memmove(buffer.data(), produced_end - kGzipWindowBytes, kGzipWindowBytes);
@@ -173,12 +174,12 @@ absl::Status ScanGzip(RandomAccessFile& file, const std::string& path, LineScann
       }
       const uint64_t n = std::min(kGzipInputBytes, index.file_size - read_offset);
       input.resize(n);
-      RETURN_IF_ERROR(file.ReadAt(read_offset, n, input.data()));
+      TESSERA_RETURN_IF_ERROR(file.ReadAt(read_offset, n, input.data()));
       read_offset += n;
       strm.next_in = reinterpret_cast<Bytef*>(input.data());
       strm.avail_in = static_cast<uInt>(n);
     }
-    if (strm.avail_out == 0) RETURN_IF_ERROR(flush());
+    if (strm.avail_out == 0) TESSERA_RETURN_IF_ERROR(flush());
     const uInt in_before = strm.avail_in, out_before = strm.avail_out;
     const int ret = inflate(&strm, Z_BLOCK);  // returns at each block boundary
     total_in += in_before - strm.avail_in;
@@ -211,7 +212,7 @@ absl::Status ScanGzip(RandomAccessFile& file, const std::string& path, LineScann
       last_point = total_out;
     }
   }
-  RETURN_IF_ERROR(flush());
+  TESSERA_RETURN_IF_ERROR(flush());
   if (index.points.empty() || index.points[0].text_offset != 0) {
     return absl::DataLossError(absl::StrCat(path, ": no deflate block starts its text"));
   }
@@ -263,9 +264,9 @@ absl::StatusOr<LineIndex> BuildLineIndex(RandomAccessFile& file, const std::stri
   index.gzip = IsGzip(file);
   LineScanner scanner(path, skip_bad_lines, check, index);
   if (index.gzip) {
-    RETURN_IF_ERROR(ScanGzip(file, path, scanner, index));
+    TESSERA_RETURN_IF_ERROR(ScanGzip(file, path, scanner, index));
   } else {
-    RETURN_IF_ERROR(ScanPlain(file, scanner, index));
+    TESSERA_RETURN_IF_ERROR(ScanPlain(file, scanner, index));
   }
   return index;
 }

@@ -1,5 +1,5 @@
-// The line index of a text file, plain or gzip, that lets core/data/delimited_text.h read any run of
-// lines without scanning the file: where each line starts in the text, and for gzip the access
+// The line index of a text file, plain or gzip, that lets core/data/delimited_text.h read any run
+// of lines without scanning the file: where each line starts in the text, and for gzip the access
 // points to start decompressing from (zlib's examples/zran.c: at a deflate block boundary, the
 // compressed byte and bit offset and the 32 KiB of text before it). It is built by one pass over
 // the file, which also checks every line, and is kept beside the data file as a sidecar
@@ -9,11 +9,12 @@
 // in text_reader.cc.
 //
 // Example:
-//   ASSIGN_OR_RETURN(LineIndex index, BuildLineIndex(*file, path, /*skip_bad_lines=*/false,
+//   TESSERA_ASSIGN_OR_RETURN(LineIndex index, BuildLineIndex(*file, path, /*skip_bad_lines=*/false,
 //                                                    check_line));
 //   TextReader reader(*file, index, path);
 //   std::string text;
-//   RETURN_IF_ERROR(reader.Read(index.row_starts[7], index.row_starts[9], text));  // rows 7, 8
+//   TESSERA_RETURN_IF_ERROR(reader.Read(index.row_starts[7], index.row_starts[9], text));  // rows
+//   7, 8
 //
 // Thread-safety: a LineIndex is immutable once built, read by any thread; a TextReader belongs
 // to one thread (it holds its own decompression stream), any number of them may share a file.

@@ -83,14 +83,15 @@ absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, uint64_t f
   const uint64_t head = std::min(kFingerprintBytes, key.file_size);
   const uint64_t tail = std::min(kFingerprintBytes, key.file_size - head);
   std::string bytes(static_cast<size_t>(head + tail), '\0');
-  RETURN_IF_ERROR(file.ReadAt(0, head, bytes.data()));
-  RETURN_IF_ERROR(file.ReadAt(key.file_size - tail, tail, bytes.data() + head));
+  TESSERA_RETURN_IF_ERROR(file.ReadAt(0, head, bytes.data()));
+  TESSERA_RETURN_IF_ERROR(file.ReadAt(key.file_size - tail, tail, bytes.data() + head));
   const uint64_t middle = key.file_size - head - tail;
   constexpr uint64_t kSamples = 64, kSampleBytes = 4096;
   if (middle >= kSamples * kSampleBytes) {
     std::string sample(kSampleBytes, '\0');
     for (uint64_t k = 0; k < kSamples; ++k) {
-      RETURN_IF_ERROR(file.ReadAt(head + middle / kSamples * k, kSampleBytes, sample.data()));
+      TESSERA_RETURN_IF_ERROR(
+          file.ReadAt(head + middle / kSamples * k, kSampleBytes, sample.data()));
       bytes += sample;
     }
   }
@@ -101,11 +102,12 @@ absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, uint64_t f
 absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
                                         const LineIndexKey& key) {
   if (!env.FileExists(sidecar)) return absl::NotFoundError(absl::StrCat("no ", sidecar));
-  ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env.NewRandomAccessFile(sidecar));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                           env.NewRandomAccessFile(sidecar));
   const uint64_t size = file->size();
   if (size < kHeaderBytes + 8) return Malformed(sidecar, "too short");
   char header[kHeaderBytes];
-  RETURN_IF_ERROR(file->ReadAt(0, kHeaderBytes, header));
+  TESSERA_RETURN_IF_ERROR(file->ReadAt(0, kHeaderBytes, header));
   uint64_t h[kHeaderWords];
   for (uint64_t k = 0; k < kHeaderWords; ++k) h[k] = GetWord(header + 8 * k);
   if (h[0] != kMagic) return Malformed(sidecar, "no index magic");
@@ -126,7 +128,7 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
     return Malformed(sidecar, "its counts do not match its size");
   }
   std::string body(static_cast<size_t>(size - kHeaderBytes), '\0');
-  RETURN_IF_ERROR(file->ReadAt(kHeaderBytes, body.size(), body.data()));
+  TESSERA_RETURN_IF_ERROR(file->ReadAt(kHeaderBytes, body.size(), body.data()));
   Checksum checksum;
   checksum.Add(absl::string_view(header, kHeaderBytes));
   checksum.Add(absl::string_view(body.data(), body.size() - 8));
@@ -203,30 +205,30 @@ absl::Status SaveLineIndex(Env& env, const std::string& sidecar, const LineIndex
         uint64_t offset = 0;
         auto write = [&](absl::string_view bytes) -> absl::Status {
           checksum.Add(bytes);
-          RETURN_IF_ERROR(out.WriteAt(offset, bytes));
+          TESSERA_RETURN_IF_ERROR(out.WriteAt(offset, bytes));
           offset += bytes.size();
           return absl::OkStatus();
         };
-        RETURN_IF_ERROR(write(header));
+        TESSERA_RETURN_IF_ERROR(write(header));
         const RowStarts& starts = index.row_starts;
-        RETURN_IF_ERROR(write(absl::string_view(
+        TESSERA_RETURN_IF_ERROR(write(absl::string_view(
             reinterpret_cast<const char*>(starts.bases().data()), 8 * starts.bases().size())));
         std::string deltas(static_cast<size_t>(Padded(4 * starts.size())), '\0');
         if (!starts.empty()) std::memcpy(deltas.data(), starts.deltas().data(), 4 * starts.size());
-        RETURN_IF_ERROR(write(deltas));
+        TESSERA_RETURN_IF_ERROR(write(deltas));
         std::string far;
         for (const auto& [row, start] : starts.far()) {
           PutWord(far, row);
           PutWord(far, start);
         }
-        RETURN_IF_ERROR(write(far));
+        TESSERA_RETURN_IF_ERROR(write(far));
         for (size_t k = 0; k < index.points.size(); ++k) {
           std::string point;
           PutWord(point, index.points[k].text_offset);
           PutWord(point, index.points[k].file_offset);
           PutWord(point, index.points[k].bits);
           point.append(index.windows, k * kGzipWindowBytes, kGzipWindowBytes);
-          RETURN_IF_ERROR(write(point));
+          TESSERA_RETURN_IF_ERROR(write(point));
         }
         std::string tail;
         PutWord(tail, checksum.value());

@@ -54,8 +54,8 @@ absl::Status TextReader::Read(uint64_t begin, uint64_t end, std::string& out) {
   if (!index_.gzip) return file_.ReadAt(begin, out.size(), out.data());
   // Continue the current stream when it is between the last point before `begin` and `begin`
   // (nothing is decompressed twice).
-  if (!ContinuesTo(begin)) RETURN_IF_ERROR(StartAt(begin));
-  RETURN_IF_ERROR(Inflate(nullptr, begin - text_position_));
+  if (!ContinuesTo(begin)) TESSERA_RETURN_IF_ERROR(StartAt(begin));
+  TESSERA_RETURN_IF_ERROR(Inflate(nullptr, begin - text_position_));
   return Inflate(out.data(), end - begin);
 }
 
@@ -79,7 +79,7 @@ absl::Status TextReader::StartAt(uint64_t offset) {
   file_position_ = point.file_offset;
   if (point.bits > 0) {  // the block starts inside the byte before
     char byte;
-    RETURN_IF_ERROR(file_.ReadAt(point.file_offset - 1, 1, &byte));
+    TESSERA_RETURN_IF_ERROR(file_.ReadAt(point.file_offset - 1, 1, &byte));
     const int bits = static_cast<int>(point.bits);
     inflatePrime(stream_, bits, static_cast<uint8_t>(byte) >> (8 - bits));
   }
@@ -94,7 +94,7 @@ absl::Status TextReader::Refill() {
   if (file_position_ >= file_.size()) return Corrupt("its compressed data ends early");
   const uint64_t n = std::min(kGzipInputBytes, file_.size() - file_position_);
   input_.resize(n);
-  RETURN_IF_ERROR(file_.ReadAt(file_position_, n, input_.data()));
+  TESSERA_RETURN_IF_ERROR(file_.ReadAt(file_position_, n, input_.data()));
   file_position_ += n;
   stream_->next_in = reinterpret_cast<Bytef*>(input_.data());
   stream_->avail_in = static_cast<uInt>(n);
@@ -110,7 +110,7 @@ absl::Status TextReader::Inflate(char* out, uint64_t n) {
     stream_->next_out = reinterpret_cast<Bytef*>(out != nullptr ? out : discard_.data());
     stream_->avail_out = static_cast<uInt>(step);
     while (stream_->avail_out > 0) {
-      if (stream_->avail_in == 0) RETURN_IF_ERROR(Refill());
+      if (stream_->avail_in == 0) TESSERA_RETURN_IF_ERROR(Refill());
       const uInt before = stream_->avail_out;
       const int ret = inflate(stream_, Z_NO_FLUSH);
       text_position_ += before - stream_->avail_out;
@@ -126,7 +126,7 @@ absl::Status TextReader::Inflate(char* out, uint64_t n) {
         // A gzip member ended; the text continues in the next one. From a point the stream is raw
         // deflate, whose member's 8-byte trailer (CRC and size) is still to be passed.
         for (int trailer = raw_ ? 8 : 0; trailer > 0;) {
-          if (stream_->avail_in == 0) RETURN_IF_ERROR(Refill());
+          if (stream_->avail_in == 0) TESSERA_RETURN_IF_ERROR(Refill());
           const uInt skip = std::min<uInt>(stream_->avail_in, static_cast<uInt>(trailer));
           stream_->next_in += skip;
           stream_->avail_in -= skip;

@@ -208,9 +208,10 @@ absl::StatusOr<std::vector<float>> DecodeValues(capnp::List<wire::Chunk>::Reader
 }
 
 absl::StatusOr<Tensor> DecodeTensor(wire::Tensor::Reader tensor, absl::string_view what) {
-  ASSIGN_OR_RETURN(Shape shape, DecodeShape(tensor.getShape(), what));
+  TESSERA_ASSIGN_OR_RETURN(Shape shape, DecodeShape(tensor.getShape(), what));
   const int64_t elements = shape.num_elements();
-  ASSIGN_OR_RETURN(std::vector<float> values, DecodeValues(tensor.getChunks(), elements, what));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<float> values,
+                           DecodeValues(tensor.getChunks(), elements, what));
   return Tensor::FromVector(std::move(shape), std::move(values));
 }
 

@@ -103,7 +103,7 @@ void ModelDataWriter::EndPiece() {
 
 absl::Status ModelDataWriter::Flush() {
   if (buffer_.empty()) return absl::OkStatus();
-  RETURN_IF_ERROR(out_.WriteAt(at_, buffer_));
+  TESSERA_RETURN_IF_ERROR(out_.WriteAt(at_, buffer_));
   at_ += buffer_.size();
   buffer_.clear();
   return absl::OkStatus();
@@ -119,7 +119,7 @@ absl::Status ModelDataWriter::Append(absl::string_view bytes) {
     in_piece_ += n;
     in_variable_ += n;
     if (in_piece_ == layout_.piece_bytes) EndPiece();
-    if (buffer_.size() == kWriteBufferBytes) RETURN_IF_ERROR(Flush());
+    if (buffer_.size() == kWriteBufferBytes) TESSERA_RETURN_IF_ERROR(Flush());
     bytes.remove_prefix(n);
   }
   return absl::OkStatus();
@@ -127,7 +127,8 @@ absl::Status ModelDataWriter::Append(absl::string_view bytes) {
 
 absl::Status ModelDataWriter::EndVariable() {
   static constexpr char kZeros[8] = {};
-  RETURN_IF_ERROR(Append(absl::string_view(kZeros, PaddedToWords(in_variable_) - in_variable_)));
+  TESSERA_RETURN_IF_ERROR(
+      Append(absl::string_view(kZeros, PaddedToWords(in_variable_) - in_variable_)));
   EndPiece();
   in_variable_ = 0;
   return absl::OkStatus();
@@ -139,7 +140,7 @@ absl::Status ModelDataWriter::Finish() {
                                             " pieces of data, the layout has ",
                                             layout_.num_pieces));
   }
-  RETURN_IF_ERROR(Flush());
+  TESSERA_RETURN_IF_ERROR(Flush());
   std::string table(static_cast<size_t>(layout_.table_bytes + kModelSealBytes), '\0');
   for (size_t i = 0; i < crcs_.size(); ++i) StoreLE32(table.data() + 4 * i, crcs_[i]);
   const size_t table_bytes = static_cast<size_t>(layout_.table_bytes);
@@ -236,7 +237,7 @@ absl::Status MappedVariables::VerifyPiece(const VariableExtent& v, uint64_t piec
 
 absl::Status MappedVariables::CheckRows(const std::string& name,
                                         absl::Span<const int64_t> rows) const {
-  ASSIGN_OR_RETURN(const VariableExtent* v, Find(name));
+  TESSERA_ASSIGN_OR_RETURN(const VariableExtent* v, Find(name));
   const uint64_t row_bytes = static_cast<uint64_t>(std::max<int64_t>(v->shape.row_size(), 1)) * 4;
   const int64_t num_rows = v->shape.rows();
   uint64_t next = 0;  // pieces below this one are verified already by this call
@@ -248,14 +249,14 @@ absl::Status MappedVariables::CheckRows(const std::string& name,
     const uint64_t begin = static_cast<uint64_t>(row) * row_bytes;
     const uint64_t first = std::max(next, begin / layout_.piece_bytes);
     const uint64_t last = (begin + row_bytes - 1) / layout_.piece_bytes;
-    for (uint64_t p = first; p <= last; ++p) RETURN_IF_ERROR(VerifyPiece(*v, p));
+    for (uint64_t p = first; p <= last; ++p) TESSERA_RETURN_IF_ERROR(VerifyPiece(*v, p));
     next = std::max(next, last + 1);
   }
   return absl::OkStatus();
 }
 
 absl::Status MappedVariables::CheckAll(const std::string& name) const {
-  ASSIGN_OR_RETURN(const VariableExtent* v, Find(name));
+  TESSERA_ASSIGN_OR_RETURN(const VariableExtent* v, Find(name));
   // A large variable read whole (inspect --verify, a copy into memory) is let go of as it goes,
   // so this process never holds more than a window of it: a model larger than the memory can
   // be verified. Small ones (dense variables, read by every prediction) stay mapped in.
@@ -264,7 +265,7 @@ absl::Status MappedVariables::CheckAll(const std::string& name) const {
   const uint64_t at = static_cast<uint64_t>(data_ - region_->data()) + v->offset;
   uint64_t dropped = 0;
   for (uint64_t p = 0; p < v->pieces; ++p) {
-    RETURN_IF_ERROR(VerifyPiece(*v, p));
+    TESSERA_RETURN_IF_ERROR(VerifyPiece(*v, p));
     const uint64_t done = std::min((p + 1) * layout_.piece_bytes, v->padded);
     if (drop && (done - dropped >= kWindowBytes || p + 1 == v->pieces)) {
       region_->DropPages(at + dropped, done - dropped);

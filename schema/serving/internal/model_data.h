@@ -4,10 +4,10 @@
 // time a prediction reads from it. No Cap'n Proto here: model_io.cc reads and writes the message.
 //
 // Example (writing; model_io.cc does this after the header and message):
-//   ASSIGN_OR_RETURN(ModelLayout layout, LayOutModel(variables, kModelPieceBytes));
+//   TESSERA_ASSIGN_OR_RETURN(ModelLayout layout, LayOutModel(variables, kModelPieceBytes));
 //   ModelDataWriter data(out, head.size(), layout);
-//   for each variable, in order: RETURN_IF_ERROR(data.Append(bytes)); ... data.EndVariable();
-//   RETURN_IF_ERROR(data.Finish());  // the checksum table and its seal
+//   for each variable, in order: TESSERA_RETURN_IF_ERROR(data.Append(bytes)); ...
+//   data.EndVariable(); TESSERA_RETURN_IF_ERROR(data.Finish());  // the checksum table and its seal
 //
 // Thread-safety: a layout is a value; a ModelDataWriter is used by one thread; MappedVariables is
 // safe to share (its verified-pieces bitmap is atomic).

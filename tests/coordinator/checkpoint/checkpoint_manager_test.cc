@@ -88,7 +88,7 @@ class FailingEnv final : public Env {
   }
 
   absl::Status CreateDirectories(const std::string& path) override {
-    RETURN_IF_ERROR(Check(path));
+    TESSERA_RETURN_IF_ERROR(Check(path));
     return base_->CreateDirectories(path);
   }
   absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override {
@@ -99,12 +99,12 @@ class FailingEnv final : public Env {
     return base_->FileSize(path);
   }
   absl::Status RemoveTree(const std::string& path) override {
-    RETURN_IF_ERROR(Check(path));
+    TESSERA_RETURN_IF_ERROR(Check(path));
     return base_->RemoveTree(path);
   }
   absl::Status RenameFile(const std::string& from, const std::string& to) override {
-    RETURN_IF_ERROR(Check(from));
-    RETURN_IF_ERROR(Check(to));
+    TESSERA_RETURN_IF_ERROR(Check(from));
+    TESSERA_RETURN_IF_ERROR(Check(to));
     return base_->RenameFile(from, to);
   }
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
@@ -116,7 +116,7 @@ class FailingEnv final : public Env {
     return base_->NewReadOnlyMemoryRegion(path);
   }
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    RETURN_IF_ERROR(Check(path));
+    TESSERA_RETURN_IF_ERROR(Check(path));
     return base_->NewWritableFile(path);
   }
   absl::Status SyncDirectory(const std::string& path) override {

@@ -430,12 +430,12 @@ TEST_CASE(
   // The counter's copy on ps `task`: its value, or an error when there is none.
   auto copy_on = [&](int32_t task) -> absl::StatusOr<float> {
     testing::NetworkNode& host = *hosts[task];
-    ASSIGN_OR_RETURN(shard_actor shard,
-                     testing::Ask<shard_actor>(host.system(), host.ps_node(0), lookup_atom::value,
-                                               std::string("counter")));
-    ASSIGN_OR_RETURN(ShardOpResult read,
-                     testing::Ask<ShardOpResult>(host.system(), shard, ShardOp(ReadOp{})));
-    ASSIGN_OR_RETURN(ShardValue value, ResultOf<ReadOp>(std::move(read)));
+    TESSERA_ASSIGN_OR_RETURN(shard_actor shard,
+                             testing::Ask<shard_actor>(host.system(), host.ps_node(0),
+                                                       lookup_atom::value, std::string("counter")));
+    TESSERA_ASSIGN_OR_RETURN(ShardOpResult read,
+                             testing::Ask<ShardOpResult>(host.system(), shard, ShardOp(ReadOp{})));
+    TESSERA_ASSIGN_OR_RETURN(ShardValue value, ResultOf<ReadOp>(std::move(read)));
     return value.value.values()[0];
   };
   add(5);

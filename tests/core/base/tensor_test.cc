@@ -212,12 +212,12 @@ absl::StatusOr<int> Half(int x) {
   return x / 2;
 }
 absl::StatusOr<int> Quarter(int x) {
-  ASSIGN_OR_RETURN(int h, Half(x));
-  ASSIGN_OR_RETURN(int q, Half(h));
+  TESSERA_ASSIGN_OR_RETURN(int h, Half(x));
+  TESSERA_ASSIGN_OR_RETURN(int q, Half(h));
   return q;
 }
 absl::Status CheckEven(int x) {
-  RETURN_IF_ERROR(Half(x).status());
+  TESSERA_RETURN_IF_ERROR(Half(x).status());
   return absl::OkStatus();
 }
 

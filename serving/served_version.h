@@ -11,7 +11,7 @@
 //   TESSERA_ASSIGN_OR_RETURN(std::string reply, version->Predict(body, limits));
 //
 // A reply is written a batch of kInstancesPerBatch at a time and never held as a JSON tree of
-// the whole (Note [Bounded predict requests], Note [Out of memory] in http_server.cc).
+// the whole (Note [Bounded predict requests], Note [Out of memory] in http/internal/server_loop.h).
 //
 // Thread-safety: immutable after Create; any number of threads may use one.
 #pragma once

@@ -8,7 +8,7 @@
 // V_k values (from 3 to 1M, the spread of real Criteo's) and draws value floor(V_k * u^p_k),
 // u ~ U(0, 1): a power law in which value 0 is the hottest.
 //
-// The planted model (Note [The planted Criteo model] in criteo_data.cc):
+// The planted model (Note [The planted Criteo model] in planted_criteo_model.cc):
 //   logit = bias + s_d * sum_k w_k * log1p(I_k)                    (missing I_k counts as 0)
 //                + s_c * sum_k a_k * u_k[C_k]                       (every value its own effect)
 //                + s_i * sum_{a<b in P} <v_a[C_a], v_b[C_b]> / 2    (latent vectors of dim 4 of

@@ -1,7 +1,7 @@
 # The checkpoint bundle (core/checkpoint/checkpoint.h, docs/design.md §3): one slice file per saved shard and a
 # manifest naming them, written last. Each file is framed by schema/base/internal/envelope.h (magic,
 # size, CRC-32) around one message whose root is `TensorSlice` or `Manifest`; a slice file's float
-# data follows its message (Note [Slice file layout] in schema/checkpoint/checkpoint_io.cc).
+# data follows its message (Note [Slice file layout] in schema/checkpoint/slice_file.cc).
 @0xc9d3d2db45c6cf1f;
 
 $import "/capnp/c++.capnp".namespace("tessera::wire");
@@ -20,7 +20,7 @@ struct RunId {
 # leaves those empty and keeps the floats in the file's tail, value first, then each slot in order,
 # each checked 1 MiB at a time by the CRC-32Cs in `valueCrc32c` and the slot's `crc32c`.
 struct TensorSlice {
-  formatVersion @0 :UInt32;  # checkpoint_io.cc's kSliceFormatVersion
+  formatVersion @0 :UInt32;  # checkpoint_format.h's kSliceFormatVersion
   variable @1 :Text;
   fullShape @2 :List(Int64);
   dtype @3 :Common.DType;
@@ -42,7 +42,7 @@ struct TensorSlice {
 }
 
 struct Manifest {
-  formatVersion @0 :UInt32;  # checkpoint_io.cc's kManifestFormatVersion
+  formatVersion @0 :UInt32;  # checkpoint_format.h's kManifestFormatVersion
   globalStep @1 :Int64;
   variables @2 :List(Variable);
   runId @3 :RunId;           # the run that saved it; absent in manifests written before run ids

@@ -3,13 +3,15 @@
 //
 // Files carry a format version and checksums over every byte (a slice file's float data: a
 // CRC-32C per 1 MiB chunk, read and written straight from and into the tensors; Note [Slice file
-// layout] in checkpoint_io.cc). Reading enforces capnp's traversal
+// layout] in slice_file.cc). Reading enforces capnp's traversal
 // and nesting limits and validates everything: malformed, truncated or forged bytes become
 // DataLoss (corrupt data, a bad checksum) or InvalidArgument (well-formed but inconsistent
 // content), never a crash, an exception escaping, or an allocation sized by the file.
 //
 // Files go through an Env (core/base/env.h): the real filesystem unless the caller passes another
 // (tests pass core/base/mem_env.h's in-memory one).
+//
+// slice_file.cc implements the slice files, manifest_file.cc the manifests.
 //
 // Thread-safety: pure functions over files; concurrent calls on different paths are safe.
 #pragma once

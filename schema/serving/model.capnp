@@ -2,7 +2,7 @@
 # signatures and its unsharded variables. The file is framed by schema/base/internal/envelope.h around
 # one message whose root is `ExportedModel`. Format 1 holds the variables' values inside the
 # message (checksummed chunks); format 2 holds where they sit in the data after the message
-# (Note [Model file layout] in schema/serving/model_io.cc).
+# (Note [Model file layout] in schema/serving/internal/model_format.h).
 #
 # Every std::map of the C++ structs is a list of entries in key order, so encoding a decoded
 # model again gives the same bytes.
@@ -13,7 +13,7 @@ $import "/capnp/c++.capnp".namespace("tessera::wire");
 using Common = import "/schema/base/common.capnp";
 
 struct ExportedModel {
-  formatVersion @0 :UInt32;  # model_io.cc's kModelFormatVersion
+  formatVersion @0 :UInt32;  # model_format.h's kModelFormatVersion
   spec @1 :ModelSpec;
   signatures @2 :List(Signature);
   variables @3 :List(Variable);  # in name order

@@ -3,11 +3,12 @@
 // that touches the model schema's Readers and Builders. Same guarantees as checkpoint_io.h:
 // versioned, checksums over every byte, limits, and errors as values for any bad bytes.
 //
-// Files are written in format 2 (Note [Model file layout] in model_io.cc): a small message, then
-// the variables' raw values, checksummed in 64 KiB pieces. A writer streams the values from a
-// VariableRowSource with a few MiB of buffers; OpenExportedModel maps the file and serves the
-// values in place, verifying each piece the first time a prediction reads from it. Format 1 files
-// (values inside the message) are still read, into memory.
+// Files are written in format 2 (Note [Model file layout] in internal/model_format.h): a small
+// message, then the variables' raw values, checksummed in 64 KiB pieces. A writer streams the
+// values from a VariableRowSource with a few MiB of buffers; OpenExportedModel maps the file and
+// serves the values in place, verifying each piece the first time a prediction reads from it.
+// Format 1 files (values inside the message) are still read, into memory. model_writer.cc
+// writes, model_reader.cc reads.
 //
 // Files go through an Env (core/base/env.h): the real filesystem unless the caller passes another.
 //

@@ -293,7 +293,7 @@ TEST_CASE("under a memory limit, huge requests get 4xx or 5xx and the server kee
       // A 50 MB body of 2.2 million instances, their ids and their predictions are more than
       // 150 MB. No request comes before it, so it lands on a handler thread that has served
       // nothing: one whose allocator would be set up only now, when memory is short, took
-      // minutes to fail (Note [Out of memory] in http_server.cc).
+      // minutes to fail (Note [Out of memory] in http/internal/server_loop.h).
       auto huge = server.Ask(HttpPost(kPredict, Instances(2'200'000)), milliseconds(60'000));
       REQUIRE_MESSAGE(huge, "no answer; " << server.child().err());
       CHECK(huge->status == 503);

@@ -10,8 +10,8 @@
 //                 format-1 models; older builds called it reserved and always wrote zero)
 //   bytes 24..    the body: the message, then the tail
 //
-// The tail carries its own checksums (Note [Slice file layout] in checkpoint_io.cc, Note [Model
-// file layout] in model_io.cc), so every byte of a file is covered by exactly one checksum. See
+// The tail carries its own checksums (Note [Slice file layout] in slice_file.cc, Note [Model
+// file layout] in model_format.h), so every byte of a file is covered by exactly one checksum. See
 // Note [Checksums] in field_codec.cc for the files whose data lives inside the message.
 // No Cap'n Proto types appear here: tests and fuzzers use this header to reseal forged bodies.
 //

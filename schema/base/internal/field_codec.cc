@@ -23,8 +23,8 @@ namespace schema_internal {
 // was written. The per-chunk CRCs of a format-1 model cover the float data again, 1 MiB at a
 // time: they name the tensor and chunk that went bad. Reading costs two CRC passes over the data.
 // Slice files and format-2 models, the large ones, keep their float data after the message and
-// check each byte once instead (Note [Slice file layout] in checkpoint_io.cc, Note [Model file
-// layout] in model_io.cc); only format-1 models are still decoded here, never written.
+// check each byte once instead (Note [Slice file layout] in slice_file.cc, Note [Model file
+// layout] in model_format.h); only format-1 models are still decoded here, never written.
 
 std::string DecodeText(capnp::Text::Reader text) { return std::string(text.cStr(), text.size()); }
 

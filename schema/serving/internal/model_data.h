@@ -1,9 +1,10 @@
-// The data section of a format-2 exported model file (Note [Model file layout] in model_io.cc):
-// where each variable's raw floats sit, the streaming writer that checksums them piece by piece
-// as they go to the file, and the served view of a mapped file that verifies a piece the first
-// time a prediction reads from it. No Cap'n Proto here: model_io.cc reads and writes the message.
+// The data section of a format-2 exported model file (Note [Model file layout] in
+// model_format.h): where each variable's raw floats sit, the streaming writer that checksums them
+// piece by piece as they go to the file, and the served view of a mapped file that verifies a
+// piece the first time a prediction reads from it. No Cap'n Proto here: model_format.h builds and
+// parses the message, model_writer.cc and model_reader.cc write and read it.
 //
-// Example (writing; model_io.cc does this after the header and message):
+// Example (writing; model_writer.cc does this after the header and message):
 //   TESSERA_ASSIGN_OR_RETURN(ModelLayout layout, LayOutModel(variables, kModelPieceBytes));
 //   ModelDataWriter data(out, head.size(), layout);
 //   for each variable, in order: TESSERA_RETURN_IF_ERROR(data.Append(bytes)); ...

@@ -1,6 +1,7 @@
-// Exported model files of format 2 (Note [Model file layout] in schema/serving/model_io.cc): the layout,
-// streaming writes, format 1 files still read, the mapped reader's lazy verification, and hostile
-// files — huge claimed sizes, truncation, sparse giants, FIFOs and directories, forged offsets.
+// Exported model files of format 2 (Note [Model file layout] in
+// schema/serving/internal/model_format.h): the layout, streaming writes, format 1 files still
+// read, the mapped reader's lazy verification, and hostile files — huge claimed sizes,
+// truncation, sparse giants, FIFOs and directories, forged offsets.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>

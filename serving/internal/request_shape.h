@@ -17,6 +17,7 @@
 #include "serving/instances.h"
 #include "serving/json.h"
 #include "serving/json_sax.h"
+#include "serving/predict_request.h"  // kMaxColumnarFields
 
 namespace tessera::serving::internal {
 

@@ -212,18 +212,6 @@ WorkerPoolStatus ClusterCoordinator::workers() const {
   return out;
 }
 
-bool ClusterCoordinator::KillWorker(int32_t slot) {
-  caf::scoped_actor self(system_);
-  bool killed = false;
-  self->request(actor_, caf::infinite, kill_worker_atom::value, slot)
-      .receive([&](bool k) { killed = k; }, [](caf::error&) {});
-  return killed;
-}
-
-void ClusterCoordinator::RestartWorker(int32_t slot, absl::Duration delay) {
-  caf::anon_send(actor_, restart_atom::value, slot, Millis(delay));
-}
-
 void ClusterCoordinator::SetFaultInjector(std::shared_ptr<FaultInjector> injector) {
   caf::anon_send(actor_, chaos_atom::value, std::move(injector));
 }

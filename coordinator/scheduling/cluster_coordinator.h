@@ -25,7 +25,7 @@
 // Creating one names this process's log role "coordinator" (core/base/logging.h).
 //
 // Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any
-// non-actor thread.
+// non-actor thread. Tests kill and restart workers through coordinator/scheduling/testing.h.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -120,11 +120,7 @@ class ClusterCoordinator {
   // The PS recoveries so far, oldest first.
   std::vector<PsRecovery> recoveries() const;
 
-  // Fault injection (tests, chaos runs).
-  // Kills the worker in `slot` now (its closure is re-run elsewhere); false when none lives.
-  bool KillWorker(int32_t slot);
-  // Starts a worker in `slot` after `delay` (a preempted machine coming back).
-  void RestartWorker(int32_t slot, absl::Duration delay = absl::ZeroDuration());
+  // Fault injection (chaos runs; tests kill single workers through testing.h).
   // Hands the coordinator's dispatch `injector` (actors/scheduling/fault_injector.h), in place of any
   // earlier one; null removes it. Without one (the default) no fault is injected.
   // Example:
@@ -138,6 +134,7 @@ class ClusterCoordinator {
                             absl::Duration restart_delay);
 
  private:
+  friend class ClusterCoordinatorTesting;  // coordinator/scheduling/testing.h
   struct LostPs;  // the PS losses waiting for the recovery thread (internal/lost_ps.h)
 
   ClusterCoordinator(ParameterServerStrategy& strategy, std::shared_ptr<ClosureQueue> queue,

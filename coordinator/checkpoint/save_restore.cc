@@ -19,7 +19,9 @@
 #include "core/base/logging.h"
 #include "core/base/status.h"
 #include "core/base/version.h"
+#include "core/serving/exported_model.h"
 #include "schema/checkpoint/checkpoint_io.h"
+#include "schema/serving/model_io.h"
 
 namespace tessera {
 

@@ -1,6 +1,6 @@
 // mutual_connect: how often CAF 0.17's middleman loses a live node when two nodes connect to
 // each other at the same moment (Note [Two PS nodes never connect to each other at once],
-// coordinator/ps/strategy.cc).
+// coordinator/ps/backups.cc).
 //
 // Each round starts two actor systems with Tessera's network timings (heartbeat 250 ms,
 // connection timeout 2 s), publishes an actor on each, connects each to the other — at the same

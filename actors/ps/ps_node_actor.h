@@ -109,7 +109,7 @@
 // travel together], actors/ps/forward_link.h). In process (no address, no connector) there is
 // nothing to connect, and no link.
 // The coordinator never has two nodes connect to each other at the same moment, which CAF 0.17
-// mishandles (Note [Two PS nodes never connect to each other at once], coordinator/ps/strategy.cc).
+// mishandles (Note [Two PS nodes never connect to each other at once], coordinator/ps/backups.cc).
 //
 // A standby node (task kStandbyTask, `tessera ps --standby`) holds nothing until a coordinator
 // adopts it as PS task `task` in place of a lost one; from then on it is that task's node.

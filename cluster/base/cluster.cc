@@ -223,13 +223,4 @@ void Cluster::SetBackupLossListener(BackupLossListener listener) {
   backup_losses_->unheard.clear();
 }
 
-absl::Status Cluster::KillPs(int32_t task) {
-  if (task < 0 || task >= options_.num_ps) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no PS task ", task, " (the cluster has ", options_.num_ps, ")"));
-  }
-  caf::anon_send_exit(ps_node(task), caf::exit_reason::kill);
-  return absl::OkStatus();
-}
-
 }  // namespace tessera

@@ -18,6 +18,7 @@
 //
 // Thread-safety: Start/Connect and the destructor on one thread; the accessors are safe from any
 // thread (ReplacePs may swap a node while others read).
+// Tests kill a PS node through cluster/base/testing.h.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -103,10 +104,6 @@ class Cluster {
   // Networked mode: where each PS task is now (its spec address, or the standby that replaced
   // it), as "host:port".
   std::vector<std::string> ps_addresses() const;
-
-  // Fault injection: kills PS node `task` and every shard on it. InvalidArgument for a task out
-  // of range.
-  absl::Status KillPs(int32_t task);
 
  private:
   Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,

@@ -128,16 +128,6 @@ class ParameterServerStrategy {
       std::shared_ptr<const Model> model, const OptimizerSpec& optimizer,
       InitialValues values = InitialValues::kInitialized);
 
-  // Networked (Note [A restarted coordinator re-adopts its run's shards]): names `run` to every
-  // PS node as this coordinator's run and claims the shards a lost coordinator of the same run
-  // left there under their lease, for the next creation (CreateVariables or CreateModelVariables,
-  // with every variable of the run) to adopt or drop. Returns how many were
-  // claimed; Unavailable when a PS node does not answer. No-op in process (0).
-  absl::StatusOr<int64_t> ClaimShardsOfRun(const std::string& run);
-  // The shards (backups included) the creation adopted from ClaimShardsOfRun; 0 when it created
-  // them afresh.
-  int64_t adopted_shards() const { return adopted_shards_; }
-
   // While a scope lives, variables without their own partitioner use `partitioner`.
   class PartitionerScope {
    public:
@@ -163,6 +153,11 @@ class ParameterServerStrategy {
   // nullopt without one, or for no such variable.
   std::optional<OptimizerSpec> OptimizerOf(const std::string& name) const;
 
+  // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
+  std::vector<VariableHandle> Handles() const;
+
+  // After a PS loss (what the coordinator does then: coordinator/scheduling/ps_recovery.h).
+  // The checkpoint path (strategy.cc):
   // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
   // initialized, all at once (Note [Creating shards at once]), on the cluster's current node for
   // that task (Cluster::ReplacePs), and points the variables at them. Returns the names of the
@@ -170,11 +165,8 @@ class ParameterServerStrategy {
   // brings their values back. On error the shards it created are dropped and no variable is
   // touched.
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
-  // Networked: points the variables at `held`, the live shards PS `task`'s node gave back to
-  // this coordinator (reclaim_atom, Note [Shards die with their coordinator] in
-  // actors/ps/ps_node_actor.h), by name. NotFound, naming the missing, and no variable touched,
-  // unless every shard placed on `task` is among them.
-  absl::Status AdoptShardsOn(int32_t task, const std::map<std::string, shard_actor>& held);
+
+  // The backups (backups.cc):
   // Networked PS recovery with replicas (Note [Backups on the next PS]): points the variables at
   // the backups of every shard placed on PS `task`, now on the backups' tasks, and forgets the
   // backups `task` held (their primaries are told to go on without). Returns the names of the
@@ -198,13 +190,29 @@ class ParameterServerStrategy {
   std::optional<caf::actor_addr> BackupOf(const std::string& shard, int32_t task) const;
   // The shards without a backup now (0 without replicas).
   int32_t ShardsWithoutBackup() const;
-  // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
-  std::vector<VariableHandle> Handles() const;
+
+  // Shards that outlived their coordinator, re-adopted (readoption.cc): a restarted
+  // coordinator's run's, a stalled coordinator's PS's.
+  // Networked (Note [A restarted coordinator re-adopts its run's shards]): names `run` to every
+  // PS node as this coordinator's run and claims the shards a lost coordinator of the same run
+  // left there under their lease, for the next creation (CreateVariables or CreateModelVariables,
+  // with every variable of the run) to adopt or drop. Returns how many were
+  // claimed; Unavailable when a PS node does not answer. No-op in process (0).
+  absl::StatusOr<int64_t> ClaimShardsOfRun(const std::string& run);
+  // The shards (backups included) the creation adopted from ClaimShardsOfRun; 0 when it created
+  // them afresh.
+  int64_t adopted_shards() const { return adopted_shards_; }
+  // Networked: points the variables at `held`, the live shards PS `task`'s node gave back to
+  // this coordinator (reclaim_atom, Note [Shards die with their coordinator] in
+  // actors/ps/ps_node_actor.h), by name. NotFound, naming the missing, and no variable touched,
+  // unless every shard placed on `task` is among them.
+  absl::Status AdoptShardsOn(int32_t task, const std::map<std::string, shard_actor>& held);
 
  private:
   struct PlannedVariable;
   struct PlacedShard;
 
+  // Creation and placement (strategy.cc).
   const Partitioner& PartitionerFor(const VariableOptions& options) const;
   // Checks `options` (against the variables and `planned` so far) and decides its shards and
   // their placement, advancing next_ps_; sends nothing.
@@ -224,18 +232,20 @@ class ParameterServerStrategy {
   // shards that were created.
   absl::StatusOr<std::vector<shard_actor>> CreateShards(const std::vector<PlacedShard>& shards);
   void DropShards(const std::vector<std::pair<int32_t, std::string>>& created);
+  // Points the variable of `placed` at `actor` on `task`.
+  void Repoint(const PlacedShard& placed, shard_actor actor, int32_t task);
+  // Backups (backups.cc).
   // Tells the shard placed as `primary` that it has no backup now (Note [A lost backup is struck
   // before the primary acknowledges alone]); does not wait.
   void EndReplication(const PlacedShard& primary);
   // Names backups[k] (placed as `placed_backups[k]`) the backup of the shard placed as
   // `primaries[k]`, through the primary's PS node, which reaches the backup's node directly
   // (Note [Backups reached directly], actors/ps/ps_node_actor.h); in two rounds (Note [Two PS nodes
-  // never connect to each other at once], strategy.cc), each all at once; the first error.
+  // never connect to each other at once], backups.cc), each all at once; the first error.
   absl::Status AttachBackups(const std::vector<PlacedShard>& primaries,
                              const std::vector<PlacedShard>& placed_backups,
                              const std::vector<shard_actor>& backups, bool send_state);
-  // Points the variable of `placed` at `actor` on `task`.
-  void Repoint(const PlacedShard& placed, shard_actor actor, int32_t task);
+  // Re-adoption (readoption.cc).
   // The claimed shards for `all` (num_primaries primaries, then their backups), in order, when
   // they are exactly those (Note [A restarted coordinator re-adopts its run's shards]); else
   // nullopt. Either way the claim is spent: shards not adopted are dropped.

@@ -19,12 +19,13 @@
 // (Cluster::ReplacePs: a standby of the spec, or the PS process back at its address), recreates
 // its shards there, loads them from the latest checkpoint, hands every worker the new shard
 // handles and PS addresses and carries on (the updates those shards took since that
-// checkpoint are lost, and reported by recoveries()).
+// checkpoint are lost, and reported by recoveries()). What happens when a PS is lost, in order
+// and with its reasons: coordinator/scheduling/ps_recovery.h.
 //
 // Creating one names this process's log role "coordinator" (core/base/logging.h).
 //
 // Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any
-// non-actor thread.
+// non-actor thread. Tests kill and restart workers through coordinator/scheduling/testing.h.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -44,6 +45,7 @@
 #include "actors/scheduling/fault_injector.h"
 #include "actors/scheduling/replica.h"
 #include "coordinator/ps/strategy.h"
+#include "coordinator/scheduling/ps_recovery.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/scheduling/closure.h"
 #include "core/scheduling/closure_queue.h"
@@ -75,24 +77,6 @@ struct CoordinatorOptions {
   // at join, core/training/job_description.h); a worker of another job is refused, naming the
   // differences, in its log and in WaitForWorkers' error.
   JobDescription job;
-};
-
-// One restored PS (networked mode).
-struct PsRecovery {
-  int32_t ps_task = 0;
-  std::string node;             // "host:port" of the node now serving the task
-  double seconds = 0;           // from the loss to training resuming
-  // The PS process was alive and still held the shards (the connection was lost because this
-  // coordinator was stopped or stalled): they were re-adopted as they are, with nothing
-  // restored and nothing lost (Note [A stalled coordinator re-adopts its shards]).
-  bool readopted = false;
-  // With replicas: the shards' backups took over, with every acknowledged update (Note [A lost
-  // PS's backups take over]); `node` lists the PS tasks now holding them.
-  bool promoted = false;
-  std::string checkpoint;       // the directory restored from (none when re-adopted)
-  int64_t checkpoint_step = 0;  // its global step
-  int64_t lost_steps = 0;       // steps completed after that checkpoint: their updates to the
-                                // restored shards are gone
 };
 
 class ClusterCoordinator {
@@ -136,11 +120,7 @@ class ClusterCoordinator {
   // The PS recoveries so far, oldest first.
   std::vector<PsRecovery> recoveries() const;
 
-  // Fault injection (tests, chaos runs).
-  // Kills the worker in `slot` now (its closure is re-run elsewhere); false when none lives.
-  bool KillWorker(int32_t slot);
-  // Starts a worker in `slot` after `delay` (a preempted machine coming back).
-  void RestartWorker(int32_t slot, absl::Duration delay = absl::ZeroDuration());
+  // Fault injection (chaos runs; tests kill single workers through testing.h).
   // Hands the coordinator's dispatch `injector` (actors/scheduling/fault_injector.h), in place of any
   // earlier one; null removes it. Without one (the default) no fault is injected.
   // Example:
@@ -154,18 +134,21 @@ class ClusterCoordinator {
                             absl::Duration restart_delay);
 
  private:
-  struct LostPs;  // the PS losses waiting for the recovery thread
+  friend class ClusterCoordinatorTesting;  // coordinator/scheduling/testing.h
+  struct LostPs;  // the PS losses waiting for the recovery thread (internal/lost_ps.h)
 
   ClusterCoordinator(ParameterServerStrategy& strategy, std::shared_ptr<ClosureQueue> queue,
                      std::shared_ptr<const FunctionRegistry> registry, CoordinatorOptions options);
   // Networked: listen for workers, hand out the first directory, start the recovery thread.
   absl::Status StartNetworked();
-  void RecoveryLoop();
   // Networked, when the run failed: see Note [A failed run tells its workers before the
   // coordinator exits].
   void WaitUntilWorkersLearnOfFailure();
   // The variable directory of generation_: what workers fetch to find the shards and PS nodes.
   VariableDirectory Directory();
+
+  // PS recovery (ps_recovery.cc), on the recovery thread.
+  void RecoveryLoop();
   // Restores PS `task` (see the class comment); a failure is the fatal PS-unavailable error.
   void Recover(int32_t task);
   // Recover's first try: PS `task`'s process at its address still holds this coordinator's

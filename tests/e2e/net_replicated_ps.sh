@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end across real processes on loopback, with --replicas=2 and no --checkpoint_dir: 3
 # `tessera ps`, 2 recsys worker processes and the coordinator. While it trains, PS 1 is killed
-# with kill -9 (Note [A lost PS's backups take over], coordinator/scheduling/cluster_coordinator.cc).
+# with kill -9 (Note [A lost PS's backups take over], coordinator/scheduling/ps_recovery.cc).
 # Checks: the run completes every closure without a checkpoint to restore from; the summary
 # has one recovery, by promotion, that took at most 0.8 s; every shard and every backup — on
 # the surviving PS, and the backups rebuilt after the loss — applied each step's gradients

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cluster/base/testing.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
 #include "core/variables/partitioner.h"
@@ -75,7 +76,7 @@ TEST_CASE("a killed PS is reported unreachable at once, the others as usual") {
   options.name = "emb";
   options.shape = Shape{10, 4};
   ShardedVariable emb = ValueOrDie(strategy.CreateVariable(options), "emb");
-  REQUIRE(cluster->KillPs(1).ok());
+  REQUIRE(testing::KillPs(*cluster, 1).ok());
 
   const absl::Duration timeout = absl::Seconds(10);
   const absl::Time start = absl::Now();

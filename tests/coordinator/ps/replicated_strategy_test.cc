@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "actors/base/messages.h"
 #include "cluster/base/cluster.h"
+#include "cluster/base/testing.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
 #include "core/variables/partitioner.h"
@@ -117,7 +118,7 @@ TEST_CASE("a lost PS's backups are promoted with every acknowledged change, then
   for (int round = 0; round < 3; ++round) Train(created, round);
   const Tensor before = ValueOrDie(created.Read(), "read");
 
-  REQUIRE(cluster->KillPs(0).ok());
+  REQUIRE(testing::KillPs(*cluster, 0).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   auto touched = strategy.PromoteBackupsOf(0);
   REQUIRE(touched.ok());
@@ -188,7 +189,7 @@ TEST_CASE(
   CHECK(strategy.ShardsWithoutBackup() == 0);
   Train(v, 3);
   const Tensor before = ValueOrDie(v.Read(), "read");
-  REQUIRE(cluster->KillPs(0).ok());
+  REQUIRE(testing::KillPs(*cluster, 0).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(strategy.PromoteBackupsOf(0).ok());
   CHECK(
@@ -203,7 +204,7 @@ TEST_CASE(
   const ShardedVariable created = CreateTrained(strategy, 4);
   Train(created, 1);
   const Tensor before = ValueOrDie(created.Read(), "read");
-  REQUIRE(cluster->KillPs(1).ok());
+  REQUIRE(testing::KillPs(*cluster, 1).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(strategy.PromoteBackupsOf(1).ok());
   const ShardedVariable& v = strategy.variables().at("emb");

@@ -24,6 +24,7 @@
 #include "actors/base/error.h"
 #include "actors/ps/ps_node_actor.h"
 #include "cluster/base/cluster.h"
+#include "cluster/base/testing.h"
 #include "cluster/network/network.h"
 #include "coordinator/ps/strategy.h"
 #include "core/model/model.h"
@@ -127,7 +128,7 @@ TEST_CASE("a model whose creation fails on a PS leaves no shard anywhere and the
   // A PS that is gone: the shards created on the other one are dropped again.
   auto second = testing::StartCluster(2, 1);
   ParameterServerStrategy other(*second, ValueOrDie(FixedShardsPartitioner(3)));
-  REQUIRE(second->KillPs(1).ok());
+  REQUIRE(testing::KillPs(*second, 1).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const absl::Status gone = other.CreateModelVariables(model, kAdagrad).status();
   CHECK_MESSAGE(absl::IsUnavailable(gone), gone.ToString());

@@ -20,6 +20,7 @@
 #include "actors/ps/shard_client.h"
 #include "actors/ps/variable_ops.h"
 #include "cluster/base/cluster.h"
+#include "cluster/base/testing.h"
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/strategy.h"
 #include "core/model/model.h"
@@ -657,7 +658,7 @@ TEST_CASE("a batched call to a lost PS node is Unavailable naming the shard and 
   options.initializer = kInit;
   const ShardedVariable v = ValueOrDie(strategy.CreateVariable(options));
   const std::vector<ps_node_actor> nodes = cluster->ps_nodes();
-  REQUIRE(cluster->KillPs(1).ok());
+  REQUIRE(testing::KillPs(*cluster, 1).ok());
   REQUIRE(testing::WaitUntil([&] { return !v.Gather({7}).ok(); }));
   absl::StatusOr<Tensor> rows = internal::Await<Tensor>(
       cluster->system(), [&](caf::event_based_actor* self, Done<Tensor> done) {

@@ -7,6 +7,7 @@
 
 #include "actors/ps/train_step.h"
 #include "cluster/base/cluster.h"
+#include "cluster/base/testing.h"
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/strategy.h"
 #include "core/training/local_trainer.h"
@@ -102,7 +103,7 @@ TEST_CASE("a train step with an id out of range fails before any shard changes")
 
 TEST_CASE("a train step against a lost PS is Unavailable naming a shard on it") {
   Fixture f(OptimizerSpec{"sgd", {{"learning_rate", 0.5}}});
-  REQUIRE(f.cluster->KillPs(1).ok());
+  REQUIRE(testing::KillPs(*f.cluster, 1).ok());
   REQUIRE(testing::WaitUntil(
       [&] { return !f.strategy->variables().at("user_embedding").Read().ok(); }));
   const absl::StatusOr<StepOutcome> outcome = f.Step(TinyBatch());

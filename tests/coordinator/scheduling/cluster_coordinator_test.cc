@@ -29,8 +29,10 @@
 #include "actors/ps/train_step.h"
 #include "actors/scheduling/replica.h"
 #include "cluster/base/cluster.h"
+#include "cluster/base/testing.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
+#include "coordinator/scheduling/testing.h"
 #include "core/data/dataset.h"
 #include "core/model/model.h"
 #include "tests/coordinator/coordinator_test_util.h"
@@ -334,17 +336,18 @@ TEST_CASE("a worker killed between closures is replaced and no closure is lost")
   REQUIRE(FetchAllWithin(f->ScheduleMany("add2", 10)).ok());
   CHECK(f->Counter() == 20.0f);
 
-  CHECK(f->coordinator->KillWorker(0));
+  CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
   REQUIRE(WaitUntil([&] { return f->Workers().live_slots == std::vector<int32_t>{1}; }));
   CHECK(f->Workers().worker_failures == 1);
-  CHECK_FALSE(f->coordinator->KillWorker(0));  // nobody lives in slot 0 now
+  // Nobody lives in slot 0 now.
+  CHECK_FALSE(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
 
   const std::vector<RemoteValue> on_one = f->ScheduleMany("add2", 10);
   REQUIRE(FetchAllWithin(on_one).ok());
   for (const RemoteValue& v : on_one) CHECK(ValueOrDie(v.Fetch<int64_t>("slot")) == 1);
   CHECK(f->Counter() == 40.0f);
 
-  f->coordinator->RestartWorker(0);
+  ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0);
   REQUIRE(WaitUntil([&] { return f->Workers().live_slots == std::vector<int32_t>{0, 1}; }));
   CHECK(f->Workers().worker_restarts == 1);
   REQUIRE(FetchAllWithin(f->ScheduleMany("add2", 10)).ok());
@@ -360,7 +363,7 @@ TEST_CASE("a worker killed in the middle of a closure: it re-runs on the replace
   const std::vector<RemoteValue> values = f->ScheduleMany("gated_add", 2);
   REQUIRE(f->timekeeper->WaitForWaits(2));  // one closure held on each worker
 
-  CHECK(f->coordinator->KillWorker(0));
+  CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
   REQUIRE(WaitUntil([&] { return f->coordinator->stats().retried == 1; }));
   // Its closure is back in the queue (worker 1 is busy) and its value says so.
   CHECK(f->coordinator->stats().queued == 1);
@@ -368,7 +371,7 @@ TEST_CASE("a worker killed in the middle of a closure: it re-runs on the replace
   CHECK(CountInState(values, RemoteValueState::kAborted) == 1);
   CHECK(CountInState(values, RemoteValueState::kNotReady) == 1);
 
-  f->coordinator->RestartWorker(0, absl::Milliseconds(5));
+  ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0, absl::Milliseconds(5));
   REQUIRE(f->timekeeper->WaitForWaits(3));  // the re-run is held on the replacement
   f->timekeeper->Open();
   const std::vector<ClosureValues> results = ValueOrDie(FetchAllWithin(values));
@@ -394,14 +397,14 @@ TEST_CASE("two workers killed in the middle of closures: every closure completes
   auto f = MakeFixture(Options(1, 3));
   const std::vector<RemoteValue> values = f->ScheduleMany("gated_add", 3);
   REQUIRE(f->timekeeper->WaitForWaits(3));
-  CHECK(f->coordinator->KillWorker(0));
-  CHECK(f->coordinator->KillWorker(1));
+  CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
+  CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 1));
   REQUIRE(WaitUntil([&] { return f->coordinator->stats().retried == 2; }));
   CHECK(CountInState(values, RemoteValueState::kAborted) == 2);
   CHECK(f->Workers().live_slots == std::vector<int32_t>{2});
 
-  f->coordinator->RestartWorker(0);
-  f->coordinator->RestartWorker(1);
+  ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0);
+  ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 1);
   REQUIRE(f->timekeeper->WaitForWaits(5));
   f->timekeeper->Open();
   REQUIRE(FetchAllWithin(values).ok());
@@ -420,12 +423,12 @@ TEST_CASE("the only worker killed mid-closure: the closure waits for its replace
   auto f = MakeFixture(Options(1, 1));
   const RemoteValue value = ValueOrDie(f->coordinator->Schedule("gated_add"));
   REQUIRE(f->timekeeper->WaitForWaits(1));
-  CHECK(f->coordinator->KillWorker(0));
+  CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
   REQUIRE(WaitUntil([&] { return value.state() == RemoteValueState::kAborted; }));
   CHECK(absl::IsDeadlineExceeded(value.FetchWithin(absl::Milliseconds(20)).status()));
   CHECK(ValueOrDie(f->coordinator->Done()) == false);
   f->timekeeper->Open();  // the gate is open before the re-run even starts
-  f->coordinator->RestartWorker(0, absl::Milliseconds(10));
+  ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0, absl::Milliseconds(10));
   CHECK(ValueOrDie(ValueOrDie(value.FetchWithin(kWaitLimit)).Get<int64_t>("slot")) == 0);
   REQUIRE(f->coordinator->Join().ok());
   CHECK(f->Counter() == 1.0f);
@@ -662,8 +665,8 @@ TEST_CASE(
   // One closure running (held at the gate), two queued behind it on the only worker.
   const std::vector<RemoteValue> values = f->ScheduleMany("gated_add", 3);
   REQUIRE(f->timekeeper->WaitForWaits(1));
-  CHECK(absl::IsInvalidArgument(f->cluster->KillPs(2)));
-  REQUIRE(f->cluster->KillPs(1).ok());
+  CHECK(absl::IsInvalidArgument(testing::KillPs(*f->cluster, 2)));
+  REQUIRE(testing::KillPs(*f->cluster, 1).ok());
 
   REQUIRE(WaitUntil([&] { return !f->coordinator->Done().ok(); }));
   const absl::Status done = f->coordinator->Done().status();
@@ -729,9 +732,9 @@ TEST_CASE("a per-worker resource is built once per worker and rebuilt on a repla
   CHECK(visit_values(5) == std::vector<int64_t>{1, 2, 3, 4, 5});
   CHECK(builds->load() == 1);
 
-  CHECK(f->coordinator->KillWorker(0));
+  CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
   REQUIRE(WaitUntil([&] { return f->Workers().live_slots.empty(); }));
-  f->coordinator->RestartWorker(0);
+  ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0);
   // The replacement (same slot) builds its own instance.
   CHECK(visit_values(3) == std::vector<int64_t>{1, 2, 3});
   CHECK(builds->load() == 2);

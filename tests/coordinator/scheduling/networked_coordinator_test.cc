@@ -409,7 +409,7 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   CHECK(successor.CreateVariable(TwoShardW()).ok());
 }
 
-// Note [A lost backup is replaced] (coordinator/scheduling/cluster_coordinator.cc).
+// Note [A lost backup is replaced] (coordinator/scheduling/ps_recovery.cc).
 TEST_CASE(
     "networked coordinator: a backup that fails while its PS lives is struck and rebuilt, "
     "so the primary's later loss loses no acknowledged update") {

@@ -10,7 +10,7 @@
 // --shards shards each (fixed), on --ps in-process PS nodes. A round starts a fresh cluster and
 // times ParameterServerStrategy::CreateModelVariables: every shard allocated and its Adagrad slot
 // made, on the PS nodes (rows are initialized when training first touches them: Note [Rows
-// initialized on first touch], core/ps/shard_state.h). GB/s counts the values and the slots
+// initialized on first touch], core/ps/first_touch.h). GB/s counts the values and the slots
 // (what the model holds). Also printed: the CPU seconds the round took (on a loaded machine the
 // wall time counts other processes' turns too), the process's RSS after the round (the memory
 // touched: values always, slots only when they start non-zero) and its peak, and, on one thread,

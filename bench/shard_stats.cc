@@ -1,6 +1,7 @@
 // shard_stats: how long a shard is busy answering a stats request (ShardState::Info with its K
-// hottest rows, Note [Row update counts] in core/ps/shard_state.h) — the time a PS node's stats take
-// from the shard's training — on a shard of the RFC's user table's row count (600,000 rows).
+// hottest rows, Note [Row update counts] in core/ps/row_update_counts.h) — the time a PS node's
+// stats take from the shard's training — on a shard of the RFC's user table's row count (600,000
+// rows).
 // Rows are made hot by sparse gradients of `--ids` random ids (Zipf-like: id = rows * u^3, so a
 // few rows are named often), in three states: few rows touched, most touched, and every row
 // touched with counts rising along the rows (later rows keep displacing the heap's least: the

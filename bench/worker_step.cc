@@ -4,7 +4,7 @@
 //   fresh   — a fresh StepWorkspace and StepResult per step, RowsNeeded on its own (the worker
 //             before the lookup plan was carried), so ForwardBackward sorts the ids again;
 //   carried — one reused workspace and result; RowsNeeded leaves its plan in the workspace and
-//             ForwardBackward checks it linearly (Note [Reused lookup plans], core/model/model.cc).
+//             ForwardBackward checks it linearly (Note [Reused lookup plans], core/model/lookup_plan.cc).
 // Single-threaded, so the figure is far less sensitive to a busy host than train_throughput.
 //
 //   worker_step --rounds=7 --steps=400

@@ -26,7 +26,6 @@
 #include "coordinator/base/command_line.h"
 #include "coordinator/training/training_job.h"
 #include "core/base/status.h"
-#include "core/training/local_trainer.h"
 #include "core/variables/partitioner.h"
 #include "workloads/recsys_data.h"
 #include "workloads/reference_models.h"

@@ -5,7 +5,7 @@
 // BASP frames every message as a 32-byte header followed by the payload it announces; CAF 0.17
 // sizes its read buffer from the header's payload length alone, so 32 forged bytes announcing
 // 4 GiB made a node allocate 4 GiB (Note [Allocation follows bytes the guard allowed],
-// transport.cc). The guard allows a payload of at most
+// cluster/network/internal/guarded_connection.cc). The guard allows a payload of at most
 //   - max_handshake_bytes until the peer is admitted (it has completed Tessera's version
 //     handshake with this node: NodeGate's hello; BASP's own handshake messages come before
 //     that and are tiny), and

@@ -9,8 +9,8 @@
 //     kMaxUnadmittedConnections such connections are open at once (a further one is closed as
 //     it is accepted);
 //   - with TLS, OpenSSL's per-thread error queue is cleared around every call (Note [OpenSSL's
-//     error queue is per thread], transport.cc), and a failed TLS handshake says why: a peer
-//     speaking plain TCP, a certificate of another CA, ...
+//     error queue is per thread], cluster/network/internal/stream_policies.h), and a failed TLS
+//     handshake says why: a peer speaking plain TCP, a certificate of another CA, ...
 // Why a connection was closed is logged (at most one line a second) and, for a connection this
 // node made, kept for ConnectToNode to report (TakeFailure).
 //
@@ -69,7 +69,8 @@ class Transport {
   // the peer, if it knows; forgotten once taken.
   std::optional<ConnectionFailure> TakeFailure(const NodeAddress& address) const;
 
-  struct State;  // shared with the transport's connections (transport.cc)
+  // Shared with the transport's connections (cluster/network/internal/transport_state.h).
+  struct State;
 
  private:
   explicit Transport(std::shared_ptr<State> state) : state_(std::move(state)) {}

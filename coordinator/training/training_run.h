@@ -53,7 +53,7 @@ struct TrainingRun {
   double final_loss = 0;    // example-weighted mean loss of the last ~5% of steps
   // Each whole pass over the training set, in order: its examples per second (the first pays
   // for initializing the rows it touches first, Note [Rows initialized on first touch] in
-  // core/ps/shard_state.h; a later one does not). Empty when the loop does not know its passes.
+  // core/ps/first_touch.h; a later one does not). Empty when the loop does not know its passes.
   std::vector<double> examples_per_sec_by_pass;
   // Training waited for the checkpoints taken during it this long: their cuts (the shards'
   // copies), not their writing (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc).

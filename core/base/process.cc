@@ -85,7 +85,7 @@ void PopulateForWrite(float* data, int64_t count) {
 // 32 MiB (the largest glibc accepts) a block comes from an arena and returns to it, and an arena
 // keeps up to 64 MiB of free top for the next step. Blocks of 32 MiB and more (a shard's values
 // and slots) are still mappings of their own, so a calloc'd shard's untouched rows cost no memory
-// (Note [Rows initialized on first touch], core/ps/shard_state.h).
+// (Note [Rows initialized on first touch], core/ps/first_touch.h).
 //
 // Kept tensors make each arena as large as the most its threads ever held at once, and glibc
 // gives up to eight arenas per core, one per thread as threads first allocate: on a networked

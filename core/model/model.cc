@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/hash.h"
 #include "core/base/status.h"
 #include "core/model/layers.h"
 #include "core/model/losses.h"
@@ -54,20 +53,11 @@ absl::Status CheckIdList(const IdList& list, int64_t batch_size, const std::stri
   return absl::OkStatus();
 }
 
-// The example an id at position k of a lookup belongs to.
-int64_t ExampleOf(absl::Span<const int64_t> row_splits, int64_t k) {
-  if (row_splits.empty()) return k;
-  return static_cast<int64_t>(std::upper_bound(row_splits.begin(), row_splits.end(), k) -
-                              row_splits.begin()) -
-         1;
-}
-
 }  // namespace
 
 Model::Model(ModelSpec spec, ResolvedGraph graph)
-    : spec_(std::move(spec)), graph_(std::move(graph)) {
+    : spec_(std::move(spec)), graph_(std::move(graph)), planner_(spec_, graph_) {
   const int num_nodes = static_cast<int>(graph_.nodes.size());
-  lookups_.resize(spec_.params.size());
   for (int p = 0; p < static_cast<int>(spec_.params.size()); ++p) {
     param_index_.emplace(spec_.params[p].name, p);
   }
@@ -75,7 +65,6 @@ Model::Model(ModelSpec spec, ResolvedGraph graph)
   std::vector<bool> upstream(num_nodes, false);
   for (int n = 0; n < num_nodes; ++n) {
     const ResolvedGraph::Node& node = graph_.nodes[n];
-    if (node.is_embedding()) lookups_[node.params[0]].push_back(n);
     for (int p : node.params) upstream[n] = upstream[n] || spec_.params[p].trainable;
     for (int v : node.inputs) {
       if (v >= graph_.num_inputs) upstream[n] = upstream[n] || upstream[v - graph_.num_inputs];
@@ -237,90 +226,11 @@ absl::Status Model::BindParams(const StepParams& params, StepWorkspace& ws) cons
   return absl::OkStatus();
 }
 
-// Note [Reused lookup plans]
-// Planning a table's lookups sorts the batch's ids (UniqueIds), the costliest part of a step
-// after the matrix products. A distributed worker needs the plan twice: RowsNeeded, to know which
-// rows to gather, and ForwardBackward, once the rows have arrived. So a workspace remembers the
-// plan it holds, and the next call checks it against its batch in one linear pass (every
-// example's id sits at its slot, the unique ids (a SortedIds) lie inside the table, and each is
-// used) before trusting it. A different batch fails the check, usually at its first
-// example, and is planned from scratch: the check makes reuse safe, never only likely.
-bool Model::PlanFits(const Batch& batch, int p, StepWorkspace& ws) const {
-  if (static_cast<size_t>(p) >= ws.planned.size() || !ws.planned[p]) return false;
-  const SortedIds& unique = ws.unique_ids[p];
-  const int64_t table_rows = spec_.params[p].shape.dim(0);
-  if (unique.empty() || unique.front() < 0 || unique.back() >= table_rows) {
-    return false;
-  }
-  const size_t num_unique = unique.size();
-  ws.plan_marks.assign(num_unique, 0);
-  size_t used = 0;
-  for (int n : lookups_[p]) {
-    const absl::Span<const int64_t> ids = LookupOf(batch, ws, n).rows;
-    const std::vector<int64_t>& slots = ws.slots[n];
-    if (slots.size() != ids.size()) return false;
-    for (size_t b = 0; b < ids.size(); ++b) {
-      const uint64_t slot = static_cast<uint64_t>(slots[b]);
-      if (slot >= num_unique || unique[slot] != ids[b]) return false;
-      used += ws.plan_marks[slot] == 0;
-      ws.plan_marks[slot] = 1;
-    }
-  }
-  return used == num_unique;
-}
-
-absl::Status Model::PlanLookups(const Batch& batch, const std::vector<bool>& plan,
-                                StepWorkspace& ws) const {
-  const size_t num_params = spec_.params.size();
-  ws.unique_ids.resize(num_params);
-  ws.lookup_ids.resize(num_params);
-  ws.slots.resize(graph_.nodes.size());
-  ws.planned.resize(num_params, false);
-  for (size_t p = 0; p < num_params; ++p) {
-    if (lookups_[p].empty()) continue;
-    // A fitting plan also proves every id of the table's lookups in range.
-    if (plan[p] && PlanFits(batch, static_cast<int>(p), ws)) continue;
-    ws.planned[p] = false;
-    const int64_t table_rows = spec_.params[p].shape.dim(0);
-    Ids& all_ids = ws.lookup_ids[p];
-    all_ids.clear();
-    for (int n : lookups_[p]) {
-      const Lookup lookup = LookupOf(batch, ws, n);
-      for (size_t k = 0; k < lookup.rows.size(); ++k) {
-        if (lookup.rows[k] < 0 || lookup.rows[k] >= table_rows) {
-          const std::string& feature = spec_.inputs[graph_.nodes[n].inputs[0]].name;
-          return absl::InvalidArgumentError(absl::StrCat(
-              "node '", spec_.nodes[n].name, "': id ", lookup.rows[k], " of example ",
-              ExampleOf(lookup.row_splits, static_cast<int64_t>(k)), " (feature '", feature,
-              "') is out of range [0, ", table_rows, ") of table '", spec_.params[p].name, "'"));
-        }
-      }
-      if (plan[p]) all_ids.insert(all_ids.end(), lookup.rows.begin(), lookup.rows.end());
-    }
-    if (!plan[p]) continue;
-    UniqueIds(all_ids, ws.unique_ids[p], ws.scratch_slots);
-    auto next = ws.scratch_slots.begin();
-    for (int n : lookups_[p]) {
-      const size_t count = LookupOf(batch, ws, n).rows.size();
-      ws.slots[n].assign(next, next + static_cast<std::ptrdiff_t>(count));
-      next += static_cast<std::ptrdiff_t>(count);
-    }
-    ws.planned[p] = true;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Model::CheckGathered(const StepWorkspace& ws) const {
   for (size_t p = 0; p < spec_.params.size(); ++p) {
     const EmbeddingRows* gathered = ws.param_gathered[p];
     if (gathered == nullptr) continue;
-    const SortedIds& needed = ws.unique_ids[p];
-    if (!std::equal(gathered->ids.begin(), gathered->ids.end(), needed.begin(), needed.end())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "params: the gathered rows of '", spec_.params[p].name, "' are for ",
-          gathered->ids.size(), " ids that differ from the ", needed.size(),
-          " sorted unique ids the batch needs (pass exactly Model::RowsNeeded's ids)"));
-    }
+    TESSERA_RETURN_IF_ERROR(planner_.CheckGathered(static_cast<int>(p), gathered->ids, ws.plan));
   }
   return absl::OkStatus();
 }
@@ -333,12 +243,14 @@ absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& 
 absl::StatusOr<std::map<std::string, SortedIds>> Model::RowsNeeded(const Batch& batch,
                                                              StepWorkspace& ws) const {
   TESSERA_RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/false));
-  HashInputs(batch, ws);
+  planner_.HashInputs(batch, ws.plan);
   const std::vector<bool> plan(spec_.params.size(), true);
-  TESSERA_RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  TESSERA_RETURN_IF_ERROR(planner_.Plan(batch, plan, ws.plan));
   std::map<std::string, SortedIds> needed;
   for (size_t p = 0; p < spec_.params.size(); ++p) {
-    if (!lookups_[p].empty()) needed.emplace(spec_.params[p].name, ws.unique_ids[p]);
+    if (planner_.HasLookups(static_cast<int>(p))) {
+      needed.emplace(spec_.params[p].name, ws.plan.unique_ids[p]);
+    }
   }
   return needed;
 }
@@ -370,35 +282,6 @@ MatrixRef Model::OutputGradient(StepWorkspace& ws, int n) const {
   return ws.gradients[block.concat].middleCols(block.offset, graph_.nodes[n].width);
 }
 
-void Model::HashInputs(const Batch& batch, StepWorkspace& ws) const {
-  ws.hashed_rows.resize(spec_.inputs.size());
-  for (size_t i = 0; i < spec_.inputs.size(); ++i) {
-    const InputSpec& in = spec_.inputs[i];
-    if (in.hash_buckets == 0) continue;
-    const Ids& ids = in.kind == InputKind::kIds ? batch.ids.at(in.name)
-                                                 : batch.id_lists.at(in.name).ids;
-    Ids& rows = ws.hashed_rows[i];
-    rows.resize(ids.size());
-    for (size_t k = 0; k < ids.size(); ++k) rows[k] = HashBucket(ids[k], in.hash_buckets);
-  }
-}
-
-Model::Lookup Model::LookupOf(const Batch& batch, const StepWorkspace& ws, int node) const {
-  const int input = graph_.nodes[node].inputs[0];
-  const InputSpec& in = spec_.inputs[input];
-  Lookup lookup;
-  if (in.kind == InputKind::kIds) {
-    lookup.rows = batch.ids.at(in.name);
-  } else {
-    const IdList& list = batch.id_lists.at(in.name);
-    lookup.rows = list.ids;
-    lookup.row_splits = list.row_splits;
-    lookup.weights = list.weights;
-  }
-  if (in.hash_buckets > 0) lookup.rows = ws.hashed_rows[input];
-  return lookup;
-}
-
 // Note [Concat in place]
 // An embedding node whose output only a concat reads (the usual way an embedding joins the dense
 // part of a model) writes its rows straight into its columns of the concat's output, and its
@@ -424,13 +307,13 @@ void Model::RunForward(const Batch& batch, StepWorkspace& ws) const {
       continue;
     }
     const int p = node.params[0];
-    const Lookup lookup = LookupOf(batch, ws, n);
+    const Lookup lookup = planner_.LookupOf(batch, ws.plan, n);
     // A whole table is read at the id's row, gathered rows at its slot.
     std::vector<const float*>& rows = ws.lookup_rows;
     if (ws.param_gathered[p] != nullptr) {
       const std::vector<const float*>& gathered = ws.gathered_rows[p];
-      rows.resize(ws.slots[n].size());
-      for (size_t k = 0; k < rows.size(); ++k) rows[k] = gathered[ws.slots[n][k]];
+      rows.resize(ws.plan.slots[n].size());
+      for (size_t k = 0; k < rows.size(); ++k) rows[k] = gathered[ws.plan.slots[n][k]];
     } else {
       RowAddresses(ws.param_values[p].matrix(), lookup.rows, rows);
     }
@@ -478,10 +361,10 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
     if (!param.trainable) continue;
     if (graph_.param_is_embedding[p]) {
       IndexedSlices& slices = result.sparse_gradients[param.name];
-      slices.indices.assign(ws.unique_ids[p].begin(), ws.unique_ids[p].end());
+      slices.indices.assign(ws.plan.unique_ids[p].begin(), ws.plan.unique_ids[p].end());
       // In the memory of the step before (the row count changes every step).
       slices.values.ResizeToZeros(
-          param.shape.WithRows(static_cast<int64_t>(ws.unique_ids[p].size())));
+          param.shape.WithRows(static_cast<int64_t>(ws.plan.unique_ids[p].size())));
     } else if (p < sink.dense.size() && sink.dense[p] != nullptr) {
       dense[p] = sink.dense[p];
       std::fill(dense[p], dense[p] + param.shape.num_elements(), 0.0f);
@@ -510,12 +393,12 @@ void Model::RunBackward(const Batch& batch, StepWorkspace& ws, StepResult& resul
       const ParamSpec& table = spec_.params[node.params[0]];
       if (!table.trainable) continue;
       MatrixRef grad_rows(result.sparse_gradients[table.name].values.matrix());
-      const Lookup lookup = LookupOf(batch, ws, n);
+      const Lookup lookup = planner_.LookupOf(batch, ws.plan, n);
       if (lookup.row_splits.empty()) {
-        EmbeddingBackward(ws.slots[n], dy, grad_rows);
+        EmbeddingBackward(ws.plan.slots[n], dy, grad_rows);
       } else {
-        EmbeddingBagBackward(ws.slots[n], lookup.row_splits, lookup.weights, ws.bag_scales[n], dy,
-                             grad_rows);
+        EmbeddingBagBackward(ws.plan.slots[n], lookup.row_splits, lookup.weights,
+                             ws.bag_scales[n], dy, grad_rows);
       }
       continue;
     }
@@ -564,14 +447,14 @@ absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params
 absl::Status Model::ForwardBackward(const Batch& batch, const StepParams& params, StepWorkspace& ws,
                                     StepResult& result, const GradientSink& sink) const {
   TESSERA_RETURN_IF_ERROR(CheckBatch(batch, /*need_labels=*/true));
-  HashInputs(batch, ws);
+  planner_.HashInputs(batch, ws.plan);
   TESSERA_RETURN_IF_ERROR(BindParams(params, ws));
   // Unique ids are needed to read gathered rows and to build sparse gradients.
   std::vector<bool> plan(spec_.params.size());
   for (size_t p = 0; p < plan.size(); ++p) {
     plan[p] = ws.param_gathered[p] != nullptr || spec_.params[p].trainable;
   }
-  TESSERA_RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  TESSERA_RETURN_IF_ERROR(planner_.Plan(batch, plan, ws.plan));
   TESSERA_RETURN_IF_ERROR(CheckGathered(ws));
   RunForward(batch, ws);
   const int loss_node = graph_.loss_value - graph_.num_inputs;
@@ -601,11 +484,11 @@ absl::Status Model::Forward(const Batch& batch, const StepParams& params, StepWo
                             ForwardResult& result) const {
   const bool with_labels = batch.labels.size() > 0;
   TESSERA_RETURN_IF_ERROR(CheckBatch(batch, with_labels));
-  HashInputs(batch, ws);
+  planner_.HashInputs(batch, ws.plan);
   TESSERA_RETURN_IF_ERROR(BindParams(params, ws));
   std::vector<bool> plan(spec_.params.size());
   for (size_t p = 0; p < plan.size(); ++p) plan[p] = ws.param_gathered[p] != nullptr;
-  TESSERA_RETURN_IF_ERROR(PlanLookups(batch, plan, ws));
+  TESSERA_RETURN_IF_ERROR(planner_.Plan(batch, plan, ws.plan));
   TESSERA_RETURN_IF_ERROR(CheckGathered(ws));
   RunForward(batch, ws);
   result.loss.reset();

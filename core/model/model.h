@@ -29,6 +29,7 @@
 #include "core/base/sorted_ids.h"
 #include "core/base/tensor.h"
 #include "core/data/batch.h"
+#include "core/model/lookup_plan.h"
 #include "core/model/model_spec.h"
 #include "core/variables/indexed_slices.h"
 
@@ -95,21 +96,10 @@ class StepWorkspace {
   // node whose output lives in a concat's (Note [Concat in place] in model.cc).
   std::vector<RowMatrix> activations;
   std::vector<RowMatrix> gradients;
-  // Per input (hashed ids and id_list inputs only): the table row of each of the batch's ids.
-  std::vector<Ids> hashed_rows;
-  // Per parameter (embedding tables only): the batch's sorted unique ids, and a concatenation
-  // buffer of all its lookups' ids.
-  std::vector<SortedIds> unique_ids;
-  std::vector<Ids> lookup_ids;
-  // Per node (embedding nodes only): the position of each of its ids among unique_ids, which is
-  // also the row it reads from a gathered table; and, for bags, each example's combiner scale.
-  std::vector<std::vector<int64_t>> slots;
+  // Which rows each embedding table's lookups read (core/model/lookup_plan.h).
+  LookupPlan plan;
+  // Per node (embedding bags only): each example's combiner scale.
   std::vector<std::vector<float>> bag_scales;
-  std::vector<int64_t> scratch_slots;
-  // Per parameter: unique_ids and its lookups' slots hold the plan of some earlier batch, which
-  // the next call checks against its own batch before sorting again (Note [Reused lookup plans]).
-  std::vector<bool> planned;
-  std::vector<uint8_t> plan_marks;  // scratch of that check: which unique ids a batch uses
   // Per parameter: its whole value for this call (empty for a gathered table).
   std::vector<ConstTensorView> param_values;
   std::vector<const EmbeddingRows*> param_gathered;  // null unless gathered
@@ -171,23 +161,7 @@ class Model {
 
   absl::Status CheckBatch(const Batch& batch, bool need_labels) const;
   absl::Status BindParams(const StepParams& params, StepWorkspace& ws) const;
-  // Checks every id against its table and, for each table p with plan[p], computes
-  // unique_ids[p] and the slots of its lookups.
-  absl::Status PlanLookups(const Batch& batch, const std::vector<bool>& plan,
-                           StepWorkspace& ws) const;
-  // True when ws already holds exactly the plan of table p for `batch` (its ids included in
-  // range); O(batch size + unique ids).
-  bool PlanFits(const Batch& batch, int p, StepWorkspace& ws) const;
   absl::Status CheckGathered(const StepWorkspace& ws) const;
-  // An embedding node's ids in this batch, as table rows.
-  struct Lookup {
-    absl::Span<const int64_t> rows;        // one per id
-    absl::Span<const int64_t> row_splits;  // empty: one id per example
-    absl::Span<const float> weights;       // empty: every weight 1
-  };
-  Lookup LookupOf(const Batch& batch, const StepWorkspace& ws, int node) const;
-  // Hashes the batch's hashed inputs into ws.hashed_rows. Precondition: CheckBatch passed.
-  void HashInputs(const Batch& batch, StepWorkspace& ws) const;
   void RunForward(const Batch& batch, StepWorkspace& ws) const;
   // A registry op's view of node n's inputs, parameters and attributes.
   OpForwardArgs OpArgs(const Batch& batch, const StepWorkspace& ws, int n) const;
@@ -208,8 +182,7 @@ class Model {
   // backprop_[n]: node n's output gradient is computed (the loss depends on it through a
   // path that reaches a trainable parameter).
   std::vector<bool> backprop_;
-  // For each parameter, the embedding nodes that look it up.
-  std::vector<std::vector<int>> lookups_;
+  LookupPlanner planner_;  // after spec_ and graph_, which it is built from
   // Per node: the concat whose output holds its output as the columns from `offset` (concat
   // -1: none; Note [Concat in place]).
   struct ColumnBlock {

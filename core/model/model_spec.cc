@@ -347,14 +347,6 @@ absl::string_view InputKindName(InputKind kind) {
   return "invalid";
 }
 
-absl::StatusOr<InputKind> ParseInputKind(absl::string_view name) {
-  if (name == "ids") return InputKind::kIds;
-  if (name == "dense") return InputKind::kDense;
-  if (name == "id_list") return InputKind::kIdList;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown input kind '", name, "' (expected ids, dense or id_list)"));
-}
-
 bool operator==(const InputSpec& a, const InputSpec& b) {
   return a.name == b.name && a.kind == b.kind && a.width == b.width &&
          a.hash_buckets == b.hash_buckets;

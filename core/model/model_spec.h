@@ -80,7 +80,6 @@ enum class InputKind : int {
   kIdList = 3,  // Batch::id_lists[name]: any number of (weighted) ids per example; embeddings
 };
 absl::string_view InputKindName(InputKind kind);  // "ids", "dense" or "id_list"
-absl::StatusOr<InputKind> ParseInputKind(absl::string_view name);
 
 struct InputSpec {
   std::string name;  // the Batch feature's name

@@ -24,7 +24,7 @@
 // return at once and it drops the snapshot.
 //
 // Rows of the value still waiting for their initializer at the cut (Note [Rows initialized on
-// first touch], core/ps/shard_state.h) are not initialized by the cut: the writer computes them
+// first touch], core/ps/first_touch.h) are not initialized by the cut: the writer computes them
 // itself (UnfilledRows), the values the shard would give them, so the cut stays a mark at any
 // scale (initializing the RFC-scale model's untouched rows at its cut took 1.5-1.9 s, with
 // training stopped) and they cost the shard no memory. The shard initializing such a row later

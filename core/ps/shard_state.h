@@ -11,33 +11,9 @@
 // shapes, specs) or FailedPrecondition (a gradient for a shard without an optimizer), its message
 // prefixed with the shard's name. On success the version increases by one.
 //
-// Note [Rows initialized on first touch]
-// A shard's rows get their initializer's values when something first looks at them, not when the
-// shard is created: a gather or scatter or sparse gradient initializes the rows it names, and
-// anything that sees the whole block (read, assign, a dense gradient, a save, value())
-// initializes every row left. Values depend only on (seed, global element position) (core/
-// initializer.h), so no one can tell the difference — except in time and memory: creating the
-// RFC-scale model's 2.64 GB of embeddings took seconds of Philox and page faults before the first
-// step, most of it for rows a run never trains (200,000 examples touch a fraction of 600,000
-// users), and those rows now cost neither. A restore or an assignment of the whole block leaves
-// nothing to initialize. Blocks whose initializer is zeros are zeros already (Note [Tensor
-// storage]). A background save's snapshot initializes nothing either: its writer computes the
-// rows still waiting (Note [Copy-on-write snapshots], core/ps/cow_snapshot.h).
-//
-// Note [Row update counts]
-// For the cluster's status (which rows are hot, how many were trained), a shard counts, per row of
-// its block, how often an update named that row: each id of a scatter or sparse gradient counts
-// once, repeats within one update included (how often examples touched the row, which is what
-// "hot" means); a dense update (assign, dense gradient) counts every row once, kept as one
-// number added at read time rather than a pass over the counters. The counters are a uint32 per
-// row (saturating), allocated at the first sparse update (a variable only ever updated densely,
-// or never, has none); the hot path adds one increment per id to an update that already writes
-// the id's row (~0.9 ns per id, against ~65 ns per id of a sparse Adagrad apply of 32-float
-// rows), and keeps no running total: rows_touched counts the nonzero counters when asked. Gathers,
-// reads, restores and optimizer changes count nothing. Counts are this process's history: a
-// checkpoint does not hold them (its format is unchanged), and a restore keeps them. HottestRows
-// scans the counters once with a K-element heap (O(rows log K), no allocation beyond K): ~1 ms for
-// 600,000 rows (bench/shard_stats).
+// Rows are initialized when an operation first touches them (Note [Rows initialized on first
+// touch], core/ps/first_touch.h), and the shard counts how often updates name each row (Note [Row
+// update counts], core/ps/row_update_counts.h).
 //
 // Note [One step count per variable]
 // A rule such as Adam corrects its moments by the optimizer's step count, so the count must mean
@@ -67,6 +43,8 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/model/optimizer.h"
 #include "core/ps/cow_snapshot.h"
+#include "core/ps/first_touch.h"
+#include "core/ps/row_update_counts.h"
 #include "core/ps/update_ledger.h"
 #include "core/variables/initializer.h"
 #include "core/variables/scatter.h"
@@ -100,15 +78,6 @@ Shape ShardBlockShape(const ShardSpec& spec);
 // given for a floating dtype. The initializer and optimizer specs themselves are checked by
 // ShardState::Create.
 absl::Status ValidateShardSpec(const ShardSpec& spec);
-
-// A row of a shard and how often updates named it (Note [Row update counts]).
-struct HotRow {
-  int64_t row = 0;      // the global row id: the shard's row_offset plus the block-local row
-  int64_t updates = 0;  // updates that named the row (dense updates included)
-};
-
-// The most hot rows a stats request may ask for; more is clamped to this.
-constexpr int32_t kMaxHottestRows = 100;
 
 // A cheap description of a shard (no values).
 struct ShardInfo {
@@ -180,10 +149,10 @@ class ShardState {
   // Note [Row update counts]: how often updates named block-local row `local_row` (0 for a row
   // outside the block); rows some update named; row-updating operations applied; the `k` rows
   // most often updated (global ids, most first, ties by row; rows never updated left out).
-  int64_t RowUpdates(int64_t local_row) const;
-  int64_t rows_touched() const;
-  int64_t updates() const { return updates_; }
-  std::vector<HotRow> HottestRows(int32_t k) const;
+  int64_t RowUpdates(int64_t local_row) const { return row_updates_.RowUpdates(local_row); }
+  int64_t rows_touched() const { return row_updates_.rows_touched(); }
+  int64_t updates() const { return row_updates_.updates(); }
+  std::vector<HotRow> HottestRows(int32_t k) const { return row_updates_.HottestRows(k); }
 
   // A copy of the whole block.
   Tensor Read() const { return value(); }
@@ -265,12 +234,6 @@ class ShardState {
   // checks report them).
   void InitializeRows(absl::Span<const int64_t> local_ids) const;
   void InitializeAllRows() const;
-  // Nothing is left to initialize (the block was restored or assigned whole).
-  void ForgetUninitializedRows();
-  // Note [Row update counts]: one more update of each of `local_ids` (valid ids: called after the
-  // update succeeded), or of every row.
-  void CountRowUpdates(absl::Span<const int64_t> local_ids);
-  void CountDenseUpdate();
   // Note [Copy-on-write snapshots]: called before writing rows `local_ids` (valid ids), rows
   // [begin, end), or anything (or freeing a tensor) of the value and slots.
   void BeforeWriteRows(absl::Span<const int64_t> local_ids);
@@ -302,16 +265,13 @@ class ShardState {
   ShardSpec spec_;
   std::string name_;
   mutable Tensor value_;
-  // Per block row, 1 while the row still waits for its initializer; empty once none does.
-  mutable std::vector<uint8_t> uninitialized_;
-  mutable int64_t num_uninitialized_ = 0;
+  // Note [Rows initialized on first touch]; mutable as value_ is.
+  mutable UninitializedRows uninitialized_;
   std::unique_ptr<Optimizer> optimizer_;
   OptimizerSlots slots_;
   int64_t version_ = 0;
   // Note [Row update counts].
-  std::vector<uint32_t> row_updates_;  // per block row; empty until the first sparse update
-  int64_t dense_updates_ = 0;          // counted for every row
-  int64_t updates_ = 0;
+  RowUpdateCounts row_updates_;
   // Note [Exactly-once updates].
   UpdateLedger applied_;
   int64_t duplicate_updates_ = 0;

@@ -54,9 +54,6 @@ class AucAccumulator {
 
   int64_t positives() const { return static_cast<int64_t>(positive_scores_.size()); }
   int64_t negatives() const { return static_cast<int64_t>(negative_scores_.size()); }
-  // The scores kept so far, by class, in insertion order (for serializing the accumulator).
-  const std::vector<float>& positive_scores() const { return positive_scores_; }
-  const std::vector<float>& negative_scores() const { return negative_scores_; }
 
  private:
   std::vector<float> positive_scores_;

@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actors/base/messages.h"
 #include "cluster/network/connection_guard.h"
 #include "core/base/logging.h"
 
@@ -79,7 +80,6 @@ using caf::io::network::default_multiplexer;
 using caf::io::network::native_socket;
 using caf::io::network::operation;
 using caf::io::network::rw_state;
-using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 
 // Notes above.
 constexpr size_t kKeptReadBufferBytes = size_t{64} << 20;

@@ -61,6 +61,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
 #include "core/data/dataset.h"
 #include "core/mirrored/collective.h"
@@ -69,62 +70,14 @@
 
 namespace tessera {
 
-using mirror_link_atom = caf::atom_constant<caf::atom("m_link")>;
-using mirror_step_atom = caf::atom_constant<caf::atom("m_step")>;
-using mirror_ring_atom = caf::atom_constant<caf::atom("m_ring")>;
-using mirror_run_atom = caf::atom_constant<caf::atom("m_run")>;
-using mirror_create_atom = caf::atom_constant<caf::atom("m_create")>;
-using mirror_read_atom = caf::atom_constant<caf::atom("m_read")>;
-using mirror_load_atom = caf::atom_constant<caf::atom("m_load")>;
-using mirror_abort_atom = caf::atom_constant<caf::atom("m_abort")>;
-using mirror_eval_atom = caf::atom_constant<caf::atom("m_eval")>;
-using mirror_probe_atom = caf::atom_constant<caf::atom("m_probe")>;
-using mirror_listen_atom = caf::atom_constant<caf::atom("m_listen")>;
-using mirror_data_atom = caf::atom_constant<caf::atom("m_data")>;
-
 // The largest buffer a ring probe may ask for: 64 Mi floats (256 MiB).
 inline constexpr int64_t kMaxProbeElements = int64_t{1} << 26;
 
 // The most steps one step request may ask for.
 inline constexpr int64_t kMaxStepsPerRequest = 1000;
 
-// A replica's place in the ring.
-struct MirrorRing {
-  int32_t rank = 0;
-  int32_t members = 1;
-  int64_t batch_size = 1;    // examples per replica per step: a global batch is members * this
-  caf::actor next;           // the next replica, or
-  std::string next_address;  // (networked) where it is published: the replica connects itself
-  JobDescription job;        // the driver's job; a replica of another job refuses the ring
-  // The driver's next collective id: everything before it is over (a replica that joins late,
-  // a replacement, takes in the ring's next messages rather than dropping them as out of step).
-  int64_t next_collective = 0;
-  // The previous replica, the one sender whose ring messages this replica takes in (others are
-  // dropped): its actor's id and node.
-  caf::actor_id previous_id = 0;
-  caf::node_id previous_node;
-};
-
-// A replica's shares of the steps of a request, one entry per step.
-struct MirrorStepResult {
-  std::vector<double> loss_sums;  // its mean loss times its examples
-  std::vector<int64_t> examples;  // its slice of the global batch (0 when that is empty)
-};
-
-using mirrored_replica_actor = caf::typed_actor<
-    caf::replies_to<mirror_link_atom, MirrorRing>::with<bool>,
-    caf::replies_to<mirror_step_atom, int64_t, int64_t, int64_t>::with<MirrorStepResult>,
-    caf::replies_to<mirror_run_atom, int64_t, std::string, ClosureValues>::with<ClosureValues>,
-    caf::replies_to<mirror_create_atom, MirroredVariableSpec>::with<bool>,
-    caf::replies_to<mirror_read_atom, std::string>::with<TensorSlice>,
-    caf::replies_to<mirror_load_atom, TensorSlice>::with<bool>,
-    caf::replies_to<mirror_eval_atom, int64_t>::with<ClosureValues>,
-    caf::replies_to<mirror_probe_atom, int64_t, int64_t, int64_t>::with<double>,
-    caf::reacts_to<mirror_ring_atom, int64_t, RingChunk>,
-    caf::reacts_to<mirror_abort_atom, int64_t>,
-    caf::replies_to<mirror_listen_atom>::with<int32_t, std::string>,
-    caf::reacts_to<mirror_data_atom, uint64_t, int64_t, RingChunk>,
-    caf::reacts_to<mirror_data_atom, uint64_t, std::string>>;
+// The messages (MirrorRing, MirrorStepResult) are in actors/base/messages.h, the interface,
+// mirrored_replica_actor, with the other actor handles (actors/base/actor_handles.h).
 
 // Connects to the replica published at an address (networked mode; blocking, run off the actor's
 // thread).
@@ -158,50 +111,5 @@ int32_t InProcessReplicaCpu(int32_t rank);
 // Its errors at creation (a bad model or optimizer) are returned here.
 absl::StatusOr<mirrored_replica_actor> SpawnMirroredReplica(caf::actor_system& system,
                                                             MirroredReplicaOptions options);
-
-// Registers the messages above (RegisterTesseraTypes calls it).
-void RegisterMirroredTypes(caf::actor_system_config& cfg);
-
-// Serialization.
-std::string to_string(VariableSynchronization sync);
-std::string to_string(VariableAggregation aggregation);
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, MirrorRing& x) {
-  return f(caf::meta::type_name("tessera::MirrorRing"), x.rank, x.members, x.batch_size, x.next,
-           x.next_address, x.job, x.next_collective, x.previous_id, x.previous_node);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, MirrorStepResult& x) {
-  return f(caf::meta::type_name("tessera::MirrorStepResult"), x.loss_sums, x.examples);
-}
-
-namespace wire {
-// Ring values travel as a rank-1 Tensor does (Note [Bulk tensor payloads]): written straight
-// from the sender's buffer, loaded into storage of the message's own.
-caf::error SaveRingValues(caf::serializer& sink, const RingValues& values);
-caf::error LoadRingValues(caf::deserializer& source, RingValues& values);
-}  // namespace wire
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, RingValues& x) {
-  return wire::Dispatch(f, x, wire::SaveRingValues, wire::LoadRingValues,
-                        [](Inspector& g, RingValues& v) {
-                          int64_t size = v.size();  // the count only: values can be huge
-                          return g(caf::meta::type_name("tessera::RingValues"), size);
-                        });
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, RingChunk& x) {
-  return f(caf::meta::type_name("tessera::RingChunk"), x.chunk, x.step, x.values);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, MirroredVariableSpec& x) {
-  return f(caf::meta::type_name("tessera::MirroredVariableSpec"), x.name, x.shape, x.dtype,
-           x.initializer, x.synchronization, x.aggregation);
-}
 
 }  // namespace tessera

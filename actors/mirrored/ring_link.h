@@ -8,7 +8,7 @@
 // values (Note [Ring segments read in place], core/mirrored/collective.h): two copies instead of four,
 // and none on the middleman.
 //
-// Set-up (Note [Ring links], actors/mirrored/mirrored_replica_actor.cc): the receiver listens on a fresh
+// Set-up (Note [Ring links], actors/mirrored/replica_ring_links.cc): the receiver listens on a fresh
 // port and hands the port and a random token to its previous replica over the actor connection
 // (a peer that has passed the cluster's handshake); the sender connects and presents the token,
 // so nobody who did not ask over that connection can feed the receiver.

@@ -139,40 +139,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
 #include "actors/ps/forward_link.h"
 #include "actors/ps/shard_actor.h"
 
 namespace tessera {
 
-// A shard a PS node gives back on reclaim_atom: the spec it was created from, and whether it
-// forwards its changes to a backup (a primary with a backup, Note [Replicated shards]).
-struct HeldShard {
-  std::string name;
-  shard_actor shard;
-  ShardSpec spec;
-  bool replicated = false;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, HeldShard& x) {
-  return f(caf::meta::type_name("tessera::HeldShard"), x.name, x.shard, x.spec, x.replicated);
-}
-
-using ps_node_actor = caf::typed_actor<
-    caf::replies_to<create_shard_atom, ShardSpec, caf::actor>::with<shard_actor>,
-    caf::replies_to<drop_shard_atom, std::string, caf::actor>::with<void>,
-    caf::replies_to<lookup_atom, std::string>::with<shard_actor>,                          //
-    caf::replies_to<list_atom>::with<std::vector<std::string>>,                            //
-    caf::replies_to<stats_atom>::with<PsNodeStats>,                                        //
-    caf::replies_to<stats_atom, int32_t>::with<PsNodeStats>,                               //
-    caf::replies_to<adopt_atom, int32_t>::with<void>,                                      //
-    caf::replies_to<reclaim_atom, caf::actor, std::string>::with<std::vector<HeldShard>>,  //
-    caf::reacts_to<lease_atom, uint64_t>,                                                  //
-    caf::replies_to<replicate_atom, std::string, caf::actor, std::string, bool>::with<int64_t>,
-    caf::reacts_to<backup_lost_atom, std::string, caf::actor>,  //
-    caf::replies_to<ping_atom>::with<pong_atom>,                //
-    caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;
+// The interface, ps_node_actor, and HeldShard are declared with the other actor handles
+// (actors/base/actor_handles.h).
 
 // Opens a direct connection to the PS node at "host:port" (Note [Backups reached directly]) and
 // returns that node's actor, to which the node's forward link sends (Note [A node's forwards

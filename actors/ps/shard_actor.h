@@ -95,6 +95,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
 #include "actors/ps/forward_link.h"
 #include "core/ps/shard_op.h"
@@ -102,10 +103,8 @@
 
 namespace tessera {
 
-using shard_actor =
-    caf::typed_actor<caf::replies_to<ShardOp>::with<ShardOpResult>,
-                     caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>,
-                     caf::replies_to<replicate_atom, caf::actor, caf::actor, bool>::with<int64_t>>;
+// The interface, shard_actor, is declared with the other actor handles
+// (actors/base/actor_handles.h).
 
 // Who gave a shard its backup, as the shard sees it: told when that backup fails (Note [A lost
 // backup is struck before the primary acknowledges alone]). A PS node is one.

@@ -43,7 +43,7 @@
 #include "actors/base/messages.h"
 #include "actors/ps/ps_node_actor.h"
 #include "actors/ps/shard_actor.h"
-#include "actors/ps/variable_handle.h"
+#include "actors/base/actor_handles.h"
 #include "core/ps/shard_op.h"
 #include "core/ps/update_ledger.h"
 

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "actors/ps/shard_client.h"
-#include "actors/ps/variable_handle.h"
+#include "actors/base/actor_handles.h"
 #include "core/base/sorted_ids.h"
 #include "core/base/tensor.h"
 #include "core/variables/aggregation.h"

@@ -55,9 +55,9 @@
 #include <string>
 #include <vector>
 
+#include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
 #include "actors/ps/ps_node_actor.h"
-#include "actors/ps/variable_handle.h"
 #include "actors/ps/variable_ops.h"
 #include "actors/scheduling/fault_injector.h"
 #include "actors/scheduling/worker_actor.h"
@@ -65,19 +65,8 @@
 
 namespace tessera {
 
-using coordinator_actor = caf::typed_actor<
-    caf::reacts_to<dispatch_atom>,                                         //
-    caf::reacts_to<add_worker_atom, int32_t>,                              //
-    caf::replies_to<kill_worker_atom, int32_t>::with<bool>,                //
-    caf::reacts_to<restart_atom, int32_t, int64_t>,                        //
-    caf::reacts_to<watch_ps_atom, ps_node_actor, int32_t, std::string>,    //
-    caf::reacts_to<chaos_atom, std::shared_ptr<FaultInjector>>,            //
-    caf::reacts_to<chaos_atom, int64_t>,                                   //
-    caf::replies_to<workers_atom>::with<WorkerPoolStatus>,                 //
-    caf::replies_to<directory_atom, int32_t, JobDescription>::with<VariableDirectory>,  //
-    caf::reacts_to<directory_atom, VariableDirectory>,                     //
-    caf::replies_to<join_atom, worker_actor, int32_t, int64_t>::with<int32_t>,  //
-    caf::reacts_to<abort_atom, std::string>>;
+// The interface, coordinator_actor, is declared with the other actor handles
+// (actors/base/actor_handles.h).
 
 // Starts an in-process worker for a slot (the simulation); empty in networked mode, where worker
 // processes join instead.

@@ -16,7 +16,6 @@
 // time; WorkerPoolControl is valid only during the hook it is passed to.
 #pragma once
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -73,5 +72,5 @@ std::shared_ptr<FaultInjector> KillRandomWorkerEvery(std::chrono::milliseconds p
 
 }  // namespace tessera
 
-// An injector travels to the coordinator as a pointer in a local message, never over the wire.
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<tessera::FaultInjector>)
+// An injector travels to the coordinator as a pointer in a local message (its permission to, as
+// an unsafe message type, is in actors/base/actor_handles.h).

@@ -32,26 +32,4 @@ absl::StatusOr<const ReplicaFunction*> FunctionRegistry::FindReplicaFunction(
   return &it->second;
 }
 
-absl::Status ReplicaContext::BeginCachingScope() {
-  if (caching_) {
-    return absl::FailedPreconditionError("a caching scope is already open (scopes do not nest)");
-  }
-  caching_ = true;
-  return absl::OkStatus();
-}
-
-void ReplicaContext::EndCachingScope() {
-  caching_ = false;
-  cache_.clear();
-}
-
-void ReplicaContext::ReadCached(const VariableHandle& v, Done<Tensor> done) {
-  if (!caching_) return ReadAsync(shards_, v, std::move(done));
-  if (auto it = cache_.find(v.name); it != cache_.end()) return done(it->second);
-  ReadAsync(shards_, v, [this, name = v.name, done = std::move(done)](absl::StatusOr<Tensor> value) {
-    if (value.ok() && caching_) cache_[name] = *value;
-    done(std::move(value));
-  });
-}
-
 }  // namespace tessera

@@ -70,7 +70,6 @@ class FunctionRegistry {
 
   // NotFound naming the function when it is not registered.
   absl::StatusOr<const ReplicaFunction*> FindReplicaFunction(absl::string_view name) const;
-  bool HasResource(absl::string_view name) const { return resources_.count(std::string(name)); }
 
  private:
   friend class ReplicaContext;
@@ -89,9 +88,9 @@ class FunctionRegistry {
 using WorkerResources = std::map<std::string, std::shared_ptr<void>, std::less<>>;
 
 // What a running replica function can use: the worker's actor (to issue variable operations),
-// who the worker is, its per-worker resources, and a caching scope for dense reads. One context
-// per closure (a worker may run several at once, see CoordinatorOptions::closures_per_worker);
-// the resources are the worker's, shared by its closures.
+// who the worker is and its per-worker resources. One context per closure (a worker may run
+// several at once, see CoordinatorOptions::closures_per_worker); the resources are the worker's,
+// shared by its closures.
 class ReplicaContext {
  public:
   // `self` is the worker actor; it outlives the context. `closure` is the closure it runs: its
@@ -141,15 +140,6 @@ class ReplicaContext {
     return static_cast<T*>(it->second.get());
   }
 
-  // Caching scope (TF's cache_variable_reads): while open, ReadCached serves a variable's
-  // repeated reads from this worker's copy. FailedPrecondition when a scope is already open
-  // (nested scopes are an error). The scope ends with the closure.
-  absl::Status BeginCachingScope();
-  void EndCachingScope();
-  bool caching() const { return caching_; }
-  // The variable's value: from the cache inside a scope (reading it once), else a fresh read.
-  void ReadCached(const VariableHandle& v, Done<Tensor> done);
-
  private:
   worker_actor::pointer self_;
   ShardClient shards_;
@@ -157,8 +147,6 @@ class ReplicaContext {
   std::shared_ptr<const FunctionRegistry> registry_;
   std::shared_ptr<WorkerResources> resources_;
   std::shared_ptr<UpdateNamer> updates_;
-  bool caching_ = false;
-  std::map<std::string, Tensor> cache_;
 };
 
 }  // namespace tessera

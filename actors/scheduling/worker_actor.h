@@ -23,12 +23,14 @@
 #include <memory>
 #include <string>
 
+#include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
 #include "core/scheduling/closure.h"
 
 namespace tessera {
 
-using worker_actor = caf::typed_actor<caf::replies_to<run_atom, Closure>::with<ClosureValues>>;
+// The interface, worker_actor, is declared with the other actor handles
+// (actors/base/actor_handles.h).
 
 class FunctionRegistry;
 class ReplicaContext;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actors/base/messages.h"
 #include "cluster/network/internal/guarded_connection.h"
 #include "cluster/network/internal/transport_state.h"
 
@@ -39,7 +40,6 @@ namespace {
 
 using caf::io::network::native_socket;
 using transport_internal::MakeConnection;
-using transport_internal::sweep_atom;
 using State = Transport::State;
 
 // How much longer than the handshake timeout a connect may take to be answered: the TCP

@@ -93,7 +93,7 @@ uint64_t Transport::State::Watch(transport_internal::GuardedConnection* connecti
   const uint64_t id = next_watch_id++;
   watched.emplace(id, Watched{connection, absl::Now() + handshake_timeout});
   caf::delayed_anon_send(warden, ToChrono(handshake_timeout + absl::Milliseconds(10)),
-                         transport_internal::sweep_atom::value);
+                         sweep_atom::value);
   return id;
 }
 

@@ -24,19 +24,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actors/base/messages.h"  // sweep_atom
 #include "cluster/network/connection_guard.h"
 #include "cluster/network/internal/guarded_connection.h"
 #include "cluster/network/network.h"
 #include "cluster/network/transport.h"
 
 namespace tessera {
-namespace transport_internal {
-
-// The warden's wake-up to expire connections past their handshake deadline.
-using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
-
-}  // namespace transport_internal
-
 struct Transport::State {
   State(caf::actor_system& sys, const NetworkOptions& options);
 

@@ -1,6 +1,6 @@
 // ParameterServerStrategy on the real in-process cluster: which partitioner decides the shard
-// count, round-robin placement, partition-aware initialization, ON_READ variables,
-// UpdateFromReplicas, and the caching scope of a replica function.
+// count, round-robin placement, partition-aware initialization, ON_READ variables and
+// UpdateFromReplicas.
 #include "coordinator/ps/strategy.h"
 
 #include <doctest/doctest.h>
@@ -463,110 +463,6 @@ TEST_CASE("UpdateFromReplicas combines replica values with the variable's aggreg
   const std::vector<Tensor> wrong_shape = {Tensor(Shape{3}, 1.0f), Tensor(Shape{3}, 1.0f)};
   CHECK(absl::IsInvalidArgument(sum.UpdateFromReplicas(AssignKind::kAdd, wrong_shape)));
   CHECK_TENSOR(ValueOrDie(sum.Read()), FromVector(Shape{2}, {18, 24}));
-}
-
-// Replica functions for the caching-scope tests. Each returns tensors "first" and "second", the
-// reads around an assignment of `new_value` made from the worker between the two.
-void ReadAssignRead(ReplicaContext& ctx, const VariableHandle& w, float new_value,
-                    Done<ClosureValues> done) {
-  ctx.ReadCached(w, [&ctx, w, new_value, done](absl::StatusOr<Tensor> first) {
-    if (!first.ok()) return done(first.status());
-    AssignAsync(ctx.shards(), w, AssignKind::kAssign, Tensor(w.shape, new_value),
-                [&ctx, w, done, first = *first](absl::Status s) {
-                  if (!s.ok()) return done(s);
-                  ctx.ReadCached(w, [done, first](absl::StatusOr<Tensor> second) {
-                    if (!second.ok()) return done(second.status());
-                    ClosureValues out;
-                    out.Set("first", first).Set("second", *std::move(second));
-                    done(std::move(out));
-                  });
-                });
-  });
-}
-
-TEST_CASE("inside a caching scope ReadCached serves the first read, outside it reads afresh") {
-  auto cluster = testing::StartCluster(1, 1);  // one worker: every closure shares its context
-  ParameterServerStrategy strategy(*cluster);
-  VariableOptions options;
-  options.name = "w";
-  options.shape = Shape{3};
-  options.initializer = {"constant", {{"value", 1.0}}, 0};
-  const ShardedVariable w = ValueOrDie(strategy.CreateVariable(options));
-
-  auto registry = std::make_shared<FunctionRegistry>();
-  const VariableHandle handle = w.handle();
-  REQUIRE(
-      registry
-          ->AddReplicaFunction(
-              "cached",
-              [handle](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-                if (absl::Status s = ctx.BeginCachingScope(); !s.ok()) {
-                  return done(s);
-                }
-                const float value = static_cast<float>(args.Get<double>("value").value_or(0));
-                ReadAssignRead(ctx, handle, value, done);
-              })
-          .ok());
-  REQUIRE(
-      registry
-          ->AddReplicaFunction(
-              "uncached",
-              [handle](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-                const float value = static_cast<float>(args.Get<double>("value").value_or(0));
-                ReadAssignRead(ctx, handle, value, done);
-              })
-          .ok());
-  REQUIRE(registry
-              ->AddReplicaFunction(
-                  "nested",
-                  [](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
-                    const absl::Status outer = ctx.BeginCachingScope();
-                    const bool caching = ctx.caching();
-                    const absl::Status inner = ctx.BeginCachingScope();
-                    ClosureValues out;
-                    out.Set("outer", static_cast<int64_t>(outer.code()))
-                        .Set("inner", static_cast<int64_t>(inner.code()))
-                        .Set("caching", int64_t{caching ? 1 : 0});
-                    done(std::move(out));
-                  })
-              .ok());
-  auto coordinator = ValueOrDie(ClusterCoordinator::Create(strategy, registry));
-  auto run = [&](const std::string& fn, double arg) {
-    ClosureValues args;
-    args.Set("value", arg);
-    RemoteValue value = ValueOrDie(coordinator->Schedule(fn, args));
-    return ValueOrDie(value.FetchWithin(testing::kWaitLimit), fn.c_str());
-  };
-  const Tensor ones(Shape{3}, 1.0f), fives(Shape{3}, 5.0f), nines(Shape{3}, 9.0f);
-
-  // The reads a closure returned: {first, second}.
-  auto reads = [](const ClosureValues& out) {
-    return std::pair<Tensor, Tensor>(ValueOrDie(out.Get<Tensor>("first")),
-                                     ValueOrDie(out.Get<Tensor>("second")));
-  };
-  std::pair<Tensor, Tensor> r = reads(run("cached", 5));
-  CHECK_TENSOR(r.first, ones);
-  CHECK_TENSOR(r.second, ones);  // the cached value, not the 5s just assigned
-  CHECK_TENSOR(ValueOrDie(w.Read()), fives);
-
-  r = reads(run("uncached", 9));
-  CHECK_TENSOR(r.first, fives);  // the scope (and its cache) ended with the closure
-  CHECK_TENSOR(r.second, nines);
-
-  r = reads(run("cached", 5));
-  CHECK_TENSOR(r.first, nines);  // a new scope reads afresh
-  CHECK_TENSOR(r.second, nines);
-  CHECK_TENSOR(ValueOrDie(w.Read()), fives);
-
-  const ClosureValues nested = run("nested", 0);
-  CHECK(static_cast<absl::StatusCode>(ValueOrDie(nested.Get<int64_t>("outer"))) ==
-        absl::StatusCode::kOk);
-  CHECK(static_cast<absl::StatusCode>(ValueOrDie(nested.Get<int64_t>("inner"))) ==
-        absl::StatusCode::kFailedPrecondition);
-  CHECK(ValueOrDie(nested.Get<int64_t>("caching")) == 1);
-  // The worker closed that scope too: the next closure may open one.
-  CHECK_TENSOR(reads(run("cached", 2)).first, fives);
-  REQUIRE(coordinator->Join().ok());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // allreduce: the ring all-reduce's bandwidth (actors/mirrored/mirrored_replica_actor.h, Note [Ring
-// all-reduce] in core/mirrored/collective.h) against the machine's ceilings. For each tensor size of
-// --sizes_mib, MirroredStrategy::ProbeRing times --rounds all-reduces (SUM) of a float buffer of
+// all-reduce] in core/mirrored/collective.h) against the machine's ceilings. For each tensor size
+// of --sizes_mib, MirroredStrategy::ProbeRing times --rounds all-reduces (SUM) of a float buffer of
 // that size held by each of --replicas replicas, back to back; a round's figure is the slowest
 // replica's seconds / rounds. Two settings:
 //
@@ -684,8 +684,8 @@ absl::StatusOr<std::vector<int>> FreePorts(int count) {
 }
 
 // The replica process (`--serve_replica=K --cluster_spec=FILE`), as a worker of a mirrored run
-// serves (coordinator/mirrored/mirrored_training.cc, ServeAsReplica): publishes replica K at its address
-// in the cluster spec and serves until the driver stops the replica (EndRun).
+// serves (coordinator/mirrored/mirrored_training.cc, ServeAsReplica): publishes replica K at its
+// address in the cluster spec and serves until the driver stops the replica (EndRun).
 absl::Status ServeReplica(int32_t task) {
   ClusterSources sources;
   sources.spec_path = absl::GetFlag(FLAGS_cluster_spec);

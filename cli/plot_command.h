@@ -1,6 +1,7 @@
 // `tessera plot METRICS_FILE [--out FILE.svg]`: a run's training curves from its --metrics_file
-// (coordinator/monitoring/training_monitor.h's lines) as one SVG: the training loss, the examples per
-// second, and each validation metric present (loss, AUC, accuracy), each against the global step.
+// (coordinator/monitoring/training_monitor.h's lines) as one SVG: the training loss, the examples
+// per second, and each validation metric present (loss, AUC, accuracy), each against the global
+// step.
 //
 //   $ recsys --eval_every=500 --metrics_file=run.jsonl
 //   $ tessera plot run.jsonl                  # writes run.svg

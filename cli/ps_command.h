@@ -61,10 +61,10 @@ struct PsFlags {
 };
 
 // Sets options.task, standby, port and how_to_change_port: --standby or --task override the
-// config's task (a "ps" or "ps_standby" task, cluster/base/cluster_spec.h); the port is --port, else
-// the port of this node's address in the config's cluster, else kDefaultPsPort. InvalidArgument
-// naming the task's source when the config's task is not a PS (and what runs it), for a
-// --standby with a --task, and for a task that is not in the cluster.
+// config's task (a "ps" or "ps_standby" task, cluster/base/cluster_spec.h); the port is --port,
+// else the port of this node's address in the config's cluster, else kDefaultPsPort.
+// InvalidArgument naming the task's source when the config's task is not a PS (and what runs it),
+// for a --standby with a --task, and for a task that is not in the cluster.
 absl::Status ResolvePsIdentity(const PsFlags& flags, const ClusterConfig& config,
                                PsOptions& options);
 

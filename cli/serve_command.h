@@ -53,9 +53,9 @@ struct ServeOptions {
 
 // Loads the models (LoadPredictor's errors for --model; NotFound for a base path that cannot be
 // listed; ReadModelConfigFile's errors), binds (Unavailable when it cannot, naming the port, who
-// has it and --port: cluster/network/port_check.h), writes the URL of each model to `out`, and serves
-// until SIGINT or SIGTERM; OK after a clean shutdown.
-// InvalidArgument for a bad name, port, limit or combination of flags (naming the flag).
+// has it and --port: cluster/network/port_check.h), writes the URL of each model to `out`, and
+// serves until SIGINT or SIGTERM; OK after a clean shutdown. InvalidArgument for a bad name, port,
+// limit or combination of flags (naming the flag).
 absl::Status RunServe(const ServeOptions& options, std::ostream& out);
 
 }  // namespace tessera::cli

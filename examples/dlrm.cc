@@ -11,8 +11,8 @@
 //
 // The model: the dense features through log(1 + x) and a bottom MLP whose last layer has the
 // embedding width; each categorical feature hashed into its own table; DLRM's pairwise dot
-// interaction of the bottom MLP's output and the embeddings, next to that output; a top MLP to
-// one logit. Every width is inferred (core/model/model_builder.h). Each process reads only the batches
+// interaction of the bottom MLP's output and the embeddings, next to that output; a top MLP to one
+// logit. Every width is inferred (core/model/model_builder.h). Each process reads only the batches
 // it trains (core/data/delimited_text.h), so the files may be far larger than memory.
 #include <cstdio>
 #include <memory>

@@ -7,8 +7,9 @@
 //   fashion_mnist --epochs=3 --inject_worker_failures=2 --summary=run.json
 //
 // What a program states is here: its model, its data, its flags. The training loop, the shared
-// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...: coordinator/training/training_flags.h) and
-// the summary are the library's (coordinator/training/training_job.h).
+// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...:
+// coordinator/training/training_flags.h) and the summary are the library's
+// (coordinator/training/training_job.h).
 #include <cstdio>
 #include <string>
 

@@ -15,8 +15,9 @@
 // AUC of the planted logits (about 0.77, out of reach: cold ids are rare).
 //
 // What a program states is here: its model, its data, its flags. The training loop, the shared
-// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...: coordinator/training/training_flags.h) and
-// the summary are the library's (coordinator/training/training_job.h).
+// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...:
+// coordinator/training/training_flags.h) and the summary are the library's
+// (coordinator/training/training_job.h).
 #include <cstdio>
 #include <string>
 

@@ -10,8 +10,8 @@
 // The planted logit is the Bayes-optimal score, so its test AUC (about 0.77) bounds what any
 // model can reach.
 //
-// Randomness is Philox (core/base/random.h), identical on every platform: the model is a function of
-// model_seed, each split of its own seed and stream, so the train and test splits are
+// Randomness is Philox (core/base/random.h), identical on every platform: the model is a function
+// of model_seed, each split of its own seed and stream, so the train and test splits are
 // independent draws from one distribution even when their seeds are equal.
 //
 // Thread-safety: PlantedRecsysModel is immutable after Create (safe to share); the functions are

@@ -7,9 +7,9 @@
 //                  -> softmax cross-entropy; outputs "logits", "probabilities".
 //
 // Initialization is Keras-style: embeddings U(-0.05, 0.05), dense kernels glorot_uniform, biases
-// zeros. Every initializer's seed is derived from the one model seed and the parameter's
-// position (DeriveParamSeed, core/variables/initializer.h), so one number reproduces the whole model.
-// Both are written with core/model/model_builder.h.
+// zeros. Every initializer's seed is derived from the one model seed and the parameter's position
+// (DeriveParamSeed, core/variables/initializer.h), so one number reproduces the whole model. Both
+// are written with core/model/model_builder.h.
 //
 // Thread-safety: pure functions.
 #pragma once

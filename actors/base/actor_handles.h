@@ -102,9 +102,10 @@ struct VariableHandle {
   }
 };
 
-// A handle travels to networked workers inside a VariableDirectory (actors/scheduling/coordinator_actor.h):
-// the shard handles as CAF actor handles, the layout as (rows, shards), rebuilt and checked on
-// arrival so a forged handle cannot describe an impossible layout.
+// A handle travels to networked workers inside a VariableDirectory
+// (actors/scheduling/coordinator_actor.h): the shard handles as CAF actor handles, the layout as
+// (rows, shards), rebuilt and checked on arrival so a forged handle cannot describe an impossible
+// layout.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, VariableHandle& x) {
   int64_t rows = x.layout.rows();

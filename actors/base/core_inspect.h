@@ -235,7 +235,8 @@ typename Inspector::result_type inspect(Inspector& f, CheckpointVariable& x) {
            optimizer, x.slot_names, x.step, x.slices, x.checkpoint);
 }
 
-// -- Mirrored replicas' core types (core/mirrored/) -------------------------------------------------
+// -- Mirrored replicas' core types (core/mirrored/)
+// -------------------------------------------------
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RingValues& x) {

@@ -20,7 +20,8 @@
 
 namespace tessera {
 
-// The error category of Tessera errors (registered by RegisterTesseraTypes, actors/base/messages.h).
+// The error category of Tessera errors (registered by RegisterTesseraTypes,
+// actors/base/messages.h).
 constexpr caf::atom_value kErrorCategory = caf::atom("tessera");
 
 // Mirrors absl::StatusCode (same numbers). The numbers are part of the wire format.

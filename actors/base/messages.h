@@ -54,7 +54,8 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
 
-// Worker actor (actors/scheduling/worker_actor.h) and coordinator actor (actors/scheduling/coordinator_actor.h).
+// Worker actor (actors/scheduling/worker_actor.h) and coordinator actor
+// (actors/scheduling/coordinator_actor.h).
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using dispatch_atom = caf::atom_constant<caf::atom("dispatch")>;
 using add_worker_atom = caf::atom_constant<caf::atom("add_worker")>;
@@ -90,22 +91,22 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 // interface or their meaning: a node refuses a peer of another version (actors/base/node_gate.h).
 // 2: create_shard names the shard's owner; 3: shard calls batched per PS node; 4: every shard
 // operation is a ShardOp (core/ps/shard_op.h), sent alone or in a batch; 5: slices, SaveOp and
-// manifest entries carry their checkpoint's identity (CheckpointId, core/checkpoint/checkpoint.h); 6: a
-// worker asks for the variable directory with its task and JobDescription, and is refused when
-// its job differs; 7: ShardInfo carries update counts and hottest rows, InfoOp and stats_atom
-// ask for K of them; 8: closures carry their queue and resolved mark, updates their UpdateId
-// (Note [Exactly-once updates], core/ps/update_ledger.h), ShardInfo the step and duplicates; a PS
-// node keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
-// SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored/mirrored_replica_actor.h) and its
-// messages, a ring naming its previous replica; 10: a shard replicates to a backup
+// manifest entries carry their checkpoint's identity (CheckpointId, core/checkpoint/checkpoint.h);
+// 6: a worker asks for the variable directory with its task and JobDescription, and is refused when
+// its job differs; 7: ShardInfo carries update counts and hottest rows, InfoOp and stats_atom ask
+// for K of them; 8: closures carry their queue and resolved mark, updates their UpdateId (Note
+// [Exactly-once updates], core/ps/update_ledger.h), ShardInfo the step and duplicates; a PS node
+// keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
+// SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored/mirrored_replica_actor.h)
+// and its messages, a ring naming its previous replica; 10: a shard replicates to a backup
 // (replicate_atom, Note [Replicated shards] in actors/ps/shard_actor.h); 11: RestoreOp carries the
 // ledger of updates applied (a backup takes its primary's); 12: reclaim_atom names the run and
 // answers HeldShards (a restarted coordinator re-adopts its run's shards), ShardInfo carries the
-// ledger's marks; 13: a primary whose backup failed holds its acknowledgements and reports the
-// loss (backup_lost_atom) through its node to its owner, which answers with replicate_atom (Note
-// [A lost backup is struck before the primary acknowledges alone], actors/ps/shard_actor.h); 14: a
-// PS node sends its primaries' changes to a backup node as batches to that node (Note [A node's
-// forwards travel together], actors/ps/forward_link.h).
+// ledger's marks; 13: a primary whose backup failed holds its acknowledgements and reports the loss
+// (backup_lost_atom) through its node to its owner, which answers with replicate_atom (Note [A lost
+// backup is struck before the primary acknowledges alone], actors/ps/shard_actor.h); 14: a PS node
+// sends its primaries' changes to a backup node as batches to that node (Note [A node's forwards
+// travel together], actors/ps/forward_link.h).
 constexpr int32_t kProtocolVersion = 14;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,

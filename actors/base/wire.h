@@ -32,12 +32,12 @@ namespace tessera {
 
 // Note [Bulk tensor payloads]
 // CAF 0.17 serializes a std::vector<float> element by element (~110 MB/s); one apply_raw over a
-// byte block is ~13x faster (docs/design.md §4). So a Tensor is written as its dims (rank, then int64
-// each) followed by rows * row_size float32 values as raw little-endian bytes, and an id list as
-// its count followed by raw int64s. Loading first checks the dims against the one policy for
-// tensors from outside (Note [Limits on tensors from outside], core/base/tensor.h) and, with a binary_deserializer, that the
-// buffer still holds that many bytes; with any other deserializer it reads in bounded chunks, so
-// memory grows only with bytes that actually arrived.
+// byte block is ~13x faster (docs/design.md §4). So a Tensor is written as its dims (rank, then
+// int64 each) followed by rows * row_size float32 values as raw little-endian bytes, and an id list
+// as its count followed by raw int64s. Loading first checks the dims against the one policy for
+// tensors from outside (Note [Limits on tensors from outside], core/base/tensor.h) and, with a
+// binary_deserializer, that the buffer still holds that many bytes; with any other deserializer it
+// reads in bounded chunks, so memory grows only with bytes that actually arrived.
 namespace wire {
 
 caf::error SaveShape(caf::serializer& sink, const Shape& shape);

@@ -1,10 +1,10 @@
-// The mirrored replica actor: one replica of a mirrored strategy (docs/design.md §3.14) — its
-// copy of every variable (core/mirrored/mirrored_replica.h), its part of the training data, and its place
-// in the ring the replicas all-reduce over (Note [Ring all-reduce] in core/mirrored/collective.h). In the
-// simulation the strategy spawns one per worker slot; across processes each worker process
-// (--role=worker --strategy=mirrored) spawns one and publishes it at its address in the cluster
-// spec, and every replica connects to the next one itself, so ring traffic flows worker to
-// worker, never through the coordinator.
+// The mirrored replica actor: one replica of a mirrored strategy (docs/design.md §3.14) — its copy
+// of every variable (core/mirrored/mirrored_replica.h), its part of the training data, and its
+// place in the ring the replicas all-reduce over (Note [Ring all-reduce] in
+// core/mirrored/collective.h). In the simulation the strategy spawns one per worker slot; across
+// processes each worker process (--role=worker --strategy=mirrored) spawns one and publishes it at
+// its address in the cluster spec, and every replica connects to the next one itself, so ring
+// traffic flows worker to worker, never through the coordinator.
 //
 // clang-format off
 //   request                                      reply             errors
@@ -94,7 +94,8 @@ struct MirroredReplicaOptions {
   JobDescription job;
   ReplicaLinker linker;  // networked mode only
   // Networked without TLS: where this replica listens for its previous replica's ring link
-  // (actors/mirrored/ring_link.h, Note [Ring links]); empty: ring messages go over the actor connection.
+  // (actors/mirrored/ring_link.h, Note [Ring links]); empty: ring messages go over the actor
+  // connection.
   std::string ring_link_bind;
   int64_t ring_chunk_elements = kDefaultRingChunkElements;
   // The core this replica's thread runs on (Note [Replicas on cores of their own]); -1: wherever

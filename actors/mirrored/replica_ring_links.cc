@@ -29,23 +29,22 @@ constexpr absl::Duration kRingLinkConnectTimeout = absl::Seconds(5);
 
 // Note [Ring links]
 // Across processes (without TLS) each replica sends its ring messages over a ring link
-// (actors/mirrored/ring_link.h) rather than over BASP. Once a replica has reached its next replica by
-// address (MirrorRing::next_address), it asks it to listen (listen_atom); the next replica opens a
-// receiver on a fresh port, remembers who asked, and answers the port and a random token; the
-// asker connects and presents the token. Only the previous replica's request is served: one from
-// a peer not (yet) named previous waits for the ring that names it — the next replica may get
-// the request before its own MirrorRing — and is refused by any other ring (at most
-// kMaxLinkRequests wait), so a stranger can neither open a link that counts nor displace the
-// previous replica's. The receiver's reader thread hands each message to its
-// replica as (data, key, collective, chunk), where `key` is a random number that never leaves
-// the process, so no peer can forge one; the replica takes it in only while the link's asker is
-// its previous replica (MirrorRing), exactly as it takes (ring, ...) messages from that replica
-// only. A malformed message on the link ends the link and aborts the active collective (DataLoss
-// passed around the ring). A replica whose next replica offers no link (TLS, an older peer) or
-// whose link cannot be set up or breaks sends over BASP, as in the simulation; a send that fails
-// on a broken link fails the collective with Unavailable, and later ones go over BASP. Each
-// re-link (a new MirrorRing) drops the replica's outgoing link and sets up a new one; a new listen
-// request replaces the incoming one.
+// (actors/mirrored/ring_link.h) rather than over BASP. Once a replica has reached its next replica
+// by address (MirrorRing::next_address), it asks it to listen (listen_atom); the next replica opens
+// a receiver on a fresh port, remembers who asked, and answers the port and a random token; the
+// asker connects and presents the token. Only the previous replica's request is served: one from a
+// peer not (yet) named previous waits for the ring that names it — the next replica may get the
+// request before its own MirrorRing — and is refused by any other ring (at most kMaxLinkRequests
+// wait), so a stranger can neither open a link that counts nor displace the previous replica's. The
+// receiver's reader thread hands each message to its replica as (data, key, collective, chunk),
+// where `key` is a random number that never leaves the process, so no peer can forge one; the
+// replica takes it in only while the link's asker is its previous replica (MirrorRing), exactly as
+// it takes (ring, ...) messages from that replica only. A malformed message on the link ends the
+// link and aborts the active collective (DataLoss passed around the ring). A replica whose next
+// replica offers no link (TLS, an older peer) or whose link cannot be set up or breaks sends over
+// BASP, as in the simulation; a send that fails on a broken link fails the collective with
+// Unavailable, and later ones go over BASP. Each re-link (a new MirrorRing) drops the replica's
+// outgoing link and sets up a new one; a new listen request replaces the incoming one.
 
 // Requests for a ring link from peers not (yet) named the previous replica that wait for a ring
 // naming them, at most this many (the oldest refused first).

@@ -1,20 +1,20 @@
 // Ring links: a one-way TCP stream of ring messages from one replica to the next when the two are
 // in different processes, beside the actor connection (BASP) that carries everything else.
 //
-// Over BASP a ring message is serialized into the middleman's buffer, copied again on the way
-// in and deserialized, all on each process's one middleman thread. Over a link the sender writes
-// the segment straight from its buffer (writev: header and values, no copy in user space) and a
-// reader thread of the receiver reads it into memory of its own, which becomes the message's
-// values (Note [Ring segments read in place], core/mirrored/collective.h): two copies instead of four,
-// and none on the middleman.
+// Over BASP a ring message is serialized into the middleman's buffer, copied again on the way in
+// and deserialized, all on each process's one middleman thread. Over a link the sender writes the
+// segment straight from its buffer (writev: header and values, no copy in user space) and a reader
+// thread of the receiver reads it into memory of its own, which becomes the message's values (Note
+// [Ring segments read in place], core/mirrored/collective.h): two copies instead of four, and none
+// on the middleman.
 //
-// Set-up (Note [Ring links], actors/mirrored/replica_ring_links.cc): the receiver listens on a fresh
-// port and hands the port and a random token to its previous replica over the actor connection
-// (a peer that has passed the cluster's handshake); the sender connects and presents the token,
-// so nobody who did not ask over that connection can feed the receiver.
-// A connection that does not present it within kHelloTimeout is closed and the listener waits for
-// the next, until the accept timeout. With TLS the replicas use no links: the stream would be
-// plain TCP, and the ring stays on BASP.
+// Set-up (Note [Ring links], actors/mirrored/replica_ring_links.cc): the receiver listens on a
+// fresh port and hands the port and a random token to its previous replica over the actor
+// connection (a peer that has passed the cluster's handshake); the sender connects and presents the
+// token, so nobody who did not ask over that connection can feed the receiver. A connection that
+// does not present it within kHelloTimeout is closed and the listener waits for the next, until the
+// accept timeout. With TLS the replicas use no links: the stream would be plain TCP, and the ring
+// stays on BASP.
 //
 // Wire format (both ends are the same build on the same architecture: the actor handshake has
 // checked the protocol version): a hello of the 8 bytes kRingLinkMagic and the 32-character

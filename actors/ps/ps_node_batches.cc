@@ -80,8 +80,8 @@ caf::result<std::vector<ShardReply>> ServeBatch(NodePointer self, std::vector<Sh
     group.ops.push_back(std::move(calls[k].op));
   }
   if (by_shard.empty()) return std::move(*replies);
-  // Note [A node's forwards travel together] (actors/ps/forward_link.h): the links are queued before
-  // the shards, so that each takes the forwards of the shards run before it as one batch.
+  // Note [A node's forwards travel together] (actors/ps/forward_link.h): the links are queued
+  // before the shards, so that each takes the forwards of the shards run before it as one batch.
   if (!self->state.links.empty() && changes) {
     for (const auto& [peer, link] : self->state.links) self->send(link, round_atom::value);
   }

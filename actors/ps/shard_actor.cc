@@ -23,8 +23,8 @@ namespace {
 using ShardPointer = shard_actor::stateful_pointer<ShardActorState>;
 
 // Writes one shard's copy for a SaveOp::in_background (Note [Checkpoints without pausing],
-// coordinator/checkpoint/save_restore.cc) on a thread of its own, answers the save's requester (the shard
-// delegates the request to it) and exits.
+// coordinator/checkpoint/save_restore.cc) on a thread of its own, answers the save's requester (the
+// shard delegates the request to it) and exits.
 using snapshot_writer = caf::typed_actor<caf::replies_to<write_atom>::with<ShardOpResult>>;
 
 snapshot_writer::behavior_type SnapshotWriter(snapshot_writer::pointer self,

@@ -34,29 +34,28 @@
 // Note [Replicated shards]
 // A shard may have a backup: a shard actor of the same spec on another PS node, which serves no
 // client. The shard (the primary) applies each op as always; one that changed it (ChangesShard,
-// core/ps/shard_op.h: updates, assigns, restores and loads, never reads or saves) is then sent on to
-// the backup, and its client's reply waits until the backup has applied it too. So an update a
+// core/ps/shard_op.h: updates, assigns, restores and loads, never reads or saves) is then sent on
+// to the backup, and its client's reply waits until the backup has applied it too. So an update a
 // client saw acknowledged is on two nodes, and a lost primary's backup, promoted in its place,
 // holds every acknowledged update (coordinator/ps/strategy.h, PromoteBackupsOf). The backup applies
-// the same ops in the same order — one sender and one receiver, whose messages CAF keeps in
-// order — to the same state, so the two stay bit-identical (a forwarded update keeps its
-// UpdateId). An update the shard finds it applied already (Note [Exactly-once updates]) is not
-// forwarded but stands in line as a no-op (an InfoOp), so its acknowledgement still waits for
-// the changes sent before it.
-// replicate_atom names the backup: one built from the same spec at the same moment as the primary
-// is identical already (send_state false); a new one, in place of a lost backup, is first filled
-// with the primary's block, slots and step (send_state true), as RestoreOps of at most
+// the same ops in the same order — one sender and one receiver, whose messages CAF keeps in order —
+// to the same state, so the two stay bit-identical (a forwarded update keeps its UpdateId). An
+// update the shard finds it applied already (Note [Exactly-once updates]) is not forwarded but
+// stands in line as a no-op (an InfoOp), so its acknowledgement still waits for the changes sent
+// before it. replicate_atom names the backup: one built from the same spec at the same moment as
+// the primary is identical already (send_state false); a new one, in place of a lost backup, is
+// first filled with the primary's block, slots and step (send_state true), as RestoreOps of at most
 // kRebuildPartBytes each (RestorePart, core/ps/shard_op.h), the last with the primary's ledger
 // (RestoreOp::ledger), so that promoted later it still drops the re-run updates the primary had
-// applied before it was built. The parts go one at a time, each copied when the one before it
-// was applied, so a rebuild holds one part's copy at a time whatever the shard's size; ops go on
-// being forwarded from the first part on. That stays exact: a part copies its rows as they are
-// after every op forwarded before it, and the ops after it reach the backup after it, in order;
-// rows not restored yet take forwarded changes that their part then overwrites with the
-// primary's rows, which include them; each part carries the step, so the backup's optimizer
-// steps in lockstep with the primary's. The backup counts only once replicate_atom answered,
-// after the last part: until then the shard has no backup to promote. Reads see the primary's
-// state, which may include an update whose acknowledgement still waits for the backup.
+// applied before it was built. The parts go one at a time, each copied when the one before it was
+// applied, so a rebuild holds one part's copy at a time whatever the shard's size; ops go on being
+// forwarded from the first part on. That stays exact: a part copies its rows as they are after
+// every op forwarded before it, and the ops after it reach the backup after it, in order; rows not
+// restored yet take forwarded changes that their part then overwrites with the primary's rows,
+// which include them; each part carries the step, so the backup's optimizer steps in lockstep with
+// the primary's. The backup counts only once replicate_atom answered, after the last part: until
+// then the shard has no backup to promote. Reads see the primary's state, which may include an
+// update whose acknowledgement still waits for the backup.
 //
 // Note [A lost backup is struck before the primary acknowledges alone]
 // A backup fails — it went down, its connection was lost, or it answered an op with an error —

@@ -67,7 +67,8 @@ class ShardClient {
   caf::scheduled_actor* self() const { return self_; }
 
   // From now on, every update sent without an UpdateId gets the next one `namer` gives for its
-  // shard (a closure's updates, Note [Exactly-once updates] in core/ps/update_ledger.h). Null: none.
+  // shard (a closure's updates, Note [Exactly-once updates] in core/ps/update_ledger.h). Null:
+  // none.
   void NameUpdates(std::shared_ptr<UpdateNamer> namer) { namer_ = std::move(namer); }
 
   // Sends `op` to shard `shard` of `v`; `reply` gets the result or the annotated error.

@@ -66,7 +66,8 @@ void SliceAsync(ShardClient& client, const VariableHandle& v, std::optional<int6
 void AssignAsync(ShardClient& client, const VariableHandle& v, AssignKind kind, Tensor value,
                  DoneStatus done);
 
-// A scatter op with global ids: rows[k] applies to row ids[k] (duplicates as core/variables/scatter.h).
+// A scatter op with global ids: rows[k] applies to row ids[k] (duplicates as
+// core/variables/scatter.h).
 void ScatterAsync(ShardClient& client, const VariableHandle& v, ScatterOp op,
                   absl::Span<const int64_t> ids, const Tensor& rows, DoneStatus done);
 
@@ -80,7 +81,8 @@ void ApplySparseGradientAsync(ShardClient& client, const VariableHandle& v,
                               const IndexedSlices& grad, DoneStatus done);
 
 // An ON_WRITE update made by several replicas in one step: the replicas' values are combined with
-// the variable's aggregation (core/variables/aggregation.h; NONE is an error) and applied once with `kind`.
+// the variable's aggregation (core/variables/aggregation.h; NONE is an error) and applied once with
+// `kind`.
 void UpdateFromReplicasAsync(ShardClient& client, const VariableHandle& v, AssignKind kind,
                              absl::Span<const Tensor> per_replica, DoneStatus done);
 

@@ -1,8 +1,9 @@
-// The coordinator actor: moves closures from the ClosureQueue (core/scheduling/closure_queue.h, which holds
-// every scheduling rule) to idle workers and watches workers and parameter servers. It lives in
-// the driver's process; ClusterCoordinator (coordinator/scheduling/cluster_coordinator.h) is its blocking
-// front end. Worker failures are injected, in tests and chaos runs, by a FaultInjector
-// (actors/scheduling/fault_injector.h) it calls at its hook points; it has none unless one is installed.
+// The coordinator actor: moves closures from the ClosureQueue (core/scheduling/closure_queue.h,
+// which holds every scheduling rule) to idle workers and watches workers and parameter servers. It
+// lives in the driver's process; ClusterCoordinator (coordinator/scheduling/cluster_coordinator.h)
+// is its blocking front end. Worker failures are injected, in tests and chaos runs, by a
+// FaultInjector (actors/scheduling/fault_injector.h) it calls at its hook points; it has none
+// unless one is installed.
 //
 //   message                                        effect
 //   (dispatch_atom)                                hand queued closures to idle workers

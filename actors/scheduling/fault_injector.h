@@ -1,8 +1,8 @@
 // FaultInjector: the testing interface through which worker failures are injected into the
-// coordinator actor (actors/scheduling/coordinator_actor.h). The coordinator calls its injector, if it has
-// one, at a few hook points — an injector was installed, a closure completed, a worker started,
-// a wake-up the injector asked for arrived — and hands it a WorkerPoolControl through which it
-// may kill workers and start them again. A production coordinator has no injector: none of
+// coordinator actor (actors/scheduling/coordinator_actor.h). The coordinator calls its injector, if
+// it has one, at a few hook points — an injector was installed, a closure completed, a worker
+// started, a wake-up the injector asked for arrived — and hands it a WorkerPoolControl through
+// which it may kill workers and start them again. A production coordinator has no injector: none of
 // this runs, and no fault-injection state lives in its dispatch state.
 //
 // Two injectors come with it (the drivers' --inject_worker_failures and the chaos tests use

@@ -1,7 +1,8 @@
 // Networked mode's plumbing (docs/design.md §2): how a node's actor system is configured for the
 // network (middleman, heartbeats, mutual TLS), and how a node is published and reached — always
-// through its NodeGate (actors/base/node_gate.h), so the protocol version is checked before anything
-// else is exchanged. Who is where (the cluster spec, TF_CONFIG) is cluster/base/cluster_spec.h.
+// through its NodeGate (actors/base/node_gate.h), so the protocol version is checked before
+// anything else is exchanged. Who is where (the cluster spec, TF_CONFIG) is
+// cluster/base/cluster_spec.h.
 //
 // Security: without TLS, connections are plain TCP and unauthenticated; a node listens on
 // 127.0.0.1 unless NetworkOptions::bind says otherwise. With --tls_cert/--tls_key/--tls_ca every

@@ -1,5 +1,5 @@
-// Transport: the connections under CAF's BASP that a networked node publishes and connects
-// through (PublishNode and ConnectToNode, cluster/network/network.h), in place of CAF's own plain and
+// Transport: the connections under CAF's BASP that a networked node publishes and connects through
+// (PublishNode and ConnectToNode, cluster/network/network.h), in place of CAF's own plain and
 // caf_openssl connections. Every connection, plain TCP or mutual TLS, is guarded:
 //   - a peer can make this node allocate at most max_handshake_bytes for one message until it
 //     is admitted (it has completed Tessera's version handshake, NodeGate's hello, with this

@@ -1,13 +1,14 @@
 // CheckpointManager: a directory of numbered checkpoints (root/ckpt-<step>) written by one run, of
 // which it keeps the newest few — TF's tf.train.CheckpointManager.
 //
-// A checkpoint is complete once its manifest (schema/checkpoint/checkpoint_io.h's kManifestFile) exists. A
-// save writes into a fresh temporary directory (root/ckpt-<step>.tmp-<random>) and renames it to
-// root/ckpt-<step> once its manifest has landed, so a root/ckpt-<step> directory is complete from
-// the moment it appears and is never written into again. A save that fails removes its temporary
-// directory; what a crashed process left (temporary directories, and ckpt-<step> directories
-// without a manifest, which older builds wrote in place) is removed by the next save. A checkpoint
-// is removed by renaming it to a temporary name first, so it vanishes whole, never half deleted.
+// A checkpoint is complete once its manifest (schema/checkpoint/checkpoint_io.h's kManifestFile)
+// exists. A save writes into a fresh temporary directory (root/ckpt-<step>.tmp-<random>) and
+// renames it to root/ckpt-<step> once its manifest has landed, so a root/ckpt-<step> directory is
+// complete from the moment it appears and is never written into again. A save that fails removes
+// its temporary directory; what a crashed process left (temporary directories, and ckpt-<step>
+// directories without a manifest, which older builds wrote in place) is removed by the next save. A
+// checkpoint is removed by renaming it to a temporary name first, so it vanishes whole, never half
+// deleted.
 //
 // Only a directory named ckpt-<step>, the step in plain decimal (no sign, no leading zero, at
 // most int64's maximum), is a checkpoint. Other ckpt-... names, and a ckpt-<step> that is not a

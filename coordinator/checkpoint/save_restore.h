@@ -31,17 +31,16 @@
 
 namespace tessera {
 
-// Saves every variable of `strategy` (ON_READ ones reduced) into `dir` (created if missing) as
-// run `run`'s checkpoint of `global_step`: the manifest and every slice file carry that identity
-// (Note [Checkpoint identity], core/checkpoint/checkpoint.h). The checkpoint is visible once its manifest
+// Saves every variable of `strategy` (ON_READ ones reduced) into `dir` (created if missing) as run
+// `run`'s checkpoint of `global_step`: the manifest and every slice file carry that identity (Note
+// [Checkpoint identity], core/checkpoint/checkpoint.h). The checkpoint is visible once its manifest
 // lands. A complete checkpoint is never overwritten in place: FailedPrecondition when `dir` already
-// holds a manifest. Slice files an incomplete save left are replaced. CheckpointManager saves
-// into a fresh temporary directory and renames it into place.
-// With `on_cut`, the shards write while training goes on (Note [Checkpoints without pausing] in
-// checkpoint.cc): `on_cut` runs (on another thread, once, whatever happens) as soon as every
-// shard has copied its state, and the call returns once the files and the manifest are written.
-// The caller must keep every update away from the variables until `on_cut` (it joined its
-// coordinator before, and schedules nothing until then).
+// holds a manifest. Slice files an incomplete save left are replaced. CheckpointManager saves into
+// a fresh temporary directory and renames it into place. With `on_cut`, the shards write while
+// training goes on (Note [Checkpoints without pausing] in checkpoint.cc): `on_cut` runs (on another
+// thread, once, whatever happens) as soon as every shard has copied its state, and the call returns
+// once the files and the manifest are written. The caller must keep every update away from the
+// variables until `on_cut` (it joined its coordinator before, and schedules nothing until then).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step, const RunId& run,
                             std::function<void()> on_cut = nullptr);

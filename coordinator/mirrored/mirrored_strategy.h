@@ -1,13 +1,13 @@
 // MirroredStrategy: synchronous data-parallel training on the worker replicas, TF's
 // tf.distribute.MirroredStrategy / MultiWorkerMirroredStrategy (docs/design.md §3.14).
 //
-// Every replica (actors/mirrored/mirrored_replica_actor.h) holds a copy of every variable; a step runs on
-// all of them at once, each on its share of the global batch, and their gradients are combined
-// by a ring all-reduce between the replicas before each applies the same result, so the copies
-// stay bit-identical. Variables created under the strategy are MirroredVariables (ON_WRITE: one
-// value, copied on every replica) or SyncOnReadVariables (ON_READ: a copy per replica, reduced
-// with the variable's aggregation when read); writes from a replica context follow the
-// aggregation rules of Note [Writes from a replica context] (core/mirrored/mirrored_replica.h).
+// Every replica (actors/mirrored/mirrored_replica_actor.h) holds a copy of every variable; a step
+// runs on all of them at once, each on its share of the global batch, and their gradients are
+// combined by a ring all-reduce between the replicas before each applies the same result, so the
+// copies stay bit-identical. Variables created under the strategy are MirroredVariables (ON_WRITE:
+// one value, copied on every replica) or SyncOnReadVariables (ON_READ: a copy per replica, reduced
+// with the variable's aggregation when read); writes from a replica context follow the aggregation
+// rules of Note [Writes from a replica context] (core/mirrored/mirrored_replica.h).
 //
 //   Run(function, args)      the registered replica function on every replica at once: one
 //                            result per replica (a PerReplica value, TF's strategy.run)
@@ -16,17 +16,17 @@
 //   Gather(per_replica)      concatenated along the first axis (strategy.gather)
 //
 // Note [A lost replica]
-// A synchronous step needs every replica. While a request is out the driver monitors every
-// replica; when one dies its request fails and the driver aborts the collective on the others
-// (Note [Collectives between replicas]), so the request fails on all of them with an error
-// naming the lost replica. A replica lost before it sent its share leaves the step applied
-// nowhere; one lost during the all-gather may leave the survivors one step apart (a survivor
-// that had every segment applied the step, one still waiting for the lost replica's did not).
-// What follows is the driver's choice (coordinator/mirrored/mirrored_training.h): as TF's multi-worker
-// mirrored strategy does, wait for the worker to be back and resume everyone from the latest
-// checkpoint (Replace, then Restore); or, where TF cannot, go on with the replicas left (Drop,
-// then Resync: every survivor becomes a copy of the one that applied the most, so the replicas
-// agree again and no step is applied twice; the global batch shrinks, the summary says so).
+// A synchronous step needs every replica. While a request is out the driver monitors every replica;
+// when one dies its request fails and the driver aborts the collective on the others (Note
+// [Collectives between replicas]), so the request fails on all of them with an error naming the
+// lost replica. A replica lost before it sent its share leaves the step applied nowhere; one lost
+// during the all-gather may leave the survivors one step apart (a survivor that had every segment
+// applied the step, one still waiting for the lost replica's did not). What follows is the driver's
+// choice (coordinator/mirrored/mirrored_training.h): as TF's multi-worker mirrored strategy does,
+// wait for the worker to be back and resume everyone from the latest checkpoint (Replace, then
+// Restore); or, where TF cannot, go on with the replicas left (Drop, then Resync: every survivor
+// becomes a copy of the one that applied the most, so the replicas agree again and no step is
+// applied twice; the global batch shrinks, the summary says so).
 //
 // Thread-safety: not synchronized; the driver's thread. Calls block that thread (never an
 // actor's).

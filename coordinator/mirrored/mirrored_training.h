@@ -1,9 +1,9 @@
-// Training under the mirrored strategy (coordinator/mirrored/mirrored_strategy.h): the driver's loop
-// around synchronous steps — the replicas started in this process (the simulation) or reached at
-// the workers' addresses of a cluster spec (each worker process serving a replica: ServeAsReplica),
-// resuming from the latest checkpoint, a checkpoint every few steps, validation, the final
-// evaluation and export, a lost replica (Note [A lost replica]), and the run's figures in the
-// summary.
+// Training under the mirrored strategy (coordinator/mirrored/mirrored_strategy.h): the driver's
+// loop around synchronous steps — the replicas started in this process (the simulation) or reached
+// at the workers' addresses of a cluster spec (each worker process serving a replica:
+// ServeAsReplica), resuming from the latest checkpoint, a checkpoint every few steps, validation,
+// the final evaluation and export, a lost replica (Note [A lost replica]), and the run's figures in
+// the summary.
 //
 // --batch_size is each replica's batch: a step trains on a global batch of replicas * batch_size
 // examples, so a run of the same --epochs takes 1/replicas as many steps as on parameter servers.

@@ -160,8 +160,9 @@ absl::StatusOr<int64_t> AdoptedStep(const ParameterServerStrategy& strategy, Clu
   return step;
 }
 
-// Saves the checkpoint of `step` in the middle of training, the shards writing while training
-// goes on once `on_cut` has run (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc).
+// Saves the checkpoint of `step` in the middle of training, the shards writing while training goes
+// on once `on_cut` has run (Note [Checkpoints without pausing],
+// coordinator/checkpoint/save_restore.cc).
 absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
                                                const ParameterServerStrategy& strategy,
                                                int64_t step, const std::string& label,

@@ -57,8 +57,8 @@ struct ParameterServerTrainingOptions {
   int64_t checkpoint_every = 0;
   double checkpoint_every_seconds = 0;
   // A checkpoint during training is written while training goes on, which waits only for the
-  // shards' copies (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc); false: it
-  // waits for the whole write (and no PS holds a copy of its shards meanwhile).
+  // shards' copies (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc);
+  // false: it waits for the whole write (and no PS holds a copy of its shards meanwhile).
   bool checkpoint_in_background = true;
   bool resume = false;
   bool overwrite_checkpoints = false;
@@ -75,8 +75,8 @@ struct ParameterServerTrainingOptions {
   absl::Duration worker_wait = absl::Minutes(5);
   int32_t threads = 0;  // this process's scheduler threads (0: one per core)
   // Where the run is recorded as it goes (steps, validations, checkpoints, the cluster's figures;
-  // coordinator/monitoring/training_monitor.h); null: nowhere. RunTrainingJob sets it (Note [The run's
-  // monitor] in training_job.cc); whoever else holds it (a dashboard) reads it concurrently.
+  // coordinator/monitoring/training_monitor.h); null: nowhere. RunTrainingJob sets it (Note [The
+  // run's monitor] in training_job.cc); whoever else holds it (a dashboard) reads it concurrently.
   std::shared_ptr<TrainingMonitor> monitor;
   // Called with the cluster once it runs (the coordinator null), again once the coordinator
   // runs too, and with nulls before either goes, whether training succeeds or not: how a
@@ -89,15 +89,15 @@ struct ParameterServerTrainingOptions {
 // variable per parameter (partitioned ones sharded by job.partitioner, initialized on the PS
 // nodes), the optimizer on the shards, each worker reading the batches it is given of job.train.
 // Every `eval_every` steps (0: never) and at the end, the workers evaluate job.test (when not
-// empty; coordinator/training/distributed_evaluation.h) into the run's evaluations and eval. The coordinator holds the
-// model's description, never its values. Prints the placement, the checkpoints, the validations,
-// the closure statistics and the progress line, every line prefixed with job.name. Records in
-// `summary` the run's fields: mode, ps, workers, closures_per_worker, partitioner,
-// closures_{scheduled,completed,retried,cancelled}, worker_failures, worker_restarts, first_step,
-// global_step and ps_recoveries; restore_seconds when resumed, checkpoint_seconds (the final
-// save) with a checkpoint_dir. InvalidArgument for a model or optimizer that does not validate,
-// or `resume` without checkpoint_dir; the cluster's, the checkpoint's or the first closure's
-// error.
+// empty; coordinator/training/distributed_evaluation.h) into the run's evaluations and eval. The
+// coordinator holds the model's description, never its values. Prints the placement, the
+// checkpoints, the validations, the closure statistics and the progress line, every line prefixed
+// with job.name. Records in `summary` the run's fields: mode, ps, workers, closures_per_worker,
+// partitioner, closures_{scheduled,completed,retried,cancelled}, worker_failures, worker_restarts,
+// first_step, global_step and ps_recoveries; restore_seconds when resumed, checkpoint_seconds (the
+// final save) with a checkpoint_dir. InvalidArgument for a model or optimizer that does not
+// validate, or `resume` without checkpoint_dir; the cluster's, the checkpoint's or the first
+// closure's error.
 absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,
                                                     int64_t eval_every, nlohmann::json& summary);

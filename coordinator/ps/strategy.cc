@@ -136,11 +136,11 @@ absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
 void ParameterServerStrategy::DropShards(
     const std::vector<std::pair<int32_t, std::string>>& created) {
   if (created.empty()) return;
-  // All at once, each PS node monitored: a request to a PS process that has died is dropped
-  // without an error (Note [A restarted node behind a cached proxy], cluster/network/network.cc), so
-  // its node's down message is what ends the wait for its shards (one request after another,
-  // each waiting out its timeout, kept a coordinator whose PS was lost for a minute). A hung
-  // PS costs one bounded wait.
+  // All at once, each PS node monitored: a request to a PS process that has died is dropped without
+  // an error (Note [A restarted node behind a cached proxy], cluster/network/network.cc), so its
+  // node's down message is what ends the wait for its shards (one request after another, each
+  // waiting out its timeout, kept a coordinator whose PS was lost for a minute). A hung PS costs
+  // one bounded wait.
   std::vector<std::pair<ps_node_actor, std::string>> drops;
   for (const auto& [task, name] : created) drops.emplace_back(cluster_.ps_node(task), name);
   const caf::actor session = cluster_.session();

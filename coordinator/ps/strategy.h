@@ -102,11 +102,11 @@ class ParameterServerStrategy {
   ParameterServerStrategy(const ParameterServerStrategy&) = delete;
   ParameterServerStrategy& operator=(const ParameterServerStrategy&) = delete;
 
-  // Creates the variable, all its shards at once (Note [Creating shards at once]).
-  // InvalidArgument for an empty or duplicate name, a bad shape, dtype, synchronization/
-  // aggregation pair (core/variables/aggregation.h), initializer or optimizer (the PS node's message names
-  // the shard); Unavailable when a PS node is gone; ResourceExhausted when a PS node cannot
-  // allocate a shard. On error no shard of the variable is left behind.
+  // Creates the variable, all its shards at once (Note [Creating shards at once]). InvalidArgument
+  // for an empty or duplicate name, a bad shape, dtype, synchronization/ aggregation pair
+  // (core/variables/aggregation.h), initializer or optimizer (the PS node's message names the
+  // shard); Unavailable when a PS node is gone; ResourceExhausted when a PS node cannot allocate a
+  // shard. On error no shard of the variable is left behind.
   absl::StatusOr<ShardedVariable> CreateVariable(const VariableOptions& options);
   // Creates several variables, every shard of all of them at once, in `options`' order; errors
   // as CreateVariable's, and on error no shard of any of them is left behind. After
@@ -156,14 +156,13 @@ class ParameterServerStrategy {
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.
   std::vector<VariableHandle> Handles() const;
 
-  // After a PS loss (what the coordinator does then: coordinator/scheduling/ps_recovery.h).
-  // The checkpoint path (strategy.cc):
-  // Networked PS recovery: creates every shard that was placed on PS `task` again, freshly
-  // initialized, all at once (Note [Creating shards at once]), on the cluster's current node for
-  // that task (Cluster::ReplacePs), and points the variables at them. Returns the names of the
-  // variables touched; a restore from a checkpoint (RestoreShardsOf, coordinator/checkpoint/save_restore.h)
-  // brings their values back. On error the shards it created are dropped and no variable is
-  // touched.
+  // After a PS loss (what the coordinator does then: coordinator/scheduling/ps_recovery.h). The
+  // checkpoint path (strategy.cc): Networked PS recovery: creates every shard that was placed on PS
+  // `task` again, freshly initialized, all at once (Note [Creating shards at once]), on the
+  // cluster's current node for that task (Cluster::ReplacePs), and points the variables at them.
+  // Returns the names of the variables touched; a restore from a checkpoint (RestoreShardsOf,
+  // coordinator/checkpoint/save_restore.h) brings their values back. On error the shards it created
+  // are dropped and no variable is touched.
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
 
   // The backups (backups.cc):

@@ -69,9 +69,9 @@ struct CoordinatorOptions {
   // recovery.
   int64_t first_step = 0;
   // The closure queue's identity (non-zero), derived from the run's, so that a coordinator
-  // restarted for the run names the closures of a step as the lost one did (Note [Closure ids
-  // that survive a restart], core/scheduling/closure_queue.h); nullopt: random, every closure numbered in
-  // the order scheduled.
+  // restarted for the run names the closures of a step as the lost one did (Note [Closure ids that
+  // survive a restart], core/scheduling/closure_queue.h); nullopt: random, every closure numbered
+  // in the order scheduled.
   std::optional<uint64_t> queue_identity;
   // Networked mode: the job a worker process must have been started for to join (compared
   // at join, core/training/job_description.h); a worker of another job is refused, naming the
@@ -120,9 +120,9 @@ class ClusterCoordinator {
   // The PS recoveries so far, oldest first.
   std::vector<PsRecovery> recoveries() const;
 
-  // Fault injection (chaos runs; tests kill single workers through testing.h).
-  // Hands the coordinator's dispatch `injector` (actors/scheduling/fault_injector.h), in place of any
-  // earlier one; null removes it. Without one (the default) no fault is injected.
+  // Fault injection (chaos runs; tests kill single workers through testing.h). Hands the
+  // coordinator's dispatch `injector` (actors/scheduling/fault_injector.h), in place of any earlier
+  // one; null removes it. Without one (the default) no fault is injected.
   // Example:
   //   coordinator->SetFaultInjector(KillRandomWorkerEvery(std::chrono::milliseconds(10),
   //                                                       /*seed=*/5, std::chrono::seconds(1)));

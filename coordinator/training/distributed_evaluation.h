@@ -49,10 +49,10 @@ inline constexpr char kEvalStepLogits[] = "logits";  // [examples, width]
 // The per-worker resource: the test set in evaluation batches, in order.
 inline constexpr char kEvalBatches[] = "eval_batches";
 
-// Registers kEvalBatches (the test set in batches of kEvalBatchSize — core/training/evaluation.h, the
-// LocalTrainer's default too, so both see the same batches — unshuffled) and kEvalStep,
-// which runs ForwardStepAsync on its batch against `vars`. AlreadyExists when the registry has
-// either name already.
+// Registers kEvalBatches (the test set in batches of kEvalBatchSize — core/training/evaluation.h,
+// the LocalTrainer's default too, so both see the same batches — unshuffled) and kEvalStep, which
+// runs ForwardStepAsync on its batch against `vars`. AlreadyExists when the registry has either
+// name already.
 absl::Status RegisterEvalStep(FunctionRegistry& registry,
                               std::shared_ptr<const ModelVariables> vars, const Dataset& test);
 

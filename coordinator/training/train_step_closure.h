@@ -4,8 +4,8 @@
 //   kTrainStep({"batch": int64}) -> {"loss": double, "examples": int64}
 //
 // The batch index is the global step: batches are assigned by the scheduler (dynamic sharding,
-// core/data/dataset.h), so a closure re-run after its worker died trains the same batch — no batch is
-// lost or repeated whichever workers die — and a resumed run continues the data where its
+// core/data/dataset.h), so a closure re-run after its worker died trains the same batch — no batch
+// is lost or repeated whichever workers die — and a resumed run continues the data where its
 // checkpoint left it.
 //
 // Thread-safety: RegisterTrainStep mutates only the registry it is given (before the

@@ -66,8 +66,8 @@ struct TrainingFlags {
   // --metrics_file: where to write the run's JSON lines as it goes ("": nowhere; metrics_file.h)
   std::string metrics_file;
   int64_t eval_every = 0;  // --eval_every: steps between validations (0: only at the end)
-  // --dashboard_port (and --dashboard_host): the run's dashboard (coordinator/monitoring/dashboard.h);
-  // none without the flag.
+  // --dashboard_port (and --dashboard_host): the run's dashboard
+  // (coordinator/monitoring/dashboard.h); none without the flag.
   std::optional<DashboardOptions> dashboard;
   bool dashboard_keep_serving = false;  // --dashboard_keep_serving: serve on after the run
 };

@@ -28,7 +28,8 @@ struct TrainingJob {
   OptimizerSpec optimizer;
   Dataset train;
   // Evaluated once training is over (and every --eval_every steps): on parameter servers by the
-  // workers, in batches the coordinator merges (coordinator/training/distributed_evaluation.h). May be empty.
+  // workers, in batches the coordinator merges (coordinator/training/distributed_evaluation.h). May
+  // be empty.
   Dataset test;
   int64_t steps = 0;
   int64_t batch_size = 0;
@@ -55,8 +56,8 @@ struct TrainingRun {
   // for initializing the rows it touches first, Note [Rows initialized on first touch] in
   // core/ps/first_touch.h; a later one does not). Empty when the loop does not know its passes.
   std::vector<double> examples_per_sec_by_pass;
-  // Training waited for the checkpoints taken during it this long: their cuts (the shards'
-  // copies), not their writing (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc).
+  // Training waited for the checkpoints taken during it this long: their cuts (the shards' copies),
+  // not their writing (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc).
   double checkpoint_pause_seconds = 0;
   // ... and for a checkpoint's writing to end before the next one (or the end of training).
   double checkpoint_wait_seconds = 0;

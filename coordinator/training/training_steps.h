@@ -18,10 +18,10 @@
 
 namespace tessera {
 
-// Called with the global step reached, on a thread of its own; what a checkpoint cadence runs.
-// It must call `on_cut` (once) as soon as training may go on — every shard has copied its state
-// (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc) — or end without calling it.
-// Returns the checkpoint's directory once written.
+// Called with the global step reached, on a thread of its own; what a checkpoint cadence runs. It
+// must call `on_cut` (once) as soon as training may go on — every shard has copied its state (Note
+// [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc) — or end without calling
+// it. Returns the checkpoint's directory once written.
 using CheckpointFunction =
     std::function<absl::StatusOr<std::string>(int64_t global_step, std::function<void()> on_cut)>;
 // Starts an evaluation of the model as it is at a global step (PendingEvaluation::Schedule).

@@ -1,5 +1,5 @@
-// MemEnv: an Env (core/base/env.h) held entirely in memory, for tests — LevelDB's NewMemEnv. Files and
-// directories live in one map; the clock stands still until the test moves it; an error can be
+// MemEnv: an Env (core/base/env.h) held entirely in memory, for tests — LevelDB's NewMemEnv. Files
+// and directories live in one map; the clock stands still until the test moves it; an error can be
 // injected into the operations on chosen paths.
 //
 // It behaves like Env::Default() on every operation and error of the Env contract

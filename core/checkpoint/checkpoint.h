@@ -1,7 +1,8 @@
 // Checkpoints as plain data: what one shard saves (a TensorSlice), the manifest that names every
-// variable and the slice files holding it, and the restore plan that lets any layout of shards
-// read a checkpoint saved by any other (N shards -> M shards, sharded <-> unsharded, slots
-// included). schema/checkpoint/checkpoint_io.h reads and writes them; coordinator/checkpoint/save_restore.h orchestrates.
+// variable and the slice files holding it, and the restore plan that lets any layout of shards read
+// a checkpoint saved by any other (N shards -> M shards, sharded <-> unsharded, slots included).
+// schema/checkpoint/checkpoint_io.h reads and writes them; coordinator/checkpoint/save_restore.h
+// orchestrates.
 //
 // On disk (docs/design.md §3): a checkpoint is a directory of slice files, one per saved shard, each
 // written by its own shard in parallel, and a manifest written last (temporary file, fsync,

@@ -213,9 +213,9 @@ class BatchStream {
   // index % batches_per_epoch() of that epoch; the last batch of an epoch may be partial.
   absl::StatusOr<Batch> Get(int64_t index);
   // Part `part` of `parts` of batch `index`: its examples [n * part / parts, n * (part + 1) /
-  // parts) for a batch of n (the parts differ by at most one; some are empty when n < parts) —
-  // a replica's share of a global batch (core/mirrored/mirrored_replica.h). `batch_size`, when given, gets
-  // n. InvalidArgument for a negative index or a part outside [0, parts).
+  // parts) for a batch of n (the parts differ by at most one; some are empty when n < parts) — a
+  // replica's share of a global batch (core/mirrored/mirrored_replica.h). `batch_size`, when given,
+  // gets n. InvalidArgument for a negative index or a part outside [0, parts).
   absl::StatusOr<Batch> GetPart(int64_t index, int64_t part, int64_t parts,
                                 int64_t* batch_size = nullptr);
 

@@ -68,15 +68,14 @@ namespace {
 using internal::kMaxLineBytes;
 
 // Note [The line index]
-// Open scans each file once (core/data/internal/text_index.h): every line is parsed then, so a bad line
-// is reported before training starts, and each row's start in the text is recorded (for gzip,
+// Open scans each file once (core/data/internal/text_index.h): every line is parsed then, so a bad
+// line is reported before training starts, and each row's start in the text is recorded (for gzip,
 // also an access point every 1 MiB of text). Read then sorts its rows, reads each run of
 // neighbouring lines with one read (gzip: decompressing from the nearest access point, going on
-// from run to run when they are close) and parses them into the batch. The scan's result is
-// written beside the file as `<path>.tsidx`, keyed by the file's size and a hash of its first and
-// last 64 KiB and of the format's checks, so a worker process opening the same file loads it in a
-// fraction of a scan (a day of Criteo is 45M lines: about 190 MB of offsets, loaded at disk
-// speed).
+// from run to run when they are close) and parses them into the batch. The scan's result is written
+// beside the file as `<path>.tsidx`, keyed by the file's size and a hash of its first and last 64
+// KiB and of the format's checks, so a worker process opening the same file loads it in a fraction
+// of a scan (a day of Criteo is 45M lines: about 190 MB of offsets, loaded at disk speed).
 
 // Lines closer than this are read as one run (the bytes between are read and dropped).
 constexpr uint64_t kMaxGapBytes = uint64_t{64} << 10;

@@ -1,12 +1,12 @@
 // MirroredReplica: one replica's copy of every variable under a mirrored strategy (TF's
-// MirroredVariable and SyncOnReadVariable), and the rules for writing to it from a replica
-// context, apart from any transport. The replica actor (actors/mirrored/mirrored_replica_actor.h) owns one
+// MirroredVariable and SyncOnReadVariable), and the rules for writing to it from a replica context,
+// apart from any transport. The replica actor (actors/mirrored/mirrored_replica_actor.h) owns one
 // and runs the all-reduce between the replicas.
 //
 // Every replica holds the model's parameters and optimizer slots (a LocalTrainer: the replicas
 // start identical, since initial values depend only on the spec's seeds) and the variables the
-// driver creates under the strategy. A train step computes the replica's gradients into one
-// packed buffer (Note [Packed gradients] in core/training/local_trainer.h), the replicas all-reduce it,
+// driver creates under the strategy. A train step computes the replica's gradients into one packed
+// buffer (Note [Packed gradients] in core/training/local_trainer.h), the replicas all-reduce it,
 // and each applies the same bits, so the copies stay bit-identical.
 //
 // Note [Writes from a replica context]

@@ -1,12 +1,12 @@
 // Layer kernels: the forward and backward math of every op a model graph is built from, on
 // batch-major matrices (one row per example) with Eigen.
 //
-// These are the building blocks core/model/model.h composes; they check nothing. Each function states
-// its shapes as a precondition: the Model validates the graph once at Create and the batch and
-// parameters on every call, so the kernels stay branch-free. Outputs are written into
+// These are the building blocks core/model/model.h composes; they check nothing. Each function
+// states its shapes as a precondition: the Model validates the graph once at Create and the batch
+// and parameters on every call, so the kernels stay branch-free. Outputs are written into
 // caller-sized matrices (no allocation); the `Accumulate*` backward functions ADD into their
-// gradient outputs, so a value consumed twice (a shared parameter, a node feeding two nodes)
-// sums its gradients, as the chain rule wants.
+// gradient outputs, so a value consumed twice (a shared parameter, a node feeding two nodes) sums
+// its gradients, as the chain rule wants.
 //
 // The dense layers' matrix products and ReLU run in the kernels of the widest instruction set the
 // CPU has (core/model/internal/kernels.h); the rest is Eigen compiled with the library's flags.
@@ -69,9 +69,9 @@ void DenseBackward(ConstMatrixRef x, ConstMatrixRef w, ConstMatrixRef y, ConstMa
                    MatrixRef* dx);
 
 // Where each looked-up row lives: rows[k] is the address of row ids[k] of `table` (y.cols() floats
-// from there). Model resolves a lookup so, from a whole table or from a step's gathered rows,
-// which may come in several blocks (EmbeddingRows, core/model/model.h). Precondition: every ids[k] in
-// [0, table.rows()).
+// from there). Model resolves a lookup so, from a whole table or from a step's gathered rows, which
+// may come in several blocks (EmbeddingRows, core/model/model.h). Precondition: every ids[k] in [0,
+// table.rows()).
 void RowAddresses(ConstMatrixRef table, absl::Span<const int64_t> ids,
                   std::vector<const float*>& rows);
 std::vector<const float*> RowAddresses(ConstMatrixRef table, absl::Span<const int64_t> ids);

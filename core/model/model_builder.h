@@ -85,8 +85,8 @@ class ModelBuilder {
   Value Dot(Value a, Value b, const std::string& name = "");
   Value DotInteraction(const std::vector<Value>& zs, const std::string& name = "");
   Value Cross(Value x0, Value xl, const std::string& name = "");
-  // Any registered op (core/model/op_registry.h), a program's own included: its shape rule gives the
-  // width and its parameters' shapes; `num_params` of its parameters are created (-1: all).
+  // Any registered op (core/model/op_registry.h), a program's own included: its shape rule gives
+  // the width and its parameters' shapes; `num_params` of its parameters are created (-1: all).
   Value Op(const std::string& op, const std::vector<Value>& inputs,
            const std::map<std::string, double>& attrs = {},
            const std::map<std::string, std::string>& string_attrs = {},

@@ -31,8 +31,8 @@
 //               self_interaction 1 also includes i == j
 //   cross       x0, xl of one width d  kernel [d, d], bias [d]   - (DCN: x0 * (xl W + b) + xl)
 //
-// Every op but embedding lives in the op registry (core/model/op_registry.h), where a program adds its
-// own; core/model/model_builder.h writes specs without computing a width by hand.
+// Every op but embedding lives in the op registry (core/model/op_registry.h), where a program adds
+// its own; core/model/model_builder.h writes specs without computing a width by hand.
 //
 // A parameter used by an embedding node is an *embedding parameter*: a step reads only the rows
 // its batch looks up, and its gradient is sparse (IndexedSlices). Every other parameter is read

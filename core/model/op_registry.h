@@ -110,10 +110,10 @@ struct OpDef {
   // y = op(inputs, params). y is [B, width], already sized; its values are unspecified.
   std::function<void(const OpForwardArgs&, MatrixRef y)> forward;
   std::function<void(const OpBackwardArgs&)> backward;
-  // y is the inputs side by side, [x_0 | x_1 | ...] (concat). The model may then compute an
-  // input that only this node reads straight into its columns of y (Note [Concat in place],
-  // core/model/model.cc): forward must leave an input that already is its columns of y as it is, and
-  // backward gets a null gradient for it, since dy's columns already are that gradient.
+  // y is the inputs side by side, [x_0 | x_1 | ...] (concat). The model may then compute an input
+  // that only this node reads straight into its columns of y (Note [Concat in place],
+  // core/model/model.cc): forward must leave an input that already is its columns of y as it is,
+  // and backward gets a null gradient for it, since dy's columns already are that gradient.
   bool output_holds_inputs = false;
 };
 

@@ -18,8 +18,8 @@
 // that receives an update every step matches a dense apply of the same gradients, and a sparse
 // gradient covering every row equals the dense apply.
 //
-// The update runs in core/model/internal/kernels.h's adam, compiled for the widest instruction set the
-// CPU has.
+// The update runs in core/model/internal/kernels.h's adam, compiled for the widest instruction set
+// the CPU has.
 #include <array>
 #include <cmath>
 #include <memory>

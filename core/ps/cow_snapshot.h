@@ -1,13 +1,13 @@
 // CowSnapshot: a shard's tensors as of a cut, read by a writer thread while the shard goes on.
 //
 // Note [Copy-on-write snapshots]
-// A background save (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc) must write the
-// shard as it was at the cut while later updates change it. It used to copy the whole block and
-// slots at the cut, in the shard's mailbox: training waited for that copy (~9 ms a checkpoint for
-// the default recsys, most of a cut), and a node held a second copy of every shard it saved
-// (gigabytes at the RFC's scale). Now the cut only marks the tensors. The writer reads them in
-// chunks of kSliceChunkBytes, the slice file's checksum unit (core/checkpoint/checkpoint.h); the shard
-// protects them in pages of kCowPageBytes:
+// A background save (Note [Checkpoints without pausing], coordinator/checkpoint/save_restore.cc)
+// must write the shard as it was at the cut while later updates change it. It used to copy the
+// whole block and slots at the cut, in the shard's mailbox: training waited for that copy (~9 ms a
+// checkpoint for the default recsys, most of a cut), and a node held a second copy of every shard
+// it saved (gigabytes at the RFC's scale). Now the cut only marks the tensors. The writer reads
+// them in chunks of kSliceChunkBytes, the slice file's checksum unit
+// (core/checkpoint/checkpoint.h); the shard protects them in pages of kCowPageBytes:
 //
 //   - the writer reads a chunk still untouched straight from the shard's memory (the shard waits,
 //     if it must write there meanwhile, until that one chunk is written: ~0.1 ms);

@@ -1,13 +1,13 @@
 // ShardOp: every operation a variable shard serves, as one value type, and ApplyShardOp, the one
 // function that applies it to a ShardState (docs/design.md §1, "One shard operation, one client").
 //
-// An op is a small struct naming its Result type and its name (for error messages); ShardOp is
-// the variant of them all. The shard actor (actors/ps/shard_actor.h) receives ShardOps alone or in
-// batches and replies with ApplyShardOp's result; ShardClient (actors/ps/shard_client.h) sends them.
-// Nothing between the client and ApplyShardOp looks inside an op.
+// An op is a small struct naming its Result type and its name (for error messages); ShardOp is the
+// variant of them all. The shard actor (actors/ps/shard_actor.h) receives ShardOps alone or in
+// batches and replies with ApplyShardOp's result; ShardClient (actors/ps/shard_client.h) sends
+// them. Nothing between the client and ApplyShardOp looks inside an op.
 //
-// Adding an operation takes three edits here and one on the wire: the op struct, its Apply
-// overload in shard_op.cc, its entry in ShardOp, and its inspect overload in actors/base/messages.h.
+// Adding an operation takes three edits here and one on the wire: the op struct, its Apply overload
+// in shard_op.cc, its entry in ShardOp, and its inspect overload in actors/base/messages.h.
 //
 //   op                      Result         ShardState call
 //   InfoOp                  ShardInfo      Info(hottest_rows)

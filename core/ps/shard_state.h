@@ -1,10 +1,10 @@
 // ShardState: everything one variable shard is and does, as plain C++ (no actors).
 //
-// A shard owns one contiguous row block of one variable ("emb/part_1": rows [row_offset,
-// row_offset + rows) of the full variable), the optimizer rule that trains it, that rule's slots,
-// and a version: the number of successful mutating operations applied since creation. The shard
-// actor (actors/ps/shard_actor.h) is a thin mailbox around one ShardState; the local trainer can use
-// one directly.
+// A shard owns one contiguous row block of one variable ("emb/part_1": rows [row_offset, row_offset
+// + rows) of the full variable), the optimizer rule that trains it, that rule's slots, and a
+// version: the number of successful mutating operations applied since creation. The shard actor
+// (actors/ps/shard_actor.h) is a thin mailbox around one ShardState; the local trainer can use one
+// directly.
 //
 // Contract of every mutating operation: all input is validated first; on error the value, the
 // slots and the version are exactly as before, and the error is InvalidArgument (bad ids, widths,
@@ -162,8 +162,8 @@ class ShardState {
 
   // assign / assign_add / assign_sub of the whole block. InvalidArgument on a shape mismatch.
   absl::Status Assign(AssignKind kind, ConstTensorView value);
-  // A scatter op on block-local ids (core/variables/scatter.h for duplicate, division and NaN semantics).
-  // InvalidArgument for an id out of range or rows of the wrong shape.
+  // A scatter op on block-local ids (core/variables/scatter.h for duplicate, division and NaN
+  // semantics). InvalidArgument for an id out of range or rows of the wrong shape.
   absl::Status Scatter(ScatterOp op, absl::Span<const int64_t> local_ids, ConstTensorView rows);
 
   // One optimizer step with a gradient of the block's shape. FailedPrecondition without an
@@ -175,8 +175,8 @@ class ShardState {
   // wrong shape.
   absl::Status ApplySparseGradient(absl::Span<const int64_t> local_ids, ConstTensorView rows);
 
-  // Note [Exactly-once updates] (core/ps/update_ledger.h), for ApplyShardOp: whether the update `id`
-  // names was applied here already (counted as a duplicate when it was; always false for an
+  // Note [Exactly-once updates] (core/ps/update_ledger.h), for ApplyShardOp: whether the update
+  // `id` names was applied here already (counted as a duplicate when it was; always false for an
   // untagged id), and remembering an applied one. A restore forgets them all.
   bool AlreadyApplied(const UpdateId& id);
   void RecordApplied(const UpdateId& id) { applied_.Record(id); }
@@ -192,8 +192,8 @@ class ShardState {
   // keeps the slots. InvalidArgument for an unknown or invalid spec or a non-floating dtype.
   absl::Status SetOptimizer(const OptimizerSpec& spec);
 
-  // The shard's state as a TensorSlice (core/checkpoint/checkpoint.h, the one representation of a shard's
-  // rows and slots, in memory and in a checkpoint): its variable, full shape, dtype and row
+  // The shard's state as a TensorSlice (core/checkpoint/checkpoint.h, the one representation of a
+  // shard's rows and slots, in memory and in a checkpoint): its variable, full shape, dtype and row
   // offset, and its block, slots and step, copied.
   TensorSlice Snapshot() const;
   // Rows [begin, begin + count) of the block the same way: a TensorSlice naming just those rows

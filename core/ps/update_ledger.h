@@ -1,26 +1,27 @@
 // UpdateId and UpdateLedger: how a shard applies each closure's update exactly once.
 //
 // Note [Exactly-once updates]
-// A closure runs again when its worker dies or cannot reach a shard (core/scheduling/closure_queue.h), and
-// its first attempt may already have updated some shards: before, a re-run applied those
-// gradients (or assign_adds, scatters) twice. Now every update a worker sends for a closure
-// carries an UpdateId — the issuing queue, the closure, and the update's sequence number among
-// the updates this closure sends to that one shard — and an attempt that runs again names its
-// updates exactly as the first did (the same function on the same batch sends each shard the same
-// updates in the same order). A shard remembers the ids it applied in an UpdateLedger and answers
-// a repeat as applied without applying it, so whichever attempt reaches a shard first updates it
-// and every later one is dropped there: exactly one application per closure and shard.
+// A closure runs again when its worker dies or cannot reach a shard
+// (core/scheduling/closure_queue.h), and its first attempt may already have updated some shards:
+// before, a re-run applied those gradients (or assign_adds, scatters) twice. Now every update a
+// worker sends for a closure carries an UpdateId — the issuing queue, the closure, and the update's
+// sequence number among the updates this closure sends to that one shard — and an attempt that runs
+// again names its updates exactly as the first did (the same function on the same batch sends each
+// shard the same updates in the same order). A shard remembers the ids it applied in an
+// UpdateLedger and answers a repeat as applied without applying it, so whichever attempt reaches a
+// shard first updates it and every later one is dropped there: exactly one application per closure
+// and shard.
 //
-// The ledger stays small without guessing a time window: every closure carries, from the
-// moment it was dispatched, the lowest id its queue had not yet resolved (`resolved_below`);
-// closures below it finished and never run again, so a shard forgets their ids as soon as any
-// update brings it a newer mark. What it holds is therefore the updates of closures in flight.
-// Ids from another queue (another coordinator) are kept apart; the few most recently used queues
-// are remembered. A coordinator started again for the same run shares its predecessor's queue
-// and names the same step's closure alike (Note [Closure ids that survive a restart],
-// core/scheduling/closure_queue.h), so its re-runs are dropped where applied. Two limits, both counted in
-// `evicted`: a queue past kMaxRememberedQueues loses its ids, and a queue whose marks cannot
-// advance (one closure re-run for ever while thousands of others finish) keeps at most
+// The ledger stays small without guessing a time window: every closure carries, from the moment it
+// was dispatched, the lowest id its queue had not yet resolved (`resolved_below`); closures below
+// it finished and never run again, so a shard forgets their ids as soon as any update brings it a
+// newer mark. What it holds is therefore the updates of closures in flight. Ids from another queue
+// (another coordinator) are kept apart; the few most recently used queues are remembered. A
+// coordinator started again for the same run shares its predecessor's queue and names the same
+// step's closure alike (Note [Closure ids that survive a restart],
+// core/scheduling/closure_queue.h), so its re-runs are dropped where applied. Two limits, both
+// counted in `evicted`: a queue past kMaxRememberedQueues loses its ids, and a queue whose marks
+// cannot advance (one closure re-run for ever while thousands of others finish) keeps at most
 // kMaxRememberedUpdates ids, dropping the oldest. An evicted id's re-run applies again (at least
 // once, as before).
 //

@@ -1,10 +1,10 @@
 // Closures and RemoteValues: what a coordinator schedules and what the caller gets back.
 //
 // A closure is a replica function's registered name plus its arguments. Arguments and results are
-// ClosureValues (core/scheduling/closure_values.h): named, typed values that serialize, so a closure can
-// travel to a worker in another process unchanged. Per-worker resources (a worker's dataset
-// iterator) are not arguments: the replica function names them and the worker resolves the name
-// to its own instance (actors/scheduling/replica.h).
+// ClosureValues (core/scheduling/closure_values.h): named, typed values that serialize, so a
+// closure can travel to a worker in another process unchanged. Per-worker resources (a worker's
+// dataset iterator) are not arguments: the replica function names them and the worker resolves the
+// name to its own instance (actors/scheduling/replica.h).
 //
 // A RemoteValue is the caller's handle on one closure's result. It resolves exactly once (ready,
 // failed or cancelled) even when the closure runs more than once because its worker died.

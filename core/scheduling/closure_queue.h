@@ -61,18 +61,18 @@ struct Dispatch {
 
 // Note [Closure ids that survive a restart]
 // A queue's identity is random, and its closures are numbered 1, 2, ... in the order queued, so
-// that no two queues share an UpdateId (Note [Exactly-once updates], core/ps/update_ledger.h). A run
-// that a coordinator started again continues (Note [A restarted coordinator re-adopts its run's
+// that no two queues share an UpdateId (Note [Exactly-once updates], core/ps/update_ledger.h). A
+// run that a coordinator started again continues (Note [A restarted coordinator re-adopts its run's
 // shards], coordinator/ps/strategy.h) needs the opposite: the new coordinator must name a closure
 // the lost one ran exactly as the lost one did, so that the shards drop what they applied. So a
-// queue may be given its identity (derived from the run's) and then numbers closures by what
-// they are: a closure that trains global step s is given id s + 1 by its caller (ascending, below
-// kFirstUnnumberedId), every other closure takes the next id from kFirstUnnumberedId up. A mark
-// is the lowest unresolved id, but never above the step after the last one given: steps are
-// queued in rising order, so every step below the mark was resolved, and the mark says where a
-// successor must start (everything below it is applied everywhere; from it on, the ledgers
-// remember what they applied). The other closures' ids stay above every mark, so should they
-// update shards, their ids are remembered until the ledger's bound evicts them.
+// queue may be given its identity (derived from the run's) and then numbers closures by what they
+// are: a closure that trains global step s is given id s + 1 by its caller (ascending, below
+// kFirstUnnumberedId), every other closure takes the next id from kFirstUnnumberedId up. A mark is
+// the lowest unresolved id, but never above the step after the last one given: steps are queued in
+// rising order, so every step below the mark was resolved, and the mark says where a successor must
+// start (everything below it is applied everywhere; from it on, the ledgers remember what they
+// applied). The other closures' ids stay above every mark, so should they update shards, their ids
+// are remembered until the ledger's bound evicts them.
 constexpr ClosureId kFirstUnnumberedId = ClosureId{1} << 62;
 
 class ClosureQueue {

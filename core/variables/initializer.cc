@@ -290,9 +290,9 @@ TESSERA_KERNEL void UniformKernel(uint64_t seed, uint64_t stream, uint64_t first
   for (int j = 0; j < kBatch; ++j) out[j] = minval + width * UniformFromBits(word0[j]);
 }
 
-// Standard normals (mean 0, stddev 1) by the Box-Muller of core/base/random.cc on the same two Philox
-// words: u1 = ((a >> 8) + 1) / 2^24 in (0, 1], u2 = (b >> 8) / 2^24,
-// z = sqrt(-2 ln u1) cos(2 pi u2).
+// Standard normals (mean 0, stddev 1) by the Box-Muller of core/base/random.cc on the same two
+// Philox words: u1 = ((a >> 8) + 1) / 2^24 in (0, 1], u2 = (b >> 8) / 2^24, z = sqrt(-2 ln u1)
+// cos(2 pi u2).
 TESSERA_KERNEL void NormalKernel(uint64_t seed, uint64_t stream, uint64_t first,
                                           float* out) {
   alignas(64) uint32_t word0[kBatch], word1[kBatch];

@@ -1,10 +1,10 @@
 // Initializers: fill one row block of a variable from (full shape, row offset, block shape)
 // without ever building the full value.
 //
-// Values depend only on (seed, global element position): a variable initialized as one block
-// and the same variable initialized as 2, 3 or 7 shards are identical element for element
-// (docs/design.md §3, better than TF). The randomness is Philox (core/base/random.h), keyed by the seed and
-// counted by the element's global flat index.
+// Values depend only on (seed, global element position): a variable initialized as one block and
+// the same variable initialized as 2, 3 or 7 shards are identical element for element
+// (docs/design.md §3, better than TF). The randomness is Philox (core/base/random.h), keyed by the
+// seed and counted by the element's global flat index.
 //
 // Thread-safety: pure functions.
 #pragma once

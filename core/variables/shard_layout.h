@@ -181,8 +181,8 @@ class ShardLayout {
                                       ShardingStrategy strategy = ShardingStrategy::kDiv,
                                       DuplicateIds duplicates = DuplicateIds::kKeep) const;
 
-  // The same for ids already sorted and unique (a step's lookups, core/base/sorted_ids.h): under div
-  // each touched shard's run is found with one division, and the grouping is `in_shard_order`.
+  // The same for ids already sorted and unique (a step's lookups, core/base/sorted_ids.h): under
+  // div each touched shard's run is found with one division, and the grouping is `in_shard_order`.
   absl::StatusOr<IdGrouping> GroupIds(const SortedIds& ids,
                                       ShardingStrategy strategy = ShardingStrategy::kDiv) const;
 

@@ -1,5 +1,6 @@
-// Reading and writing checkpoints (core/checkpoint/checkpoint.h) as Cap'n Proto files. The only code that
-// touches the checkpoint schemas' Readers and Builders (schema/checkpoint/checkpoint.capnp).
+// Reading and writing checkpoints (core/checkpoint/checkpoint.h) as Cap'n Proto files. The only
+// code that touches the checkpoint schemas' Readers and Builders
+// (schema/checkpoint/checkpoint.capnp).
 //
 // Files carry a format version and checksums over every byte (a slice file's float data: a
 // CRC-32C per 1 MiB chunk, read and written straight from and into the tensors; Note [Slice file

@@ -1,7 +1,8 @@
 // Reading and writing exported models (core/serving/exported_model.h) as Cap'n Proto files
-// (schema/serving/model.capnp): the model graph, its signatures and its unsharded variables. The only code
-// that touches the model schema's Readers and Builders. Same guarantees as checkpoint_io.h:
-// versioned, checksums over every byte, limits, and errors as values for any bad bytes.
+// (schema/serving/model.capnp): the model graph, its signatures and its unsharded variables. The
+// only code that touches the model schema's Readers and Builders. Same guarantees as
+// checkpoint_io.h: versioned, checksums over every byte, limits, and errors as values for any bad
+// bytes.
 //
 // Files are written in format 2 (Note [Model file layout] in internal/model_format.h): a small
 // message, then the variables' raw values, checksummed in 64 KiB pieces. A writer streams the

@@ -1,4 +1,5 @@
-// The sidecar file of a line index (core/data/internal/text_index.h): its layout, checks and writing.
+// The sidecar file of a line index (core/data/internal/text_index.h): its layout, checks and
+// writing.
 //
 // Layout (native byte order, 8-byte words; the magic word tells another byte order apart):
 //   header  magic, version, flags (1: gzip), file size, file fingerprint, format hash,

@@ -127,8 +127,8 @@ bool TextLineParser::Parse(absl::string_view line, int64_t slot, ParsedColumns& 
     const char* field_end;
     uint64_t id = 0;
     if (column.kind == TextColumn::Kind::kCategorical) {
-      // StringId (core/base/hash.h: FNV-1a 64) computed in the same pass that finds the field's end:
-      // categorical values are most of a Criteo line. The tests check it equals StringId.
+      // StringId (core/base/hash.h: FNV-1a 64) computed in the same pass that finds the field's
+      // end: categorical values are most of a Criteo line. The tests check it equals StringId.
       id = 0xcbf29ce484222325ULL;
       for (field_end = p; field_end != end && *field_end != delimiter_; ++field_end) {
         id = (id ^ static_cast<uint8_t>(*field_end)) * 0x100000001b3ULL;

@@ -1,5 +1,5 @@
-// TextLineParser: one line of delimited text (core/data/delimited_text.h) into one example of a batch,
-// the hot loop of the reader: fields split by hand, numbers by std::from_chars, categorical
+// TextLineParser: one line of delimited text (core/data/delimited_text.h) into one example of a
+// batch, the hot loop of the reader: fields split by hand, numbers by std::from_chars, categorical
 // values hashed in place, no string made per field.
 //
 // Example, the examples of a batch of n lines:

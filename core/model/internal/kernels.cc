@@ -21,16 +21,16 @@
 // and is there too; SGD, momentum and FTRL stay on the baseline.
 //
 // Eigen picks its vector code by preprocessor macros, so GCC's target_clones (which the
-// initializers use, Note [Kernels per instruction set] in core/variables/initializer.cc) cannot widen it:
-// each instruction set needs a translation unit of its own. That alone would be unsafe: Eigen's
-// templates and inline functions compiled in an AVX-512 unit have the same names as those the
-// rest of the library compiles for the baseline, the linker keeps one copy of each, and a
+// initializers use, Note [Kernels per instruction set] in core/variables/initializer.cc) cannot
+// widen it: each instruction set needs a translation unit of its own. That alone would be unsafe:
+// Eigen's templates and inline functions compiled in an AVX-512 unit have the same names as those
+// the rest of the library compiles for the baseline, the linker keeps one copy of each, and a
 // baseline caller could land in AVX-512 code on a CPU without it. So each wider unit renames
 // Eigen's namespace (`#define Eigen tessera_eigen_x86_64_v4` before including it) and includes
 // nothing else with a body: every function it defines has a name of its own.
 // scripts/check_kernel_symbols.sh (in the test suite) fails when one of these units defines an
-// external symbol outside its own namespaces. A TESSERA_NATIVE build compiles the baseline unit
-// for the build machine and no other.
+// external symbol outside its own namespaces. A TESSERA_NATIVE build compiles the baseline unit for
+// the build machine and no other.
 //
 // The variants round differently (FMA), so a product's or an update's last bits depend on the
 // CPU, as they did with -march=native; initial values do not (core/variables/initializer.cc).

@@ -14,8 +14,8 @@
 //   adagrad:            accum += g^2; var -= g lr / (sqrt(accum) + eps)
 //   adam:               m += (g - m)(1 - beta_1); v += (g^2 - v)(1 - beta_2);
 //                       var -= m alpha / (sqrt(v) + eps)
-// (the optimizer rules in core/model/optimizer_adagrad.cc and core/model/optimizer_adam.cc say what the
-// hyperparameters mean).
+// (the optimizer rules in core/model/optimizer_adagrad.cc and core/model/optimizer_adam.cc say what
+// the hyperparameters mean).
 //
 // Example:
 //   const Kernels& kernels = ChosenKernels();

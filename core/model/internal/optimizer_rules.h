@@ -1,13 +1,13 @@
-// What the optimizer rules (core/optimizer_*.cc) share behind core/model/optimizer.h: hyperparameter
-// tables with their defaults and ranges, the validating base class every rule derives from, and
-// one factory function per rule for MakeOptimizer.
+// What the optimizer rules (core/optimizer_*.cc) share behind core/model/optimizer.h:
+// hyperparameter tables with their defaults and ranges, the validating base class every rule
+// derives from, and one factory function per rule for MakeOptimizer.
 //
-// A rule is an elementwise update: each element of the block and of its slots is updated from
-// those same elements and the gradient's alone (plus per-apply scalars such as Adam's
-// bias-corrected learning rate). So one kernel, a generic lambda over Eigen array maps, serves
-// both the dense apply (one span: the whole block) and the sparse apply (one span per given row).
-// Adagrad and Adam call a kernel of core/model/internal/kernels.h on each span instead, compiled per
-// instruction set (Note [Kernels per instruction set, Eigen] in core/model/internal/kernels.cc).
+// A rule is an elementwise update: each element of the block and of its slots is updated from those
+// same elements and the gradient's alone (plus per-apply scalars such as Adam's bias-corrected
+// learning rate). So one kernel, a generic lambda over Eigen array maps, serves both the dense
+// apply (one span: the whole block) and the sparse apply (one span per given row). Adagrad and Adam
+// call a kernel of core/model/internal/kernels.h on each span instead, compiled per instruction set
+// (Note [Kernels per instruction set, Eigen] in core/model/internal/kernels.cc).
 //
 // Thread-safety: as core/model/optimizer.h — rules are immutable; slots belong to their caller.
 #pragma once

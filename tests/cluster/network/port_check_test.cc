@@ -1,6 +1,6 @@
-// Whether a node can listen on its port (cluster/network/port_check.h): a listener of another process is
-// found and named with the way to change the port; a port held only by a connection is not an
-// error (it frees itself); an address that is not this machine's is named with the reason.
+// Whether a node can listen on its port (cluster/network/port_check.h): a listener of another
+// process is found and named with the way to change the port; a port held only by a connection is
+// not an error (it frees itself); an address that is not this machine's is named with the reason.
 #include "cluster/network/port_check.h"
 
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
-// CheckpointManager on the in-memory Env (core/base/mem_env.h): retention, what counts as a complete
-// checkpoint, saves through a temporary directory (a failed save leaves nothing, a crashed one's
-// remains are cleaned), strict step names, and one run per root (fresh runs, overwrite, resume).
-// No disk, no cluster, no waiting.
+// CheckpointManager on the in-memory Env (core/base/mem_env.h): retention, what counts as a
+// complete checkpoint, saves through a temporary directory (a failed save leaves nothing, a crashed
+// one's remains are cleaned), strict step names, and one run per root (fresh runs, overwrite,
+// resume). No disk, no cluster, no waiting.
 #include "coordinator/checkpoint/checkpoint_manager.h"
 
 #include <doctest/doctest.h>

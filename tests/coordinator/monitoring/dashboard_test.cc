@@ -1,4 +1,5 @@
-// coordinator/monitoring/dashboard.h: the page, the JSON API and the metrics over HTTP, with fake sources.
+// coordinator/monitoring/dashboard.h: the page, the JSON API and the metrics over HTTP, with fake
+// sources.
 #include "coordinator/monitoring/dashboard.h"
 
 #include <doctest/doctest.h>

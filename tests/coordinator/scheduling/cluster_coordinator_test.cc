@@ -499,8 +499,8 @@ TEST_CASE("a closure re-run after its first attempt updated a shard applies its 
   CHECK(info.duplicate_updates == 1);
 }
 
-// Note [Closure ids that survive a restart] (core/scheduling/closure_queue.h): what a coordinator restarted
-// for a run relies on to apply the closures in flight at the loss exactly once.
+// Note [Closure ids that survive a restart] (core/scheduling/closure_queue.h): what a coordinator
+// restarted for a run relies on to apply the closures in flight at the loss exactly once.
 TEST_CASE(
     "a successor of the same run's queue identity re-runs the step in flight at the loss, "
     "applied once, from the shards' mark") {

@@ -1,6 +1,6 @@
-// Distributed evaluation (coordinator/training/distributed_evaluation.h): forward-only closures on the workers of an
-// in-process cluster, merged by the coordinator, held against a LocalTrainer evaluating the same
-// variable values in one process — they must agree exactly, not approximately.
+// Distributed evaluation (coordinator/training/distributed_evaluation.h): forward-only closures on
+// the workers of an in-process cluster, merged by the coordinator, held against a LocalTrainer
+// evaluating the same variable values in one process — they must agree exactly, not approximately.
 #include "coordinator/training/distributed_evaluation.h"
 
 #include <doctest/doctest.h>

@@ -1,5 +1,5 @@
-// The kernels of a training step (core/model/internal/kernels.h), in every variant this build and CPU
-// run (baseline, and x86-64-v3 / v4 where compiled in and supported), against plain loops in
+// The kernels of a training step (core/model/internal/kernels.h), in every variant this build and
+// CPU run (baseline, and x86-64-v3 / v4 where compiled in and supported), against plain loops in
 // double precision.
 #include "core/model/internal/kernels.h"
 

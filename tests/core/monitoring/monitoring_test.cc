@@ -1,4 +1,5 @@
-// core/monitoring/monitoring.h: counters, gauges, histograms and collectors in Prometheus' text format.
+// core/monitoring/monitoring.h: counters, gauges, histograms and collectors in Prometheus' text
+// format.
 #include "core/monitoring/monitoring.h"
 
 #include <doctest/doctest.h>

@@ -163,8 +163,8 @@ TEST_CASE("a block filled in place through a view equals the same rows made on t
   }
 }
 
-// The streams of Note [Initializer streams] in core/variables/initializer.cc. They are part of what a seed
-// means for a saved model spec, so this test pins them.
+// The streams of Note [Initializer streams] in core/variables/initializer.cc. They are part of what
+// a seed means for a saved model spec, so this test pins them.
 constexpr uint64_t kRandomUniformStream = 1;
 constexpr uint64_t kRandomNormalStream = 2;
 constexpr uint64_t kTruncatedNormalStream = 3;

@@ -1,6 +1,6 @@
-// schema/'s files through an in-memory Env (core/base/mem_env.h): slice files, manifests and exported
-// models round trip without a disk, the bytes are those of the in-memory encoders, and failures
-// of the Env come back as errors that leave nothing half written.
+// schema/'s files through an in-memory Env (core/base/mem_env.h): slice files, manifests and
+// exported models round trip without a disk, the bytes are those of the in-memory encoders, and
+// failures of the Env come back as errors that leave nothing half written.
 #include <doctest/doctest.h>
 
 #include <filesystem>

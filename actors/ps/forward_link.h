@@ -11,8 +11,8 @@
 //                                                              about to run a request's ops
 //
 // Note [A node's forwards travel together]
-// A replicated shard sends each change it applied on to its backup, and acknowledges it once the
-// backup applied it too (Note [Replicated shards], actors/ps/shard_actor.h). One worker request to a
+// A shard with a backup sends each change it applied on to its backup, and acknowledges it once the
+// backup applied it too (Note [Shard backups], actors/ps/shard_actor.h). One worker request to a
 // PS node touches most of its shards, so each of them then forwards on its own: across processes
 // one request and one reply per shard, each a serialization, a socket write and read and a thread
 // hand-off on both nodes, as a worker's calls cost before they went one request per PS node

@@ -20,7 +20,7 @@
 // stays responsive meanwhile. Ops sent before the build is done wait in the mailbox; the first
 // reply tells that the shard is ready.
 //
-//   (replicate_atom, shard_actor backup,    int64_t: the version      Note [Replicated shards];
+//   (replicate_atom, shard_actor backup,    int64_t: the version      Note [Shard backups];
 //    caf::actor via, bool send_state)        once the backup has it    null backup: none; `via`:
 //                                                                      the forward link to the
 //                                                                      backup's node (null: none,
@@ -31,11 +31,11 @@
 // primary acknowledges alone]):
 //   (backup_lost_atom, std::string name, caf::actor backup)   its backup failed
 //
-// Note [Replicated shards]
+// Note [Shard backups]
 // A shard may have a backup: a shard actor of the same spec on another PS node, which serves no
 // client. The shard (the primary) applies each op as always; one that changed it (ChangesShard,
-// core/ps/shard_op.h: updates, assigns, restores and loads, never reads or saves) is then sent on to
-// the backup, and its client's reply waits until the backup has applied it too. So an update a
+// core/ps/shard_op.h: updates, assigns, restores and loads, never reads or saves) is then sent on
+// to the backup, and its client's reply waits until the backup has applied it too. So an update a
 // client saw acknowledged is on two nodes, and a lost primary's backup, promoted in its place,
 // holds every acknowledged update (coordinator/ps/strategy.h, PromoteBackupsOf). The backup applies
 // the same ops in the same order — one sender and one receiver, whose messages CAF keeps in
@@ -119,7 +119,7 @@ struct ShardActorState {
   // Why the build failed: every op's answer then.
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
-  // Note [Replicated shards]: where the changes go before they are acknowledged (null: nowhere),
+  // Note [Shard backups]: where the changes go before they are acknowledged (null: nowhere),
   // what waits for it in the order sent, and a count of backups given or lost (a late answer of
   // an earlier backup is ignored).
   struct Awaiting {

@@ -90,7 +90,7 @@ std::optional<std::vector<shard_actor>> ParameterServerStrategy::AdoptClaimed(
   for (size_t k = 0; k < all.size() && mismatch.empty(); ++k) {
     const PlacedShard& placed = all[k];
     const std::string name = placed.name();
-    const bool forwards = replicas_ == 2 && k < num_primaries;
+    const bool forwards = shard_copies_ == 2 && k < num_primaries;
     const std::vector<HeldShard>& held = claimed[placed.task];
     auto it = std::find_if(held.begin(), held.end(),
                            [&name](const HeldShard& h) { return h.name == name; });

@@ -44,20 +44,20 @@ class FaultInjector;  // actors/scheduling/fault_injector.h
 using shard_actor =
     caf::typed_actor<caf::replies_to<ShardOp>::with<ShardOpResult>,
                      caf::replies_to<std::vector<ShardOp>>::with<std::vector<ShardReply>>,
-                     caf::replies_to<replicate_atom, caf::actor, caf::actor, bool>::with<int64_t>>;
+                     caf::replies_to<backup_atom, caf::actor, caf::actor, bool>::with<int64_t>>;
 
 // A shard a PS node gives back on reclaim_atom: the spec it was created from, and whether it
-// forwards its changes to a backup (a primary with a backup, Note [Replicated shards]).
+// forwards its changes to a backup (a primary with a backup, Note [Shard backups]).
 struct HeldShard {
   std::string name;
   shard_actor shard;
   ShardSpec spec;
-  bool replicated = false;
+  bool backed_up = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, HeldShard& x) {
-  return f(caf::meta::type_name("tessera::HeldShard"), x.name, x.shard, x.spec, x.replicated);
+  return f(caf::meta::type_name("tessera::HeldShard"), x.name, x.shard, x.spec, x.backed_up);
 }
 
 // A PS node actor (actors/ps/ps_node_actor.h).
@@ -71,7 +71,7 @@ using ps_node_actor = caf::typed_actor<
     caf::replies_to<adopt_atom, int32_t>::with<void>,                                      //
     caf::replies_to<reclaim_atom, caf::actor, std::string>::with<std::vector<HeldShard>>,  //
     caf::reacts_to<lease_atom, uint64_t>,                                                  //
-    caf::replies_to<replicate_atom, std::string, caf::actor, std::string, bool>::with<int64_t>,
+    caf::replies_to<backup_atom, std::string, caf::actor, std::string, bool>::with<int64_t>,
     caf::reacts_to<backup_lost_atom, std::string, caf::actor>,  //
     caf::replies_to<ping_atom>::with<pong_atom>,                //
     caf::replies_to<batch_atom, std::vector<ShardCall>>::with<std::vector<ShardReply>>>;

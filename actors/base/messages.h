@@ -43,7 +43,7 @@ using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using lease_atom = caf::atom_constant<caf::atom("lease")>;
 // Shard actor (actors/ps/shard_actor.h): the backup it forwards its changes to.
-using replicate_atom = caf::atom_constant<caf::atom("replicate")>;
+using backup_atom = caf::atom_constant<caf::atom("backup")>;
 using backup_lost_atom = caf::atom_constant<caf::atom("bkp_lost")>;
 // A PS node's forward link (actors/ps/forward_link.h), local only.
 using forward_atom = caf::atom_constant<caf::atom("forward")>;
@@ -98,16 +98,18 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 // [Exactly-once updates], core/ps/update_ledger.h), ShardInfo the step and duplicates; a PS node
 // keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
 // SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored/mirrored_replica_actor.h)
-// and its messages, a ring naming its previous replica; 10: a shard replicates to a backup
-// (replicate_atom, Note [Replicated shards] in actors/ps/shard_actor.h); 11: RestoreOp carries the
-// ledger of updates applied (a backup takes its primary's); 12: reclaim_atom names the run and
+// and its messages, a ring naming its previous replica; 10: a shard forwards its changes to a backup
+// (backup_atom, then named replicate_atom, Note [Shard backups] in actors/ps/shard_actor.h);
+// 11: RestoreOp carries the ledger of updates applied (a backup takes its primary's); 12:
+// reclaim_atom names the run and
 // answers HeldShards (a restarted coordinator re-adopts its run's shards), ShardInfo carries the
 // ledger's marks; 13: a primary whose backup failed holds its acknowledgements and reports the loss
-// (backup_lost_atom) through its node to its owner, which answers with replicate_atom (Note [A lost
+// (backup_lost_atom) through its node to its owner, which answers with backup_atom (Note [A lost
 // backup is struck before the primary acknowledges alone], actors/ps/shard_actor.h); 14: a PS node
 // sends its primaries' changes to a backup node as batches to that node (Note [A node's forwards
-// travel together], actors/ps/forward_link.h).
-constexpr int32_t kProtocolVersion = 14;
+// travel together], actors/ps/forward_link.h); 15: replicate_atom is backup_atom (its value is the
+// atom "backup"), "replica" meaning only TF's replicas.
+constexpr int32_t kProtocolVersion = 15;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

@@ -71,9 +71,9 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
       [self](reclaim_atom, const caf::actor& owner, const std::string& run)
           -> std::vector<HeldShard> { return Reclaim(self, owner, run); },
       [self](lease_atom, uint64_t lease) { EndLease(self, lease); },
-      [self](replicate_atom, const std::string& name, const caf::actor& backup,
+      [self](backup_atom, const std::string& name, const caf::actor& backup,
              const std::string& backup_address, bool send_state) -> caf::result<int64_t> {
-        return Replicate(self, name, backup, backup_address, send_state);
+        return GiveBackup(self, name, backup, backup_address, send_state);
       },
       [self](backup_lost_atom, const std::string& name, const caf::actor& backup) {
         ReportLostBackup(self, name, backup);

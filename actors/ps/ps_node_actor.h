@@ -23,11 +23,11 @@
 //                                           owner of the same run
 //                                           left; leases cancelled
 //   (lease_atom, uint64_t lease)            - (the node's own timer: drops a lost owner's shards)
-//   (replicate_atom, std::string name,      int64_t: shard `name`'s   NotFound; the shard's, or
+//   (backup_atom, std::string name,      int64_t: shard `name`'s   NotFound; the shard's, or
 //    caf::actor backup, std::string          version once its backup   the connection's (Note
 //    backup_address, bool send_state)        has it                    [Backups reached directly])
 //   (backup_lost_atom, std::string name,    - (from shard `name` only: - (anyone else's is
-//    caf::actor backup)                      no longer replicated;       ignored)
+//    caf::actor backup)                      no backup any more;         ignored)
 //                                            told to its owner, Note
 //                                            [A lost backup is struck
 //                                            before the primary
@@ -98,10 +98,10 @@
 // once every shard has.
 //
 // Note [Backups reached directly]
-// A replicated shard forwards its changes to a backup on another PS node (Note [Replicated
-// shards], actors/ps/shard_actor.h), whose handle comes from the coordinator. Across processes a
+// A shard with a backup forwards its changes to it, on another PS node (Note [Shard backups],
+// actors/ps/shard_actor.h), whose handle comes from the coordinator. Across processes a
 // handle learned through a third node is reached through that node: the changes would all pass
-// through the coordinator, and stop with it. So replicate_atom names the backup's node address
+// through the coordinator, and stop with it. So backup_atom names the backup's node address
 // too, and the node first connects to it directly (its PeerConnector, on a thread of its own:
 // the connection blocks), so that CAF routes the shard's messages over that connection; then it
 // hands the shard its backup, and the node's forward link to the backup's node, through which
@@ -172,9 +172,9 @@ struct PsNodeState {
     std::optional<uint64_t> lease;  // the pending lease_atom's number
     std::string run;                // the run it named on reclaim_atom; empty: none
   };
-  // Each shard's spec, and the shards given a backup (replicate_atom), for reclaim_atom.
+  // Each shard's spec, and the shards given a backup (backup_atom), for reclaim_atom.
   std::map<std::string, ShardSpec> specs;
-  std::set<std::string> replicated;
+  std::set<std::string> backed_up;
   std::map<std::string, caf::actor_addr> owner_of;
   std::map<caf::actor_addr, Owner> owners;
   caf::timespan lease{0};

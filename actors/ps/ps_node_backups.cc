@@ -18,21 +18,21 @@
 namespace tessera::ps_node_internal {
 namespace {
 
-// Hands shard `shard` (named `name`) its backup (replicate_atom), reached through `via` (null:
+// Hands shard `shard` (named `name`) its backup (backup_atom), reached through `via` (null:
 // directly), and answers `promise` with its reply.
 void GiveBackup(NodePointer self, const std::string& name, const shard_actor& shard,
                 const caf::actor& backup, const caf::actor& via, bool send_state,
                 caf::typed_response_promise<int64_t> promise) {
-  self->request(shard, caf::infinite, replicate_atom::value, backup, via, send_state)
+  self->request(shard, caf::infinite, backup_atom::value, backup, via, send_state)
       .then(
-          [self, name, shard, replicated = static_cast<bool>(backup),
+          [self, name, shard, backed_up = static_cast<bool>(backup),
            promise](int64_t version) mutable {
             auto held = self->state.shards->find(name);
             if (held != self->state.shards->end() && held->second == shard) {
-              if (replicated) {
-                self->state.replicated.insert(name);
+              if (backed_up) {
+                self->state.backed_up.insert(name);
               } else {
-                self->state.replicated.erase(name);
+                self->state.backed_up.erase(name);
               }
             }
             promise.deliver(version);
@@ -55,7 +55,7 @@ caf::actor LinkTo(NodePointer self, const caf::actor& peer) {
 }  // namespace
 
 // Note [A lost backup is struck before the primary acknowledges alone] (actors/ps/shard_actor.h):
-// shard `name` says its backup failed; it is no longer replicated (reclaim_atom says so), and its
+// shard `name` says its backup failed; it no longer has a backup (reclaim_atom says so), and its
 // owner, who placed the backup, hears of it. A report not from that shard is ignored.
 void ReportLostBackup(NodePointer self, const std::string& name, const caf::actor& backup) {
   PsNodeState& state = self->state;
@@ -64,7 +64,7 @@ void ReportLostBackup(NodePointer self, const std::string& name, const caf::acto
       it->second.address() != caf::actor_cast<caf::actor_addr>(self->current_sender())) {
     return;
   }
-  state.replicated.erase(name);
+  state.backed_up.erase(name);
   auto owner = state.owner_of.find(name);
   if (owner == state.owner_of.end()) return;
   auto entry = state.owners.find(owner->second);
@@ -73,7 +73,7 @@ void ReportLostBackup(NodePointer self, const std::string& name, const caf::acto
 }
 
 // Note [Backups reached directly] (ps_node_actor.h).
-caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const caf::actor& backup,
+caf::result<int64_t> GiveBackup(NodePointer self, const std::string& name, const caf::actor& backup,
                                const std::string& backup_address, bool send_state) {
   auto it = self->state.shards->find(name);
   if (it == self->state.shards->end()) {

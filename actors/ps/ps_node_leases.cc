@@ -80,7 +80,7 @@ std::vector<HeldShard> Reclaim(NodePointer self, const caf::actor& owner, const 
   }
   for (const std::string& name : ShardsOf(state, owner.address())) {
     held.push_back(HeldShard{name, state.shards->at(name), state.specs.at(name),
-                             state.replicated.count(name) > 0});
+                             state.backed_up.count(name) > 0});
   }
   if (was_lost) Log().info("the coordinator is back: it reclaimed {} shard(s)", held.size());
   if (inherited > 0) {

@@ -44,7 +44,7 @@ void DropShard(NodePointer self, const std::string& name) {
   self->send_exit(it->second, caf::exit_reason::user_shutdown);
   self->state.by_id.erase(it->second.id());
   self->state.specs.erase(name);
-  self->state.replicated.erase(name);
+  self->state.backed_up.erase(name);
   self->state.shards->erase(it);
 }
 
@@ -143,7 +143,7 @@ bool ForgetShard(NodePointer self, const caf::actor_addr& source) {
       state.owner_of.erase(it->first);
       state.by_id.erase(it->second.id());
       state.specs.erase(it->first);
-      state.replicated.erase(it->first);
+      state.backed_up.erase(it->first);
       shards.erase(it);
       return true;
     }

@@ -101,21 +101,21 @@ caf::result<T> HoldAcknowledgement(ShardPointer self, T answer) {
 
 // The most a part of the state sent to a new backup holds (RestorePart): far below
 // --max_message_bytes's default (1 GiB), so a shard of any size can be rebuilt; a limit set below
-// it makes rebuilds fail (the shard goes on unreplicated, saying why).
+// it makes rebuilds fail (the shard goes on without a backup, saying why).
 constexpr int64_t kRebuildPartBytes = int64_t{32} << 20;
 
 // What goes to the backup in place of an update the shard had applied already (an update of a
 // closure run again): nothing to apply — the backup had it before it was acknowledged, or took
 // the shard's state after — but its answer comes after every change sent before it, so the
-// acknowledgement still waits for those (Note [Replicated shards]).
+// acknowledgement still waits for those (Note [Shard backups]).
 ShardOp AppliedAlready() { return InfoOp{}; }
 
 // Sends `ops`, which the shard has just applied, to its backup; `then` runs once the backup has
 // applied them too (the backup answers in order). When the backup fails first, `then` runs once
 // the shard is given its next backup if it `acknowledges` a client, else (a rebuild's next step)
 // at once.
-void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then,
-               bool acknowledges = true) {
+void ForwardToBackup(ShardPointer self, std::vector<ShardOp> ops, std::function<void()> then,
+                     bool acknowledges = true) {
   ShardActorState& state = self->state;
   state.awaiting_backup.push_back({std::move(then), acknowledges});
   const size_t sent = ops.size();
@@ -144,7 +144,7 @@ void Replicate(ShardPointer self, std::vector<ShardOp> ops, std::function<void()
 }
 
 // Sends `backup` the shard's part from row `begin` (RestorePart), then, once the backup applied
-// it, the next one, and so on (Note [Replicated shards]); `done` learns whether the backup took
+// it, the next one, and so on (Note [Shard backups]); `done` learns whether the backup took
 // them all (false: it was dropped or replaced on the way).
 void SendStateParts(ShardPointer self, const caf::actor& backup, int64_t begin, int64_t part_rows,
                     std::function<void(bool)> done) {
@@ -153,7 +153,7 @@ void SendStateParts(ShardPointer self, const caf::actor& backup, int64_t begin, 
   std::vector<ShardOp> ops;
   ops.emplace_back(RestorePart(shard, begin, part_rows));
   const int64_t next = begin + part_rows;
-  Replicate(
+  ForwardToBackup(
       self, std::move(ops),
       [self, backup, next, rows, part_rows, done]() {
         if (self->state.backup != backup) return done(false);
@@ -185,7 +185,7 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
               self->spawn<caf::detached>(SnapshotWriter, std::move(snapshot), *save, state.store);
           return self->delegate(writer, write_atom::value);
         }
-        // Whether the op's answer waits for a backup: unreplicated shards never ask.
+        // Whether the op's answer waits for a backup: shards without a backup never ask.
         const bool changes = (state.backup || state.backup_lost) && ChangesShard(op);
         std::optional<ShardOp> forwarded;
         if (state.backup && changes) forwarded = op;
@@ -196,11 +196,11 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         if (state.backup_lost && changes) return HoldAcknowledgement(self, *std::move(result));
         if (!forwarded.has_value()) return *std::move(result);
         if (state.shard->version() == before) forwarded = AppliedAlready();
-        // Note [Replicated shards]: acknowledged once the backup has it.
+        // Note [Shard backups]: acknowledged once the backup has it.
         auto promise = self->make_response_promise<ShardOpResult>();
         std::vector<ShardOp> ops;
         ops.push_back(*std::move(forwarded));
-        Replicate(
+        ForwardToBackup(
             self, std::move(ops),
             [promise, answer = std::make_shared<ShardOpResult>(*std::move(result))]() mutable {
               promise.deliver(std::move(*answer));
@@ -234,12 +234,13 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         if (state.backup_lost && changed) return HoldAcknowledgement(self, std::move(replies));
         if (forwarded.empty()) return replies;
         auto promise = self->make_response_promise<std::vector<ShardReply>>();
-        Replicate(self, std::move(forwarded),
-                  [promise, answers = std::make_shared<std::vector<ShardReply>>(std::move(
-                                replies))]() mutable { promise.deliver(std::move(*answers)); });
+        ForwardToBackup(
+            self, std::move(forwarded),
+            [promise, answers = std::make_shared<std::vector<ShardReply>>(
+                          std::move(replies))]() mutable { promise.deliver(std::move(*answers)); });
         return promise;
       },
-      [self, &state](replicate_atom, caf::actor& backup, caf::actor& via,
+      [self, &state](backup_atom, caf::actor& backup, caf::actor& via,
                      bool send_state) -> caf::result<int64_t> {
         if (state.shard == nullptr) return StatusToError(state.build_error);
         if (backup == caf::actor_cast<caf::actor>(self)) {
@@ -262,7 +263,7 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
         // for one is acknowledged when it does (a lost connection answers no request).
         self->monitor(backup);
         if (!send_state) return version;
-        // The state, part by part (Note [Replicated shards]).
+        // The state, part by part (Note [Shard backups]).
         auto promise = self->make_response_promise<int64_t>();
         SendStateParts(self, backup, 0, RestorePartRows(*state.shard, kRebuildPartBytes),
                        [self, promise, backup, version](bool taken) mutable {

@@ -20,7 +20,7 @@
 // stays responsive meanwhile. Ops sent before the build is done wait in the mailbox; the first
 // reply tells that the shard is ready.
 //
-//   (replicate_atom, shard_actor backup,    int64_t: the version      Note [Replicated shards];
+//   (backup_atom, shard_actor backup,    int64_t: the version      Note [Shard backups];
 //    caf::actor via, bool send_state)        once the backup has it    null backup: none; `via`:
 //                                                                      the forward link to the
 //                                                                      backup's node (null: none,
@@ -31,7 +31,7 @@
 // primary acknowledges alone]):
 //   (backup_lost_atom, std::string name, caf::actor backup)   its backup failed
 //
-// Note [Replicated shards]
+// Note [Shard backups]
 // A shard may have a backup: a shard actor of the same spec on another PS node, which serves no
 // client. The shard (the primary) applies each op as always; one that changed it (ChangesShard,
 // core/ps/shard_op.h: updates, assigns, restores and loads, never reads or saves) is then sent on
@@ -42,7 +42,7 @@
 // to the same state, so the two stay bit-identical (a forwarded update keeps its UpdateId). An
 // update the shard finds it applied already (Note [Exactly-once updates]) is not forwarded but
 // stands in line as a no-op (an InfoOp), so its acknowledgement still waits for the changes sent
-// before it. replicate_atom names the backup: one built from the same spec at the same moment as
+// before it. backup_atom names the backup: one built from the same spec at the same moment as
 // the primary is identical already (send_state false); a new one, in place of a lost backup, is
 // first filled with the primary's block, slots and step (send_state true), as RestoreOps of at most
 // kRebuildPartBytes each (RestorePart, core/ps/shard_op.h), the last with the primary's ledger
@@ -53,7 +53,7 @@
 // every op forwarded before it, and the ops after it reach the backup after it, in order; rows not
 // restored yet take forwarded changes that their part then overwrites with the primary's rows,
 // which include them; each part carries the step, so the backup's optimizer steps in lockstep with
-// the primary's. The backup counts only once replicate_atom answered, after the last part: until
+// the primary's. The backup counts only once backup_atom answered, after the last part: until
 // then the shard has no backup to promote. Reads see the primary's state, which may include an
 // update whose acknowledgement still waits for the backup.
 //
@@ -66,13 +66,13 @@
 // the backup, and every change after it, is applied and held unacknowledged, and the shard tells
 // whoever gave it the backup (its PS node, which tells the shard's owner: the coordinator) with
 // (backup_lost_atom, its name, the lost backup). The coordinator strikes that backup from its
-// placement, so it can never be promoted, and answers with the next replicate_atom — no backup,
+// placement, so it can never be promoted, and answers with the next backup_atom — no backup,
 // or a new one filled with the primary's state — which releases the held acknowledgements in
 // order (ClusterCoordinator, Note [A lost backup is replaced]). Held changes were never
 // acknowledged, so a primary lost meanwhile loses nothing a client was told; its closures run
 // again. The price is availability: a coordinator that cannot answer (stopped, or gone for good)
 // leaves the shard's clients waiting until it, or a coordinator re-adopting the shard, does. A
-// rebuild under way when its backup fails learns so at once (the replicate_atom that asked for it
+// rebuild under way when its backup fails learns so at once (the backup_atom that asked for it
 // answers with an error); only clients' acknowledgements are held.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
@@ -117,7 +117,7 @@ struct ShardActorState {
   // Why the build failed: every op's answer then.
   absl::Status build_error;
   std::shared_ptr<const SliceStore> store;
-  // Note [Replicated shards]: where the changes go before they are acknowledged (null: nowhere),
+  // Note [Shard backups]: where the changes go before they are acknowledged (null: nowhere),
   // what waits for it in the order sent, and a count of backups given or lost (a late answer of
   // an earlier backup is ignored).
   struct Awaiting {
@@ -129,7 +129,7 @@ struct ShardActorState {
   std::deque<Awaiting> awaiting_backup;
   uint64_t backup_epoch = 0;
   // Note [A lost backup is struck before the primary acknowledges alone]: who gave the backup
-  // (told of its loss), and, from a loss until the next replicate_atom, the acknowledgements held.
+  // (told of its loss), and, from a loss until the next backup_atom, the acknowledgements held.
   backup_watcher backup_giver;
   bool backup_lost = false;
   std::deque<std::function<void()>> held_acknowledgements;

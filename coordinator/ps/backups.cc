@@ -39,7 +39,7 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackups
     if (placed.backup_task == task) {  // a backup the lost node held
       placed.backup = shard_actor();
       placed.backup_task = -1;
-      EndReplication(placed);
+      TellNoBackup(placed);
       continue;
     }
     if (placed.task != task) continue;
@@ -52,8 +52,8 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackups
   return touched;
 }
 
-void ParameterServerStrategy::EndReplication(const PlacedShard& primary) {
-  caf::anon_send(cluster_.ps_node(primary.task), replicate_atom::value, primary.name(),
+void ParameterServerStrategy::TellNoBackup(const PlacedShard& primary) {
+  caf::anon_send(cluster_.ps_node(primary.task), backup_atom::value, primary.name(),
                  caf::actor(), std::string(), false);
 }
 
@@ -64,7 +64,7 @@ absl::StatusOr<int32_t> ParameterServerStrategy::StrikeBackup(const std::string&
     const int32_t task = placed.backup_task;
     placed.backup = shard_actor();
     placed.backup_task = -1;
-    EndReplication(placed);
+    TellNoBackup(placed);
     DropShards({{task, shard}});
     return task;
   }
@@ -83,14 +83,14 @@ std::optional<caf::actor_addr> ParameterServerStrategy::BackupOf(const std::stri
 }
 
 int32_t ParameterServerStrategy::ShardsWithoutBackup() const {
-  if (replicas_ < 2) return 0;
+  if (shard_copies_ < 2) return 0;
   return static_cast<int32_t>(std::count_if(shards_.begin(), shards_.end(),
                                             [](const PlacedShard& p) { return !p.backup; }));
 }
 
 absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
     const std::vector<int32_t>& unavailable) {
-  if (replicas_ < 2) return 0;
+  if (shard_copies_ < 2) return 0;
   const int32_t num_ps = cluster_.num_ps();
   auto usable = [&unavailable](int32_t t) {
     return std::find(unavailable.begin(), unavailable.end(), t) == unavailable.end();
@@ -147,7 +147,7 @@ absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
 // connection it thinks is the node's last, drops every proxy of a live node — each shard's
 // backup reported down — and loses its route to it (a two-node program that connects both ways
 // at once, then idles 3.5 s, saw it in 1 of 12 rounds; connecting one way first, 0 of 16). The
-// CI run that found lost updates under replication had such a quiet spell: its workers spent
+// CI run that found lost updates with shard backups had such a quiet spell: its workers spent
 // seconds generating their data between the backups' attachment and the first step. So the
 // backups are attached in two rounds, the second once the first is done: first every primary
 // whose backup's task is higher than its own, then the rest; within a round all connections go
@@ -182,7 +182,7 @@ absl::Status ParameterServerStrategy::AttachBackups(const std::vector<PlacedShar
                                             });
           for (size_t j = 0; j < round.size(); ++j) {
             const size_t k = round[j];
-            self->request(nodes[j], kPsRequestTimeout, replicate_atom::value, primaries[k].name(),
+            self->request(nodes[j], kPsRequestTimeout, backup_atom::value, primaries[k].name(),
                           caf::actor_cast<caf::actor>(backups[k]), backup_addresses[j], send_state)
                 .then([slot = join->Slot(j)](int64_t version) { slot(version); },
                       [slot = join->Slot(j)](caf::error& err) {

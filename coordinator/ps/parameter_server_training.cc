@@ -189,7 +189,7 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
   summary["ps"] = options.ps;
   summary["workers"] = options.workers;
   summary["closures_per_worker"] = options.closures_per_worker;
-  summary["replicas"] = options.replicas;
+  summary["shard_copies"] = options.shard_copies;
   summary["partitioner"] = partitioner.description();
   summary["closures_scheduled"] = stats.scheduled;
   summary["closures_completed"] = stats.completed;
@@ -249,7 +249,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                            StartingPoint(options, checkpoints, label));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
   const ClusterHookGuard cluster_hook(options.on_cluster, cluster.get(), nullptr);
-  ParameterServerStrategy strategy(*cluster, job.partitioner, options.replicas);
+  ParameterServerStrategy strategy(*cluster, job.partitioner, options.shard_copies);
   if (cluster->networked() && checkpoints.has_value()) {
     // Note [A restarted coordinator re-adopts its run's shards] (coordinator/ps/strategy.h): every
     // run names itself to the PS nodes; a resumed one may find its shards there.

@@ -45,8 +45,9 @@ struct ParameterServerTrainingOptions {
   int32_t ps = 2;
   int32_t workers = 2;
   int32_t closures_per_worker = 1;
-  // 2: a backup of every shard on another PS (Note [Backups on the next PS], strategy.h).
-  int32_t replicas = 1;
+  // Copies of each shard: 1, or 2 for a backup of every shard on another PS (Note [Backups on
+  // the next PS], strategy.h).
+  int32_t shard_copies = 1;
   // Checkpoints: every `checkpoint_every` steps and every `checkpoint_every_seconds` of training,
   // whichever comes first (0 and 0: only at the end; StepCadence), into
   // checkpoint_dir/ckpt-<step> (the last 3 are kept); with `resume`, training continues from the

@@ -90,7 +90,7 @@ std::optional<std::vector<shard_actor>> ParameterServerStrategy::AdoptClaimed(
   for (size_t k = 0; k < all.size() && mismatch.empty(); ++k) {
     const PlacedShard& placed = all[k];
     const std::string name = placed.name();
-    const bool forwards = replicas_ == 2 && k < num_primaries;
+    const bool forwards = shard_copies_ == 2 && k < num_primaries;
     const std::vector<HeldShard>& held = claimed[placed.task];
     auto it = std::find_if(held.begin(), held.end(),
                            [&name](const HeldShard& h) { return h.name == name; });
@@ -98,10 +98,10 @@ std::optional<std::vector<shard_actor>> ParameterServerStrategy::AdoptClaimed(
       mismatch = absl::StrCat("ps ", placed.task, " holds no ", name);
     } else if (!SameShard(it->spec, placed.spec)) {
       mismatch = absl::StrCat(name, " on ps ", placed.task, " is not the shard planned");
-    } else if (it->replicated != forwards) {
+    } else if (it->backed_up != forwards) {
       mismatch = absl::StrCat(
           name, " on ps ", placed.task, " is ",
-          it->replicated ? "a primary, not the backup planned" : "not a primary with a backup");
+          it->backed_up ? "a primary, not the backup planned" : "not a primary with a backup");
     } else {
       adopted.push_back(it->shard);
     }

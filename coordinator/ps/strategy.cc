@@ -25,8 +25,8 @@ namespace tessera {
 using internal::kPsRequestTimeout;
 
 ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster, Partitioner partitioner,
-                                                 int32_t replicas)
-    : cluster_(cluster), partitioner_(std::move(partitioner)), replicas_(replicas) {}
+                                                 int32_t shard_copies)
+    : cluster_(cluster), partitioner_(std::move(partitioner)), shard_copies_(shard_copies) {}
 
 ParameterServerStrategy::~ParameterServerStrategy() {
   if (!cluster_.networked()) return;
@@ -188,13 +188,13 @@ absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy
                absl::StrCat("variable ", options.name)));
   TESSERA_ASSIGN_OR_RETURN(Shape shape, Shape::Make(options.shape.dims()));
   const int32_t num_ps = cluster_.num_ps();
-  if (replicas_ != 1 && replicas_ != 2) {
+  if (shard_copies_ != 1 && shard_copies_ != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat("replicas must be 1 or 2 (a backup of every shard), not ", replicas_));
+        absl::StrCat("shard_copies must be 1 or 2 (a backup of every shard), not ", shard_copies_));
   }
-  if (replicas_ == 2 && num_ps < 2) {
+  if (shard_copies_ == 2 && num_ps < 2) {
     return absl::InvalidArgumentError(
-        "replicas = 2 needs at least 2 parameter servers: a shard's backup lives on another");
+        "shard_copies = 2 needs at least 2 parameter servers: a shard's backup lives on another");
   }
   PlannedVariable plan;
   plan.name = options.name;
@@ -272,7 +272,7 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlan
   }
   // Note [Backups on the next PS]: each backup is created with its primary, from its spec.
   const size_t num_primaries = all.size();
-  if (replicas_ == 2) {
+  if (shard_copies_ == 2) {
     for (size_t k = 0; k < num_primaries; ++k) {
       PlacedShard backup = all[k];
       backup.task = (all[k].task + 1) % cluster_.num_ps();
@@ -284,7 +284,7 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlan
     return Register(std::move(planned), all, num_primaries, *std::move(adopted));
   }
   absl::StatusOr<std::vector<shard_actor>> created = CreateShards(all);
-  if (created.ok() && replicas_ == 2) {
+  if (created.ok() && shard_copies_ == 2) {
     const std::vector<PlacedShard> primaries(all.begin(), all.begin() + num_primaries);
     const std::vector<PlacedShard> placed_backups(all.begin() + num_primaries, all.end());
     const std::vector<shard_actor> backups(created->begin() + num_primaries, created->end());
@@ -311,7 +311,7 @@ std::vector<ShardedVariable> ParameterServerStrategy::Register(std::vector<Plann
   size_t k = 0;
   for (PlannedVariable& plan : planned) {
     for (PlacedShard placed : plan.shards) {
-      if (replicas_ == 2) {
+      if (shard_copies_ == 2) {
         placed.backup = created[num_primaries + k];
         placed.backup_task = all[num_primaries + k].task;
       }

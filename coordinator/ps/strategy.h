@@ -22,7 +22,7 @@
 // initializer.h), so creating at once gives exactly the values creating one by one would.
 //
 // Note [Backups on the next PS]
-// With replicas = 2 every shard has a backup (Note [Replicated shards], actors/ps/shard_actor.h),
+// With shard_copies = 2 every shard has a backup (Note [Shard backups], actors/ps/shard_actor.h),
 // created with it from the same spec on the next PS task ((task + 1) mod num_ps), so a node's
 // loss takes no shard's two copies. When a PS is lost its shards' backups are promoted in their
 // place (PromoteBackupsOf: the variables point at them, on the backups' tasks) and every shard
@@ -39,7 +39,7 @@
 // it creates anything (ClaimShardsOfRun); the nodes hand it the run's orphaned shards. The next
 // creation adopts them, all or none: when they are exactly the shards it would create — every
 // planned shard on its planned task, of the same variable, rows, shape, dtype and optimizer (not
-// initializer: a resumed run plans zeros), with replicas the primary forwarding to a backup and
+// initializer: a resumed run plans zeros), with backups the primary forwarding to a backup and
 // the backup on the next task, and nothing else — the variables point at them as they are,
 // values, slots, steps and ledgers, and the run continues where their ledgers say (Note [Closure
 // ids that survive a restart], core/scheduling/closure_queue.h) with nothing read from a
@@ -92,10 +92,10 @@ struct VariableOptions {
 class ParameterServerStrategy {
  public:
   // `partitioner`: the default for variables created under this strategy ("none" by default).
-  // `replicas`: 1, or 2 for a backup of every shard (Note [Backups on the next PS]; needs two PS
-  // tasks or more, else creating a variable is InvalidArgument).
+  // `shard_copies`: 1, or 2 for a backup of every shard (Note [Backups on the next PS]; needs two
+  // PS tasks or more, else creating a variable is InvalidArgument).
   explicit ParameterServerStrategy(Cluster& cluster, Partitioner partitioner = {},
-                                   int32_t replicas = 1);
+                                   int32_t shard_copies = 1);
   // On a networked cluster, drops every shard it created from the PS processes (which outlive
   // the job), so the next job on them starts clean. In process, the shards die with the cluster.
   ~ParameterServerStrategy();
@@ -144,7 +144,7 @@ class ParameterServerStrategy {
   // The actor system the variables' shards live in (checkpoints and exports send from it).
   caf::actor_system& system() const { return cluster_.system(); }
   const Partitioner& partitioner() const { return partitioner_; }
-  int32_t replicas() const { return replicas_; }
+  int32_t shard_copies() const { return shard_copies_; }
   // The variables by name.
   const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
   // "emb/part_0, w" for every shard placed on PS `task`, in creation order.
@@ -166,16 +166,16 @@ class ParameterServerStrategy {
   absl::StatusOr<std::vector<std::string>> RecreateShardsOn(int32_t task);
 
   // The backups (backups.cc):
-  // Networked PS recovery with replicas (Note [Backups on the next PS]): points the variables at
+  // Networked PS recovery with backups (Note [Backups on the next PS]): points the variables at
   // the backups of every shard placed on PS `task`, now on the backups' tasks, and forgets the
   // backups `task` held (their primaries are told to go on without). Returns the names of the
   // variables touched. FailedPrecondition, nothing changed, when a shard placed on `task` has no
   // backup (its primary and backup were both lost, or its backup failed and was struck).
   absl::StatusOr<std::vector<std::string>> PromoteBackupsOf(int32_t task);
   // Gives every shard without a backup a new one, on the first task after its own that is not in
-  // `unavailable`, filled with its primary's state before any change after it (replicate_atom).
+  // `unavailable`, filled with its primary's state before any change after it (backup_atom).
   // Returns how many were made; a shard that finds no task, or whose backup fails, stays without
-  // one (the error names it). No-op without replicas.
+  // one (the error names it). No-op without backups.
   absl::StatusOr<int32_t> RebuildBackups(const std::vector<int32_t>& unavailable);
   // Note [A lost backup is struck before the primary acknowledges alone] (actors/ps/shard_actor.h):
   // shard `shard` reported that its backup `backup` failed. When that is still its backup, the
@@ -187,7 +187,7 @@ class ParameterServerStrategy {
   // The backup placed for shard `shard` when its primary is on PS `task`; nullopt when it has
   // none (or no such shard is placed there).
   std::optional<caf::actor_addr> BackupOf(const std::string& shard, int32_t task) const;
-  // The shards without a backup now (0 without replicas).
+  // The shards without a backup now (0 without backups: shard_copies 1).
   int32_t ShardsWithoutBackup() const;
 
   // Shards that outlived their coordinator, re-adopted (readoption.cc): a restarted
@@ -236,7 +236,7 @@ class ParameterServerStrategy {
   // Backups (backups.cc).
   // Tells the shard placed as `primary` that it has no backup now (Note [A lost backup is struck
   // before the primary acknowledges alone]); does not wait.
-  void EndReplication(const PlacedShard& primary);
+  void TellNoBackup(const PlacedShard& primary);
   // Names backups[k] (placed as `placed_backups[k]`) the backup of the shard placed as
   // `primaries[k]`, through the primary's PS node, which reaches the backup's node directly
   // (Note [Backups reached directly], actors/ps/ps_node_actor.h); in two rounds (Note [Two PS nodes
@@ -253,7 +253,7 @@ class ParameterServerStrategy {
 
   Cluster& cluster_;
   Partitioner partitioner_;
-  int32_t replicas_ = 1;
+  int32_t shard_copies_ = 1;
   std::vector<Partitioner> scopes_;
   int64_t next_ps_ = 0;  // the round-robin counter
   std::map<std::string, ShardedVariable> variables_;
@@ -265,7 +265,7 @@ class ParameterServerStrategy {
     std::string variable;  // the ShardedVariable's name
     int64_t index = 0;     // its shard index, or the worker of an ON_READ copy
     bool per_worker_copy = false;
-    // Its backup and the backup's task (replicas = 2); null and -1 while it has none.
+    // Its backup and the backup's task (shard_copies = 2); null and -1 while it has none.
     shard_actor backup;
     int32_t backup_task = -1;
 

@@ -155,10 +155,10 @@ class ClusterCoordinator {
   // shards, and takes them back (Note [A stalled coordinator re-adopts its shards]). False, with
   // nothing changed but the task's node, when it does not.
   bool Readopt(int32_t task, absl::Time start);
-  // Recover's second try, with replicas: the backups of PS `task`'s shards take over (Note [A
+  // Recover's second try, with shard backups: the backups of PS `task`'s shards take over (Note [A
   // lost PS's backups take over]). False, nothing changed, when a shard has no backup.
   bool Failover(int32_t task, absl::Time start);
-  // After a loss, with replicas: a backup for every shard without one, on the live tasks, or,
+  // After a loss, with shard backups: a backup for every shard without one, on the live tasks, or,
   // when some shard finds none besides its own, on a node for vacant PS `task` (a standby, or its
   // process started again).
   void RebuildBackups(int32_t task);

@@ -60,7 +60,7 @@ void ClusterCoordinator::RecoveryLoop() {
     Recover(task);
     absl::MutexLock lock(&lost_->mu);
     --lost_->restoring;
-    if (strategy_.replicas() > 1) lost_->rebuilds.push_back(task);
+    if (strategy_.shard_copies() > 1) lost_->rebuilds.push_back(task);
     lost_->changed.SignalAll();
   }
 }
@@ -79,7 +79,7 @@ void ClusterCoordinator::RecoveryLoop() {
 void ClusterCoordinator::Recover(int32_t task) {
   const absl::Time start = absl::Now();
   if (Readopt(task, start)) return;
-  if (strategy_.replicas() > 1 && Failover(task, start)) return;
+  if (strategy_.shard_copies() > 1 && Failover(task, start)) return;
   const int64_t completed = queue_->stats().completed;
   Cluster& cluster = strategy_.cluster();
   const std::string address = cluster.ps_addresses().at(task);
@@ -97,8 +97,8 @@ void ClusterCoordinator::Recover(int32_t task) {
   if (options_.recovery_checkpoints.empty()) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("it is gone, ",
-                     strategy_.replicas() > 1 ? "its shards have no backup left, "
-                                              : "its shards have no backup, ",
+                     strategy_.shard_copies() > 1 ? "its shards have no backup left, "
+                                                  : "its shards have no backup, ",
                      "and there is no --checkpoint_dir to restore them from")));
   }
   std::optional<std::string> latest =
@@ -141,7 +141,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   absl::StatusOr<ps_node_actor> node = cluster.ReconnectPs(task, kReadoptConnectTimeout);
   if (!node.ok()) return false;  // gone: the checkpoint path says so
   std::map<std::string, shard_actor> held;
-  std::vector<std::string> unreplicated;  // primaries whose backup failed while cut off
+  std::vector<std::string> without_backup;  // primaries whose backup failed while cut off
   absl::Status asked;
   caf::scoped_actor self(system_);
   const std::string run =
@@ -150,7 +150,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
       .receive(
           [&](std::vector<HeldShard>& shards) {
             for (HeldShard& shard : shards) {
-              if (!shard.replicated) unreplicated.push_back(shard.name);
+              if (!shard.backed_up) without_backup.push_back(shard.name);
               held.emplace(shard.name, std::move(shard.shard));
             }
           },
@@ -172,7 +172,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   // primary still holds its acknowledgements: struck now (Note [A lost backup is replaced]).
   {
     absl::MutexLock lock(&lost_->mu);
-    for (const std::string& name : unreplicated) {
+    for (const std::string& name : without_backup) {
       if (std::optional<caf::actor_addr> backup = strategy_.BackupOf(name, task);
           backup.has_value()) {
         lost_->lost_backups.emplace_back(name, *backup);
@@ -192,9 +192,9 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
 }
 
 // Note [A lost PS's backups take over]
-// With replicas (Note [Backups on the next PS], coordinator/ps/strategy.h) every shard of a lost PS
-// has a backup on another, live one that holds every update the shard acknowledged: a change is
-// acknowledged only once its backup has applied it (Note [Replicated shards], actors/
+// With shard backups (Note [Backups on the next PS], coordinator/ps/strategy.h) every shard of a
+// lost PS has a backup on another, live one that holds every update the shard acknowledged: a
+// change is acknowledged only once its backup has applied it (Note [Shard backups], actors/ps/
 // shard_actor.h). So the recovery, once re-adoption failed (the process is gone), points the
 // variables at the backups and publishes the directory at once: nothing is read from a
 // checkpoint, no acknowledged update is lost, and a closure that ran when the PS died runs again
@@ -202,7 +202,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
 // task is vacant — the directory names no address for it, so workers do not wait for it —
 // until RebuildBackups finds it a node (a standby, or its process started again) when no other
 // loss waits; then every shard without a backup gets one, on that node or another live one,
-// filled with its primary's state. Until then those shards are unreplicated: a second loss
+// filled with its primary's state. Until then those shards are without a backup: a second loss
 // before the rebuild that takes a shard's last copy sends that PS's shards, all of them, down the
 // checkpoint path (PromoteBackupsOf promotes a PS's backups all or none). A PS that held only
 // backups costs nothing but their rebuild.
@@ -280,7 +280,7 @@ void ClusterCoordinator::RebuildBackups(int32_t task) {
     return;
   }
   if (*rebuilt > 0) {
-    Log().info("rebuilt {} backup(s) in {:.2f} s; every shard is replicated again", *rebuilt,
+    Log().info("rebuilt {} backup(s) in {:.2f} s; every shard has a backup again", *rebuilt,
                absl::ToDoubleSeconds(absl::Now() - start));
   }
 }

@@ -8,7 +8,7 @@
 //      coordinator's shards (this coordinator was stalled, the PS was not lost): the variables
 //      point at them again, with nothing restored and nothing lost (Note [A stalled coordinator
 //      re-adopts its shards]);
-//   2. with replicas, failover: the backups of the task's shards take over, with every
+//   2. with shard backups, failover: the backups of the task's shards take over, with every
 //      acknowledged update, and the task stays vacant until a rebuild finds it a node (Note [A
 //      lost PS's backups take over]);
 //   3. with CoordinatorOptions::recovery_checkpoints, a restore: a replacement node
@@ -17,7 +17,7 @@
 //   4. else the run fails: Schedule / Join / Done return Unavailable naming the node and the
 //      variables it held, and the workers are stopped.
 // Each success hands the workers a new directory and adds a PsRecovery to
-// ClusterCoordinator::recoveries(). With replicas, a backup that fails while its PS lives is
+// ClusterCoordinator::recoveries(). With shard backups, a backup that fails while its PS lives is
 // struck, and every shard left without a backup gets a new one once no loss waits (Note [A lost
 // backup is replaced]). In process a lost PS is fatal.
 //
@@ -38,7 +38,7 @@ struct PsRecovery {
   // coordinator was stopped or stalled): they were re-adopted as they are, with nothing
   // restored and nothing lost (Note [A stalled coordinator re-adopts its shards]).
   bool readopted = false;
-  // With replicas: the shards' backups took over, with every acknowledged update (Note [A lost
+  // With shard backups: the shards' backups took over, with every acknowledged update (Note [A lost
   // PS's backups take over]); `node` lists the PS tasks now holding them.
   bool promoted = false;
   std::string checkpoint;       // the directory restored from (none when re-adopted)

@@ -29,9 +29,14 @@ ABSL_FLAG(std::string, on_replica_loss, "restore",
           "checkpoint) or continue (go on without it, the global batch shrinks)");
 ABSL_FLAG(int32_t, ps, 2, "parameter-server tasks");
 ABSL_FLAG(int32_t, workers, 2, "worker tasks");
-ABSL_FLAG(int32_t, replicas, 1,
-          "on parameter servers: 2 keeps a backup of every shard on another PS, so a lost PS "
-          "loses no acknowledged update (its backups take over); needs --ps >= 2");
+// Both optional, so that ReadTrainingFlags sees whether each was given (Note [A deprecated
+// flag's alias]).
+ABSL_FLAG(std::optional<int32_t>, shard_copies, std::nullopt,
+          "on parameter servers, the copies of each shard: 1 (the default): no backup; 2: a "
+          "backup of every shard on another PS, so a lost PS loses no acknowledged update (its "
+          "backups take over); needs --ps >= 2");
+ABSL_FLAG(std::optional<int32_t>, replicas, std::nullopt,
+          "deprecated: the old name of --shard_copies (same values)");
 ABSL_FLAG(int32_t, closures_per_worker, 1,
           "closures each worker runs at once (1: TF's behaviour; 2 overlaps communication with "
           "compute)");
@@ -201,13 +206,37 @@ absl::Status ReadDashboardFlags(TrainingFlags& flags) {
   return absl::OkStatus();
 }
 
+// Note [A deprecated flag's alias]
+// --shard_copies was --replicas, a word the mirrored strategy's replicas (a copy of the model on
+// each worker) have for themselves. The old name still works, with the same values, so that
+// scripts and flag files written for it keep running; given both with different values, which one
+// is meant cannot be told, and the run is refused.
+// --shard_copies, or its alias --replicas; 1 when neither is given. InvalidArgument naming the
+// flag given for a value other than 1 or 2, and naming both when they disagree.
+absl::StatusOr<int32_t> ShardCopiesFlag() {
+  const std::optional<int32_t> copies = absl::GetFlag(FLAGS_shard_copies);
+  const std::optional<int32_t> alias = absl::GetFlag(FLAGS_replicas);
+  if (copies.has_value() && alias.has_value() && *copies != *alias) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shard_copies=", *copies, " and --replicas=", *alias,
+                     " disagree: --replicas is the deprecated name of --shard_copies; pass one"));
+  }
+  const int32_t value = copies.value_or(alias.value_or(1));
+  if (value != 1 && value != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(copies.has_value() ? "--shard_copies" : "--replicas",
+                     " must be 1 or 2 (a backup of every shard on another PS), not ", value));
+  }
+  return value;
+}
+
 }  // namespace
 
 std::vector<FlagGroup> TrainingFlagGroups() {
   return {
       {"Training (the simulation by default)",
-       {"mode", "strategy", "on_replica_loss", "ps", "replicas", "workers", "closures_per_worker",
-        "eval_every", "seed", "summary", "log_level", "v"}},
+       {"mode", "strategy", "on_replica_loss", "ps", "shard_copies", "replicas", "workers",
+        "closures_per_worker", "eval_every", "seed", "summary", "log_level", "v"}},
       {"Monitoring",
        {"dashboard_port", "dashboard_host", "dashboard_keep_serving", "metrics_file"}},
       {"Checkpoints and export",
@@ -268,7 +297,7 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
   options.ps = absl::GetFlag(FLAGS_ps);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.closures_per_worker = absl::GetFlag(FLAGS_closures_per_worker);
-  options.replicas = absl::GetFlag(FLAGS_replicas);
+  TESSERA_ASSIGN_OR_RETURN(options.shard_copies, ShardCopiesFlag());
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   options.checkpoint_every_seconds = absl::GetFlag(FLAGS_checkpoint_every_seconds);
@@ -304,18 +333,14 @@ absl::StatusOr<TrainingFlags> ReadTrainingFlags() {
         absl::StrCat("--checkpoint_every_seconds must be a number of seconds >= 0, not ",
                      options.checkpoint_every_seconds));
   }
-  if (options.replicas != 1 && options.replicas != 2) {
+  if (options.shard_copies == 2 && options.ps < 2 && flags.mode == TrainingMode::kSimulation) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--replicas must be 1 or 2 (a backup of every shard on another PS), not ",
-                     options.replicas));
+        "--shard_copies=2 needs --ps >= 2: a shard's backup lives on another parameter server");
   }
-  if (options.replicas == 2 && options.ps < 2 && flags.mode == TrainingMode::kSimulation) {
+  if (options.shard_copies == 2 && flags.strategy == TrainingStrategy::kMirrored) {
     return absl::InvalidArgumentError(
-        "--replicas=2 needs --ps >= 2: a shard's backup lives on another parameter server");
-  }
-  if (options.replicas == 2 && flags.strategy == TrainingStrategy::kMirrored) {
-    return absl::InvalidArgumentError(
-        "--replicas is for parameter servers; the mirrored strategy keeps a copy on each worker");
+        "--shard_copies is for parameter servers; the mirrored strategy keeps a copy on each "
+        "worker");
   }
   if (flags.mode == TrainingMode::kLocal &&
       (!options.checkpoint_dir.empty() || options.resume || options.overwrite_checkpoints ||

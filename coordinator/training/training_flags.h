@@ -1,10 +1,10 @@
 // The command-line flags every training program shares, and what they say:
 //   --mode=sim|local|net, --strategy=ps|mirrored, --on_replica_loss=restore|continue, --ps,
-//   --replicas, --workers, --closures_per_worker, --checkpoint_dir,
-//   --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints, --export_dir,
-//   --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file, --log_level,
-//   -v, --dashboard_port, --dashboard_host, --dashboard_keep_serving, and networked mode's
-//   --cluster_spec, --role, --task, --min_workers,
+//   --shard_copies (--replicas: its deprecated old name), --workers, --closures_per_worker,
+//   --checkpoint_dir, --checkpoint_every, --eval_every, --resume, --overwrite_checkpoints,
+//   --export_dir, --inject_worker_failures, --restart_delay_ms, --seed, --summary, --metrics_file,
+//   --log_level, -v, --dashboard_port, --dashboard_host, --dashboard_keep_serving, and networked
+//   mode's --cluster_spec, --role, --task, --min_workers,
 //   --worker_wait_s, --connect_timeout_s, --threads, --bind, --tls_cert, --tls_key, --tls_ca,
 //   --max_message_bytes.
 // A program adds its own model, data and schedule flags (--steps, --batch_size, --partitioner,
@@ -81,7 +81,8 @@ absl::Status ApplyLogLevelFlags();
 
 // Reads the shared flags (and TF_CONFIG), first applying the log level (ApplyLogLevelFlags).
 // InvalidArgument for a mode other than sim, local or
-// net; checkpoint or export flags with --mode=local (they work on parameter servers);
+// net; --shard_copies other than 1 or 2, or given with a different --replicas (its deprecated
+// alias); checkpoint or export flags with --mode=local (they work on parameter servers);
 // --cluster_spec, --role or --task with --mode=sim or local; --mode=net, --role or --task without
 // a cluster; --overwrite_checkpoints with --resume or without --checkpoint_dir; a role other than
 // coordinator (chief) or worker, or a task of TF_CONFIG or the spec that is a parameter server;

@@ -173,7 +173,7 @@ using ShardOpResult = std::variant<ShardVersion, ShardValue, ShardInfo, TensorSl
 absl::string_view ShardOpName(const ShardOp& op);
 
 // Whether `op` changes the shard when it succeeds: everything but info, read, gather, snapshot
-// and save. A replicated shard's backup gets exactly these (Note [Replicated shards],
+// and save. A backed-up shard's backup gets exactly these (Note [Shard backups],
 // actors/ps/shard_actor.h).
 bool ChangesShard(const ShardOp& op);
 
@@ -208,7 +208,7 @@ struct ShardSnapshot {
   std::optional<OptimizerSpec> optimizer;  // the rule's full spec; none without one
   std::shared_ptr<CowSnapshot> data;
 };
-// A shard's state as RestoreOps, for a rebuilt backup (Note [Replicated shards],
+// A shard's state as RestoreOps, for a rebuilt backup (Note [Shard backups],
 // actors/ps/shard_actor.h): a shard larger than a network message still goes, part by part.
 // RestorePartRows: the rows a part of at most about `max_bytes` of values and slots holds (whole
 // rows, at least one; the last part may hold fewer); 1 for a scalar.

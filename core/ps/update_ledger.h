@@ -34,7 +34,7 @@
 // checkpoint re-applies its updates. A restore that seeds a backup with its primary's state
 // carries the primary's ledger too (RestoreOp::ledger), which the backup takes instead: a
 // backup rebuilt mid-run and later promoted still drops the re-run updates its primary had
-// applied before the rebuild (Note [Replicated shards], actors/ps/shard_actor.h).
+// applied before the rebuild (Note [Shard backups], actors/ps/shard_actor.h).
 //
 // Thread-safety: none; a ledger belongs to one ShardState.
 #pragma once

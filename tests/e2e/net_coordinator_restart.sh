@@ -7,7 +7,7 @@
 # workers waited for the new coordinator and joined it; every closure of the resumed run
 # completed; every trained shard's optimizer step equals the global step (the closures in flight
 # at the kill applied once, neither lost nor doubled); and the model still reaches its test AUC.
-# MODE "replicated": the same with --replicas=2 (backups re-adopted with their primaries).
+# MODE "shard_backups": the same with --shard_copies=2 (backups re-adopted with their primaries).
 # MODE "ps_restarted": PS 1 is also killed and started again (empty) while no coordinator runs,
 # so the shards are not the run's any more: the new coordinator drops those PS 0 kept, creates
 # every shard afresh and continues from the latest checkpoint instead.
@@ -17,7 +17,7 @@ recsys=$1
 tessera=$2
 mode=${3:-}
 extra=()
-[ "$mode" = replicated ] && extra=(--replicas=2)
+[ "$mode" = shard_backups ] && extra=(--shard_copies=2)
 source "$(dirname "$0")/net_lib.sh"
 read -r -a ports < <(free_ports 5)
 write_spec 2 2

@@ -7,7 +7,7 @@
 # (no checkpoint reloaded, no step lost); every closure completed; every shard's optimizer step
 # is the global step (no update lost or applied twice); the model still reaches its test AUC.
 # MODE "no_checkpoint_dir": the same with no --checkpoint_dir (re-adoption needs none).
-# MODE "replicated": 3 PS, --replicas=2 and no --checkpoint_dir; PS 2 is killed (kill -9) 3 s
+# MODE "shard_backups": 3 PS, --shard_copies=2 and no --checkpoint_dir; PS 2 is killed (kill -9) 3 s
 # into the stall, after the others have closed their connections to the silent coordinator, so
 # its loss reaches the coordinator only once it runs again: PS 2's shards are promoted on PS 0
 # and 1, and the primaries there whose backups PS 2 held (which hold their acknowledgements
@@ -20,7 +20,7 @@ recsys=$1
 tessera=$2
 mode=${3:-}
 source "$(dirname "$0")/net_lib.sh"
-num_ps=$([ "$mode" = replicated ] && echo 3 || echo 2)
+num_ps=$([ "$mode" = shard_backups ] && echo 3 || echo 2)
 read -r -a ports < <(free_ports $((3 + num_ps)))
 write_spec "$num_ps" 2
 common=(--cluster_spec="$work/spec.json" --users=20000 --items=2000 --train_examples=1500000
@@ -30,7 +30,7 @@ start_workers 2 "$recsys" "${common[@]}"
 checkpointing=(--checkpoint_dir="$work/ckpt" --checkpoint_every=100)
 case "$mode" in
   no_checkpoint_dir) checkpointing=() ;;
-  replicated) checkpointing=(--replicas=2) ;;
+  shard_backups) checkpointing=(--shard_copies=2) ;;
 esac
 "$recsys" "${common[@]}" --min_workers=2 "${checkpointing[@]}" \
   --summary="$work/summary.json" >"$work/coordinator.log" 2>&1 &
@@ -50,7 +50,7 @@ else
 fi
 kill -STOP "$coordinator"
 echo "stall: stopped the coordinator"
-if [ "$mode" = replicated ]; then
+if [ "$mode" = shard_backups ]; then
   sleep 3
   kill -9 "${pids[ps2]}"; wait "${pids[ps2]}" 2>/dev/null || true
   echo "stall: killed ps 2"
@@ -84,20 +84,20 @@ cat "$work"/ps*.log | grep "lost its backup" | sort || true
 python3 - "$work/summary.json" "$mode" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
-replicated = sys.argv[2] == "replicated"
+backed_up = sys.argv[2] == "shard_backups"
 problems = []
 if s["closures_completed"] != s["closures_scheduled"]:
     problems.append(f"completed {s['closures_completed']} of {s['closures_scheduled']} closures")
 recoveries = s["ps_recoveries"]
 readopted = sorted(r["ps_task"] for r in recoveries if r["readopted"])
 promoted = sorted(r["ps_task"] for r in recoveries if r["promoted"])
-if readopted != [0, 1] or promoted != ([2] if replicated else []) or \
+if readopted != [0, 1] or promoted != ([2] if backed_up else []) or \
         len(recoveries) != len(readopted) + len(promoted):
     problems.append(f"ps_recoveries: {recoveries} (expected ps 0 and 1 re-adopted"
-                    f"{', ps 2 by promotion' if replicated else ''})")
+                    f"{', ps 2 by promotion' if backed_up else ''})")
 if any(r["checkpoint"] for r in recoveries):
     problems.append("a checkpoint was reloaded")
-if replicated:
+if backed_up:
     names = {shard["name"] for shard in s["shards"]}
     copies = {n: [x["ps_task"] for x in s["shards"] if x["name"] == n] for n in names}
     wrong = {n: tasks for n, tasks in copies.items() if len(tasks) != 2 or 2 in tasks}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End to end across real processes on loopback, with mutual TLS made exactly as docs/tls.md
 # says (openssl: a cluster CA, one key and certificate per node): 2 `tessera ps`, 2 recsys
-# workers and the coordinator train a short run with a checkpoint directory and replicated
-# shards (each PS node replicating to the other over its own TLS connection). Checks: the whole
+# workers and the coordinator train a short run with a checkpoint directory and shard backups
+# (each PS node forwarding to the other's backups over its own TLS connection). Checks: the whole
 # run, workers included, is over within 30 s (a TLS run used to sit ~110 s after training,
 # its connections dropped), the final AUC line and the final checkpoint appear, no PS
 # dropped the shards of a coordinator that was "gone", and every shard's backup is at the
@@ -58,7 +58,7 @@ for t in 0 1; do
   pids[worker$t]=$!
 done
 # shellcheck disable=SC2046
-"$recsys" "${common[@]}" --min_workers=2 --checkpoint_dir="$work/ckpt" --replicas=2 \
+"$recsys" "${common[@]}" --min_workers=2 --checkpoint_dir="$work/ckpt" --shard_copies=2 \
   --summary="$work/summary.json" $(tls coordinator) >"$work/coordinator.log" 2>&1 &
 coordinator=$!
 pids[coordinator]=$coordinator
@@ -92,10 +92,10 @@ problems = [f"{name}: {held}" for name, held in copies.items()
             if len(held) != 2 or len({task for task, _ in held}) != 2 or
             any(step not in (0, s["global_step"]) for _, step in held)]
 if len(copies) < 6 or problems:
-    sys.exit(f"replicated over TLS, expected a primary and a backup at the global step "
+    sys.exit(f"backed up over TLS, expected a primary and a backup at the global step "
              f"{s['global_step']} for each shard: {problems or copies}")
 PY
-echo "net tls: 2 PS (replicated to each other), 2 workers and the coordinator over mutual TLS, all done in $took s"
+echo "net tls: 2 PS (each backing up the other), 2 workers and the coordinator over mutual TLS, all done in $took s"
 
 # -- The mirrored strategy over TLS: the ring stays on the encrypted actor connections ------------
 mirrored=(--cluster_spec="$work/spec.json" --strategy=mirrored --users=2000 --items=200

@@ -3,7 +3,7 @@
 //                       lifetimes], Note [Shards initialize themselves]);
 //   ps_node_leases.cc   (reclaim, lease, an owner's down): owners and their leases (Note [Shards
 //                       die with their coordinator]);
-//   ps_node_backups.cc  (replicate, backup_lost, a forward link's down): backups (Note [Backups
+//   ps_node_backups.cc  (backup, backup_lost, a forward link's down): backups (Note [Backups
 //                       reached directly]);
 //   ps_node_batches.cc  (batch, stats): serving batches of shard calls and the node's stats.
 //
@@ -54,7 +54,7 @@ bool OnOwnerDown(NodePointer self, const caf::down_msg& msg);
 // -- ps_node_backups.cc ---------------------------------------------------------------------------
 
 // Note [Backups reached directly] (ps_node_actor.h).
-caf::result<int64_t> Replicate(NodePointer self, const std::string& name, const caf::actor& backup,
+caf::result<int64_t> GiveBackup(NodePointer self, const std::string& name, const caf::actor& backup,
                                const std::string& backup_address, bool send_state);
 // Shard `name` says its backup failed (Note [A lost backup is struck before the primary
 // acknowledges alone], actors/ps/shard_actor.h).

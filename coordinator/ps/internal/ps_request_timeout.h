@@ -1,5 +1,5 @@
 // How long the strategy waits for a PS node's answer to a shard request (create_shard,
-// replicate_atom, reclaim_atom): shared by strategy.cc, backups.cc and readoption.cc.
+// backup_atom, reclaim_atom): shared by strategy.cc, backups.cc and readoption.cc.
 //
 // Thread-safety: a constant.
 #pragma once

@@ -21,7 +21,7 @@ struct ClusterCoordinator::LostPs {
   absl::CondVar changed;
   std::deque<int32_t> tasks ABSL_GUARDED_BY(mu);
   int32_t restoring ABSL_GUARDED_BY(mu) = 0;  // queued or in progress
-  // Tasks lost whose shards need new backups (replicas), done when no loss waits: training
+  // Tasks lost whose shards need new backups (shard_copies 2), done when no loss waits: training
   // does not wait for them.
   std::deque<int32_t> rebuilds ABSL_GUARDED_BY(mu);
   // Shards whose backup failed, with that backup (Note [A lost backup is replaced]).

@@ -430,7 +430,7 @@ TEST_CASE("a lost owner's shards are kept for the lease, give way to a new owner
   CHECK(held->at(0).shard == kept);
   CHECK(held->at(0).spec.row_offset == 0);
   CHECK(held->at(2).spec.row_offset == 6);
-  CHECK_FALSE(held->at(0).replicated);
+  CHECK_FALSE(held->at(0).backed_up);
   CHECK(fixture.Ask<Held>(node, reclaim_atom::value, stranger, std::string())->empty());
 
   caf::anon_send_exit(lost, caf::exit_reason::kill);
@@ -490,13 +490,13 @@ TEST_CASE("a PS node gives its shard a backup on another node, refusing an unkno
       *fixture.Ask<shard_actor>(backup_node, create_shard_atom::value, spec, caf::actor());
   const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
   CHECK(fixture
-            .Ask<int64_t>(primary_node, replicate_atom::value, std::string("nope"),
+            .Ask<int64_t>(primary_node, backup_atom::value, std::string("nope"),
                           caf::actor_cast<caf::actor>(backup), std::string(), false)
             .status()
             .code() == absl::StatusCode::kNotFound);
   // In process: no address, nothing to connect to.
   REQUIRE(fixture
-              .Ask<int64_t>(primary_node, replicate_atom::value, name,
+              .Ask<int64_t>(primary_node, backup_atom::value, name,
                             caf::actor_cast<caf::actor>(backup), std::string(), false)
               .ok());
   REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Tensor(Shape{6, 2}, 1.0f)}).ok());
@@ -525,18 +525,18 @@ TEST_CASE("a shard's lost backup is told to its owner, and its changes wait for 
   const shard_actor backup = CreateShard(fixture, backup_node, spec);
   const caf::actor backup_handle = caf::actor_cast<caf::actor>(backup);
   REQUIRE(fixture
-              .Ask<int64_t>(primary_node, replicate_atom::value, name, backup_handle, std::string(),
+              .Ask<int64_t>(primary_node, backup_atom::value, name, backup_handle, std::string(),
                             false)
               .ok());
   using Held = std::vector<HeldShard>;
   REQUIRE(
-      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).replicated);
+      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).backed_up);
   // A report that does not come from the shard itself is ignored.
   caf::anon_send(primary_node, backup_lost_atom::value, name, backup_handle);
   fixture.Run();
   CHECK(heard.empty());
   CHECK(
-      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).replicated);
+      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).backed_up);
 
   caf::anon_send_exit(backup, caf::exit_reason::kill);
   fixture.Run();
@@ -544,7 +544,7 @@ TEST_CASE("a shard's lost backup is told to its owner, and its changes wait for 
   CHECK(heard[0].first == name);
   CHECK(heard[0].second == backup_handle);
   CHECK_FALSE(
-      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).replicated);
+      fixture.Ask<Held>(primary_node, reclaim_atom::value, owner, std::string())->at(0).backed_up);
   // The change is applied but not acknowledged until the owner answers: no backup now.
   std::optional<absl::StatusOr<ShardOpResult>> change;
   fixture.system().spawn(
@@ -558,7 +558,7 @@ TEST_CASE("a shard's lost backup is told to its owner, and its changes wait for 
   fixture.Run();
   CHECK(!change.has_value());
   REQUIRE(fixture
-              .Ask<int64_t>(primary_node, replicate_atom::value, name, caf::actor(), std::string(),
+              .Ask<int64_t>(primary_node, backup_atom::value, name, caf::actor(), std::string(),
                             false)
               .ok());
   REQUIRE(change.has_value());
@@ -588,12 +588,12 @@ TEST_CASE("a PS node connects to the backup's node first, and a failed connectio
       .receive([&](shard_actor& s) { backup = s; }, [](caf::error& err) { FAIL(err); });
   const std::string name = ShardName(spec.variable, spec.shard_index, spec.num_shards);
   absl::Status reached;
-  self->request(node, std::chrono::seconds(10), replicate_atom::value, name,
+  self->request(node, std::chrono::seconds(10), backup_atom::value, name,
                 caf::actor_cast<caf::actor>(backup), std::string("127.0.0.1:7"), false)
       .receive([](int64_t) {}, [&](caf::error& err) { reached = ErrorToStatus(err); });
   CHECK(reached.ok());
   absl::Status refused;
-  self->request(node, std::chrono::seconds(10), replicate_atom::value, name,
+  self->request(node, std::chrono::seconds(10), backup_atom::value, name,
                 caf::actor_cast<caf::actor>(backup), std::string("10.0.0.9:1"), false)
       .receive([](int64_t) {}, [&](caf::error& err) { refused = ErrorToStatus(err); });
   CHECK(refused.code() == absl::StatusCode::kUnavailable);
@@ -640,7 +640,7 @@ TEST_CASE("a PS node's shards send their changes to the backups' node through it
     const ShardSpec spec = TestShardSpec(k, 3, 12, 2, testing::Adagrad());
     primaries.push_back(create(node, spec));
     backups.push_back(create(backup_node, spec));
-    self->request(node, std::chrono::seconds(10), replicate_atom::value,
+    self->request(node, std::chrono::seconds(10), backup_atom::value,
                   ShardName(spec.variable, spec.shard_index, spec.num_shards),
                   caf::actor_cast<caf::actor>(backups.back()), std::string("127.0.0.1:7"), false)
         .receive([](int64_t) {}, [](caf::error& err) { FAIL(err); });
@@ -706,7 +706,7 @@ TEST_CASE("a coordinator of the same run takes over its lost predecessor's shard
   const shard_actor trained = CreateShard(fixture, node, spec, first);
   const shard_actor backup = CreateShard(fixture, backup_node, spec);
   REQUIRE(fixture
-              .Ask<int64_t>(node, replicate_atom::value, std::string("emb/part_0"),
+              .Ask<int64_t>(node, backup_atom::value, std::string("emb/part_0"),
                             caf::actor_cast<caf::actor>(backup), std::string(), false)
               .ok());
   CreateShard(fixture, node, TestShardSpec(1, 2, 8, 2), first);
@@ -729,9 +729,9 @@ TEST_CASE("a coordinator of the same run takes over its lost predecessor's shard
   REQUIRE(held->size() == 2);
   CHECK(held->at(0).shard == trained);
   CHECK(held->at(0).spec.optimizer.has_value());
-  CHECK(held->at(0).replicated);
+  CHECK(held->at(0).backed_up);
   CHECK(held->at(1).name == "emb/part_1");
-  CHECK_FALSE(held->at(1).replicated);
+  CHECK_FALSE(held->at(1).backed_up);
   // Taken over: the first owner's lease no longer drops them, and they are the new owner's to
   // drop, not the early one's.
   fixture.AdvanceTime(std::chrono::seconds(20));

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "coordinator/base/command_line.h"
 #include "tests/captured_log.h"
 #include "tests/listener.h"
 
@@ -42,6 +43,8 @@ ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(int32_t, ps);
 ABSL_DECLARE_FLAG(int32_t, workers);
 ABSL_DECLARE_FLAG(int32_t, closures_per_worker);
+ABSL_DECLARE_FLAG(std::optional<int32_t>, shard_copies);
+ABSL_DECLARE_FLAG(std::optional<int32_t>, replicas);
 ABSL_DECLARE_FLAG(int64_t, checkpoint_every);
 ABSL_DECLARE_FLAG(double, checkpoint_every_seconds);
 ABSL_DECLARE_FLAG(int32_t, inject_worker_failures);
@@ -145,6 +148,75 @@ TEST_CASE("the default flags train in the simulation as the coordinator") {
   CHECK(flags->seed == 9);
   CHECK_FALSE(flags->parameter_servers.cluster.has_value());
   CHECK_FALSE(flags->parameter_servers.overwrite_checkpoints);
+}
+
+TEST_CASE("--shard_copies gives every shard a backup, and --replicas is its deprecated alias") {
+  TfConfig no_tf_config(std::nullopt);
+  const auto copies = [] {
+    const absl::StatusOr<TrainingFlags> flags = ReadTrainingFlags();
+    REQUIRE_MESSAGE(flags.ok(), flags.status().ToString());
+    return flags->parameter_servers.shard_copies;
+  };
+  {
+    absl::FlagSaver saver;
+    CHECK(copies() == 1);  // the default: no backup
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_shard_copies, 2);
+    CHECK(copies() == 2);
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_replicas, 2);
+    CHECK(copies() == 2);
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_shard_copies, 2);
+    absl::SetFlag(&FLAGS_replicas, 2);
+    CHECK(copies() == 2);
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_shard_copies, 1);
+    absl::SetFlag(&FLAGS_replicas, 2);
+    CheckInvalid(ReadTrainingFlags(), "--shard_copies=1 and --replicas=2 disagree");
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_shard_copies, 3);
+    CheckInvalid(ReadTrainingFlags(), "--shard_copies must be 1 or 2");
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_replicas, 0);
+    CheckInvalid(ReadTrainingFlags(), "--replicas must be 1 or 2");
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_replicas, 2);
+    absl::SetFlag(&FLAGS_ps, 1);
+    CheckInvalid(ReadTrainingFlags(), "--shard_copies=2 needs --ps >= 2");
+  }
+  {
+    absl::FlagSaver saver;
+    absl::SetFlag(&FLAGS_shard_copies, 2);
+    absl::SetFlag(&FLAGS_strategy, "mirrored");
+    CheckInvalid(ReadTrainingFlags(), "--shard_copies is for parameter servers");
+  }
+  // --help lists the alias as deprecated, next to the flag it names.
+  ProgramHelp help;
+  help.name = "trainer";
+  help.usage = "trainer [flags]";
+  help.groups = TrainingFlagGroups();
+  const std::string text = FormatHelp(help);
+  const size_t flag = text.find("--shard_copies");
+  const size_t alias = text.find("--replicas");
+  REQUIRE(flag != std::string::npos);
+  REQUIRE(alias != std::string::npos);
+  CHECK(flag < alias);
+  CHECK(text.find("deprecated: the old name of --shard_copies", alias) != std::string::npos);
 }
 
 TEST_CASE("--log_level and -v set the level of the process's log, and a wrong level is refused") {

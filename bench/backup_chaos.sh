@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# replicated_chaos.sh: issue 17's chaos figure across processes with --replicas=2. 2 `tessera ps`
+# backup_chaos.sh: issue 17's chaos figure across processes with --shard_copies=2. 2 `tessera ps`
 # and a `tessera ps --standby`, 3 recsys worker processes and the coordinator, on loopback. While
 # it trains, a random worker process is killed with kill -9 every KILL_EVERY seconds and started
 # again half a second later; PS 1 is killed once training is under way, and PS 0 once the lost
@@ -15,8 +15,8 @@
 #   - the replay: the fault-free run scheduled the same closures and reached the same global
 #     step, and the chaos run's test AUC is within 0.01 of it.
 #
-#   bench/replicated_chaos.sh BUILD_DIR [KILL_EVERY] [-- extra recsys flags for every process]
-#   bench/replicated_chaos.sh build 1.5 -- --train_examples=4000000
+#   bench/backup_chaos.sh BUILD_DIR [KILL_EVERY] [-- extra recsys flags for every process]
+#   bench/backup_chaos.sh build 1.5 -- --train_examples=4000000
 # (Defaults: --users=20000 --items=2000 --train_examples=3000000 --test_examples=20000.)
 set -euo pipefail
 
@@ -34,7 +34,7 @@ for bin in "$RECSYS" "$TESSERA"; do
   [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
 done
 echo "command: $0 $BUILD $KILL_EVERY ${EXTRA[*]:+-- ${EXTRA[*]}}"
-WORK=$(mktemp -d /tmp/replicated_chaos.XXXXXX)
+WORK=$(mktemp -d /tmp/backup_chaos.XXXXXX)
 declare -A PROCS=()
 cleanup() {
   for pid in "${PROCS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
@@ -68,7 +68,7 @@ PY
     PROCS[worker$1]=$!
   }
   for t in 0 1 2; do start_worker "$t"; done
-  "$RECSYS" "${common[@]}" --replicas=2 --min_workers=3 --summary="$dir/summary.json" \
+  "$RECSYS" "${common[@]}" --shard_copies=2 --min_workers=3 --summary="$dir/summary.json" \
     >"$dir/coordinator.log" 2>&1 &
   local coordinator=$!
   PROCS[coordinator]=$coordinator

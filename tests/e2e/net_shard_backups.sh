@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end across real processes on loopback, with --replicas=2 and no --checkpoint_dir: 3
+# End to end across real processes on loopback, with --shard_copies=2 and no --checkpoint_dir: 3
 # `tessera ps`, 2 recsys worker processes and the coordinator. While it trains, PS 1 is killed
 # with kill -9 (Note [A lost PS's backups take over], coordinator/scheduling/ps_recovery.cc).
 # Checks: the run completes every closure without a checkpoint to restore from; the summary
@@ -12,7 +12,7 @@
 # are rebuilt a worker process is killed (and started again) and then PS 0 too, whose backups
 # are all on the standby now, and which is started again at its address to hold the new ones:
 # two recoveries by promotion.
-#   net_replicated_ps.sh RECSYS_BINARY TESSERA_BINARY [standby]
+#   net_shard_backups.sh RECSYS_BINARY TESSERA_BINARY [standby]
 set -euo pipefail
 recsys=$1
 tessera=$2
@@ -45,7 +45,7 @@ done
 start_worker() { "$recsys" "${common[@]}" --role=worker --task="$1" >>"$work/worker$1.log" 2>&1 &
                  pids[worker$1]=$!; }
 for t in 0 1; do start_worker "$t"; done
-"$recsys" "${common[@]}" --replicas=2 --min_workers=2 --summary="$work/summary.json" \
+"$recsys" "${common[@]}" --shard_copies=2 --min_workers=2 --summary="$work/summary.json" \
   >"$work/coordinator.log" 2>&1 &
 coordinator=$!
 pids[coordinator]=$coordinator
@@ -112,12 +112,12 @@ if sys.argv[2] != "standby" and on_ps1:
 wrong = [(x["name"], x["ps_task"], x["step"]) for x in s["shards"] if x["step"] != s["global_step"]]
 if wrong:
     problems.append(f"shard steps {wrong} != global step {s['global_step']}")
-unreplicated = [name for name, c in copies.items() if len(c) != 2]
-if unreplicated:
-    problems.append(f"shards without exactly one backup after the rebuild: {unreplicated}")
+without_backup = [name for name, c in copies.items() if len(c) != 2]
+if without_backup:
+    problems.append(f"shards without exactly one backup after the rebuild: {without_backup}")
 if s["test_auc"] < 0.66:
     problems.append(f"test AUC {s['test_auc']:.4f} < 0.66")
-print(f"net replicated ps: {s['closures_completed']}/{s['closures_scheduled']} closures, "
+print(f"net shard backups: {s['closures_completed']}/{s['closures_scheduled']} closures, "
       f"recoveries {recoveries}, {len(s['shards'])} shard copies at step {s['global_step']}, "
       f"{s['duplicate_updates']} repeated updates dropped, AUC {s['test_auc']:.4f}")
 sys.exit("; ".join(problems) if problems else 0)

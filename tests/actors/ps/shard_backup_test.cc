@@ -1,4 +1,4 @@
-// Note [Replicated shards] (actors/ps/shard_actor.h): a shard forwards what changed it to its
+// Note [Shard backups] (actors/ps/shard_actor.h): a shard forwards what changed it to its
 // backup and acknowledges only once the backup has it.
 #include <doctest/doctest.h>
 
@@ -33,7 +33,7 @@ shard_actor SpawnTestShard(DeterministicSystem& fixture) {
 
 absl::StatusOr<int64_t> SetBackup(DeterministicSystem& fixture, const shard_actor& primary,
                                   const caf::actor& backup, bool send_state) {
-  return fixture.Ask<int64_t>(primary, replicate_atom::value, backup, caf::actor(), send_state);
+  return fixture.Ask<int64_t>(primary, backup_atom::value, backup, caf::actor(), send_state);
 }
 
 // Everything of a shard a backup must match: block, slots and step.
@@ -58,7 +58,7 @@ int64_t VersionOf(DeterministicSystem& fixture, const shard_actor& shard) {
 
 UpdateId Named(int64_t closure) { return UpdateId{7, closure, 0, 0}; }
 
-TEST_CASE("a replicated shard's backup applies every change, alone or batched, and matches it") {
+TEST_CASE("a backed-up shard's backup applies every change, alone or batched, and matches it") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
   const shard_actor backup = SpawnTestShard(fixture);
@@ -130,7 +130,7 @@ void SendUnanswered(DeterministicSystem& fixture, const shard_actor& primary, Sh
       0);
 }
 
-TEST_CASE("a replicated shard acknowledges a change only once its backup has applied it") {
+TEST_CASE("a shard with a backup acknowledges a change only once its backup has applied it") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
   const shard_actor backup = SpawnTestShard(fixture);
@@ -155,7 +155,7 @@ TEST_CASE("a replicated shard acknowledges a change only once its backup has app
 
 // Stands in for the PS node that gives a shard its backup (Note [A lost backup is struck before
 // the primary acknowledges alone]): sent (shard, backup, send_state), it gives the shard that
-// backup and records replicate_atom's answer in `given`; it records the shard's loss reports in
+// backup and records backup_atom's answer in `given`; it records the shard's loss reports in
 // `lost`.
 struct GiverRecords {
   std::vector<absl::StatusOr<int64_t>> given;
@@ -165,7 +165,7 @@ struct GiverRecords {
 caf::behavior BackupGiver(caf::event_based_actor* self, GiverRecords* records) {
   return {
       [self, records](const shard_actor& shard, const caf::actor& backup, bool send_state) {
-        self->request(shard, caf::infinite, replicate_atom::value, backup, caf::actor(), send_state)
+        self->request(shard, caf::infinite, backup_atom::value, backup, caf::actor(), send_state)
             .then([records](int64_t version) { records->given.emplace_back(version); },
                   [records](caf::error& err) { records->given.push_back(ErrorToStatus(err)); });
       },
@@ -293,9 +293,9 @@ TEST_CASE("a new backup of a shard larger than a message part takes its state in
 
 TEST_CASE("a backup rebuilt part by part while updates keep coming ends identical to its primary") {
   // 1.2M rows of 8 floats with Adam's two slots: 115 MB, four parts of at most 32 MiB, each
-  // copied once the one before it was applied. Updates sent right behind the replicate request
-  // are forwarded between the parts: dense ones change every row, restored or not yet, and step
-  // the optimizer, whose count each part carries.
+  // copied once the one before it was applied. Updates sent right behind the request that gives
+  // the backup are forwarded between the parts: dense ones change every row, restored or not yet,
+  // and step the optimizer, whose count each part carries.
   DeterministicSystem fixture;
   const ShardSpec spec = TestShardSpec(0, 1, 1200000, 8, OptimizerSpec{"adam", {}});
   const auto spawn = [&] {
@@ -306,15 +306,15 @@ TEST_CASE("a backup rebuilt part by part while updates keep coming ends identica
   const shard_actor primary = spawn();
   REQUIRE(fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{1200000, 8}, 1e-7f)}).ok());
   const shard_actor backup = spawn();
-  std::optional<absl::StatusOr<int64_t>> replicated;
+  std::optional<absl::StatusOr<int64_t>> backed_up;
   int updates_acknowledged = 0;
   // (An argument, unused: CAF 0.17 dereferences a null argument tuple when there is none.)
   fixture.system().spawn(
       [&](caf::event_based_actor* self, int) {
-        self->request(primary, caf::infinite, replicate_atom::value,
+        self->request(primary, caf::infinite, backup_atom::value,
                       caf::actor_cast<caf::actor>(backup), caf::actor(), true)
-            .then([&](int64_t version) { replicated = version; },
-                  [&](caf::error& err) { replicated = ErrorToStatus(err); });
+            .then([&](int64_t version) { backed_up = version; },
+                  [&](caf::error& err) { backed_up = ErrorToStatus(err); });
         for (int k = 0; k < 3; ++k) {
           ShardOp dense =
               ApplyDenseGradientOp{Iota(Shape{1200000, 8}, 1e-6f * (k + 1)), Named(k + 1)};
@@ -328,8 +328,8 @@ TEST_CASE("a backup rebuilt part by part while updates keep coming ends identica
       },
       0);
   fixture.Run();
-  REQUIRE(replicated.has_value());
-  REQUIRE(replicated->ok());
+  REQUIRE(backed_up.has_value());
+  REQUIRE(backed_up->ok());
   CHECK(updates_acknowledged == 6);
   auto info = fixture.AskOp(backup, InfoOp{});
   REQUIRE(info.ok());
@@ -399,7 +399,7 @@ TEST_CASE("a shard whose backup is gone or fails acknowledges only once given it
   SendHeld(fixture, primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 1.0f)}, first);
   REQUIRE(records.lost.size() == 1);
   CHECK(records.lost[0].second == failed);
-  // A new backup (here: none) releases it; the shard then goes on unreplicated.
+  // A new backup (here: none) releases it; the shard then goes on without a backup.
   caf::anon_send(giver, primary, caf::actor(), false);
   fixture.Run();
   REQUIRE(first.has_value());
@@ -434,7 +434,7 @@ TEST_CASE("a rebuild whose new backup fails is an error at once, while changes a
   CHECK(change->ok());
 }
 
-TEST_CASE("a shard cannot be its own backup, and a null backup ends replication") {
+TEST_CASE("a shard cannot be its own backup, and a null backup ends its backing up") {
   DeterministicSystem fixture;
   const shard_actor primary = SpawnTestShard(fixture);
   CHECK(SetBackup(fixture, primary, caf::actor_cast<caf::actor>(primary), false).status().code() ==

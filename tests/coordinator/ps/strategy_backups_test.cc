@@ -1,4 +1,4 @@
-// ParameterServerStrategy with replicas = 2 (Note [Backups on the next PS], coordinator/
+// ParameterServerStrategy with shard_copies = 2 (Note [Backups on the next PS], coordinator/
 // strategy.h) on the in-process cluster: where backups go, that every acknowledged change
 // reaches them, promotion after a PS loss, and rebuilding backups.
 #include <doctest/doctest.h>
@@ -82,7 +82,7 @@ void Train(const ShardedVariable& v, int round) {
   REQUIRE(v.Scatter(ScatterOp::kAdd, ids, rows).ok());
 }
 
-TEST_CASE("with replicas = 2 each shard has its backup on the next PS, holding every change") {
+TEST_CASE("with shard_copies = 2 each shard has its backup on the next PS, holding every change") {
   auto cluster = StartCluster(3);
   ParameterServerStrategy strategy(*cluster, Partitioner{}, 2);
   const ShardedVariable v = CreateTrained(strategy, 6);
@@ -98,7 +98,7 @@ TEST_CASE("with replicas = 2 each shard has its backup on the next PS, holding e
   }
 }
 
-TEST_CASE("replicas = 2 needs two PS tasks, and replicas is 1 or 2") {
+TEST_CASE("shard_copies = 2 needs two PS tasks, and shard_copies is 1 or 2") {
   auto one = StartCluster(1);
   ParameterServerStrategy lonely(*one, Partitioner{}, 2);
   absl::StatusOr<ShardedVariable> refused =
@@ -212,7 +212,7 @@ TEST_CASE(
   auto rebuilt = strategy.RebuildBackups({1});
   CHECK(rebuilt.status().code() == absl::StatusCode::kUnavailable);
   CHECK(strategy.ShardsWithoutBackup() == 4);
-  // Training goes on, unreplicated.
+  // Training goes on, without backups.
   Train(v, 2);
 }
 

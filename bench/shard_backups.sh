@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# replication.sh: what --replicas=2 (a backup of every shard, Note [Replicated shards] in
-# actors/ps/shard_actor.h) costs training. recsys without and with replication, in the simulation
+# shard_backups.sh: what --shard_copies=2 (a backup of every shard, Note [Shard backups] in
+# actors/ps/shard_actor.h) costs training. recsys without and with backups, in the simulation
 # and across processes (2 `tessera ps`, 2 workers, the coordinator with --closures_per_worker=4,
 # free loopback ports), interleaved in each round; examples_per_sec of the training loop from
 # each run's --summary JSON. Reports each round's ratios and the medians; the last line is one
 # JSON object (the target: >= 0.7x in both).
 #
-#   bench/replication.sh BUILD_DIR [ROUNDS] [-- extra recsys flags for every run]
-#   bench/replication.sh build 3 -- --train_examples=2000000
+#   bench/shard_backups.sh BUILD_DIR [ROUNDS] [-- extra recsys flags for every run]
+#   bench/shard_backups.sh build 3 -- --train_examples=2000000
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -24,7 +24,7 @@ for bin in "$RECSYS" "$TESSERA"; do
   [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
 done
 echo "command: $0 $BUILD $ROUNDS ${EXTRA[*]:+-- ${EXTRA[*]}}"
-WORK=$(mktemp -d /tmp/replication.XXXXXX)
+WORK=$(mktemp -d /tmp/shard_backups.XXXXXX)
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
@@ -33,12 +33,12 @@ cleanup() {
 trap cleanup EXIT
 
 
-run_sim() {  # $1: summary file, $2: replicas
-  "$RECSYS" --summary="$1" --replicas="$2" "${EXTRA[@]}" > "${1%.json}.log" 2>&1
+run_sim() {  # $1: summary file, $2: shard copies
+  "$RECSYS" --summary="$1" --shard_copies="$2" "${EXTRA[@]}" > "${1%.json}.log" 2>&1
 }
 
-run_net() {  # $1: summary file, $2: replicas
-  run_recsys_net "$1" --closures_per_worker=4 --replicas="$2"
+run_net() {  # $1: summary file, $2: shard copies
+  run_recsys_net "$1" --closures_per_worker=4 --shard_copies="$2"
 }
 
 SIM1=() SIM2=() NET1=() NET2=()
@@ -61,7 +61,7 @@ net_ratio = m([b / a for a, b in zip(net1, net2)])
 out = {"sim_ratio": sim_ratio, "net_ratio": net_ratio, "target": 0.7,
        "target_met": sim_ratio >= 0.7 and net_ratio >= 0.7,
        "sim_rounds": [sim1, sim2], "net_rounds": [net1, net2], "logs": sys.argv[5]}
-print("median ratio with / without replication: sim %.3fx, net %.3fx; target >= 0.7x: %s" %
+print("median ratio with / without backups: sim %.3fx, net %.3fx; target >= 0.7x: %s" %
       (sim_ratio, net_ratio, "met" if out["target_met"] else "MISSED"))
 print(json.dumps(out))
 EOF

@@ -238,6 +238,10 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,
                                                     int64_t eval_every, nlohmann::json& summary) {
   const std::string& label = job.name;
+  if (job.batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the batch size must be >= 1, got ", job.batch_size));
+  }
   TESSERA_ASSIGN_OR_RETURN(Model built, Model::Create(job.model));
   auto model = std::make_shared<const Model>(std::move(built));
   TESSERA_RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());

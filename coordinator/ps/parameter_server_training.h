@@ -96,8 +96,8 @@ struct ParameterServerTrainingOptions {
 // with job.name. Records in `summary` the run's fields: mode, ps, workers, closures_per_worker,
 // partitioner, closures_{scheduled,completed,retried,cancelled}, worker_failures, worker_restarts,
 // first_step, global_step and ps_recoveries; restore_seconds when resumed, checkpoint_seconds (the
-// final save) with a checkpoint_dir. InvalidArgument for a model or optimizer that does not
-// validate, or `resume` without checkpoint_dir; the cluster's, the checkpoint's or the first
+// final save) with a checkpoint_dir. InvalidArgument for a batch size < 1 (before anything
+// starts), a model or optimizer that does not validate, or `resume` without checkpoint_dir; the cluster's, the checkpoint's or the first
 // closure's error.
 absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -186,15 +187,33 @@ TEST_CASE("the cluster hook sees the cluster, then its coordinator, then both go
     CHECK_FALSE(calls[i].coordinator);
   }
 
-  // A run that fails after the cluster started still says it is going.
+  // A run that fails after the cluster started still says it is going: its export cannot be
+  // written (the export directory is a file).
   calls.clear();
-  TrainingJob failing = SmallJob(2);
-  failing.batch_size = 0;  // no batches to train on
-  CHECK_FALSE(TrainOnParameterServers(failing, options, 0, summary).ok());
+  TempDir dir;
+  ParameterServerTrainingOptions failing = options;
+  failing.export_dir = dir.Sub("a_file");
+  { std::ofstream(failing.export_dir) << "not a directory"; }
+  CHECK_FALSE(TrainOnParameterServers(SmallJob(2), failing, 0, summary).ok());
   REQUIRE_FALSE(calls.empty());
   CHECK(calls.front().cluster);
   CHECK_FALSE(calls.back().cluster);
   CHECK_FALSE(calls.back().coordinator);
+}
+
+TEST_CASE("a batch size below 1 is refused before any cluster starts") {
+  // It once divided by the batch size after the cluster had started: a SIGFPE, not an error.
+  int calls = 0;
+  ParameterServerTrainingOptions options = Options();
+  options.on_cluster = [&calls](Cluster*, ClusterCoordinator*) { ++calls; };
+  TrainingJob job = SmallJob(2);
+  job.batch_size = 0;
+  nlohmann::json summary;
+  const absl::StatusOr<TrainingRun> run = TrainOnParameterServers(job, options, 0, summary);
+  REQUIRE_FALSE(run.ok());
+  CHECK(run.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(run.status().message(), "batch size must be >= 1, got 0"));
+  CHECK(calls == 0);
 }
 
 }  // namespace

@@ -573,7 +573,7 @@ TEST_CASE("an unpartitioned variable and a scalar live in one shard named after 
 }
 
 
-// Note [One request per PS node] (actors/shard_call.h): a networked worker's step sends its
+// Note [One request per PS node] (actors/ps/shard_client.h): a networked worker's step sends its
 // reads, gathers and gradients through a ShardBatch; each call must do what it does sent alone.
 TEST_CASE("calls batched per PS node give what the same calls sent alone give") {
   std::unique_ptr<Cluster> cluster = testing::StartCluster(/*num_ps=*/2, /*num_workers=*/1);

@@ -44,7 +44,7 @@ inline bool IsFloating(DType dtype) { return dtype == DType::kFloat32; }
 using Ids = std::vector<int64_t>;
 
 // Note [Limits on tensors from outside]
-// A tensor or id list read from a message (actors/base/messages.h) or a file (schema/) is checked
+// A tensor or id list read from a message (actors/base/wire.h) or a file (schema/) is checked
 // against one policy before anything is allocated for it: at most kMaxRank dimensions, no
 // negative one, and at most kMaxElements elements (2^34: far above any real tensor, a guard
 // against forged sizes). The wire and the files agree, so whatever one accepts the other can carry.

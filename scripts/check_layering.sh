@@ -47,7 +47,18 @@ if [ -d examples ]; then
   [ -n "$bad" ] && report "$what" "$bad"
 fi
 
+# Transitively too: what an example reaches through every include (scripts/include_reach.py) holds
+# no internal/ header and nothing of Cap'n Proto. (It still reaches CAF, through
+# coordinator/training/training_flags.h: the public tree that ends that is docs/design.md §6.)
+if [ -d examples ]; then
+  for example in examples/*.cc; do
+    bad=$(python3 scripts/include_reach.py --list "$example" |
+          awk '($1 == "project" && $2 ~ /(^|\/)internal\//) || $1 == "capnp" { print "  " $2 }')
+    [ -n "$bad" ] && report "$example reaches internal or Cap'n Proto headers through its includes" "$bad"
+  done
+fi
+
 [ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \
   "examples, cli; core, schema, http <- serving <- cli; core <- workloads; examples use public" \
-  "headers only)"
+  "headers only, transitively)"
 exit $status

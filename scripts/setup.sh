@@ -25,6 +25,7 @@ packages=(
   curl                  # the end-to-end serving and dashboard tests
   chromium fonts-liberation  # the dashboard's browser test and its screenshot
   openssl               # the TLS tests make their certificates with it (docs/tls.md)
+  python3               # the layering check's include reach, the hostile-peer e2e test
 )
 
 missing=()

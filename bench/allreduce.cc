@@ -77,15 +77,15 @@
 #include "bench/internal/scratch_dir.h"
 #include "bench/internal/socket_io.h"
 #include "cluster/base/cluster.h"
-#include "cluster/base/cluster_spec.h"
 #include "cluster/network/network.h"
 #include "coordinator/mirrored/mirrored_strategy.h"
 #include "coordinator/mirrored/mirrored_training.h"
-#include "core/base/status.h"
-#include "core/base/tensor.h"
-#include "core/data/dataset.h"
-#include "workloads/fashion_mnist.h"
-#include "workloads/reference_models.h"
+#include "tessera/cluster.h"
+#include "tessera/data.h"
+#include "tessera/status.h"
+#include "tessera/tensor.h"
+#include "tessera/workloads/fashion_mnist.h"
+#include "tessera/workloads/reference_models.h"
 
 // The replicas' default ring chunk (kDefaultRingChunkElements floats), in KiB.
 constexpr int64_t kDefaultChunkKib =

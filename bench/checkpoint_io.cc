@@ -44,7 +44,7 @@
 #include "cluster/base/cluster.h"
 #include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/ps/strategy.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(int64_t, rows, 4194304, "rows of the variable (x 64 floats: 4M rows = 1 GiB)");
 ABSL_FLAG(int64_t, shards, 4, "shards of the variable");

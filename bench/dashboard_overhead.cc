@@ -30,7 +30,7 @@
 #include "coordinator/monitoring/internal/run_dashboard.h"
 #include "coordinator/ps/parameter_server_training.h"
 #include "coordinator/training/training_flags.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(int32_t, rounds, 5, "rounds of (bare, monitor, dashboard)");
 ABSL_FLAG(std::vector<std::string>, kinds, std::vector<std::string>({"bare", "monitor", "dashboard"}),
@@ -107,14 +107,15 @@ absl::Status Run(int argc, char** argv) {
   for (int32_t r = 0; r < absl::GetFlag(FLAGS_rounds); ++r) {
     std::string line = absl::StrCat("round ", r, ":");
     for (size_t k = 0; k < kinds.size(); ++k) {
-      ParameterServerTrainingOptions options = flags.parameter_servers;
+      const ParameterServerTrainingOptions& options = flags.parameter_servers;
+      RunObservers observers;
       std::unique_ptr<internal::RunDashboard> dashboard;
       std::unique_ptr<Poller> poller;
-      if (kinds[k] != "bare") options.monitor = std::make_shared<TrainingMonitor>();
+      if (kinds[k] != "bare") observers.monitor = std::make_shared<TrainingMonitor>();
       if (kinds[k] == "dashboard") {
-        TESSERA_ASSIGN_OR_RETURN(dashboard,
-                                 internal::RunDashboard::Start({"127.0.0.1", 0}, options.monitor));
-        options.on_cluster = dashboard->ClusterHook();
+        TESSERA_ASSIGN_OR_RETURN(
+            dashboard, internal::RunDashboard::Start({"127.0.0.1", 0}, observers.monitor));
+        observers.on_cluster = dashboard->ClusterHook();
         if (absl::GetFlag(FLAGS_poll_ms) > 0) {
           poller = std::make_unique<Poller>(
               dashboard->port(), std::chrono::milliseconds(absl::GetFlag(FLAGS_poll_ms)));
@@ -122,7 +123,8 @@ absl::Status Run(int argc, char** argv) {
       }
       nlohmann::json ignored;
       TESSERA_ASSIGN_OR_RETURN(TrainingRun run,
-                               TrainOnParameterServers(job, options, /*eval_every=*/0, ignored));
+                               TrainOnParameterServers(job, options, /*eval_every=*/0, ignored,
+                                                       observers));
       if (poller != nullptr) {
         std::vector<double> loads = poller->Stop();
         failures += poller->failures();

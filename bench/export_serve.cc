@@ -39,12 +39,12 @@
 #include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/ps/strategy.h"
 #include "coordinator/serving/export.h"
-#include "core/base/env.h"
-#include "core/base/status.h"
 #include "core/serving/exported_model.h"
-#include "core/variables/partitioner.h"
 #include "schema/serving/model_io.h"
-#include "workloads/reference_models.h"
+#include "tessera/env.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, users, 600000, "rows of the user embedding");
 ABSL_FLAG(int64_t, items, 60000, "rows of the item embedding");

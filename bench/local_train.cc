@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "core/base/status.h"
 #include "core/training/local_trainer.h"
-#include "workloads/fashion_mnist.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
+#include "tessera/status.h"
+#include "tessera/workloads/fashion_mnist.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 
 ABSL_FLAG(std::string, workload, "all", "recsys, fashion_mnist or all");
 ABSL_FLAG(uint64_t, seed, 1, "model seed (initializers) and shuffling seed");

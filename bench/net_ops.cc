@@ -63,7 +63,7 @@
 #include "bench/internal/socket_io.h"
 #include "cluster/base/cluster.h"
 #include "cluster/network/network.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(std::vector<std::string>, sizes_kib,
           std::vector<std::string>({"1", "4", "16", "64", "256", "1024", "4096"}),

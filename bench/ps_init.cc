@@ -5,9 +5,9 @@
 //   ps_init --users=600000 --items=60000     # the RFC's model (2.64 GB of values, 5.3 GB in all)
 //   ps_init --initial_accumulator=0.1        # Keras' Adagrad: the slots are written too
 //
-// Model: the recsys reference model (workloads/reference_models.h: user and item embeddings of
-// D floats, random_uniform, and a small dense head) trained by Adagrad, its embeddings in
-// --shards shards each (fixed), on --ps in-process PS nodes. A round starts a fresh cluster and
+// Model: the recsys reference model (tessera/workloads/reference_models.h: user and item
+// embeddings of D floats, random_uniform, and a small dense head) trained by Adagrad, its
+// embeddings in --shards shards each (fixed), on --ps in-process PS nodes. A round starts a fresh cluster and
 // times ParameterServerStrategy::CreateModelVariables: every shard allocated and its Adagrad slot
 // made, on the PS nodes (rows are initialized when training first touches them: Note [Rows
 // initialized on first touch], core/ps/first_touch.h). GB/s counts the values and the slots
@@ -37,11 +37,11 @@
 #include "cluster/base/cluster.h"
 #include "coordinator/ps/strategy.h"
 #include "core/base/internal/philox_batch.h"
-#include "core/base/status.h"
 #include "core/model/model.h"
-#include "core/variables/initializer.h"
-#include "core/variables/partitioner.h"
-#include "workloads/reference_models.h"
+#include "tessera/model.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, users, 250000, "rows of the user embedding");
 ABSL_FLAG(int64_t, items, 25000, "rows of the item embedding");

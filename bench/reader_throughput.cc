@@ -1,4 +1,4 @@
-// reader_throughput: how fast DelimitedTextSource (core/data/delimited_text.h) indexes and reads a
+// reader_throughput: how fast DelimitedTextSource (tessera/delimited_text.h) indexes and reads a
 // Criteo-layout file, plain and gzip. Writes a synthetic file of --lines lines (label, 13 counts
 // with some missing, 26 hex categorical values with some missing: the shape of Criteo's lines,
 // not its statistics), then measures, single-threaded:
@@ -27,9 +27,9 @@
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
 #include "core/base/hash.h"
-#include "core/base/status.h"
-#include "core/data/dataset.h"
-#include "core/data/delimited_text.h"
+#include "tessera/data.h"
+#include "tessera/delimited_text.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(int64_t, lines, 1000000, "lines in the generated file");
 ABSL_FLAG(int32_t, rounds, 3, "rounds of each measurement (the median is reported)");

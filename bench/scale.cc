@@ -42,8 +42,8 @@
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
 #include "bench/internal/scratch_dir.h"
-#include "core/base/status.h"
-#include "workloads/recsys_data.h"
+#include "tessera/status.h"
+#include "tessera/workloads/recsys_data.h"
 
 ABSL_FLAG(int64_t, users, 600000, "rows of the user embedding");
 ABSL_FLAG(int64_t, items, 60000, "rows of the item embedding");

@@ -46,10 +46,10 @@
 #include "cluster/base/cluster.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
-#include "core/base/status.h"
-#include "core/base/tensor.h"
-#include "core/variables/partitioner.h"
 #include "core/variables/scatter.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/tensor.h"
 
 ABSL_FLAG(int32_t, ps, 2, "parameter-server nodes in the in-process cluster");
 ABSL_FLAG(int32_t, threads, 0,

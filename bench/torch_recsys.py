@@ -2,7 +2,7 @@
 """The recsys reference model in PyTorch, for bench/scale's comparison (optional: needs Debian's
 python3-torch; nothing in the build or the tests runs it).
 
-The same model as workloads/reference_models.h's RecsysModelSpec: user and item embeddings
+The same model as tessera/workloads/reference_models.h's RecsysModelSpec: user and item embeddings
 (uniform +-0.05) -> concat -> Dense(hidden, relu) -> Dense(1), sigmoid cross-entropy, Adagrad
 (learning rate and initial accumulator as given) with sparse embedding gradients, batches of
 --batch_size over the training examples bench/scale wrote (shuffled once; --epochs passes, one

@@ -23,7 +23,7 @@
 #include "coordinator/ps/parameter_server_training.h"
 #include "coordinator/training/local_training.h"
 #include "coordinator/training/training_flags.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(int32_t, rounds, 3, "rounds of (local, sim)");
 ABSL_FLAG(std::string, partitioner, "fixed:4", "simulation: embedding partitioner");

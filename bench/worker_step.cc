@@ -17,11 +17,11 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_join.h"
 #include "bench/internal/bench_main.h"
-#include "core/base/status.h"
-#include "core/data/dataset.h"
 #include "core/training/local_trainer.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
+#include "tessera/data.h"
+#include "tessera/status.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 
 ABSL_FLAG(int32_t, rounds, 7, "rounds of (fresh, carried)");
 ABSL_FLAG(int64_t, steps, 400, "steps per round");

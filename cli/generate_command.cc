@@ -1,7 +1,7 @@
 #include "cli/generate_command.h"
 
 #include "absl/strings/str_format.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 #include "workloads/criteo_data.h"
 
 namespace tessera::cli {

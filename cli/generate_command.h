@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 namespace tessera::cli {
 

@@ -1,5 +1,5 @@
 // The `tessera` binary: parses the command line and runs a command of cli/internal/, following the
-// conventions of coordinator/base/command_line.h (--help, --flagfile, exit status 0 / 2 / 1).
+// conventions of tessera/command_line.h (--help, --flagfile, exit status 0 / 2 / 1).
 //
 //   $ tessera help                          # the commands, and every flag
 //   $ tessera serve --help                  # one command's usage and flags
@@ -22,12 +22,12 @@
 #include "cli/predict_command.h"
 #include "cli/ps_command.h"
 #include "cli/serve_command.h"
-#include "cluster/base/cluster_spec.h"
-#include "coordinator/base/command_line.h"
-#include "core/base/env.h"
 #include "core/base/logging.h"
 #include "core/base/process.h"
-#include "core/base/status.h"
+#include "tessera/cluster.h"
+#include "tessera/command_line.h"
+#include "tessera/env.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(std::string, model, "", "predict, serve: the exported model's directory");
 ABSL_FLAG(std::string, model_base_path, "",

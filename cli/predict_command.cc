@@ -9,10 +9,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "serving/instances.h"
 #include "serving/json.h"
 #include "serving/load_predictor.h"
+#include "tessera/status.h"
 
 namespace tessera::cli {
 

@@ -12,7 +12,7 @@
 #include "cli/ps_metrics.h"
 #include "cluster/base/cluster.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera::cli {
 namespace {

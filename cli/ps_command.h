@@ -1,7 +1,7 @@
 // `tessera ps`: a parameter-server node of a networked cluster. It needs no user code: the
 // coordinator creates the variable shards on it, and workers talk to them directly. Which PS it
 // is and its port come from its flags, else from its task in a --cluster_spec file or TF_CONFIG
-// (cluster/base/cluster_spec.h); without either, task 0 on port 7733 (kDefaultPsPort).
+// (tessera/cluster.h); without either, task 0 on port 7733 (kDefaultPsPort).
 //
 //   $ tessera ps --port 7001 --task 0
 //   tessera ps: ps 0 listening on 127.0.0.1:7001 (protocol version 7, plain TCP)
@@ -24,8 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "cluster/base/cluster_spec.h"
 #include "cluster/network/network.h"
+#include "tessera/cluster.h"
 
 namespace tessera::cli {
 
@@ -61,7 +61,7 @@ struct PsFlags {
 };
 
 // Sets options.task, standby, port and how_to_change_port: --standby or --task override the
-// config's task (a "ps" or "ps_standby" task, cluster/base/cluster_spec.h); the port is --port,
+// config's task (a "ps" or "ps_standby" task, tessera/cluster.h); the port is --port,
 // else the port of this node's address in the config's cluster, else kDefaultPsPort.
 // InvalidArgument naming the task's source when the config's task is not a PS (and what runs it),
 // for a --standby with a --task, and for a task that is not in the cluster.

@@ -12,7 +12,7 @@
 #include "cluster/network/port_check.h"
 #include "core/base/logging.h"
 #include "core/base/process.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera::cli {
 namespace {

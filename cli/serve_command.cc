@@ -14,7 +14,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "cluster/network/port_check.h"
-#include "core/base/status.h"
 #include "http/request_log.h"
 #include "serving/load_predictor.h"
 #include "serving/model_config.h"
@@ -22,6 +21,7 @@
 #include "serving/model_server.h"
 #include "serving/model_service.h"
 #include "serving/version_watcher.h"
+#include "tessera/status.h"
 
 namespace tessera::cli {
 

@@ -10,18 +10,17 @@
 #
 # Installed (paths under the prefix):
 #   lib/libtessera_{core,http,schema,serving,actors,cluster,coordinator,workloads}.a
-#   include/tessera/{core,http,schema,serving,actors,cluster,coordinator,workloads}/**/*.h —
-#       the public headers,
-#       no internal/ folder; include/tessera is the include directory, so programs include them
-#       by their path in this repository ("coordinator/training/training_job.h"), as examples/ does, and an
+#   include/tessera/*.h, include/tessera/workloads/*.h — the public tree, and nothing else: it
+#       names no CAF, Cap'n Proto or internal type (scripts/check_layering.sh follows its
+#       includes), and programs include it as "tessera/training.h", as examples/ does, so that an
 #       example copied out of the tree compiles unchanged.
 #   lib/cmake/Tessera/ — TesseraConfig.cmake (finds the dependencies), TesseraConfigVersion.cmake,
 #       TesseraTargets.cmake, FindCAF.cmake (CAF 0.17 ships no CMake package)
 #   lib/pkgconfig/tessera.pc, tessera-workloads.pc
 #   bin/tessera — the command-line tool
 #
-# Targets: Tessera::tessera is the library — the coordinator API, the clusters, the actors, the
-# file formats and core — with every dependency it links (CAF core, io and openssl, Cap'n Proto,
+# Targets: Tessera::tessera is the library — training, serving, the clusters, the actors, the
+# file formats and core, behind the public tree — with every dependency it links (CAF core, io and openssl, Cap'n Proto,
 # OpenSSL, zlib, Abseil, Eigen, spdlog and fmt, nlohmann-json), so it is the only target a
 # program names. Tessera::workloads adds the reference workloads (the examples' data and models).
 # tests/install/ builds a program against a freshly installed tree both ways, in the test suite.
@@ -62,12 +61,9 @@ endforeach()
 install(TARGETS tessera_library ${TESSERA_INSTALLED_LIBRARIES} tessera_workloads
         EXPORT TesseraTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
-foreach(dir core http schema serving actors cluster coordinator workloads)
-  install(DIRECTORY "${PROJECT_SOURCE_DIR}/${dir}/"
-          DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/tessera/${dir}"
-          FILES_MATCHING PATTERN "*.h"
-          PATTERN "internal" EXCLUDE)
-endforeach()
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/tessera/"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/tessera"
+        FILES_MATCHING PATTERN "*.h")
 if(TARGET tessera)
   install(TARGETS tessera RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 endif()
@@ -93,10 +89,6 @@ get_filename_component(TESSERA_CAF_LIBDIR "${CAF_CORE_LIBRARY}" DIRECTORY)
 set(TESSERA_PC_CAF_LIBS "-lcaf_openssl -lcaf_io -lcaf_core")
 if(NOT TESSERA_CAF_LIBDIR IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
   set(TESSERA_PC_CAF_LIBS "-L${TESSERA_CAF_LIBDIR} ${TESSERA_PC_CAF_LIBS}")
-endif()
-set(TESSERA_PC_CAF_CFLAGS "")
-if(NOT CAF_INCLUDE_DIR IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
-  set(TESSERA_PC_CAF_CFLAGS "-I${CAF_INCLUDE_DIR}")
 endif()
 foreach(pc tessera tessera-workloads)
   configure_file("cmake/${pc}.pc.in" "${PROJECT_BINARY_DIR}/${pc}.pc" @ONLY)

@@ -12,8 +12,8 @@
 // The model: the dense features through log(1 + x) and a bottom MLP whose last layer has the
 // embedding width; each categorical feature hashed into its own table; DLRM's pairwise dot
 // interaction of the bottom MLP's output and the embeddings, next to that output; a top MLP to one
-// logit. Every width is inferred (core/model/model_builder.h). Each process reads only the batches
-// it trains (core/data/delimited_text.h), so the files may be far larger than memory.
+// logit. Every width is inferred (tessera/model.h). Each process reads only the batches
+// it trains (tessera/delimited_text.h), so the files may be far larger than memory.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -25,18 +25,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "coordinator/base/command_line.h"
-#include "coordinator/training/training_job.h"
-#include "core/base/status.h"
-#include "core/data/delimited_text.h"
-#include "core/model/model_builder.h"
-#include "core/variables/partitioner.h"
+#include "tessera/command_line.h"
+#include "tessera/delimited_text.h"
+#include "tessera/model.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/training.h"
 
 ABSL_FLAG(std::string, train_data, "",
           "training files, comma-separated (plain or gzip); `tessera generate criteo` writes some");
 ABSL_FLAG(std::string, test_data, "", "test files, comma-separated");
 ABSL_FLAG(std::string, columns, "criteo",
-          "the files' layout: criteo, or a column spec (core/data/delimited_text.h), e.g. "
+          "the files' layout: criteo, or a column spec (tessera/delimited_text.h), e.g. "
           "\"label,dense:counts*13,cat:site,list:tags:|\"");
 ABSL_FLAG(bool, skip_bad_lines, false,
           "count and skip malformed lines instead of stopping at the first");

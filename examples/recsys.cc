@@ -15,21 +15,20 @@
 // AUC of the planted logits (about 0.77, out of reach: cold ids are rare).
 //
 // What a program states is here: its model, its data, its flags. The training loop, the shared
-// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...:
-// coordinator/training/training_flags.h) and the summary are the library's
-// (coordinator/training/training_job.h).
+// flags (--mode, --ps, --checkpoint_dir, --cluster_spec, ...) and the summary are the library's
+// (tessera/training.h).
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
-#include "coordinator/base/command_line.h"
-#include "coordinator/training/training_job.h"
-#include "core/base/status.h"
-#include "core/variables/partitioner.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
+#include "tessera/command_line.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/training.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 1, "passes over the training set (when --steps is 0)");

@@ -9,8 +9,8 @@
 //   two_tower --export_dir=/tmp/two_tower && tessera serve --model=/tmp/two_tower
 //   two_tower --help                           # every flag, in groups
 //
-// Data: the recsys workload's clicks from a planted model (workloads/recsys_data.h) with each
-// user's history attached: the items the user likes best among some drawn for that user. The
+// Data: the recsys workload's clicks from a planted model (tessera/workloads/recsys_data.h) with
+// each user's history attached: the items the user likes best among some drawn for that user. The
 // history carries the user's taste through the items' embeddings, which every click trains, where
 // a rare user's own embedding has seen few clicks. One pass over 1M clicks, four runs each: test
 // AUC 0.618-0.634 with the history, 0.619-0.620 without (--history_length=0).
@@ -20,12 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
-#include "coordinator/base/command_line.h"
-#include "coordinator/training/training_job.h"
-#include "core/base/status.h"
-#include "core/model/model_builder.h"
-#include "core/variables/partitioner.h"
-#include "workloads/recsys_data.h"
+#include "tessera/command_line.h"
+#include "tessera/model.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/training.h"
+#include "tessera/workloads/recsys_data.h"
 
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 1, "passes over the training set (when --steps is 0)");

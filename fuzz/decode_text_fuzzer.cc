@@ -1,4 +1,4 @@
-// libFuzzer target: DelimitedTextSource (core/data/delimited_text.h) on arbitrary bytes, plain or
+// libFuzzer target: DelimitedTextSource (tessera/delimited_text.h) on arbitrary bytes, plain or
 // gzip, with and without skip_bad_lines. The first input byte picks the format and the flag;
 // the rest is the file. Whatever Open accepts must read back every row it indexed, in one batch
 // and row by row, with one row per example in every feature; nothing may crash or hang.
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/base/mem_env.h"
-#include "core/data/dataset.h"
-#include "core/data/delimited_text.h"
+#include "tessera/data.h"
+#include "tessera/delimited_text.h"
 
 namespace {
 

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/variables/initializer.h"
 #include "schema/base/internal/envelope.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
-#include "workloads/reference_models.h"
+#include "tessera/model.h"
+#include "tessera/workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fails when a folder includes a header of a folder it must not depend on (docs/design.md §2):
-#   core <- schema <- actors <- cluster <- coordinator <- examples, cli
+#   include/tessera (the public tree) <- every folder; examples include only it
+#   core <- schema <- actors <- cluster <- coordinator <- cli
 #   core <- http <- coordinator, cli (the HTTP server: plain sockets, no CAF)
 #   core, schema, http <- serving <- cli (an exported model served: no CAF)
 #   core <- workloads (the reference workloads: examples, cli and bench may use them)
-# when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header; and when examples/
-# include anything but public library headers — core/, workloads/ and coordinator/ headers not
-# in an internal/ folder — and third-party ones (absl/, nlohmann/, ...): an example is what a user
-# copies, so it must not reach into actors/, schema/, cluster/, CAF or any folder's internals.
+# when core/ includes CAF, Cap'n Proto, kj or a generated *.capnp.h header; and when the public
+# tree (include/tessera/) or an example reaches, through its includes, anything but the public
+# tree and third-party headers (absl/, nlohmann/, Eigen, ...): an example is what a user copies.
 set -u
 cd "$(dirname "$0")/.."
 status=0
@@ -18,7 +18,7 @@ bad=$(grep -rnE '#include[[:space:]]*[<"](caf/|capnp/|kj/)|\.capnp\.h' core 2>/d
 
 # The folders of this repository; an include starting with any other folder (absl/, nlohmann/,
 # ...) is a third-party header.
-project="core workloads http schema serving actors cluster coordinator examples cli bench tests fuzz"
+project="include core workloads http schema serving actors cluster coordinator examples cli bench tests fuzz"
 
 check_allowed() {  # folder, then the project folders it may include
   local dir=$1; shift
@@ -39,26 +39,19 @@ check_allowed coordinator core http schema actors cluster coordinator
 check_allowed serving core http schema serving
 check_allowed cli core workloads http schema serving actors cluster coordinator cli
 check_allowed bench core workloads http schema serving actors cluster coordinator bench
-check_allowed examples core workloads coordinator
-if [ -d examples ]; then
-  internal='#include[[:space:]]*[<"]([^">]*/)?internal/'
-  bad=$(grep -rnE "$internal|#include[[:space:]]*<(caf|capnp|kj)/|\.capnp\.h" examples)
-  what="examples/ must include only public library headers (no internal/, CAF or Cap'n Proto)"
-  [ -n "$bad" ] && report "$what" "$bad"
-fi
-
-# Transitively too: what an example reaches through every include (scripts/include_reach.py) holds
-# no internal/ header and nothing of Cap'n Proto. (It still reaches CAF, through
-# coordinator/training/training_flags.h: the public tree that ends that is docs/design.md §6.)
-if [ -d examples ]; then
-  for example in examples/*.cc; do
-    bad=$(python3 scripts/include_reach.py --list "$example" |
-          awk '($1 == "project" && $2 ~ /(^|\/)internal\//) || $1 == "capnp" { print "  " $2 }')
-    [ -n "$bad" ] && report "$example reaches internal or Cap'n Proto headers through its includes" "$bad"
-  done
-fi
+# The public tree (include/tessera/, the only headers installed) and the examples, which include
+# only it, transitively (scripts/include_reach.py): nothing they reach is CAF, Cap'n Proto or a
+# header outside include/tessera/, so a program built on them compiles without the library's
+# tree and never sees an actor.
+for file in $(find include/tessera -name '*.h' | sort) examples/*.cc; do
+  [ -f "$file" ] || continue
+  bad=$(python3 scripts/include_reach.py --list "$file" |
+        awk '($1 == "project" && $2 !~ /^include\/tessera\//) || $1 == "caf" || $1 == "capnp" {
+               print "  " $1 " " $2 }')
+  [ -n "$bad" ] && report "$file reaches what is not the public tree through its includes" "$bad"
+done
 
 [ $status -eq 0 ] && echo "layering: ok (core <- schema <- actors <- cluster <- coordinator <-" \
-  "examples, cli; core, schema, http <- serving <- cli; core <- workloads; examples use public" \
-  "headers only, transitively)"
+  "cli; core, schema, http <- serving <- cli; core <- workloads; the public tree and the" \
+  "examples reach only the public tree, transitively)"
 exit $status

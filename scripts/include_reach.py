@@ -5,7 +5,7 @@
     scripts/include_reach.py --list examples/recsys.cc
 
 Counts the project headers reached (those that exist in this repository, by their
-repo-root path), the CAF headers and the Cap'n Proto / kj headers (generated *.capnp.h
+repo-root path: "tessera/x.h" is include/tessera/x.h), the CAF headers and the Cap'n Proto / kj headers (generated *.capnp.h
 included); with --list, names each. It reads #include lines as text, as the layering
 check does (scripts/check_layering.sh), so a header behind an #if is counted too.
 """
@@ -32,6 +32,8 @@ def reach(root, starts):
                 capnp.add(name)
             elif os.path.isfile(os.path.join(root, name)):
                 stack.append(name)
+            elif os.path.isfile(os.path.join(root, 'include', name)):  # the public tree
+                stack.append('include/' + name)
     return sorted(seen - set(starts)), sorted(caf), sorted(capnp)
 
 

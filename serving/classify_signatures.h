@@ -18,8 +18,8 @@
 
 #include <vector>
 
-#include "core/model/model_spec.h"
 #include "serving/instances.h"
+#include "tessera/model.h"
 
 namespace tessera::serving {
 

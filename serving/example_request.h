@@ -34,9 +34,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/data/batch.h"
 #include "serving/instances.h"
 #include "serving/predict_request.h"
+#include "tessera/data.h"
 
 namespace tessera::serving {
 

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/hash.h"
-#include "core/base/status.h"
 #include "serving/classify_signatures.h"
+#include "tessera/status.h"
 
 namespace tessera::serving {
 namespace {

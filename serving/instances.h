@@ -37,11 +37,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/base/tensor.h"
-#include "core/data/batch.h"
-#include "core/model/model_spec.h"
 #include "core/serving/exported_model.h"
 #include "serving/json.h"
+#include "tessera/data.h"
+#include "tessera/model.h"
+#include "tessera/tensor.h"
 
 namespace tessera::serving {
 

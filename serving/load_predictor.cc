@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "schema/serving/model_io.h"
+#include "tessera/status.h"
 
 namespace tessera::serving {
 

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/base/env.h"
 #include "core/serving/exported_model.h"
+#include "tessera/env.h"
 
 namespace tessera::serving {
 

@@ -34,7 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 namespace tessera::serving {
 

@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/base/status.h"
 #include "serving/json.h"
 #include "serving/metadata.h"
 #include "serving/model_config.h"
+#include "tessera/status.h"
 
 namespace tessera::serving {
 namespace {

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/base/status.h"
 #include "serving/internal/request_shape.h"
 #include "serving/json.h"
 #include "serving/json_sax.h"
+#include "tessera/status.h"
 
 namespace tessera::serving {
 namespace {

@@ -50,8 +50,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/data/batch.h"
 #include "serving/instances.h"
+#include "tessera/data.h"
 
 namespace tessera::serving {
 

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "serving/classify_signatures.h"
 #include "serving/example_request.h"
+#include "tessera/status.h"
 
 namespace tessera::serving {
 namespace {

@@ -8,9 +8,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
 #include "schema/serving/model_io.h"
 #include "serving/load_predictor.h"
+#include "tessera/status.h"
 
 namespace tessera::serving {
 namespace {

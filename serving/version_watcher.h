@@ -37,9 +37,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/base/env.h"
 #include "serving/model_config.h"
 #include "serving/model_registry.h"
+#include "tessera/env.h"
 
 namespace tessera::serving {
 

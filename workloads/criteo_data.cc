@@ -19,8 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "core/base/random.h"
-#include "core/base/status.h"
 #include "core/training/metrics.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -40,8 +40,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "core/base/env.h"
 #include "core/base/random.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

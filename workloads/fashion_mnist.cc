@@ -1,4 +1,4 @@
-#include "workloads/fashion_mnist.h"
+#include "tessera/workloads/fashion_mnist.h"
 
 #include <zlib.h>
 
@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

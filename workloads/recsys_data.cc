@@ -1,4 +1,4 @@
-#include "workloads/recsys_data.h"
+#include "tessera/workloads/recsys_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
-#include "core/base/status.h"
 #include "core/training/metrics.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -1,12 +1,12 @@
-#include "workloads/reference_models.h"
+#include "tessera/workloads/reference_models.h"
 
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/model/model_builder.h"
-#include "workloads/fashion_mnist.h"
-#include "workloads/recsys_data.h"
+#include "tessera/model.h"
+#include "tessera/status.h"
+#include "tessera/workloads/fashion_mnist.h"
+#include "tessera/workloads/recsys_data.h"
 
 namespace tessera {
 namespace {

@@ -29,12 +29,12 @@
 #include "absl/strings/str_cat.h"
 #include "actors/base/error.h"
 #include "actors/base/messages.h"
-#include "core/base/tensor.h"
 #include "core/ps/shard_state.h"
 #include "core/scheduling/closure.h"
 #include "core/training/job_description.h"
 #include "core/variables/aggregation.h"
 #include "core/variables/shard_layout.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

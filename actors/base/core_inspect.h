@@ -13,17 +13,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/base/wire.h"
-#include "core/base/tensor.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/mirrored/collective.h"
 #include "core/mirrored/mirrored_replica.h"
-#include "core/model/optimizer.h"
 #include "core/ps/shard_op.h"
 #include "core/ps/shard_state.h"
 #include "core/scheduling/closure.h"
 #include "core/variables/indexed_slices.h"
-#include "core/variables/initializer.h"
 #include "core/variables/scatter.h"
+#include "tessera/model.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "actors/base/core_inspect.h"
-#include "core/base/tensor.h"
 #include "core/mirrored/mirrored_replica.h"
 #include "core/ps/shard_op.h"
 #include "core/ps/shard_state.h"
 #include "core/training/job_description.h"
 #include "core/variables/aggregation.h"
 #include "core/variables/scatter.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

@@ -23,10 +23,10 @@
 #include <variant>
 
 #include "absl/strings/string_view.h"
-#include "core/base/tensor.h"
 #include "core/mirrored/collective.h"
-#include "core/model/optimizer.h"
 #include "core/scheduling/closure.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 
@@ -35,7 +35,7 @@ namespace tessera {
 // byte block is ~13x faster (docs/design.md §4). So a Tensor is written as its dims (rank, then
 // int64 each) followed by rows * row_size float32 values as raw little-endian bytes, and an id list
 // as its count followed by raw int64s. Loading first checks the dims against the one policy for
-// tensors from outside (Note [Limits on tensors from outside], core/base/tensor.h) and, with a
+// tensors from outside (Note [Limits on tensors from outside], tessera/tensor.h) and, with a
 // binary_deserializer, that the buffer still holds that many bytes; with any other deserializer it
 // reads in bounded chunks, so memory grows only with bytes that actually arrived.
 namespace wire {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "actors/mirrored/internal/replica_state.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

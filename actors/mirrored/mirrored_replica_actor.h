@@ -63,10 +63,10 @@
 #include "absl/status/statusor.h"
 #include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
-#include "core/data/dataset.h"
 #include "core/mirrored/collective.h"
 #include "core/mirrored/mirrored_replica.h"
 #include "core/training/job_description.h"
+#include "tessera/data.h"
 
 namespace tessera {
 

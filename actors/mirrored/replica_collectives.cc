@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "actors/mirrored/internal/replica_state.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera::mirrored_internal {
 namespace {

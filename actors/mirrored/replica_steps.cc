@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "actors/base/error.h"
 #include "actors/mirrored/internal/replica_state.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera::mirrored_internal {
 namespace {

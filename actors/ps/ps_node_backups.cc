@@ -13,7 +13,7 @@
 #include "actors/base/error.h"
 #include "actors/ps/forward_link.h"
 #include "actors/ps/internal/ps_node_parts.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera::ps_node_internal {
 namespace {

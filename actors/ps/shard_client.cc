@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actors/base/error.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

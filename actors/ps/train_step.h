@@ -20,8 +20,8 @@
 
 #include "actors/ps/ps_node_actor.h"
 #include "actors/ps/variable_ops.h"
-#include "core/data/batch.h"
 #include "core/model/model.h"
+#include "tessera/data.h"
 
 namespace tessera {
 

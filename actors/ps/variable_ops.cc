@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/fan_in.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

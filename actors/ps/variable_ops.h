@@ -29,14 +29,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "actors/ps/shard_client.h"
 #include "actors/base/actor_handles.h"
+#include "actors/ps/shard_client.h"
 #include "core/base/sorted_ids.h"
-#include "core/base/tensor.h"
 #include "core/variables/aggregation.h"
 #include "core/variables/indexed_slices.h"
 #include "core/variables/scatter.h"
 #include "core/variables/shard_layout.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

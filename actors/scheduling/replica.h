@@ -39,9 +39,9 @@
 #include "absl/strings/string_view.h"
 #include "actors/ps/variable_ops.h"
 #include "actors/scheduling/worker_actor.h"
-#include "core/base/status.h"
-#include "core/base/tensor.h"
 #include "core/scheduling/closure.h"
+#include "tessera/status.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

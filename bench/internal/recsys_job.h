@@ -13,10 +13,10 @@
 
 #include "absl/status/statusor.h"
 #include "coordinator/training/training_run.h"
-#include "core/base/status.h"
-#include "core/variables/partitioner.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
+#include "tessera/partitioner.h"
+#include "tessera/status.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 
 namespace tessera::bench {
 

@@ -30,11 +30,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "core/serving/exported_model.h"
-#include "core/variables/initializer.h"
 #include "schema/serving/model_io.h"
-#include "workloads/reference_models.h"
+#include "tessera/model.h"
+#include "tessera/status.h"
+#include "tessera/workloads/reference_models.h"
 
 extern char** environ;
 

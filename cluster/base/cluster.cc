@@ -13,7 +13,7 @@
 #include "actors/base/error.h"
 #include "actors/base/messages.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

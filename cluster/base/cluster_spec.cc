@@ -1,4 +1,4 @@
-#include "cluster/base/cluster_spec.h"
+#include "tessera/cluster.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -11,7 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

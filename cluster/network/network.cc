@@ -21,7 +21,7 @@
 #include "cluster/network/port_check.h"
 #include "cluster/network/transport.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -2,7 +2,7 @@
 // network (middleman, heartbeats, mutual TLS), and how a node is published and reached — always
 // through its NodeGate (actors/base/node_gate.h), so the protocol version is checked before
 // anything else is exchanged. Who is where (the cluster spec, TF_CONFIG) is
-// cluster/base/cluster_spec.h.
+// tessera/cluster.h.
 //
 // Security: without TLS, connections are plain TCP and unauthenticated; a node listens on
 // 127.0.0.1 unless NetworkOptions::bind says otherwise. With --tls_cert/--tls_key/--tls_ca every
@@ -25,39 +25,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "actors/base/messages.h"
-#include "cluster/base/cluster_spec.h"
+#include "tessera/cluster.h"
 
 namespace tessera {
-
-// --max_message_bytes's default (1 GiB) and bounds: BASP's length field has 32 bits, and a
-// node must take at least a 1 MiB message.
-inline constexpr uint64_t kDefaultMaxMessageBytes = uint64_t{1} << 30;
-inline constexpr uint64_t kMinMaxMessageBytes = uint64_t{1} << 20;
-inline constexpr uint64_t kMaxMaxMessageBytes = (uint64_t{1} << 32) - 1;
-
-struct NetworkOptions {
-  // Mutual TLS: all three PEM files, or none.
-  std::string tls_cert;
-  std::string tls_key;
-  std::string tls_ca;
-  bool tls() const { return !tls_cert.empty(); }
-  // The address this node listens on: loopback unless told otherwise ("0.0.0.0": every interface).
-  std::string bind = "127.0.0.1";
-  // How long to keep trying to reach a node that is not up yet.
-  absl::Duration connect_timeout = absl::Seconds(30);
-  // Heartbeats on every connection; a connection silent for `connection_timeout` is closed and
-  // its actors reported down (a process killed outright is noticed at once: its socket closes).
-  absl::Duration heartbeat_interval = absl::Milliseconds(250);
-  absl::Duration connection_timeout = absl::Seconds(2);
-  // What a peer may make this node allocate (cluster/network/transport.h): one message of at most
-  // `max_message_bytes` once it has completed the version handshake (--max_message_bytes;
-  // the largest message of a run is a whole shard read or assigned at once, and a batch's
-  // gathered rows or gradients for one PS node), at most `max_handshake_bytes` before. A
-  // connection whose peer has not completed the handshake within `handshake_timeout` is closed.
-  uint64_t max_message_bytes = kDefaultMaxMessageBytes;
-  uint64_t max_handshake_bytes = 64 << 10;
-  absl::Duration handshake_timeout = absl::Seconds(10);
-};
 
 // InvalidArgument when only some TLS files are given, one cannot be read or does not load (not
 // PEM, a key of another certificate, an encrypted key), the timeouts are not positive (the

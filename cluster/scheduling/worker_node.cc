@@ -16,7 +16,7 @@
 #include "actors/scheduling/worker_actor.h"
 #include "cluster/base/cluster.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

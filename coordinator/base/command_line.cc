@@ -1,4 +1,4 @@
-#include "coordinator/base/command_line.h"
+#include "tessera/command_line.h"
 
 #include <algorithm>
 #include <atomic>
@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/base/process.h"
-#include "core/base/version.h"
+#include "tessera/version.h"
 
 // Note [Usage errors exit 2]
 // Abseil's parser reports a bad flag (unknown, a value that does not parse, an unreadable
@@ -190,7 +190,7 @@ CommandLine ParseCommandLine(int argc, char** argv) {
   // buffered, as on a terminal. Before anything is written to it.
   std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   // --version (Abseil's flag, handled by its parser, which then exits 0) prints this build's
-  // version line (core/base/version.h) instead of Abseil's program name and NDEBUG note.
+  // version line (tessera/version.h) instead of Abseil's program name and NDEBUG note.
   absl::FlagsUsageConfig usage;
   usage.version_string = [] { return VersionLine() + "\n"; };
   absl::SetFlagsUsageConfig(usage);

@@ -14,8 +14,8 @@
 #include "absl/strings/strip.h"
 #include "coordinator/checkpoint/save_restore.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
 #include "schema/checkpoint/checkpoint_io.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -20,7 +20,7 @@
 // holds checkpoints unless told to overwrite them, and Save refuses a root where another run's
 // checkpoint appeared.
 //
-// The manager reads and removes directories through an Env (core/base/env.h). Save(strategy, ...)
+// The manager reads and removes directories through an Env (tessera/env.h). Save(strategy, ...)
 // writes the checkpoint with SaveCheckpoint, whose shards write their files through
 // Env::Default(), so with it `env` must see the real filesystem; the Save that takes a writer
 // works on any Env (tests use core/base/mem_env.h's).
@@ -39,8 +39,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/base/env.h"
 #include "core/checkpoint/checkpoint.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

@@ -17,11 +17,11 @@
 #include "coordinator/ps/internal/await.h"
 #include "core/base/fan_in.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
-#include "core/base/version.h"
 #include "core/serving/exported_model.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
+#include "tessera/status.h"
+#include "tessera/version.h"
 
 namespace tessera {
 

@@ -26,8 +26,8 @@
 #include "absl/status/statusor.h"
 #include "coordinator/checkpoint/checkpoint_manager.h"  // CheckpointManager, once declared here
 #include "coordinator/ps/strategy.h"
-#include "core/base/env.h"
 #include "core/checkpoint/checkpoint.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

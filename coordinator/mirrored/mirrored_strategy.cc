@@ -9,10 +9,10 @@
 #include "actors/base/error.h"
 #include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/ps/internal/await.h"
-#include "core/base/status.h"
 #include "core/variables/aggregation.h"
-#include "core/variables/initializer.h"
 #include "schema/checkpoint/checkpoint_io.h"
+#include "tessera/model.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

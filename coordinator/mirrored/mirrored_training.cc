@@ -5,6 +5,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "cluster/base/cluster.h"
 #include "cluster/network/network.h"
 #include "coordinator/checkpoint/checkpoint_manager.h"
@@ -21,14 +23,14 @@
 #include "coordinator/monitoring/training_monitor.h"
 #include "coordinator/training/describe_job.h"
 #include "coordinator/training/distributed_evaluation.h"
-#include "coordinator/training/training_steps.h"
-#include "core/base/env.h"
+#include "coordinator/training/training_loop.h"
 #include "core/base/logging.h"
 #include "core/base/process.h"
-#include "core/base/status.h"
 #include "core/model/model.h"
 #include "core/serving/exported_model.h"
 #include "schema/serving/model_io.h"
+#include "tessera/env.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {
@@ -92,12 +94,155 @@ std::vector<int64_t> PlannedLosses(int32_t count, int64_t first, int64_t last) {
   return steps;
 }
 
+// Steps under the mirrored strategy: requests that run up to kStepsPerRequest steps on every
+// replica back to back, and, when a replica is lost, its replacement or the survivors going on
+// (Note [A lost replica]).
+class MirroredSteps final : public StepExecutor {
+ public:
+  // Fault injection: the steps during which a replica is killed, in order, and the seed that
+  // picks the victims.
+  struct Plan {
+    std::vector<int64_t> losses;
+    uint64_t seed = 0;
+  };
+
+  MirroredSteps(MirroredStrategy& strategy, caf::actor_system& system, const TrainingJob& job,
+                const ParameterServerTrainingOptions& options, ReplicaLossPolicy on_loss,
+                std::optional<CheckpointManager>& checkpoints, Plan plan)
+      : strategy_(strategy),
+        system_(system),
+        job_(job),
+        options_(options),
+        on_loss_(on_loss),
+        checkpoints_(checkpoints),
+        planned_(std::move(plan.losses)),
+        victims_(plan.seed ^ 0x5eed) {}
+
+  // Reads the optimizer steps the replicas have applied (Note [A lost replica]: what a resync
+  // agrees on).
+  absl::Status Start() {
+    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied, strategy_.AppliedSteps(job_.model));
+    applied_ = applied.values[0];
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Advanced> Advance(int64_t next, int64_t limit) override {
+    const int64_t end = std::min(limit, next + kStepsPerRequest);
+    std::function<void()> kill;
+    if (!planned_.empty() && planned_.front() < end) {
+      // Fault injection: the replica is killed once the request is sent to every replica (with
+      // it in hand, or, a short request, after it: then the next one finds it gone).
+      planned_.erase(planned_.begin());
+      const int32_t victim = static_cast<int32_t>(
+          victims_() % static_cast<uint64_t>(strategy_.num_replicas_in_sync()));
+      Log().info("{}: fault injection kills replica {} during step {}", job_.name, victim,
+                 next + 1);
+      kill = [actor = strategy_.replicas()[victim].actor] {
+        caf::anon_send_exit(actor, caf::exit_reason::kill);
+      };
+    }
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<MirroredStrategy::StepResult> trained,
+                             strategy_.TrainSteps(next, end - next, std::move(kill)));
+    Advanced advanced;
+    advanced.started = static_cast<int64_t>(trained.size());
+    const absl::Time now = absl::Now();
+    for (const MirroredStrategy::StepResult& result : trained) {
+      advanced.completed.push_back({result.examples, result.loss, now});
+    }
+    applied_ += advanced.started;
+    return advanced;
+  }
+
+  // Nothing is in flight between requests; a replica lost since the last one (noticed by no
+  // request: at the very end, say) is a failure to recover from like any other.
+  absl::StatusOr<std::vector<CompletedStep>> Drain() override {
+    if (!strategy_.LostReplicas().empty()) {
+      return absl::UnavailableError("a replica was lost after its last step");
+    }
+    return std::vector<CompletedStep>{};
+  }
+
+  // Note [A lost replica]: after a failure of a request (a step, a checkpoint, a validation),
+  // the lost replicas, if any, are dropped or replaced and training goes on from the step
+  // returned. Any other failure is the run's.
+  absl::StatusOr<Recovery> Recover(const absl::Status& failure, int64_t step) override {
+    if (!absl::IsUnavailable(failure)) return failure;
+    const std::vector<int32_t> lost = strategy_.LostReplicas();
+    if (lost.empty()) return failure;
+    replicas_lost_ += static_cast<int64_t>(lost.size());
+    const std::string which = absl::StrJoin(lost, ", ");
+    nlohmann::json loss = {{"step", step}, {"replicas", lost}};
+    const std::string& label = job_.name;
+    if (on_loss_ == ReplicaLossPolicy::kContinue) {
+      TESSERA_RETURN_IF_ERROR(strategy_.Drop(lost));
+      // The survivors agree on the steps the most advanced of them applied.
+      TESSERA_ASSIGN_OR_RETURN(const int64_t agreed, strategy_.Resync(job_.model));
+      const int64_t goes_on = step + agreed - applied_;
+      applied_ = agreed;
+      loss["action"] = "continued";
+      loss["replicas_in_sync"] = strategy_.num_replicas_in_sync();
+      losses_.push_back(std::move(loss));
+      return Recovery{goes_on, absl::StrCat(label, ": replica ", which, " lost at step ",
+                                            goes_on + 1, ": going on with ",
+                                            strategy_.num_replicas_in_sync(),
+                                            " replicas, global batch ",
+                                            strategy_.global_batch_size())};
+    }
+    if (!checkpoints_.has_value()) {
+      return absl::UnavailableError(absl::StrCat(
+          "replica ", which, " was lost (", failure.message(),
+          "): a synchronous step needs every replica; without --checkpoint_dir the run cannot "
+          "resume (or pass --on_replica_loss=continue to go on without it)"));
+    }
+    const double recovery_start = internal::MonotonicSeconds();
+    for (int32_t rank : lost) {
+      // Networked: the worker's process is restarted by whoever runs it; wait for it.
+      TESSERA_ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(system_, job_, options_, rank));
+      TESSERA_RETURN_IF_ERROR(strategy_.Replace(rank, std::move(back)));
+    }
+    const std::optional<std::string> latest = checkpoints_->Latest();
+    if (!latest.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("replica ", which, " was lost and there is no checkpoint to resume from in ",
+                       checkpoints_->root()));
+    }
+    TESSERA_ASSIGN_OR_RETURN(const int64_t restored,
+                             strategy_.Restore(*latest, job_.model, job_.optimizer));
+    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> now, strategy_.AppliedSteps(job_.model));
+    applied_ = now.values[0];
+    loss["action"] = "restored";
+    loss["checkpoint_step"] = restored;
+    loss["lost_steps"] = step - restored;
+    loss["recovery_seconds"] = internal::MonotonicSeconds() - recovery_start;
+    losses_.push_back(std::move(loss));
+    return Recovery{restored, absl::StrCat(label, ": replica ", which, " lost after step ", step,
+                                           ": back, every replica restored from ", *latest,
+                                           " (step ", restored, ")")};
+  }
+
+  int64_t replicas_lost() const { return replicas_lost_; }
+  const nlohmann::json& losses() const { return losses_; }
+
+ private:
+  MirroredStrategy& strategy_;
+  caf::actor_system& system_;
+  const TrainingJob& job_;
+  const ParameterServerTrainingOptions& options_;
+  const ReplicaLossPolicy on_loss_;
+  std::optional<CheckpointManager>& checkpoints_;
+  std::vector<int64_t> planned_;
+  std::mt19937_64 victims_;
+  int64_t applied_ = 0;  // the optimizer steps the replicas have applied
+  int64_t replicas_lost_ = 0;
+  nlohmann::json losses_ = nlohmann::json::array();
+};
+
 }  // namespace
 
 absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                                           const ParameterServerTrainingOptions& options,
                                           ReplicaLossPolicy on_loss, int64_t eval_every,
-                                          nlohmann::json& summary) {
+                                          nlohmann::json& summary, TrainingMonitor* monitor) {
   const std::string& label = job.name;
   TESSERA_ASSIGN_OR_RETURN(const Model model, Model::Create(job.model));
   TESSERA_RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
@@ -158,163 +303,31 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     TESSERA_RETURN_IF_ERROR(SaveCheckpoint(*checkpoints, *strategy, job, 0).status());
   }
 
-  TrainingMonitor* monitor = options.monitor.get();
-  internal::Progress progress(label, first_step, total_steps);
-  TrainingRun run;
-  run.startup_seconds = SecondsSinceProcessStart().value_or(0);
-  const double start = internal::MonotonicSeconds();
-  CheckpointClock checkpoint_clock(options.checkpoint_every, options.checkpoint_every_seconds,
-                                   total_steps);
-  if (monitor != nullptr) monitor->BeginTraining(first_step, total_steps);
-  std::vector<int64_t> planned;
+  MirroredSteps::Plan plan;
   if (!options.cluster.has_value() && options.inject_worker_failures > 0) {
-    planned = PlannedLosses(options.inject_worker_failures, first_step, total_steps);
+    plan.losses = PlannedLosses(options.inject_worker_failures, first_step, total_steps);
   }
-  std::mt19937_64 victims(options.seed ^ 0x5eed);
-  nlohmann::json losses = nlohmann::json::array();
-  int64_t replicas_lost = 0;
-  double tail_loss = 0;
-  int64_t tail_examples = 0;
-  const int64_t tail = std::max<int64_t>(1, (total_steps - first_step) / 20);
-  // The optimizer steps the replicas have applied (Note [A lost replica]: what a resync agrees
-  // on).
-  TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied_at_start,
-                           strategy->AppliedSteps(job.model));
-  int64_t applied = applied_at_start.values[0];
-  int64_t step = first_step;
-  // Note [A lost replica]: after a failure of a request (a step, a checkpoint, a validation),
-  // the lost replicas, if any, are dropped or replaced and `step` is where training goes on.
-  // Any other failure is the run's.
-  auto recover = [&](const absl::Status& failure) -> absl::Status {
-    if (!absl::IsUnavailable(failure)) return failure;
-    const std::vector<int32_t> lost = strategy->LostReplicas();
-    if (lost.empty()) return failure;
-    replicas_lost += static_cast<int64_t>(lost.size());
-    const std::string which = absl::StrJoin(lost, ", ");
-    nlohmann::json loss = {{"step", step}, {"replicas", lost}};
-    if (on_loss == ReplicaLossPolicy::kContinue) {
-      TESSERA_RETURN_IF_ERROR(strategy->Drop(lost));
-      // The survivors agree on the steps the most advanced of them applied.
-      TESSERA_ASSIGN_OR_RETURN(const int64_t agreed, strategy->Resync(job.model));
-      const int64_t done = agreed - applied;
-      applied = agreed;
-      step += done;
-      run.steps += done;
-      progress.Note(absl::StrCat(label, ": replica ", which, " lost at step ", step + 1,
-                                 ": going on with ", strategy->num_replicas_in_sync(),
-                                 " replicas, global batch ", strategy->global_batch_size()));
-      loss["action"] = "continued";
-      loss["replicas_in_sync"] = strategy->num_replicas_in_sync();
-      losses.push_back(std::move(loss));
-      return absl::OkStatus();
-    }
-    if (!checkpoints.has_value()) {
-      return absl::UnavailableError(absl::StrCat(
-          "replica ", which, " was lost (", failure.message(),
-          "): a synchronous step needs every replica; without --checkpoint_dir the run cannot "
-          "resume (or pass --on_replica_loss=continue to go on without it)"));
-    }
-    const double recovery_start = internal::MonotonicSeconds();
-    for (int32_t rank : lost) {
-      // Networked: the worker's process is restarted by whoever runs it; wait for it.
-      TESSERA_ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(*system, job, options, rank));
-      TESSERA_RETURN_IF_ERROR(strategy->Replace(rank, std::move(back)));
-    }
-    const std::optional<std::string> latest = checkpoints->Latest();
-    if (!latest.has_value()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("replica ", which, " was lost and there is no checkpoint to resume from in ",
-                       checkpoints->root()));
-    }
-    TESSERA_ASSIGN_OR_RETURN(const int64_t restored,
-                             strategy->Restore(*latest, job.model, job.optimizer));
-    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> now, strategy->AppliedSteps(job.model));
-    applied = now.values[0];
-    progress.Note(absl::StrCat(label, ": replica ", which, " lost after step ", step,
-                               ": back, every replica restored from ", *latest, " (step ", restored,
-                               ")"));
-    loss["action"] = "restored";
-    loss["checkpoint_step"] = restored;
-    loss["lost_steps"] = step - restored;
-    loss["recovery_seconds"] = internal::MonotonicSeconds() - recovery_start;
-    losses.push_back(std::move(loss));
-    step = restored;
-    return absl::OkStatus();
-  };
-  // Training ends once every step is taken with every replica still there: a replica lost at
-  // the very end (noticed by no request) is recovered from like any other.
-  for (;;) {
-    while (step < total_steps) {
-      // A request runs steps back to back up to the next checkpoint, validation or planned loss.
-      int64_t end = std::min(total_steps, step + kStepsPerRequest);
-      for (int64_t every : {checkpoints.has_value() ? options.checkpoint_every : int64_t{0},
-                            job.test.size() > 0 ? eval_every : int64_t{0}}) {
-        if (every > 0) end = std::min(end, (step / every + 1) * every);
-      }
-      std::function<void()> kill;
-      if (!planned.empty() && planned.front() < end) {
-        // Fault injection: the replica is killed once the request is sent to every replica (with
-        // it in hand, or, a short request, after it: then the next one finds it gone).
-        planned.erase(planned.begin());
-        const int32_t victim = static_cast<int32_t>(
-            victims() % static_cast<uint64_t>(strategy->num_replicas_in_sync()));
-        Log().info("{}: fault injection kills replica {} during step {}", label, victim, step + 1);
-        kill = [actor = strategy->replicas()[victim].actor] {
-          caf::anon_send_exit(actor, caf::exit_reason::kill);
-        };
-      }
-      absl::StatusOr<std::vector<MirroredStrategy::StepResult>> trained =
-          strategy->TrainSteps(step, end - step, std::move(kill));
-      if (!trained.ok()) {
-        TESSERA_RETURN_IF_ERROR(recover(trained.status()));
-        continue;
-      }
-      for (const MirroredStrategy::StepResult& result : *trained) {
-        ++step;
-        ++applied;
-        run.examples += result.examples;
-        ++run.steps;
-        if (step > total_steps - tail) {
-          tail_loss += result.loss * static_cast<double>(result.examples);
-          tail_examples += result.examples;
-        }
-        progress.Update(step, result.examples, result.loss);
-        if (monitor != nullptr) monitor->RecordStep(step, result.examples, result.loss);
-      }
-      // Requests end at every checkpoint_every steps; the time measure is checked between them.
-      if (checkpoints.has_value() && checkpoint_clock.Due(step)) {
-        checkpoint_clock.Began();
-        const double save_start = internal::MonotonicSeconds();
-        absl::StatusOr<std::string> dir = SaveCheckpoint(*checkpoints, *strategy, job, step);
-        if (!dir.ok()) {
-          TESSERA_RETURN_IF_ERROR(recover(dir.status()));
-          continue;
-        }
-        run.checkpoint_pause_seconds += internal::MonotonicSeconds() - save_start;
-        if (monitor != nullptr) {
-          monitor->RecordCheckpoint(step, internal::MonotonicSeconds() - save_start, *dir);
-        }
-      }
-      if (eval_every > 0 && step % eval_every == 0 && step < total_steps && job.test.size() > 0) {
-        absl::StatusOr<EvalResult> eval = strategy->Evaluate(model, job.test.size());
-        if (!eval.ok()) {
-          TESSERA_RETURN_IF_ERROR(recover(eval.status()));
-          continue;
-        }
-        progress.Note(
-            absl::StrCat(label, ": step ", step, ": validation ", DescribeEvaluation(*eval)));
-        if (monitor != nullptr) monitor->RecordEvaluation(step, *eval);
-        run.evaluations.push_back({step, *std::move(eval)});
-      }
-    }
-    if (strategy->LostReplicas().empty()) break;
-    TESSERA_RETURN_IF_ERROR(
-        recover(absl::UnavailableError("a replica was lost at the end of training")));
+  plan.seed = options.seed;
+  MirroredSteps steps(*strategy, *system, job, options, on_loss, checkpoints, std::move(plan));
+  TESSERA_RETURN_IF_ERROR(steps.Start());
+  StepCadence cadence;
+  cadence.pass_steps = BatchesPerPass(job.train.size(), strategy->global_batch_size());
+  if (checkpoints.has_value()) {
+    cadence.checkpoint_every = options.checkpoint_every;
+    cadence.checkpoint_every_seconds = options.checkpoint_every_seconds;
+    cadence.checkpoint_in_background = false;  // the replicas save while they wait
+    cadence.checkpoint = [&](int64_t step, std::function<void()>) {
+      return SaveCheckpoint(*checkpoints, *strategy, job, step);
+    };
   }
-  run.wall_seconds = internal::MonotonicSeconds() - start;
-  run.final_loss = tail_examples > 0 ? tail_loss / static_cast<double>(tail_examples) : 0;
-  progress.Finish();
-  if (monitor != nullptr) monitor->EndTraining();
+  if (job.test.size() > 0) {
+    cadence.eval_every = eval_every;
+    cadence.evaluate = [&](int64_t) {
+      return FinishedEvaluation(strategy->Evaluate(model, job.test.size()));
+    };
+  }
+  TESSERA_ASSIGN_OR_RETURN(TrainingRun run, RunTrainingLoop(steps, first_step, total_steps, label,
+                                                            cadence, monitor));
   const int64_t final_step = std::max(first_step, total_steps);
   if (checkpoints.has_value()) {
     const double save_start = internal::MonotonicSeconds();
@@ -346,8 +359,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   summary["replicas"] = replicas;
   summary["replicas_in_sync"] = strategy->num_replicas_in_sync();
   summary["global_batch_size"] = strategy->global_batch_size();
-  summary["replicas_lost"] = replicas_lost;
-  summary["replica_losses"] = losses;
+  summary["replicas_lost"] = steps.replicas_lost();
+  summary["replica_losses"] = steps.losses();
   summary["on_replica_loss"] = on_loss == ReplicaLossPolicy::kContinue ? "continue" : "restore";
   summary["first_step"] = first_step;
   summary["global_step"] = final_step;

@@ -24,23 +24,14 @@
 
 namespace tessera {
 
-// What to do when a replica is lost (Note [A lost replica]).
-enum class ReplicaLossPolicy {
-  // TF's behaviour: wait for the worker to be back (in the simulation it is restarted at once),
-  // then restore every replica from the latest checkpoint and train on from there. Without
-  // --checkpoint_dir the run fails, naming the replica.
-  kRestore,
-  // Go on with the replicas left: the global batch shrinks by one replica's batch.
-  kContinue,
-};
-
 // Trains `job` with options.workers replicas (options.ps is unused). Errors: the job's (a model
 // or optimizer that does not validate), a replica's, a checkpoint's, a lost replica under kRestore
-// without checkpoints.
+// without checkpoints. The run is recorded in `monitor` as it goes (null: nowhere).
 absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                                           const ParameterServerTrainingOptions& options,
                                           ReplicaLossPolicy on_loss, int64_t eval_every,
-                                          nlohmann::json& summary);
+                                          nlohmann::json& summary,
+                                          TrainingMonitor* monitor = nullptr);
 
 // Runs this process as the replica of worker `task` of the cluster in options.cluster: spawns it
 // and publishes it at the task's address until the coordinator ends the run (or the process is

@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "core/monitoring/monitoring.h"
 #include "http/http_server.h"
+#include "tessera/training.h"
 
 namespace tessera {
 
@@ -44,11 +45,6 @@ struct DashboardSources {
   std::function<nlohmann::json()> run;
   std::function<nlohmann::json()> cluster;
   const MetricRegistry* metrics = nullptr;  // not owned; outlives the dashboard
-};
-
-struct DashboardOptions {
-  std::string host = "127.0.0.1";
-  int port = 0;  // 0: a free port
 };
 
 class Dashboard {

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "core/base/version.h"
+#include "tessera/version.h"
 
 namespace tessera {
 namespace {

@@ -4,7 +4,7 @@
 // events (checkpoints written, parameter servers recovered), and how it ended. The one source the
 // coordinator's dashboard, the --summary JSON and the --metrics_file lines all read.
 //
-// The driver writes (RunTrainingSteps records every completed step, validation and checkpoint);
+// The driver writes (RunTrainingLoop records every completed step, validation and checkpoint);
 // anything else reads a copy (Snapshot) at any time. Points are closed by the recording call
 // itself once an interval (1 s by default) has passed: the monitor has no thread of its own.
 //
@@ -91,7 +91,7 @@ struct MonitorEvent {
 // A copy of the record at one moment.
 struct MonitorSnapshot {
   nlohmann::json configuration = nlohmann::json::object();
-  std::string version;            // core/base/version.h
+  std::string version;            // tessera/version.h
   double start_unix_time = 0;     // when the monitor was made: the run's start
   std::string start_time;         // the same, ISO-8601 UTC ("2026-11-23T12:15:49.123Z")
   std::string status;             // "starting", "training", "finished" or "failed"

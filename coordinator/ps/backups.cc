@@ -17,7 +17,7 @@
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/internal/ps_request_timeout.h"
 #include "core/base/fan_in.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

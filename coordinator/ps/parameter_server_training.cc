@@ -15,21 +15,22 @@
 #include "coordinator/monitoring/internal/progress.h"
 #include "coordinator/ps/cluster_status.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
+#include "coordinator/scheduling/testing.h"
 #include "coordinator/serving/export.h"
 #include "coordinator/training/describe_job.h"
 #include "coordinator/training/distributed_evaluation.h"
 #include "coordinator/training/train_step_closure.h"
 #include "coordinator/training/training_steps.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
 #include "core/model/model.h"
-#include "core/model/optimizer.h"
 #include "core/scheduling/closure_queue.h"
+#include "tessera/optimizer.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {
 
-// Tells ParameterServerTrainingOptions::on_cluster of a cluster (and coordinator) now, and that
+// Tells RunObservers::on_cluster of a cluster (and coordinator) now, and that
 // they are going when it goes out of scope: declared after what it names, it runs before they
 // are destroyed, on every return.
 class ClusterHookGuard {
@@ -236,7 +237,8 @@ void RecordStatistics(const ClusterCoordinator& coordinator, Cluster& cluster,
 
 absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
                                                     const ParameterServerTrainingOptions& options,
-                                                    int64_t eval_every, nlohmann::json& summary) {
+                                                    int64_t eval_every, nlohmann::json& summary,
+                                                    const RunObservers& observers) {
   const std::string& label = job.name;
   if (job.batch_size < 1) {
     return absl::InvalidArgumentError(
@@ -252,7 +254,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   TESSERA_ASSIGN_OR_RETURN(const std::optional<std::string> resume_from,
                            StartingPoint(options, checkpoints, label));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, StartCluster(options, label));
-  const ClusterHookGuard cluster_hook(options.on_cluster, cluster.get(), nullptr);
+  const ClusterHookGuard cluster_hook(observers.on_cluster, cluster.get(), nullptr);
   ParameterServerStrategy strategy(*cluster, job.partitioner, options.shard_copies);
   if (cluster->networked() && checkpoints.has_value()) {
     // Note [A restarted coordinator re-adopts its run's shards] (coordinator/ps/strategy.h): every
@@ -305,7 +307,7 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   }
   TESSERA_ASSIGN_OR_RETURN(auto coordinator,
                            ClusterCoordinator::Create(strategy, registry, coordinator_options));
-  const ClusterHookGuard coordinator_hook(options.on_cluster, cluster.get(), coordinator.get());
+  const ClusterHookGuard coordinator_hook(observers.on_cluster, cluster.get(), coordinator.get());
   if (cluster->networked()) {
     std::printf("%s: waiting for %d of %d workers on port %d\n", label.c_str(),
                 options.min_workers, options.workers, coordinator->port());
@@ -313,8 +315,9 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
     TESSERA_RETURN_IF_ERROR(coordinator->WaitForWorkers(options.min_workers, options.worker_wait));
   }
   if (options.inject_worker_failures > 0) {
-    coordinator->InjectWorkerFailures(options.inject_worker_failures, job.steps, options.seed,
-                                      options.restart_delay);
+    ClusterCoordinatorTesting::InjectWorkerFailures(*coordinator, options.inject_worker_failures,
+                                                    job.steps, options.seed,
+                                                    options.restart_delay);
   }
 
   const int64_t test_examples = job.test.size();
@@ -332,19 +335,22 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   if (test_examples > 0) {
     cadence.eval_every = eval_every;
     cadence.evaluate = [&](int64_t step) {
-      return PendingEvaluation::Schedule(*coordinator, *model, test_examples, step);
+      return EvaluateOnWorkers(*coordinator, *model, test_examples, step);
     };
   }
   TESSERA_ASSIGN_OR_RETURN(
       TrainingRun run,
-      RunTrainingSteps(*coordinator, first_step, job.steps, label, cadence, options.monitor.get()));
+      RunTrainingSteps(*coordinator, first_step, job.steps, label, cadence,
+                       observers.monitor.get()));
   const int64_t final_step = std::max(first_step, job.steps);
   if (checkpoints.has_value()) {
     const double save_start = internal::MonotonicSeconds();
     TESSERA_ASSIGN_OR_RETURN(const std::string dir, checkpoints->Save(strategy, final_step));
     const double save_seconds = internal::MonotonicSeconds() - save_start;
     summary["checkpoint_seconds"] = save_seconds;
-    if (options.monitor != nullptr) options.monitor->RecordCheckpoint(final_step, save_seconds, dir);
+    if (observers.monitor != nullptr) {
+      observers.monitor->RecordCheckpoint(final_step, save_seconds, dir);
+    }
     std::printf("%s: checkpoint %s (%.2f s)\n", label.c_str(), dir.c_str(), save_seconds);
   }
   if (!options.export_dir.empty()) {

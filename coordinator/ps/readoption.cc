@@ -19,7 +19,7 @@
 #include "coordinator/ps/internal/ps_request_timeout.h"
 #include "core/base/fan_in.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

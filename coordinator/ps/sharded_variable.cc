@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/ps/internal/await.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "actors/ps/variable_ops.h"
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

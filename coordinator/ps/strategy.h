@@ -68,11 +68,10 @@
 #include "actors/ps/train_step.h"
 #include "cluster/base/cluster.h"
 #include "coordinator/ps/sharded_variable.h"
-#include "core/model/model_spec.h"
-#include "core/model/optimizer.h"
 #include "core/variables/aggregation.h"
-#include "core/variables/initializer.h"
-#include "core/variables/partitioner.h"
+#include "tessera/model.h"
+#include "tessera/optimizer.h"
+#include "tessera/partitioner.h"
 
 namespace tessera {
 

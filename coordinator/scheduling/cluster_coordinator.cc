@@ -12,14 +12,9 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/scheduling/internal/lost_ps.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
-namespace {
-
-int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
-
-}  // namespace
 
 ClusterCoordinator::ClusterCoordinator(ParameterServerStrategy& strategy,
                                        std::shared_ptr<ClosureQueue> queue,
@@ -210,16 +205,6 @@ WorkerPoolStatus ClusterCoordinator::workers() const {
   self->request(actor_, caf::infinite, workers_atom::value)
       .receive([&](WorkerPoolStatus& status) { out = std::move(status); }, [](caf::error&) {});
   return out;
-}
-
-void ClusterCoordinator::SetFaultInjector(std::shared_ptr<FaultInjector> injector) {
-  caf::anon_send(actor_, chaos_atom::value, std::move(injector));
-}
-
-void ClusterCoordinator::InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
-                                              absl::Duration restart_delay) {
-  SetFaultInjector(KillBusyWorkersAtCompletions(
-      failures, closures, seed, std::chrono::milliseconds(Millis(restart_delay))));
 }
 
 }  // namespace tessera

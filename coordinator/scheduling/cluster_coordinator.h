@@ -42,7 +42,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actors/scheduling/coordinator_actor.h"
-#include "actors/scheduling/fault_injector.h"
 #include "actors/scheduling/replica.h"
 #include "coordinator/ps/strategy.h"
 #include "coordinator/scheduling/ps_recovery.h"
@@ -120,21 +119,8 @@ class ClusterCoordinator {
   // The PS recoveries so far, oldest first.
   std::vector<PsRecovery> recoveries() const;
 
-  // Fault injection (chaos runs; tests kill single workers through testing.h). Hands the
-  // coordinator's dispatch `injector` (actors/scheduling/fault_injector.h), in place of any earlier
-  // one; null removes it. Without one (the default) no fault is injected.
-  // Example:
-  //   coordinator->SetFaultInjector(KillRandomWorkerEvery(std::chrono::milliseconds(10),
-  //                                                       /*seed=*/5, std::chrono::seconds(1)));
-  void SetFaultInjector(std::shared_ptr<FaultInjector> injector);
-  // SetFaultInjector(KillBusyWorkersAtCompletions(...)): kills `failures` workers, each in the
-  // middle of a closure, at random points of the next `closures` completions; each comes back
-  // after `restart_delay` (the drivers' --inject_worker_failures).
-  void InjectWorkerFailures(int32_t failures, int64_t closures, uint64_t seed,
-                            absl::Duration restart_delay);
-
  private:
-  friend class ClusterCoordinatorTesting;  // coordinator/scheduling/testing.h
+  friend class ClusterCoordinatorTesting;  // fault injection: coordinator/scheduling/testing.h
   struct LostPs;  // the PS losses waiting for the recovery thread (internal/lost_ps.h)
 
   ClusterCoordinator(ParameterServerStrategy& strategy, std::shared_ptr<ClosureQueue> queue,

@@ -21,7 +21,7 @@
 #include "coordinator/scheduling/cluster_coordinator.h"
 #include "coordinator/scheduling/internal/lost_ps.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "core/serving/exported_model.h"
 #include "schema/serving/model_io.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

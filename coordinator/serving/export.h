@@ -11,8 +11,8 @@
 
 #include "absl/status/status.h"
 #include "coordinator/ps/strategy.h"
-#include "core/base/env.h"
 #include "core/model/model.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

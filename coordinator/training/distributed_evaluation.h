@@ -32,9 +32,9 @@
 #include "actors/ps/train_step.h"
 #include "actors/scheduling/replica.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
-#include "core/data/dataset.h"
 #include "core/model/model.h"
 #include "core/training/evaluation.h"
+#include "tessera/data.h"
 
 namespace tessera {
 

@@ -1,57 +1,57 @@
 #include "coordinator/training/local_training.h"
 
-#include <algorithm>
 #include <cstdio>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "coordinator/monitoring/internal/progress.h"
-#include "coordinator/training/distributed_evaluation.h"
-#include "core/base/process.h"
-#include "core/base/status.h"
+#include "absl/time/clock.h"
+#include "coordinator/training/training_loop.h"
 #include "core/training/local_trainer.h"
+#include "tessera/status.h"
 
 namespace tessera {
+namespace {
+
+// Steps on this thread: one batch of the stream, one TrainStep.
+class LocalSteps final : public StepExecutor {
+ public:
+  LocalSteps(LocalTrainer& trainer, BatchStream& batches) : trainer_(trainer), batches_(batches) {}
+
+  absl::StatusOr<Advanced> Advance(int64_t next, int64_t /*limit*/) override {
+    TESSERA_ASSIGN_OR_RETURN(const Batch batch, batches_.Get(next));
+    TESSERA_ASSIGN_OR_RETURN(const float loss, trainer_.TrainStep(batch));
+    Advanced advanced;
+    advanced.started = 1;
+    advanced.completed.push_back({batch.size, static_cast<double>(loss), absl::Now()});
+    return advanced;
+  }
+
+  absl::StatusOr<std::vector<CompletedStep>> Drain() override {
+    return std::vector<CompletedStep>{};
+  }
+
+ private:
+  LocalTrainer& trainer_;
+  BatchStream& batches_;
+};
+
+}  // namespace
 
 absl::StatusOr<TrainingRun> TrainLocally(const TrainingJob& job, uint64_t seed, int64_t eval_every,
                                          nlohmann::json& summary, TrainingMonitor* monitor) {
   const std::string& label = job.name;
-  const int64_t steps = job.steps;
-  const int64_t batch_size = job.batch_size;
   TESSERA_ASSIGN_OR_RETURN(LocalTrainer trainer, LocalTrainer::Create(job.model, job.optimizer));
   TESSERA_ASSIGN_OR_RETURN(BatchStream batches,
-                           BatchStream::Create(job.train, batch_size, /*shuffle=*/true, seed));
+                           BatchStream::Create(job.train, job.batch_size, /*shuffle=*/true, seed));
   std::printf("%s: local trainer (one thread, no actors)\n", label.c_str());
-  internal::Progress progress(label, 0, steps);
-  TrainingRun run;
-  run.startup_seconds = SecondsSinceProcessStart().value_or(0);
-  const double start = internal::MonotonicSeconds();
-  if (monitor != nullptr) monitor->BeginTraining(0, steps);
-  double tail_loss = 0;
-  int64_t tail_examples = 0;
-  const int64_t tail = std::max<int64_t>(1, steps / 20);
-  for (int64_t s = 0; s < steps; ++s) {
-    TESSERA_ASSIGN_OR_RETURN(const Batch batch, batches.Get(s));
-    TESSERA_ASSIGN_OR_RETURN(const float loss, trainer.TrainStep(batch));
-    run.examples += batch.size;
-    if (s >= steps - tail) {
-      tail_loss += static_cast<double>(loss) * batch.size;
-      tail_examples += batch.size;
-    }
-    progress.Update(s + 1, batch.size, loss);
-    if (monitor != nullptr) monitor->RecordStep(s + 1, batch.size, loss);
-    if (eval_every > 0 && (s + 1) % eval_every == 0 && s + 1 < steps && job.test.size() > 0) {
-      TESSERA_ASSIGN_OR_RETURN(EvalResult eval, trainer.Evaluate(job.test));
-      progress.Note(absl::StrCat(label, ": step ", s + 1, ": validation ",
-                                 DescribeEvaluation(eval)));
-      if (monitor != nullptr) monitor->RecordEvaluation(s + 1, eval);
-      run.evaluations.push_back({s + 1, std::move(eval)});
-    }
+  StepCadence cadence;
+  cadence.pass_steps = BatchesPerPass(job.train.size(), job.batch_size);
+  if (job.test.size() > 0) {
+    cadence.eval_every = eval_every;
+    cadence.evaluate = [&](int64_t) { return FinishedEvaluation(trainer.Evaluate(job.test)); };
   }
-  run.steps = steps;
-  run.wall_seconds = internal::MonotonicSeconds() - start;
-  run.final_loss = tail_examples > 0 ? tail_loss / tail_examples : 0;
-  progress.Finish();
-  if (monitor != nullptr) monitor->EndTraining();
+  LocalSteps steps(trainer, batches);
+  TESSERA_ASSIGN_OR_RETURN(TrainingRun run,
+                           RunTrainingLoop(steps, 0, job.steps, label, cadence, monitor));
   if (job.test.size() > 0) {
     TESSERA_ASSIGN_OR_RETURN(run.eval, trainer.Evaluate(job.test));
   }

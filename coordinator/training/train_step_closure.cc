@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -4,7 +4,7 @@
 //   kTrainStep({"batch": int64}) -> {"loss": double, "examples": int64}
 //
 // The batch index is the global step: batches are assigned by the scheduler (dynamic sharding,
-// core/data/dataset.h), so a closure re-run after its worker died trains the same batch — no batch
+// tessera/data.h), so a closure re-run after its worker died trains the same batch — no batch
 // is lost or repeated whichever workers die — and a resumed run continues the data where its
 // checkpoint left it.
 //
@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "actors/ps/train_step.h"
 #include "actors/scheduling/replica.h"
-#include "core/data/dataset.h"
+#include "tessera/data.h"
 
 namespace tessera {
 

@@ -10,11 +10,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "cluster/base/cluster_spec.h"
 #include "cluster/network/network.h"
 #include "cluster/network/port_check.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
+#include "tessera/cluster.h"
+#include "tessera/status.h"
 
 ABSL_FLAG(std::optional<std::string>, mode, std::nullopt,
           "sim (parameter servers and workers in this process), local (the single-thread "
@@ -142,7 +142,7 @@ absl::StatusOr<std::optional<TrainingMode>> ModeFlag() {
 }
 
 // This process's role and worker task in `config`'s cluster: --role and --task override the
-// config's task (Note [TF_CONFIG's task types], cluster/base/cluster_spec.h).
+// config's task (Note [TF_CONFIG's task types], tessera/cluster.h).
 absl::Status ReadRole(const ClusterConfig& config, TrainingFlags& flags) {
   const std::optional<std::string> role = absl::GetFlag(FLAGS_role);
   const std::optional<int32_t> task = absl::GetFlag(FLAGS_task);

@@ -15,8 +15,8 @@
 #include "coordinator/training/worker_role.h"
 #include "core/base/logging.h"
 #include "core/base/process.h"
-#include "core/base/status.h"
-#include "core/base/version.h"
+#include "tessera/status.h"
+#include "tessera/version.h"
 
 namespace tessera {
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
@@ -94,19 +94,19 @@ nlohmann::json DescribeRun(const TrainingJob& job, const TrainingFlags& flags) {
   return config;
 }
 
-// Trains `job` with `options` (monitor: options.monitor), then reports: the result lines, the
-// monitor's end, the summary.
+// Trains `job` as `flags` say, watched by `observers` (their monitor not null), then reports:
+// the result lines, the monitor's end, the summary.
 absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
-                            const ParameterServerTrainingOptions& options,
-                            TrainingMonitor& monitor_ref) {
-  TrainingMonitor* monitor = &monitor_ref;
+                            const RunObservers& observers) {
+  TrainingMonitor* monitor = observers.monitor.get();
+  const ParameterServerTrainingOptions& options = flags.parameter_servers;
   nlohmann::json summary;
   absl::StatusOr<TrainingRun> trained =
       flags.mode == TrainingMode::kLocal
           ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor)
       : flags.strategy == TrainingStrategy::kMirrored
-          ? TrainMirrored(job, options, flags.on_replica_loss, flags.eval_every, summary)
-          : TrainOnParameterServers(job, options, flags.eval_every, summary);
+          ? TrainMirrored(job, options, flags.on_replica_loss, flags.eval_every, summary, monitor)
+          : TrainOnParameterServers(job, options, flags.eval_every, summary, observers);
   if (!trained.ok()) {
     monitor->Finish(trained.status());
     monitor->SetLineSink(nullptr);
@@ -145,11 +145,16 @@ absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
 // Note [The run's monitor]
 // A run has one TrainingMonitor, which the training loop records into and everything that shows
 // the run reads: the summary (RecordMonitor, at the end), the --metrics_file (its line sink, as
-// it goes) and whatever runs beside the training loop, such as a dashboard. RunTrainingJob uses
-// flags.parameter_servers.monitor when the caller set one (so a caller can hold it before the
-// run starts), else makes one, and hands it on in the options of TrainOnParameterServers (so
-// code started there, beside the coordinator, holds the same shared_ptr) or to TrainLocally.
+// it goes) and whatever runs beside the training loop, such as a dashboard. RunTrainingJob makes
+// one, unless the caller hands its own (so that it can hold it before the run starts), and hands
+// it on in the RunObservers of TrainOnParameterServers (so that code started there, beside the
+// coordinator, holds the same shared_ptr), or to TrainMirrored or TrainLocally.
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) {
+  return RunTrainingJob(job, flags, std::make_shared<TrainingMonitor>());
+}
+
+absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags,
+                            std::shared_ptr<TrainingMonitor> monitor) {
   const bool worker = flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker;
   SetLogRole(worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"));
   Log().info("{} starts as the {} ({} mode), {}", job.name,
@@ -161,9 +166,8 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) 
     }
     return ServeAsWorker(job, flags.parameter_servers, flags.task);
   }
-  ParameterServerTrainingOptions options = flags.parameter_servers;
-  if (options.monitor == nullptr) options.monitor = std::make_shared<TrainingMonitor>();
-  const std::shared_ptr<TrainingMonitor> monitor = options.monitor;
+  RunObservers observers;
+  observers.monitor = monitor;
   monitor->SetConfiguration(DescribeRun(job, flags));
   if (!flags.metrics_file.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::shared_ptr<MetricsFile> file,
@@ -173,11 +177,11 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags) 
   std::unique_ptr<internal::RunDashboard> dashboard;
   if (flags.dashboard.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(dashboard, internal::RunDashboard::Start(*flags.dashboard, monitor));
-    options.on_cluster = dashboard->ClusterHook();
+    observers.on_cluster = dashboard->ClusterHook();
     std::printf("%s: dashboard at %s\n", job.name.c_str(), dashboard->url().c_str());
     std::fflush(stdout);
   }
-  const absl::Status status = TrainAndReport(job, flags, options, *monitor);
+  const absl::Status status = TrainAndReport(job, flags, observers);
   if (dashboard != nullptr && flags.dashboard_keep_serving) {
     if (!status.ok()) std::fprintf(stderr, "%s: %s\n", job.name.c_str(), status.ToString().c_str());
     dashboard->KeepServingUntilSignal(job.name);

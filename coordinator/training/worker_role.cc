@@ -12,7 +12,7 @@
 #include "coordinator/training/distributed_evaluation.h"
 #include "coordinator/training/train_step_closure.h"
 #include "core/base/process.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-// MemEnv: an Env (core/base/env.h) held entirely in memory, for tests — LevelDB's NewMemEnv. Files
+// MemEnv: an Env (tessera/env.h) held entirely in memory, for tests — LevelDB's NewMemEnv. Files
 // and directories live in one map; the clock stands still until the test moves it; an error can be
 // injected into the operations on chosen paths.
 //
@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

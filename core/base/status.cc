@@ -1,4 +1,4 @@
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,4 +1,4 @@
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 #include <algorithm>
 #include <cmath>

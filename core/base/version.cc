@@ -1,4 +1,4 @@
-#include "core/base/version.h"
+#include "tessera/version.h"
 
 #include "absl/strings/str_cat.h"
 

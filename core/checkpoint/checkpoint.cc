@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/base/random.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

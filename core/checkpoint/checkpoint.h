@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/base/tensor.h"
-#include "core/model/optimizer.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 
@@ -144,7 +144,7 @@ struct CheckpointManifest {
   int64_t global_step = 0;  // training steps when it was saved
   std::vector<CheckpointVariable> variables;
   RunId run_id;  // the run that saved it (empty: written before run ids)
-  // Read from a file: the Tessera version that wrote it (core/base/version.h); empty for a manifest
+  // Read from a file: the Tessera version that wrote it (tessera/version.h); empty for a manifest
   // written before versions were recorded. WriteManifest records its own Version(), not this.
   std::string writer_version;
 };

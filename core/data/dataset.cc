@@ -1,4 +1,4 @@
-#include "core/data/dataset.h"
+#include "tessera/data.h"
 
 #include <algorithm>
 #include <cassert>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/random.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

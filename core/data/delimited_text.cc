@@ -1,4 +1,4 @@
-#include "core/data/delimited_text.h"
+#include "tessera/delimited_text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/base/logging.h"
-#include "core/base/status.h"
 #include "core/data/internal/text_index.h"
 #include "core/data/internal/text_line_parser.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace internal {

@@ -1,10 +1,10 @@
-#include "core/data/example_source.h"
+#include "tessera/data.h"
 
 #include <cassert>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

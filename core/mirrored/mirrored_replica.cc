@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -36,13 +36,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
 #include "core/checkpoint/checkpoint.h"
-#include "core/model/model_spec.h"
 #include "core/scheduling/closure_values.h"
 #include "core/training/local_trainer.h"
 #include "core/variables/aggregation.h"
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

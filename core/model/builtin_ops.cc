@@ -1,7 +1,7 @@
-// The built-in ops of the model language (core/model/model_spec.h's table), registered in the op
-// registry (core/model/op_registry.h) like any program's own op.
+// The built-in ops of the model language (tessera/model.h's table), registered in the op
+// registry (tessera/ops.h) like any program's own op.
 //
-// Dense layers, activations, softmax and concat call the kernels of core/model/layers.h (the
+// Dense layers, activations, softmax and concat call the kernels of tessera/ops.h (the
 // per-instruction-set GEMMs and ReLU); the rest are Eigen expressions here.
 #include <cmath>
 #include <string>
@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/model/layers.h"
-#include "core/model/op_registry.h"
+#include "tessera/ops.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

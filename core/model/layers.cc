@@ -1,4 +1,4 @@
-#include "core/model/layers.h"
+#include "tessera/ops.h"
 
 #include <algorithm>
 #include <cassert>

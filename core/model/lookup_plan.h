@@ -17,8 +17,8 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "core/base/sorted_ids.h"
-#include "core/data/batch.h"
-#include "core/model/model_spec.h"
+#include "tessera/data.h"
+#include "tessera/model.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "core/model/losses.h"
+#include "tessera/ops.h"
 
 #include <cmath>
 

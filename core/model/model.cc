@@ -5,9 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/model/layers.h"
-#include "core/model/losses.h"
+#include "tessera/ops.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-// Model: the runtime of a ModelSpec (core/model/model_spec.h): forward and backward over a Batch
+// Model: the runtime of a ModelSpec (tessera/model.h): forward and backward over a Batch
 // given the current parameter values, for a local trainer (variables as whole tensors) and for a
 // distributed worker (dense variables read whole, embedding tables read only at the rows the
 // batch needs, fetched from parameter-server shards).
@@ -27,11 +27,11 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/base/sorted_ids.h"
-#include "core/base/tensor.h"
-#include "core/data/batch.h"
 #include "core/model/lookup_plan.h"
-#include "core/model/model_spec.h"
 #include "core/variables/indexed_slices.h"
+#include "tessera/data.h"
+#include "tessera/model.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

@@ -1,12 +1,11 @@
-#include "core/model/model_builder.h"
+#include "tessera/model.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/model/op_registry.h"
-#include "core/variables/initializer.h"
+#include "tessera/ops.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

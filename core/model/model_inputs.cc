@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "core/model/model.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/model/model_spec.h"
+#include "tessera/model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/base/status.h"
-#include "core/model/op_registry.h"
+#include "tessera/ops.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/model/op_registry.h"
+#include "tessera/ops.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,15 +1,15 @@
 // MakeOptimizer, and what every rule shares: hyperparameter resolution and the validating,
 // deduplicating, step-counting base class (core/model/internal/optimizer_rules.h).
-#include "core/model/optimizer.h"
+#include "tessera/optimizer.h"
 
 #include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/base/status.h"
 #include "core/model/internal/optimizer_rules.h"
 #include "core/variables/indexed_slices.h"
+#include "tessera/status.h"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>

@@ -14,9 +14,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "core/model/internal/kernels.h"
 #include "core/model/internal/optimizer_rules.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace optimizer_internal {

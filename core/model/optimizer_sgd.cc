@@ -3,8 +3,8 @@
 #include <memory>
 #include <utility>
 
-#include "core/base/status.h"
 #include "core/model/internal/optimizer_rules.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace optimizer_internal {

@@ -50,7 +50,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
 #include "core/ps/cow_snapshot.h"
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

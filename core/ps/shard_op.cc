@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_join.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -42,13 +42,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "core/base/tensor.h"
 #include "core/checkpoint/checkpoint.h"
-#include "core/model/optimizer.h"
 #include "core/ps/shard_state.h"
 #include "core/ps/update_ledger.h"
 #include "core/variables/indexed_slices.h"
 #include "core/variables/scatter.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

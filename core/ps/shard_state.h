@@ -39,15 +39,15 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
 #include "core/checkpoint/checkpoint.h"
-#include "core/model/optimizer.h"
 #include "core/ps/cow_snapshot.h"
 #include "core/ps/first_touch.h"
 #include "core/ps/row_update_counts.h"
 #include "core/ps/update_ledger.h"
-#include "core/variables/initializer.h"
 #include "core/variables/scatter.h"
+#include "tessera/model.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 
@@ -60,7 +60,7 @@ struct ShardSpec {
   int64_t row_offset = 0;   // the shard's first row in the variable
   int64_t rows = 0;         // the shard's row count (1 for a scalar variable)
   DType dtype = DType::kFloat32;
-  InitializerSpec initializer;             // fills the shard's own rows (core/variables/initializer.h)
+  InitializerSpec initializer;             // fills the shard's own rows (tessera/model.h)
   std::optional<OptimizerSpec> optimizer;  // none: the shard cannot apply gradients
 };
 

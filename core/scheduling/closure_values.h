@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-// ExportedModel: a trained model as plain data — its ModelSpec (core/model/model_spec.h), its
+// ExportedModel: a trained model as plain data — its ModelSpec (tessera/model.h), its
 // serving signatures, and every variable merged into one unsharded tensor — loadable and servable
 // without the training code (TF's SavedModel). schema/serving/model_io.h reads and writes it; the
 // `tessera` CLI serves it.
@@ -35,10 +35,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
-#include "core/data/batch.h"
 #include "core/model/model.h"
-#include "core/model/model_spec.h"
+#include "tessera/data.h"
+#include "tessera/model.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 
@@ -63,7 +63,7 @@ struct ModelDescription {
   ModelSpec spec;
   std::vector<Signature> signatures;
   int64_t step = 0;  // training steps when exported
-  // Read from a file: the Tessera version that wrote it (core/base/version.h); empty for a file
+  // Read from a file: the Tessera version that wrote it (tessera/version.h); empty for a file
   // written before versions were recorded. A writer records its own Version(), not this.
   std::string writer_version;
 };

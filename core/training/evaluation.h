@@ -24,9 +24,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/base/tensor.h"
 #include "core/model/model.h"
 #include "core/training/metrics.h"
+#include "tessera/evaluation.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 
@@ -34,21 +35,6 @@ namespace tessera {
 // activations stay a few MiB at wide embeddings (512 x 1000 floats = 2 MiB per table), like a
 // training batch's.
 inline constexpr int64_t kEvalBatchSize = 512;
-
-struct EvalResult {
-  int64_t examples = 0;
-  // The model's loss, example-weighted mean over the dataset: the logloss of a sigmoid
-  // cross-entropy model, the mean squared error of a regression.
-  double loss = 0;
-  // Sigmoid cross-entropy models: AUC of the logits (nullopt when the data lacks a class) and
-  // the accuracy of logit > 0. Softmax models: the top-1 accuracy. Mean-squared-error models:
-  // the root mean squared error and the mean absolute error of the predictions. Needs an output
-  // naming the loss's logits node; without one only `loss` is reported.
-  std::optional<double> auc;
-  std::optional<double> accuracy;
-  std::optional<double> rmse;
-  std::optional<double> mae;
-};
 
 class EvalAccumulator {
  public:

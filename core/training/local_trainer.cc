@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

@@ -29,12 +29,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
-#include "core/data/batch.h"
-#include "core/data/dataset.h"
 #include "core/model/model.h"
-#include "core/model/optimizer.h"
 #include "core/training/evaluation.h"
+#include "tessera/data.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

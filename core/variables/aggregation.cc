@@ -1,7 +1,7 @@
 #include "core/variables/aggregation.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 

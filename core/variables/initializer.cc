@@ -1,4 +1,4 @@
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/internal/philox_batch.h"
 #include "core/base/random.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

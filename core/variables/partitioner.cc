@@ -1,4 +1,4 @@
-#include "core/variables/partitioner.h"
+#include "tessera/partitioner.h"
 
 #include <algorithm>
 #include <utility>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

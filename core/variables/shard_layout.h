@@ -41,8 +41,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/base/sorted_ids.h"
-#include "core/base/tensor.h"
 #include "core/variables/indexed_slices.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

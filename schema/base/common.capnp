@@ -4,7 +4,7 @@
 
 $import "/capnp/c++.capnp".namespace("tessera::wire");
 
-# A variable's element type (core/base/tensor.h DType; the numbers match).
+# A variable's element type (tessera/tensor.h DType; the numbers match).
 enum DType {
   unspecified @0;
   float32 @1;

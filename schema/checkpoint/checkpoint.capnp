@@ -46,7 +46,7 @@ struct Manifest {
   globalStep @1 :Int64;
   variables @2 :List(Variable);
   runId @3 :RunId;           # the run that saved it; absent in manifests written before run ids
-  # The Tessera version that wrote it (core/base/version.h, "0.1.0"); absent in manifests written
+  # The Tessera version that wrote it (tessera/version.h, "0.1.0"); absent in manifests written
   # before versions were recorded.
   writerVersion @4 :Text;
 

@@ -9,7 +9,7 @@
 // DataLoss (corrupt data, a bad checksum) or InvalidArgument (well-formed but inconsistent
 // content), never a crash, an exception escaping, or an allocation sized by the file.
 //
-// Files go through an Env (core/base/env.h): the real filesystem unless the caller passes another
+// Files go through an Env (tessera/env.h): the real filesystem unless the caller passes another
 // (tests pass core/base/mem_env.h's in-memory one).
 //
 // slice_file.cc implements the slice files, manifest_file.cc the manifests.
@@ -21,9 +21,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/base/env.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/ps/shard_op.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

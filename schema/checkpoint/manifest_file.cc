@@ -6,8 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/base/version.h"
 #include "schema/base/internal/envelope.h"
 #include "schema/base/internal/field_codec.h"
 #include "schema/base/internal/file_io.h"
@@ -15,6 +13,8 @@
 #include "schema/checkpoint/checkpoint.capnp.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/checkpoint/internal/checkpoint_format.h"
+#include "tessera/status.h"
+#include "tessera/version.h"
 
 namespace tessera {
 namespace {

@@ -14,7 +14,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/process.h"
-#include "core/base/status.h"
 #include "schema/base/internal/crc32c.h"
 #include "schema/base/internal/envelope.h"
 #include "schema/base/internal/field_codec.h"
@@ -23,6 +22,7 @@
 #include "schema/checkpoint/checkpoint.capnp.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/checkpoint/internal/checkpoint_format.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

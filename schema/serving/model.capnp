@@ -1,4 +1,4 @@
-# The exported model (core/serving/exported_model.h): the model graph (core/model/model_spec.h), its serving
+# The exported model (core/serving/exported_model.h): the model graph (tessera/model.h), its serving
 # signatures and its unsharded variables. The file is framed by schema/base/internal/envelope.h around
 # one message whose root is `ExportedModel`. Format 1 holds the variables' values inside the
 # message (checksummed chunks); format 2 holds where they sit in the data after the message
@@ -23,7 +23,7 @@ struct ExportedModel {
   # the data after the message.
   pieceBytes @5 :UInt32;
   checksumsOffset @6 :UInt64;
-  # The Tessera version that wrote it (core/base/version.h, "0.1.0"); absent in files written before
+  # The Tessera version that wrote it (tessera/version.h, "0.1.0"); absent in files written before
   # versions were recorded.
   writerVersion @7 :Text;
 }

@@ -11,7 +11,7 @@
 // Format 1 files (values inside the message) are still read, into memory. model_writer.cc
 // writes, model_reader.cc reads.
 //
-// Files go through an Env (core/base/env.h): the real filesystem unless the caller passes another.
+// Files go through an Env (tessera/env.h): the real filesystem unless the caller passes another.
 //
 // Thread-safety: pure functions over files.
 #pragma once
@@ -21,8 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/base/env.h"
 #include "core/serving/exported_model.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

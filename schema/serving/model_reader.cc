@@ -11,8 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/env.h"
-#include "core/base/status.h"
 #include "schema/base/internal/envelope.h"
 #include "schema/base/internal/field_codec.h"
 #include "schema/base/internal/message.h"
@@ -20,6 +18,8 @@
 #include "schema/serving/internal/model_format.h"
 #include "schema/serving/model.capnp.h"
 #include "schema/serving/model_io.h"
+#include "tessera/env.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

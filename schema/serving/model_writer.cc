@@ -12,8 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/base/env.h"
-#include "core/base/status.h"
 #include "schema/base/internal/envelope.h"
 #include "schema/base/internal/file_io.h"
 #include "schema/base/internal/message.h"
@@ -21,6 +19,8 @@
 #include "schema/serving/internal/model_format.h"
 #include "schema/serving/model.capnp.h"
 #include "schema/serving/model_io.h"
+#include "tessera/env.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

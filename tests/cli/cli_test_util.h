@@ -7,9 +7,9 @@
 #include <utility>
 
 #include "core/serving/exported_model.h"
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/temp_dir.h"
-#include "workloads/reference_models.h"
 
 // Note [httplib after Eigen]: the serving tests use cpp-httplib's client, and httplib.h pulls in
 // <resolv.h>, whose `#define _res` breaks Eigen headers included after it: a test includes

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/base/version.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
+#include "tessera/version.h"
 #include "tests/cli/cli_test_util.h"
 
 namespace tessera::cli {

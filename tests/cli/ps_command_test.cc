@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "cluster/base/cluster_spec.h"
+#include "tessera/cluster.h"
 
 namespace tessera::cli {
 namespace {

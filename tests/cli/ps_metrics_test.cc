@@ -21,7 +21,7 @@
 #include "coordinator/ps/cluster_status.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
-#include "core/variables/partitioner.h"
+#include "tessera/partitioner.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/cli/tessera_child.h"
 #include "tests/listener.h"

@@ -44,8 +44,8 @@
 #include "cluster/base/cluster.h"
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/sharded_variable.h"
-#include "core/base/tensor.h"
 #include "core/scheduling/closure.h"
+#include "tessera/tensor.h"
 #include "tests/status_util.h"
 
 namespace tessera::testing {

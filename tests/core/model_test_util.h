@@ -1,5 +1,5 @@
 // Helpers shared by the model tests: parameters held whole or gathered at the rows a batch
-// needs, the check that both give the same step, and the scale op of core/model/op_registry.h's
+// needs, the check that both give the same step, and the scale op of tessera/ops.h's
 // example.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/model/model.h"
-#include "core/model/op_registry.h"
+#include "tessera/ops.h"
 
 namespace tessera {
 namespace testing {
@@ -73,7 +73,7 @@ inline void CheckSameStep(const StepResult& gathered, const StepResult& full) {
   }
 }
 
-// y = x * s for a learned vector s [width] (core/model/op_registry.h's example), named `name`.
+// y = x * s for a learned vector s [width] (tessera/ops.h's example), named `name`.
 inline OpDef ScaleOp(const std::string& name) {
   OpDef scale;
   scale.name = name;

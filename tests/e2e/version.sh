@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `--version` on every binary a user runs: the `tessera` tool (alone and after each command)
 # and the example drivers print exactly the version line CMake expects (project(VERSION), the
-# build type and options: core/base/version.h) on stdout, nothing on stderr, and exit 0.
+# build type and options: tessera/version.h) on stdout, nothing on stderr, and exit 0.
 #   version.sh EXPECTED_LINE TESSERA RECSYS FASHION_MNIST
 set -euo pipefail
 expected=$1 tessera=$2 recsys=$3 fashion_mnist=$4

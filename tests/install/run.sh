@@ -22,24 +22,28 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 # The layout README.md promises (lib/ is the platform's library directory, lib/ on Debian).
 pc=$(find "$prefix" -name tessera.pc)
 libdir=$(dirname "$(dirname "$pc")")
-for path in "$prefix/bin/tessera" "$prefix/include/tessera/coordinator/training/training_job.h" \
+for path in "$prefix/bin/tessera" "$prefix/include/tessera/training.h" \
             "$libdir/cmake/Tessera/TesseraConfig.cmake" "$libdir/libtessera_core.a" \
             "$libdir/pkgconfig/tessera-workloads.pc"; do
   [ -e "$path" ] || { echo "FAIL: the install has no $path"; find "$prefix"; exit 1; }
 done
-if [ -d "$prefix/include/tessera/schema/internal" ] || ls "$prefix"/include/tessera/*/*.capnp.h \
-     >/dev/null 2>&1; then
-  echo "FAIL: internal or generated headers were installed"; exit 1
+# Only the public tree is installed: include/tessera/ and nothing else under include/.
+extra=$(cd "$prefix/include" && find . -type f ! -path './tessera/*')
+if [ -n "$extra" ] || [ -n "$(find "$prefix/include/tessera" -type f ! -name '*.h')" ]; then
+  echo "FAIL: the install holds headers beside the public tree: $extra"; exit 1
 fi
-# Every header an installed header includes from Tessera is installed too.
-missing=$(cd "$prefix/include/tessera" &&
-  grep -ho '#include "\(core\|schema\|actors\|cluster\|coordinator\|workloads\)/[^"]*"' \
-    -r . | sed 's/#include "\(.*\)"/\1/' | sort -u | while read -r h; do
-      [ -e "$h" ] || echo "$h"; done)
-if [ -n "$missing" ]; then
-  echo "FAIL: installed headers include what is not installed: $missing"
-  exit 1
-fi
+# Every header an installed header includes from Tessera is installed, and none includes CAF,
+# Cap'n Proto or a header of the library's own tree.
+includes=$(cd "$prefix/include" && grep -rhoE '^#include ["<][^">]*[">]' tessera |
+  sed -E 's/#include ["<](.*)[">]/\1/' | sort -u)
+for h in $includes; do
+  case $h in
+    caf/*|capnp/*|kj/*|*.capnp.h|core/*|schema/*|actors/*|cluster/*|coordinator/*|serving/*|\
+      http/*|workloads/*)
+      echo "FAIL: an installed header includes $h"; exit 1 ;;
+    tessera/*) [ -e "$prefix/include/$h" ] || { echo "FAIL: $h is included, not installed"; exit 1; } ;;
+  esac
+done
 "$prefix/bin/tessera" --version
 
 cp "$here/train_small.cc" "$here/CMakeLists.txt" "$work/"

@@ -17,9 +17,9 @@
 #include "absl/strings/string_view.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/serving/exported_model.h"
-#include "core/variables/initializer.h"
 #include "schema/base/internal/envelope.h"
-#include "workloads/reference_models.h"
+#include "tessera/model.h"
+#include "tessera/workloads/reference_models.h"
 
 namespace tessera {
 namespace schema_test {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "serving/json.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/cli/cli_test_util.h"
-#include "workloads/reference_models.h"
 
 namespace tessera::serving {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/base/status.h"
 #include "serving/json.h"
+#include "tessera/status.h"
 #include "tests/cli/cli_test_util.h"
 #include "tests/mangle.h"
 

@@ -1,4 +1,4 @@
-#include "workloads/fashion_mnist.h"
+#include "tessera/workloads/fashion_mnist.h"
 
 #include <doctest/doctest.h>
 #include <zlib.h>

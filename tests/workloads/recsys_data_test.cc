@@ -1,4 +1,4 @@
-#include "workloads/recsys_data.h"
+#include "tessera/workloads/recsys_data.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "workloads/reference_models.h"
+#include "tessera/workloads/reference_models.h"
 
 #include <doctest/doctest.h>
 

@@ -28,10 +28,10 @@
 #include "actors/base/messages.h"
 #include "actors/mirrored/mirrored_replica_actor.h"
 #include "actors/mirrored/ring_link.h"
-#include "core/data/dataset.h"
 #include "core/mirrored/collective.h"
 #include "core/mirrored/mirrored_replica.h"
 #include "core/model/model.h"
+#include "tessera/data.h"
 
 namespace tessera::mirrored_internal {
 

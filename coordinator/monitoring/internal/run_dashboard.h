@@ -3,7 +3,7 @@
 // metrics of both — as RunTrainingJob starts it for --dashboard_port.
 //
 //   TESSERA_ASSIGN_OR_RETURN(auto dashboard, RunDashboard::Start(options, monitor));
-//   options.on_cluster = dashboard->ClusterHook();   // attaches the cluster while it lives
+//   observers.on_cluster = dashboard->ClusterHook();   // attaches the cluster while it lives
 //   ... train ...
 //   dashboard->KeepServingUntilSignal("recsys");     // --dashboard_keep_serving
 //
@@ -29,7 +29,7 @@ class RunDashboard {
       const DashboardOptions& options, std::shared_ptr<const TrainingMonitor> monitor);
 
   // Called with the cluster and its coordinator once training has them, and with nulls before
-  // they go (ParameterServerTrainingOptions::on_cluster).
+  // they go (RunObservers::on_cluster).
   std::function<void(Cluster*, ClusterCoordinator*)> ClusterHook();
   std::string url() const { return dashboard_->url(); }
   int port() const { return dashboard_->port(); }

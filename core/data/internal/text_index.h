@@ -1,4 +1,4 @@
-// The line index of a text file, plain or gzip, that lets core/data/delimited_text.h read any run
+// The line index of a text file, plain or gzip, that lets tessera/delimited_text.h read any run
 // of lines without scanning the file: where each line starts in the text, and for gzip the access
 // points to start decompressing from (zlib's examples/zran.c: at a deflate block boundary, the
 // compressed byte and bit offset and the 32 KiB of text before it). It is built by one pass over
@@ -29,7 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 struct z_stream_s;
 

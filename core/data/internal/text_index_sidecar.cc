@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/hash.h"
-#include "core/base/status.h"
 #include "core/data/internal/text_index.h"
+#include "tessera/status.h"
 
 namespace tessera::internal {
 namespace {

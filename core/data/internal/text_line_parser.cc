@@ -7,8 +7,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/hash.h"
-#include "core/base/tensor.h"
 #include "core/data/internal/text_index.h"
+#include "tessera/tensor.h"
 
 namespace tessera::internal {
 namespace {

@@ -1,4 +1,4 @@
-// TextLineParser: one line of delimited text (core/data/delimited_text.h) into one example of a
+// TextLineParser: one line of delimited text (tessera/delimited_text.h) into one example of a
 // batch, the hot loop of the reader: fields split by hand, numbers by std::from_chars, categorical
 // values hashed in place, no string made per field.
 //
@@ -21,9 +21,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "core/data/batch.h"
-#include "core/data/delimited_text.h"
-#include "core/data/example_source.h"
+#include "tessera/data.h"
+#include "tessera/delimited_text.h"
 
 namespace tessera::internal {
 

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
 #include "core/data/internal/text_index.h"
+#include "tessera/status.h"
 
 namespace tessera::internal {
 namespace {

@@ -1,4 +1,4 @@
-// What the optimizer rules (core/optimizer_*.cc) share behind core/model/optimizer.h:
+// What the optimizer rules (core/optimizer_*.cc) share behind tessera/optimizer.h:
 // hyperparameter tables with their defaults and ranges, the validating base class every rule
 // derives from, and one factory function per rule for MakeOptimizer.
 //
@@ -9,7 +9,7 @@
 // call a kernel of core/model/internal/kernels.h on each span instead, compiled per instruction set
 // (Note [Kernels per instruction set, Eigen] in core/model/internal/kernels.cc).
 //
-// Thread-safety: as core/model/optimizer.h — rules are immutable; slots belong to their caller.
+// Thread-safety: as tessera/optimizer.h — rules are immutable; slots belong to their caller.
 #pragma once
 
 #include <array>
@@ -23,8 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
-#include "core/model/optimizer.h"
+#include "tessera/optimizer.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 namespace optimizer_internal {

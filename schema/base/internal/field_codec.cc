@@ -6,9 +6,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/base/version.h"
 #include "schema/base/internal/envelope.h"
+#include "tessera/status.h"
+#include "tessera/version.h"
 
 // Float data is stored as raw bytes: little-endian float32, the host's layout.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "schema/ assumes a little-endian host");

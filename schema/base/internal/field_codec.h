@@ -18,8 +18,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/tensor.h"
 #include "schema/base/common.capnp.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 namespace schema_internal {
@@ -33,14 +33,14 @@ capnp::Text::Reader TextOf(const std::string& s);
 std::vector<std::string> DecodeTexts(capnp::List<capnp::Text>::Reader texts);
 void EncodeTexts(const std::vector<std::string>& texts, capnp::List<capnp::Text>::Builder out);
 
-// The version of Tessera that wrote a file (core/base/version.h): "" when the field is absent (a
+// The version of Tessera that wrote a file (tessera/version.h): "" when the field is absent (a
 // file written before versions were recorded); DataLoss naming `what` when it is present but not a
 // version string (IsVersionString: at most 64 printable characters, no spaces).
 absl::StatusOr<std::string> DecodeWriterVersion(bool present, capnp::Text::Reader version,
                                                 absl::string_view what);
 
 // Shapes: DataLoss for a rank above kMaxRank, a negative dimension, or more than kMaxElements
-// elements (Note [Limits on tensors from outside], core/base/tensor.h). Signature dims may also be
+// elements (Note [Limits on tensors from outside], tessera/tensor.h). Signature dims may also be
 // -1 (the batch dimension).
 absl::StatusOr<Shape> DecodeShape(capnp::List<int64_t>::Reader dims, absl::string_view what);
 absl::StatusOr<std::vector<int64_t>> DecodeSignatureDims(capnp::List<int64_t>::Reader dims,

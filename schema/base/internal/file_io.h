@@ -1,5 +1,5 @@
 // In-memory files for schema/'s encoders and decoders: the same RandomAccessFile / WritableFile
-// interfaces (core/base/env.h) that an Env's files implement, over a string. Encode* and Decode* go
+// interfaces (tessera/env.h) that an Env's files implement, over a string. Encode* and Decode* go
 // through them, so the in-memory and on-file paths share every line of the format code.
 //
 // Thread-safety: like any file: a StringReader may be read concurrently, a StringWriter is used
@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 namespace tessera {
 namespace schema_internal {

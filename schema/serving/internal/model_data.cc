@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/base/status.h"
 #include "schema/base/internal/crc32c.h"
 #include "schema/base/internal/envelope.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace schema_internal {

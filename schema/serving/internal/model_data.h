@@ -26,9 +26,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/env.h"
-#include "core/base/tensor.h"
 #include "core/serving/exported_model.h"
+#include "tessera/env.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 namespace schema_internal {

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
-#include "core/base/version.h"
 #include "schema/base/internal/field_codec.h"
+#include "tessera/status.h"
+#include "tessera/version.h"
 
 namespace tessera {
 namespace schema_internal {

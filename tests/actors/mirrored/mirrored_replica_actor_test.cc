@@ -25,9 +25,9 @@
 #include "absl/strings/match.h"
 #include "actors/base/error.h"
 #include "actors/base/messages.h"
+#include "tessera/workloads/fashion_mnist.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/status_util.h"
-#include "workloads/fashion_mnist.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

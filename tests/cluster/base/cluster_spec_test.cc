@@ -1,7 +1,7 @@
-// Who is where and which process this is (cluster/base/cluster_spec.h): the cluster spec file and
+// Who is where and which process this is (tessera/cluster.h): the cluster spec file and
 // TF_CONFIG, their "task" entry with TF's task types, malformed documents named in the error,
 // and the precedence of the spec file over TF_CONFIG.
-#include "cluster/base/cluster_spec.h"
+#include "tessera/cluster.h"
 
 #include <doctest/doctest.h>
 

@@ -29,8 +29,8 @@
 #include "actors/ps/ps_node_actor.h"
 #include "actors/ps/shard_actor.h"
 #include "cluster/network/transport.h"
-#include "core/base/tensor.h"
 #include "core/ps/shard_state.h"
+#include "tessera/tensor.h"
 #include "tests/cluster/network_test_util.h"
 
 namespace tessera {

@@ -1,7 +1,7 @@
-// The command-line conventions (coordinator/base/command_line.h): --help's text lists every flag a
+// The command-line conventions (tessera/command_line.h): --help's text lists every flag a
 // program can set, in its groups, with defaults, wrapped; the exit status of each outcome. The
 // binaries themselves (parsing, --help, exit codes) are run by tests/e2e/command_line.sh.
-#include "coordinator/base/command_line.h"
+#include "tessera/command_line.h"
 
 #include <doctest/doctest.h>
 

@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/logging.h"
 #include "core/base/mem_env.h"
-#include "core/base/status.h"
 #include "schema/checkpoint/checkpoint_io.h"
+#include "tessera/status.h"
 #include "tests/captured_log.h"
 
 namespace tessera {

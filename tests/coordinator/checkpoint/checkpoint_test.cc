@@ -19,14 +19,14 @@
 #include "actors/ps/shard_actor.h"
 #include "coordinator/ps/internal/await.h"
 #include "core/base/logging.h"
-#include "core/base/version.h"
 #include "core/serving/exported_model.h"
-#include "core/variables/partitioner.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
+#include "tessera/partitioner.h"
+#include "tessera/version.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/captured_log.h"
 #include "tests/coordinator/coordinator_test_util.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

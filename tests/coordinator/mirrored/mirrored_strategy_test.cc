@@ -34,14 +34,14 @@
 #include "coordinator/ps/strategy.h"
 #include "core/base/random.h"
 #include "core/training/local_trainer.h"
-#include "core/variables/partitioner.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
+#include "tessera/partitioner.h"
+#include "tessera/workloads/fashion_mnist.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "tests/temp_dir.h"
-#include "workloads/fashion_mnist.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -13,7 +13,7 @@
 #include "cluster/base/cluster.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
-#include "core/variables/partitioner.h"
+#include "tessera/partitioner.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {

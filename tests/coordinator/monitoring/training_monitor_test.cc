@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/base/version.h"
+#include "tessera/version.h"
 
 namespace tessera {
 namespace {

@@ -16,10 +16,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "tests/temp_dir.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {
@@ -171,12 +171,13 @@ TEST_CASE("the cluster hook sees the cluster, then its coordinator, then both go
     bool coordinator;
   };
   std::vector<Call> calls;
-  ParameterServerTrainingOptions options = Options();
-  options.on_cluster = [&calls](Cluster* cluster, ClusterCoordinator* coordinator) {
+  const ParameterServerTrainingOptions options = Options();
+  RunObservers observers;
+  observers.on_cluster = [&calls](Cluster* cluster, ClusterCoordinator* coordinator) {
     calls.push_back({cluster != nullptr, coordinator != nullptr});
   };
   nlohmann::json summary;
-  REQUIRE(TrainOnParameterServers(SmallJob(2), options, 0, summary).ok());
+  REQUIRE(TrainOnParameterServers(SmallJob(2), options, 0, summary, observers).ok());
   REQUIRE(calls.size() >= 3);
   CHECK(calls[0].cluster);
   CHECK_FALSE(calls[0].coordinator);
@@ -194,7 +195,7 @@ TEST_CASE("the cluster hook sees the cluster, then its coordinator, then both go
   ParameterServerTrainingOptions failing = options;
   failing.export_dir = dir.Sub("a_file");
   { std::ofstream(failing.export_dir) << "not a directory"; }
-  CHECK_FALSE(TrainOnParameterServers(SmallJob(2), failing, 0, summary).ok());
+  CHECK_FALSE(TrainOnParameterServers(SmallJob(2), failing, 0, summary, observers).ok());
   REQUIRE_FALSE(calls.empty());
   CHECK(calls.front().cluster);
   CHECK_FALSE(calls.back().cluster);
@@ -204,12 +205,13 @@ TEST_CASE("the cluster hook sees the cluster, then its coordinator, then both go
 TEST_CASE("a batch size below 1 is refused before any cluster starts") {
   // It once divided by the batch size after the cluster had started: a SIGFPE, not an error.
   int calls = 0;
-  ParameterServerTrainingOptions options = Options();
-  options.on_cluster = [&calls](Cluster*, ClusterCoordinator*) { ++calls; };
+  RunObservers observers;
+  observers.on_cluster = [&calls](Cluster*, ClusterCoordinator*) { ++calls; };
   TrainingJob job = SmallJob(2);
   job.batch_size = 0;
   nlohmann::json summary;
-  const absl::StatusOr<TrainingRun> run = TrainOnParameterServers(job, options, 0, summary);
+  const absl::StatusOr<TrainingRun> run =
+      TrainOnParameterServers(job, Options(), 0, summary, observers);
   REQUIRE_FALSE(run.ok());
   CHECK(run.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(absl::StrContains(run.status().message(), "batch size must be >= 1, got 0"));

@@ -29,10 +29,10 @@
 #include "coordinator/ps/strategy.h"
 #include "core/model/model.h"
 #include "core/training/local_trainer.h"
-#include "core/variables/partitioner.h"
+#include "tessera/partitioner.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/cluster/network_test_util.h"
 #include "tests/coordinator/coordinator_test_util.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

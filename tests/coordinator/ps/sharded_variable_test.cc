@@ -24,9 +24,8 @@
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/strategy.h"
 #include "core/model/model.h"
-#include "core/model/model_builder.h"
-#include "core/variables/initializer.h"
-#include "core/variables/partitioner.h"
+#include "tessera/model.h"
+#include "tessera/partitioner.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {

@@ -22,8 +22,8 @@
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
-#include "core/variables/initializer.h"
-#include "core/variables/partitioner.h"
+#include "tessera/model.h"
+#include "tessera/partitioner.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {

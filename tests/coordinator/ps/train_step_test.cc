@@ -11,10 +11,10 @@
 #include "coordinator/ps/internal/await.h"
 #include "coordinator/ps/strategy.h"
 #include "core/training/local_trainer.h"
-#include "core/variables/partitioner.h"
+#include "tessera/partitioner.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -33,11 +33,11 @@
 #include "coordinator/ps/sharded_variable.h"
 #include "coordinator/ps/strategy.h"
 #include "coordinator/scheduling/testing.h"
-#include "core/data/dataset.h"
 #include "core/model/model.h"
+#include "tessera/data.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {
@@ -436,8 +436,10 @@ TEST_CASE("the only worker killed mid-closure: the closure waits for its replace
 
 TEST_CASE("continuous worker failures while 200 closures run: every closure completes") {
   auto f = MakeFixture(Options(1, 3));
-  f->coordinator->SetFaultInjector(KillRandomWorkerEvery(
-      std::chrono::milliseconds(10), /*seed=*/5, /*restart_delay=*/std::chrono::milliseconds(3)));
+  ClusterCoordinatorTesting::SetFaultInjector(
+      *f->coordinator,
+      KillRandomWorkerEvery(std::chrono::milliseconds(10), /*seed=*/5,
+                            /*restart_delay=*/std::chrono::milliseconds(3)));
   const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 200, SleepFor(2));
   const absl::StatusOr<std::vector<ClosureValues>> results =
       FetchAllWithin(values, absl::Seconds(60));
@@ -566,8 +568,9 @@ TEST_CASE(
 TEST_CASE("InjectWorkerFailures kills exactly K workers and every closure completes") {
   auto f = MakeFixture(Options(1, 3));
   constexpr int kClosures = 100, kFailures = 2;
-  f->coordinator->InjectWorkerFailures(kFailures, kClosures, /*seed=*/11,
-                                       /*restart_delay=*/absl::Milliseconds(5));
+  ClusterCoordinatorTesting::InjectWorkerFailures(*f->coordinator, kFailures, kClosures,
+                                                  /*seed=*/11,
+                                                  /*restart_delay=*/absl::Milliseconds(5));
   const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", kClosures, SleepFor(1));
   REQUIRE(FetchAllWithin(values, absl::Seconds(60)).ok());
   REQUIRE(f->coordinator->Join().ok());
@@ -596,7 +599,8 @@ TEST_CASE("InjectWorkerFailures with coinciding kill points still kills K distin
   for (uint64_t seed : {1, 2, 27}) {
     CAPTURE(seed);
     auto f = MakeFixture(Options(1, 3));
-    f->coordinator->InjectWorkerFailures(3, 10, seed, absl::Milliseconds(5));
+    ClusterCoordinatorTesting::InjectWorkerFailures(*f->coordinator, 3, 10, seed,
+                                                    absl::Milliseconds(5));
     const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 10, SleepFor(1));
     REQUIRE(FetchAllWithin(values).ok());
     REQUIRE(f->coordinator->Join().ok());
@@ -818,13 +822,15 @@ void AddTrainStep(Fixture& fx, const TinyRecsys& recsys) {
 TEST_CASE("train steps under continuous worker failures: every shard steps once per closure") {
   const TinyRecsys recsys = MakeTinyRecsys();
   auto f = MakeFixture(Options(2, 3, [&](Fixture& fx) { AddTrainStep(fx, recsys); }));
-  f->coordinator->SetFaultInjector(KillRandomWorkerEvery(
-      std::chrono::milliseconds(5), /*seed=*/3, /*restart_delay=*/std::chrono::milliseconds(2)));
+  ClusterCoordinatorTesting::SetFaultInjector(
+      *f->coordinator,
+      KillRandomWorkerEvery(std::chrono::milliseconds(5), /*seed=*/3,
+                            /*restart_delay=*/std::chrono::milliseconds(2)));
   constexpr int kSteps = 400;
   const std::vector<RemoteValue> steps = f->ScheduleMany("train_step", kSteps);
   REQUIRE(FetchAllWithin(steps, absl::Seconds(60)).ok());
   REQUIRE(f->coordinator->Join().ok());
-  f->coordinator->SetFaultInjector(nullptr);
+  ClusterCoordinatorTesting::SetFaultInjector(*f->coordinator, nullptr);
   const ClosureStats stats = f->coordinator->stats();
   CHECK(stats.completed == kSteps);
   CHECK(stats.retried >= 1);

@@ -10,10 +10,10 @@
 #include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/serving/export.h"
 #include "core/serving/exported_model.h"
-#include "core/variables/partitioner.h"
 #include "schema/serving/model_io.h"
+#include "tessera/partitioner.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "coordinator/base/command_line.h"
+#include "tessera/command_line.h"
 #include "tests/captured_log.h"
 #include "tests/listener.h"
 

@@ -217,7 +217,7 @@ TEST_CASE("a validation is started every few steps, and its failure to start end
   std::vector<int64_t> asked;
   StepCadence cadence;
   cadence.eval_every = 3;
-  cadence.evaluate = [&asked](int64_t step) -> absl::StatusOr<PendingEvaluation> {
+  cadence.evaluate = [&asked](int64_t step) -> absl::StatusOr<std::unique_ptr<RunningEvaluation>> {
     asked.push_back(step);
     return absl::FailedPreconditionError("no test set here");
   };
@@ -231,7 +231,7 @@ TEST_CASE("no validation is started at the last step, which the caller evaluates
   std::vector<int64_t> asked;
   StepCadence cadence;
   cadence.eval_every = 5;
-  cadence.evaluate = [&asked](int64_t step) -> absl::StatusOr<PendingEvaluation> {
+  cadence.evaluate = [&asked](int64_t step) -> absl::StatusOr<std::unique_ptr<RunningEvaluation>> {
     asked.push_back(step);
     return absl::FailedPreconditionError("no test set here");
   };

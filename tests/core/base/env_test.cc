@@ -1,7 +1,7 @@
-// The Env contract (core/base/env.h): one table of operations, errors included, run on the real
+// The Env contract (tessera/env.h): one table of operations, errors included, run on the real
 // filesystem and on the in-memory fake, which must give the same answers; then what only the
 // fake has (its clock and injected failures).
-#include "core/base/env.h"
+#include "tessera/env.h"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <fstream>
 #include <vector>
 
-#include "core/base/status.h"
 #include "core/variables/indexed_slices.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/data/dataset.h"
+#include "tessera/data.h"
 
 #include <doctest/doctest.h>
 

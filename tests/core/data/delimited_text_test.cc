@@ -1,4 +1,4 @@
-#include "core/data/delimited_text.h"
+#include "tessera/delimited_text.h"
 
 #include <doctest/doctest.h>
 #include <zlib.h>
@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "core/base/hash.h"
 #include "core/base/mem_env.h"
-#include "core/data/dataset.h"
 #include "core/data/internal/text_index.h"
 #include "core/data/internal/text_line_parser.h"
+#include "tessera/data.h"
 #include "tests/status_util.h"
 #include "tests/temp_dir.h"
 

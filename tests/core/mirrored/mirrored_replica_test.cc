@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/status_util.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -1,5 +1,5 @@
 #include "core/base/sorted_ids.h"
-#include "core/model/layers.h"
+#include "tessera/ops.h"
 
 #include <doctest/doctest.h>
 

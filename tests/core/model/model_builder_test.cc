@@ -1,7 +1,7 @@
 // ModelBuilder's specs, and the models it writes run end to end: embedding bags with their
 // combiners and per-id weights, hashed inputs, a two-tower dot product, a DLRM, a cross network,
 // a program's own op and the mean-squared-error loss — each checked by finite differences.
-#include "core/model/model_builder.h"
+#include "tessera/model.h"
 
 #include <doctest/doctest.h>
 
@@ -14,10 +14,9 @@
 #include "core/base/hash.h"
 #include "core/base/random.h"
 #include "core/model/model.h"
-#include "core/model/op_registry.h"
 #include "core/training/evaluation.h"
 #include "core/training/local_trainer.h"
-#include "core/variables/initializer.h"
+#include "tessera/ops.h"
 #include "tests/core/model_test_util.h"
 
 namespace tessera {

@@ -8,11 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/model/layers.h"
-#include "core/model/losses.h"
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
+#include "tessera/ops.h"
+#include "tessera/workloads/reference_models.h"
 #include "tests/core/model_test_util.h"
-#include "workloads/reference_models.h"
 
 namespace tessera {
 namespace {

@@ -1,6 +1,6 @@
 // Every built-in op's backward against central finite differences of its forward, and the
 // registry's contract (a program's own op, refused definitions).
-#include "core/model/op_registry.h"
+#include "tessera/ops.h"
 
 #include <doctest/doctest.h>
 

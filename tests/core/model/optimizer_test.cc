@@ -1,4 +1,4 @@
-#include "core/model/optimizer.h"
+#include "tessera/optimizer.h"
 
 #include <doctest/doctest.h>
 

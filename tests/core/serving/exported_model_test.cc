@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/variables/initializer.h"
-#include "workloads/reference_models.h"
+#include "tessera/model.h"
+#include "tessera/workloads/reference_models.h"
 
 namespace tessera {
 namespace {

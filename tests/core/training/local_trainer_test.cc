@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/base/random.h"
-#include "workloads/recsys_data.h"
-#include "workloads/reference_models.h"
+#include "tessera/workloads/recsys_data.h"
+#include "tessera/workloads/reference_models.h"
 
 namespace tessera {
 namespace {

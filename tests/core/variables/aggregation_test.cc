@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "core/base/tensor.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 namespace {

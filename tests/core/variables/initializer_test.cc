@@ -1,4 +1,4 @@
-#include "core/variables/initializer.h"
+#include "tessera/model.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "core/variables/partitioner.h"
+#include "tessera/partitioner.h"
 
 #include <doctest/doctest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/status.h"
+#include "tessera/status.h"
 
 namespace tessera {
 namespace {

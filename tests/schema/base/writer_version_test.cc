@@ -1,14 +1,14 @@
 // Checkpoint manifests and exported models record the Tessera version that wrote them
-// (core/base/version.h); files written before versions were recorded still read, restore and serve.
+// (tessera/version.h); files written before versions were recorded still read, restore and serve.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <string>
 
 #include "core/base/mem_env.h"
-#include "core/base/version.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
+#include "tessera/version.h"
 #include "tests/schema/schema_test_util.h"
 
 namespace tessera {

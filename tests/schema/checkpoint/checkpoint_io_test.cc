@@ -367,7 +367,7 @@ TEST_CASE("forged shapes never allocate what the data does not hold") {
   };
   const std::vector<Case> cases = {
       // 2^40 and 2^62 elements: 4 TiB and 16 EiB allocations if believed; beyond the limit on
-      // tensors from outside (core/base/tensor.h), so refused from the shape alone.
+      // tensors from outside (tessera/tensor.h), so refused from the shape alone.
       {{int64_t{1} << 20, int64_t{1} << 20}, absl::StatusCode::kDataLoss, "elements)"},
       {{int64_t{1} << 31, int64_t{1} << 31}, absl::StatusCode::kDataLoss, "elements)"},
       // 2^32 elements: within the limit, but the file holds far fewer bytes.

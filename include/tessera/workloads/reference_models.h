@@ -8,8 +8,8 @@
 //
 // Initialization is Keras-style: embeddings U(-0.05, 0.05), dense kernels glorot_uniform, biases
 // zeros. Every initializer's seed is derived from the one model seed and the parameter's position
-// (DeriveParamSeed, core/variables/initializer.h), so one number reproduces the whole model. Both
-// are written with core/model/model_builder.h.
+// (DeriveParamSeed, tessera/model.h), so one number reproduces the whole model. Both
+// are written with tessera/model.h.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/model/model_spec.h"
+#include "tessera/model.h"
 
 namespace tessera {
 

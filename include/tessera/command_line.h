@@ -6,7 +6,7 @@
 //     configuration the user gave), 1 a failure while running (ExitCode);
 //   - flags can come from a file: `--flagfile=FILE` reads one `--name=value` a line (Abseil's),
 //     the command line's flags after it overriding its lines;
-//   - `--version` prints the version line (core/base/version.h: "tessera 0.1.0 (Release build)") and
+//   - `--version` prints the version line (tessera/version.h: "tessera 0.1.0 (Release build)") and
 //     exits 0.
 //
 // Example (examples/recsys.cc):

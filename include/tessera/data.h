@@ -1,12 +1,155 @@
+// Training data: a Batch as a model consumes it, the ExampleSource every reader implements (files:
+// tessera/delimited_text.h), and the in-memory Dataset with its batch iterators. Three parts below:
+// the batch, the source, the dataset.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "tessera/tensor.h"
+
+namespace tessera {
+
+// Batch: a mini-batch of examples as a model consumes it.
+//
+// Features are named:
+//   - id features (one int64 id per example, e.g. "user", "item") feed embeddings;
+//   - id-list features (several ids per example, a multi-hot feature such as a user's history,
+//     optionally weighted) feed embedding bags;
+//   - dense features (a float tensor with one row per example, e.g. "pixels") feed dense layers.
+// Labels are a [size, 1] float tensor: 0/1 for binary tasks, the class index for multi-class
+// ones, the target value for regression.
+//
+// Example, two examples whose "history" holds {3, 7} and {} (an empty list):
+//   Batch batch;
+//   batch.size = 2;
+//   batch.id_lists["history"] = IdList{{0, 2, 2}, {3, 7}, {}};
+
+// Ragged ids, TF's RaggedTensor layout: example b's ids are ids[row_splits[b], row_splits[b+1]).
+// row_splits has one entry more than there are examples, starts at 0, never decreases and ends
+// at ids.size(). weights is empty (every id weighs 1) or holds one weight per id.
+struct IdList {
+  std::vector<int64_t> row_splits = {0};
+  Ids ids;
+  std::vector<float> weights;
+
+  int64_t num_rows() const { return static_cast<int64_t>(row_splits.size()) - 1; }
+};
+
+struct Batch {
+  int64_t size = 0;
+  std::map<std::string, Ids> ids;
+  std::map<std::string, IdList> id_lists;
+  std::map<std::string, Tensor> dense;
+  Tensor labels;
+};
+
+// ExampleSource: where a Dataset's examples come from, read by position. The examples need not
+// exist in memory: a source may draw them from a generator (tessera/workloads/recsys_data.h) or
+// read them from a file, so that a worker produces or reads only the batches it is handed — never
+// the whole data set — and a batch re-run after a preemption reads the same examples again.
+//
+// A Dataset (tessera/data.h) wraps a source and adds the strided selections (Shard) and
+// batching; Dataset::Create wraps examples already in memory (InMemoryExamples below).
+//
+// Example, a source of n examples whose only feature is its own position:
+//   class Positions : public ExampleSource {
+//    public:
+//     explicit Positions(int64_t n) : n_(n) { schema_.id_features = {"position"}; }
+//     int64_t size() const override { return n_; }
+//     const ExampleSchema& schema() const override { return schema_; }
+//     absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override {
+//       Batch batch;
+//       batch.size = static_cast<int64_t>(rows.size());
+//       batch.ids["position"].assign(rows.begin(), rows.end());
+//       batch.labels = Tensor(Shape{batch.size, 1});
+//       return batch;
+//     }
+//    private:
+//     int64_t n_;
+//     ExampleSchema schema_;
+//   };
+//   TESSERA_ASSIGN_OR_RETURN(Dataset data, Dataset::FromSource(std::make_shared<Positions>(1000)));
+//
+// Thread-safety: a source is shared by every Dataset made from it and read from any thread:
+// Read must be safe to call concurrently (a pure function of its rows, as in the example).
+//
+// Note [Sequential sources]
+// A source over a file reads a run of neighbouring rows with one read (and, compressed, one
+// decompression from the nearest access point), but a row here and a row there each cost a seek
+// and a decompression of their own. Such a source says so with sequential(); a shuffled
+// BatchStream over it then shuffles the order of whole contiguous batches instead of the rows
+// (tessera/data.h), so that every batch is one contiguous read.
+
+// The features every example of a source has.
+struct ExampleSchema {
+  std::vector<std::string> id_features;  // one int64 id per example each
+  // Several ids per example each (a batch's Batch::id_lists entry, one row per example).
+  std::vector<std::string> id_list_features;
+  // Dense features by name: the shape of ONE example's value (a batch's is [n] + this).
+  std::map<std::string, Shape> dense_features;
+};
+
+class ExampleSource {
+ public:
+  virtual ~ExampleSource() = default;
+
+  // The number of examples; fixed for the source's life.
+  virtual int64_t size() const = 0;
+  virtual const ExampleSchema& schema() const = 0;
+  // The examples at `rows` (the caller guarantees each is in [0, size()); repeats allowed), in
+  // that order, as one batch of exactly the schema's features with labels [rows.size(), 1]. An
+  // error (a file that went bad) is returned, never thrown.
+  virtual absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const = 0;
+  // Whether reading a run of contiguous rows is far cheaper than reading as many scattered ones
+  // (a file): Note [Sequential sources]. False for sources whose rows cost the same anywhere.
+  virtual bool sequential() const { return false; }
+};
+
+// OK when `list` is a ragged list of `rows` examples (tessera/data.h's IdList): row_splits has
+// rows + 1 entries, starts at 0, never decreases and ends at ids.size(); weights are empty or one
+// per id. InvalidArgument naming `feature` and what is wrong otherwise.
+absl::Status CheckIdList(const IdList& list, int64_t rows, absl::string_view feature);
+
+// Examples held in memory as columns (a Batch of every example).
+class InMemoryExamples final : public ExampleSource {
+ public:
+  // Takes `examples` whole. InvalidArgument, naming the feature and both sizes, when an id
+  // feature does not have `size` ids, an id-list feature is not a ragged list of `size` rows
+  // (row_splits of size + 1 entries, from 0, never decreasing, ending at ids.size(); weights
+  // empty or one per id), a dense feature is not rank >= 1 with `size` rows, labels are not
+  // [size, 1], or a name is used by two features.
+  static absl::StatusOr<std::shared_ptr<const InMemoryExamples>> Create(Batch examples);
+
+  int64_t size() const override { return columns_.size; }
+  const ExampleSchema& schema() const override { return schema_; }
+  absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override;
+
+ private:
+  InMemoryExamples(Batch columns, ExampleSchema schema)
+      : columns_(std::move(columns)), schema_(std::move(schema)) {}
+
+  Batch columns_;
+  ExampleSchema schema_;
+};
+
 // Dataset and BatchIterator: examples, split into disjoint worker parts, and walked in
 // (optionally shuffled, repeated) mini-batches.
 //
-// A Dataset is a cheap handle onto an immutable, shared ExampleSource (core/data/example_source.h:
+// A Dataset is a cheap handle onto an immutable, shared ExampleSource (tessera/data.h:
 // columns in memory, or examples generated or read from a file on demand, with the same named id
 // features, id-list features, dense features and labels a Batch has) plus a strided selection of
 // its rows. Copying a Dataset or taking a Shard never copies examples; only a batch reads its own
-// rows. Both reference workloads produce one (workloads/recsys_data.h, workloads/fashion_mnist.h),
-// and so does a delimited text file (core/data/delimited_text.h).
+// rows. Both reference workloads produce one (tessera/workloads/recsys_data.h,
+// tessera/workloads/fashion_mnist.h), and so does a delimited text file (tessera/delimited_text.h).
 //
 // Example: four workers, each walking its own part for two shuffled epochs.
 //   TESSERA_ASSIGN_OR_RETURN(Dataset part, train.Shard(4, worker_index));
@@ -24,22 +167,6 @@
 //
 // Thread-safety: a Dataset is immutable, so any number of threads may share it (and shards of
 // it) and read concurrently. A BatchIterator is not synchronized: one owner at a time.
-#pragma once
-
-#include <cstdint>
-#include <map>
-#include <memory>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "absl/status/statusor.h"
-#include "absl/types/span.h"
-#include "core/base/tensor.h"
-#include "core/data/batch.h"
-#include "core/data/example_source.h"
-
-namespace tessera {
 
 class Dataset {
  public:
@@ -51,7 +178,7 @@ class Dataset {
   // labels must be [size, 1]. InvalidArgument, naming the feature and both sizes, otherwise, or
   // when a name is used by both an id and a dense feature.
   static absl::StatusOr<Dataset> Create(Batch examples);
-  // All of `source`'s examples, read only as batches ask for them (core/data/example_source.h).
+  // All of `source`'s examples, read only as batches ask for them (tessera/data.h).
   // InvalidArgument for a null source or a negative size.
   static absl::StatusOr<Dataset> FromSource(std::shared_ptr<const ExampleSource> source);
 
@@ -185,7 +312,7 @@ class BatchIterator {
 // datasets) repeat a part while another worker is down and leave the dead one's part unread.
 //
 // Note [Shuffling batches of a sequential source]
-// Over a sequential source (a file: Note [Sequential sources] in core/data/example_source.h) a
+// Over a sequential source (a file: Note [Sequential sources] in tessera/data.h) a
 // shuffled stream (and a shuffled BatchIterator) does not draw each batch's rows from all over
 // the dataset, which would make every batch batch_size scattered reads (and, compressed, as many
 // decompressions). It shuffles the ORDER of the epoch's batches instead: epoch e visits batches

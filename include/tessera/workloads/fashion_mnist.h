@@ -21,8 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/base/tensor.h"
-#include "core/data/dataset.h"
+#include "tessera/data.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 

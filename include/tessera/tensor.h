@@ -16,12 +16,11 @@
 // Thread-safety: none of these types synchronize; concurrent const access is safe.
 #pragma once
 
+#include <Eigen/Core>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
-
-#include <Eigen/Core>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -93,8 +92,7 @@ class BasicTensorView {
   BasicTensorView() = default;
   BasicTensorView(T* data, Shape shape) : data_(data), shape_(std::move(shape)) {}
   // A mutable view converts to a const one.
-  template <typename U, typename = std::enable_if_t<std::is_same_v<U, float> &&
-                                                    std::is_const_v<T>>>
+  template <typename U, typename = std::enable_if_t<std::is_same_v<U, float> && std::is_const_v<T>>>
   BasicTensorView(const BasicTensorView<U>& other) : data_(other.data()), shape_(other.shape()) {}
 
   T* data() const { return data_; }

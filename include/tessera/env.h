@@ -140,8 +140,7 @@ absl::Status WriteFileAtomically(Env& env, const std::string& path, absl::string
 
 // The whole content of regular file `path`. Errors of NewRandomAccessFile; DataLoss when it is
 // larger than `max_bytes` (checked before anything is allocated or read).
-absl::StatusOr<std::string> ReadFileBounded(Env& env, const std::string& path,
-                                            int64_t max_bytes);
+absl::StatusOr<std::string> ReadFileBounded(Env& env, const std::string& path, int64_t max_bytes);
 
 // The directory part of `path` ("a/b/c" -> "a/b", "c" -> ".", "/c" -> "/").
 std::string DirectoryOf(const std::string& path);

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/base/tensor.h"
-#include "core/data/dataset.h"
+#include "tessera/data.h"
+#include "tessera/tensor.h"
 
 namespace tessera {
 
@@ -53,8 +53,8 @@ struct RecsysConfig {
 };
 
 // InvalidArgument naming the field when a size is < 1 (num_users, num_items, latent_dim) or < 0
-// (num_train, num_test), history_length is outside [0, 64], bias_stddev is negative or not finite, the planted model would exceed
-// 2^30 floats, or a split 2^30 examples.
+// (num_train, num_test), history_length is outside [0, 64], bias_stddev is negative or not finite,
+// the planted model would exceed 2^30 floats, or a split 2^30 examples.
 absl::Status ValidateRecsysConfig(const RecsysConfig& config);
 
 class PlantedRecsysModel {

@@ -1,5 +1,5 @@
 // DelimitedTextSource: examples read from delimited text files (Criteo's TSV layout, or any
-// columns a TextFormat describes), plain or gzip, as an ExampleSource (core/data/example_source.h):
+// columns a TextFormat describes), plain or gzip, as an ExampleSource (tessera/data.h):
 // a worker reads only the rows of its batches, by their index, never the whole file.
 //
 // Each line is an example; its fields, split at the delimiter, are the format's columns in
@@ -45,8 +45,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/base/env.h"
-#include "core/data/example_source.h"
+#include "tessera/data.h"
+#include "tessera/env.h"
 
 namespace tessera {
 

@@ -75,7 +75,7 @@ typename Inspector::result_type inspect(Inspector& f, ClosureValues& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Closure& x) {
-  return f(caf::meta::type_name("tessera::Closure"), x.id, x.function, x.args, x.queue,
+  return f(caf::meta::type_name("tessera::Closure"), x.id, x.function, x.args, x.step, x.queue,
            x.resolved_below);
 }
 

@@ -108,8 +108,10 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 // backup is struck before the primary acknowledges alone], actors/ps/shard_actor.h); 14: a PS node
 // sends its primaries' changes to a backup node as batches to that node (Note [A node's forwards
 // travel together], actors/ps/forward_link.h); 15: replicate_atom is backup_atom (its value is the
-// atom "backup"), "replica" meaning only TF's replicas.
-constexpr int32_t kProtocolVersion = 15;
+// atom "backup"), "replica" meaning only TF's replicas; 16: a closure carries the global step it
+// trains (Closure::step; a train step's batch travelled as its "batch" argument), and a worker
+// slot's status names it (last_step).
+constexpr int32_t kProtocolVersion = 16;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------
@@ -149,7 +151,7 @@ struct WorkerSlotStatus {
   int64_t starts = 0;           // workers started (or joined) in it; restarts are starts - 1
   int64_t last_closure = -1;    // the id of the latest closure sent to it (-1: none yet)
   std::string last_function;    // that closure's function ("train_step")
-  int64_t last_batch = -1;      // and its int64 "batch" argument, the step it trains (-1: none)
+  int64_t last_step = -1;       // and the global step it trains (Closure::step; -1: none)
 };
 
 // What the coordinator actor knows of its workers.
@@ -224,7 +226,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, WorkerSlotStatus& x) {
   return f(caf::meta::type_name("tessera::WorkerSlotStatus"), x.slot, x.live, x.running,
            x.completed, x.errors, x.failures, x.starts, x.last_closure, x.last_function,
-           x.last_batch);
+           x.last_step);
 }
 
 template <class Inspector>

@@ -164,8 +164,7 @@ void DispatchIdle(Self self) {
       WorkerSlotStatus& slot = self->state.slots[worker.slot];
       slot.last_closure = static_cast<int64_t>(next->closure.id);
       slot.last_function = next->closure.function;
-      const absl::StatusOr<int64_t> batch = next->closure.args.Get<int64_t>("batch");
-      slot.last_batch = batch.ok() ? *batch : -1;
+      slot.last_step = next->closure.step;
       sent = true;
       SendClosure(self, id, worker, *std::move(next));
     }

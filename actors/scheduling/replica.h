@@ -102,7 +102,8 @@ class ReplicaContext {
         shards_(self),
         info_(info),
         registry_(std::move(registry)),
-        resources_(std::move(resources)) {
+        resources_(std::move(resources)),
+        step_(closure.step) {
     if (closure.id != 0) {
       updates_ = std::make_shared<UpdateNamer>(closure.queue, closure.id, closure.resolved_below);
       shards_.NameUpdates(updates_);
@@ -118,6 +119,9 @@ class ReplicaContext {
   // (ShardClient::NameUpdates); null for a context without a closure id.
   const std::shared_ptr<UpdateNamer>& update_namer() const { return updates_; }
   const WorkerInfo& worker() const { return info_; }
+  // The global step the closure trains (Closure::step: ClusterCoordinator::Schedule's `step`);
+  // -1 for a closure scheduled without one.
+  int64_t step() const { return step_; }
 
   // This worker's instance of resource `name`, built on first use. NotFound for an unregistered
   // name, InvalidArgument when T is not the registered type, or the builder's error.
@@ -146,6 +150,7 @@ class ReplicaContext {
   WorkerInfo info_;
   std::shared_ptr<const FunctionRegistry> registry_;
   std::shared_ptr<WorkerResources> resources_;
+  int64_t step_;
   std::shared_ptr<UpdateNamer> updates_;
 };
 

@@ -191,7 +191,8 @@ absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& func
     id = *step + 1;
   }
   bool was_empty = false;
-  absl::StatusOr<RemoteValue> value = queue_->Enqueue(function, std::move(args), &was_empty, id);
+  absl::StatusOr<RemoteValue> value =
+      queue_->Enqueue(function, std::move(args), &was_empty, id, step.value_or(-1));
   // Into a non-empty queue, every worker is busy and pulls the next closure when it finishes.
   if (value.ok() && was_empty) caf::anon_send(actor_, dispatch_atom::value);
   return value;

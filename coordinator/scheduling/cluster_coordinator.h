@@ -95,9 +95,10 @@ class ClusterCoordinator {
   // Queues function(args) and returns its RemoteValue at once (blocks only while the queue is
   // full). Raises a pending application error once (see ClosureQueue), or the fatal PS error;
   // NotFound for a function the registry does not have.
-  // `step`: the global step the closure trains, if it trains one; with
-  // CoordinatorOptions::queue_identity the closure's id is derived from it (steps scheduled in
-  // rising order; InvalidArgument otherwise).
+  // `step`: the global step the closure trains, if it trains one: the replica function reads it
+  // (ReplicaContext::step), a train step's batch is the step's; with
+  // CoordinatorOptions::queue_identity the closure's id is derived from it too (steps scheduled
+  // in rising order; InvalidArgument otherwise).
   absl::StatusOr<RemoteValue> Schedule(const std::string& function, ClosureValues args = {},
                                        std::optional<int64_t> step = std::nullopt);
   // The closure queue's identity: every closure's Closure::queue.

@@ -14,12 +14,14 @@ absl::Status RegisterTrainStep(FunctionRegistry& registry,
         return BatchStream::Create(train, batch_size, /*shuffle=*/true, seed);
       }));
   return registry.AddReplicaFunction(
-      kTrainStep, [vars](ReplicaContext& ctx, const ClosureValues& args, Done<ClosureValues> done) {
-        absl::StatusOr<int64_t> index = args.Get<int64_t>(kTrainStepBatch);
-        if (!index.ok()) return done(index.status());
+      kTrainStep, [vars](ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
+        if (ctx.step() < 0) {
+          return done(absl::InvalidArgumentError(
+              "train_step needs its global step: schedule it with one (Schedule's `step`)"));
+        }
         absl::StatusOr<BatchStream*> batches = ctx.Resource<BatchStream>(kTrainBatches);
         if (!batches.ok()) return done(batches.status());
-        absl::StatusOr<Batch> batch = (*batches)->Get(*index);
+        absl::StatusOr<Batch> batch = (*batches)->Get(ctx.step());
         if (!batch.ok()) return done(batch.status());
         TrainStepAsync(ctx.self(), vars, *std::move(batch), ctx.update_namer(),
                        [done](absl::StatusOr<StepOutcome> outcome) {

@@ -15,10 +15,8 @@ class Closures final : public StepExecutor {
   explicit Closures(ClusterCoordinator& coordinator) : coordinator_(coordinator) {}
 
   absl::StatusOr<Advanced> Advance(int64_t next, int64_t /*limit*/) override {
-    ClosureValues args;
-    args.Set(kTrainStepBatch, next);  // the batch index is the global step
-    TESSERA_ASSIGN_OR_RETURN(RemoteValue value,
-                             coordinator_.Schedule(kTrainStep, std::move(args), next));
+    // The batch is the global step's.
+    TESSERA_ASSIGN_OR_RETURN(RemoteValue value, coordinator_.Schedule(kTrainStep, {}, next));
     pending_.push_back(std::move(value));
     Advanced advanced;
     advanced.started = 1;

@@ -42,6 +42,9 @@ struct Closure {
   ClosureId id = 0;          // assigned by the ClosureQueue
   std::string function;      // a registered replica function
   ClosureValues args;
+  // The global step the closure trains (-1: none): a train step's batch is the step's (Note
+  // [Closure ids that survive a restart] in core/scheduling/closure_queue.h numbers it by it too).
+  int64_t step = -1;
   // Which queue issued `id` (random per queue), and, as dispatched, the lowest id of that queue
   // not yet resolved: what the closure's updates carry so that each shard applies them once
   // (Note [Exactly-once updates] in core/ps/update_ledger.h).

@@ -27,7 +27,8 @@ ClosureQueue::ClosureQueue(int64_t capacity, std::optional<uint64_t> identity)
       next_id_(numbered_ ? kFirstUnnumberedId : 1) {}
 
 absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureValues args,
-                                                  bool* was_empty, std::optional<ClosureId> id) {
+                                                  bool* was_empty, std::optional<ClosureId> id,
+                                                  int64_t step) {
   absl::MutexLock lock(&mu_);
   if (absl::Status error = TakeErrorLocked(); !error.ok()) return error;
   while (static_cast<int64_t>(queue_.size()) >= capacity_ && !fatal_error_.has_value() &&
@@ -59,6 +60,7 @@ absl::StatusOr<RemoteValue> ClosureQueue::Enqueue(std::string function, ClosureV
   unresolved_.insert(entry.closure.id);
   entry.closure.function = std::move(function);
   entry.closure.args = std::move(args);
+  entry.closure.step = step;
   entry.value = std::make_shared<RemoteValue::Shared>();
   RemoteValue handle(entry.value);
   if (was_empty != nullptr) *was_empty = queue_.empty();

@@ -90,10 +90,12 @@ class ClosureQueue {
   // so only then does the dispatcher need a nudge.
   // `id`: the closure's id, for a queue given its identity (Note [Closure ids that survive a
   // restart]): in [1, kFirstUnnumberedId) and above every id given before; InvalidArgument
-  // otherwise, and for a queue with a random identity.
+  // otherwise, and for a queue with a random identity. `step`: the global step the closure
+  // trains (Closure::step; -1: none).
   absl::StatusOr<RemoteValue> Enqueue(std::string function, ClosureValues args,
                                       bool* was_empty = nullptr,
-                                      std::optional<ClosureId> id = std::nullopt);
+                                      std::optional<ClosureId> id = std::nullopt,
+                                      int64_t step = -1);
 
   // Every closure's Closure::queue.
   uint64_t identity() const { return identity_; }

@@ -27,7 +27,7 @@ json WorkersJson(const WorkerPoolStatus& pool) {
                      {"starts", slot.starts},
                      {"last_closure", slot.last_closure},
                      {"last_function", slot.last_function},
-                     {"last_batch", slot.last_batch}});
+                     {"last_step", slot.last_step}});
   }
   return {{"live", pool.live_slots.size()},
           {"failures", pool.worker_failures},

@@ -255,7 +255,7 @@ function drawCluster(cluster) {
     // Closures not numbered by a step (evaluations, a program's own) have ids from 2^62 up,
     // beyond what a JavaScript number holds exactly: they are shown without one.
     cell(row, w.last_closure < 0 ? "-"
-        : (w.last_function || "closure") + (w.last_batch >= 0 ? " " + w.last_batch : "") +
+        : (w.last_function || "closure") + (w.last_step >= 0 ? " " + w.last_step : "") +
           (w.last_closure < 2 ** 53 ? " (#" + w.last_closure + ")" : ""));
   }
   const c = cluster.closures || {};

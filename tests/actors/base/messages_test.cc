@@ -400,9 +400,11 @@ TEST_CASE("closure values round-trip with their names and types, and print witho
   CHECK(*back.Get<int64_t>("") == 0);
   CHECK(RoundTrip(ClosureValues()).empty());
 
-  Closure closure{9, "train_step", values, /*queue=*/0x1234567890abcdef, /*resolved_below=*/5};
+  Closure closure{9, "train_step", values, /*step=*/8, /*queue=*/0x1234567890abcdef,
+                  /*resolved_below=*/5};
   const Closure closure_back = RoundTrip(closure);
   CHECK(closure_back.id == 9);
+  CHECK(closure_back.step == 8);
   CHECK(closure_back.queue == 0x1234567890abcdef);
   CHECK(closure_back.resolved_below == 5);
   CHECK(closure_back.function == "train_step");
@@ -509,7 +511,7 @@ TEST_CASE("the worker pool's status round-trips with its slots") {
   CHECK(back.slots[0].starts == 3);
   CHECK(back.slots[0].last_closure == 17);
   CHECK(back.slots[0].last_function == "train_step");
-  CHECK(back.slots[0].last_batch == 41);
+  CHECK(back.slots[0].last_step == 41);
   CHECK(back.slots[1].last_function == "eval_step");
   CHECK(back.slots[1].live);
   CHECK(back.slots[1].running == 2);

@@ -246,7 +246,7 @@ TEST_CASE("a dead worker's closure is re-run on another worker and resolves exac
   CHECK(pool.slots[1].failures == 0);
   CHECK(pool.slots[0].last_closure == pool.slots[1].last_closure);  // the same closure, re-run
   CHECK(pool.slots[1].last_function == "step");
-  CHECK(pool.slots[1].last_batch == -1);  // its argument is "x", not a "batch"
+  CHECK(pool.slots[1].last_step == -1);  // scheduled without a step
 }
 
 // Records the exit reason of every actor it is told to watch.

@@ -57,9 +57,7 @@ std::pair<EvalResult, EvalResult> EvaluateBothWays(const Setup& setup, int64_t s
   REQUIRE(RegisterEvalStep(*registry, vars, setup.data.test).ok());
   auto coordinator = ValueOrDie(ClusterCoordinator::Create(strategy, registry, {}));
   for (int64_t step = 0; step < steps; ++step) {
-    ClosureValues args;
-    args.Set(kTrainStepBatch, step);
-    REQUIRE(coordinator->Schedule(kTrainStep, std::move(args)).ok());
+    REQUIRE(coordinator->Schedule(kTrainStep, {}, step).ok());
   }
   REQUIRE(coordinator->Join().ok());
 

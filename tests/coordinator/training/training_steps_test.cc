@@ -42,7 +42,8 @@ struct Batches {
 };
 
 // An in-process cluster (1 PS, 2 workers) and a coordinator whose kTrainStep records its batch
-// and answers {loss: batch, examples: 2}, or InvalidArgument for the batch `fail_at`.
+// (its closure's step) and answers {loss: batch, examples: 2}, or InvalidArgument for the batch
+// `fail_at`.
 struct Loop {
   explicit Loop(int64_t fail_at = -1) {
     cluster = ValueOrDie(Cluster::StartInProcess({1, 2, 0}));
@@ -51,14 +52,9 @@ struct Loop {
     REQUIRE(registry
                 ->AddReplicaFunction(
                     kTrainStep,
-                    [batches = batches, fail_at](ReplicaContext&, const ClosureValues& args,
+                    [batches = batches, fail_at](ReplicaContext& ctx, const ClosureValues&,
                                                  Done<ClosureValues> done) {
-                      const absl::StatusOr<int64_t> arg = args.Get<int64_t>(kTrainStepBatch);
-                      if (!arg.ok()) {
-                        done(arg.status());
-                        return;
-                      }
-                      const int64_t batch = *arg;
+                      const int64_t batch = ctx.step();  // the closure's global step
                       {
                         absl::MutexLock lock(&batches->mu);
                         batches->seen.insert(batch);

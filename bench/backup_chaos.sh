@@ -26,13 +26,8 @@ if [[ $# -lt 1 ]]; then
 fi
 source "$(dirname "$0")/lib.sh"
 split_args "$@"
-BUILD=$(cd "${POSITIONAL[0]}" && pwd)
+use_build "${POSITIONAL[0]}"
 KILL_EVERY=${POSITIONAL[1]:-1.5}
-RECSYS=$BUILD/examples/recsys
-TESSERA=$BUILD/cli/tessera
-for bin in "$RECSYS" "$TESSERA"; do
-  [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
-done
 echo "command: $0 $BUILD $KILL_EVERY ${EXTRA[*]:+-- ${EXTRA[*]}}"
 WORK=$(mktemp -d /tmp/backup_chaos.XXXXXX)
 declare -A PROCS=()

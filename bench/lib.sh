@@ -5,6 +5,8 @@
 #                       left out before the recsys flags
 #   free_ports N        N loopback ports free now (bound, then released), on one line
 #   eps SUMMARY         the examples_per_sec of a run's --summary JSON (the training loop only)
+#   use_build DIR       BUILD (DIR, absolute), RECSYS and TESSERA (its recsys and tessera
+#                       binaries); exits the script when one is not built
 #   run_recsys_net SUMMARY FLAGS...  one networked recsys run on loopback: 2 `tessera ps`, 2
 #                       workers and the coordinator with FLAGS (and EXTRA for every process),
 #                       one scheduler thread each (five processes share the machine's cores);
@@ -15,6 +17,16 @@ split_args() {
   while [[ $# -gt 0 && "$1" != "--" ]]; do POSITIONAL+=("$1"); shift; done
   [[ "${1:-}" == "--" ]] && shift
   EXTRA=("$@")
+}
+
+use_build() {
+  BUILD=$(cd "$1" && pwd)
+  RECSYS=$BUILD/examples/recsys
+  TESSERA=$BUILD/cli/tessera
+  local bin
+  for bin in "$RECSYS" "$TESSERA"; do
+    [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
+  done
 }
 
 free_ports() {

@@ -16,13 +16,8 @@ if [[ $# -lt 1 ]]; then
 fi
 source "$(dirname "$0")/lib.sh"
 split_args "$@"
-BUILD=$(cd "${POSITIONAL[0]}" && pwd)
+use_build "${POSITIONAL[0]}"
 ROUNDS=${POSITIONAL[1]:-3}
-RECSYS=$BUILD/examples/recsys
-TESSERA=$BUILD/cli/tessera
-for bin in "$RECSYS" "$TESSERA"; do
-  [[ -x $bin ]] || { echo "$0: $bin is not built" >&2; exit 1; }
-done
 echo "command: $0 $BUILD $ROUNDS ${EXTRA[*]:+-- ${EXTRA[*]}}"
 WORK=$(mktemp -d /tmp/shard_backups.XXXXXX)
 PIDS=()

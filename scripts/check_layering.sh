@@ -18,7 +18,7 @@ bad=$(grep -rnE '#include[[:space:]]*[<"](caf/|capnp/|kj/)|\.capnp\.h' core 2>/d
 
 # The folders of this repository; an include starting with any other folder (absl/, nlohmann/,
 # ...) is a third-party header.
-project="include core workloads http schema serving actors cluster coordinator examples cli bench tests fuzz"
+project="core workloads http schema serving actors cluster coordinator examples cli bench tests fuzz"
 
 check_allowed() {  # folder, then the project folders it may include
   local dir=$1; shift

@@ -32,6 +32,7 @@
 #include "actors/ps/train_step.h"
 #include "actors/scheduling/replica.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
+#include "coordinator/training/training_loop.h"
 #include "core/model/model.h"
 #include "core/training/evaluation.h"
 #include "tessera/data.h"
@@ -57,7 +58,8 @@ absl::Status RegisterEvalStep(FunctionRegistry& registry,
                               std::shared_ptr<const ModelVariables> vars, const Dataset& test);
 
 // One evaluation of the test set in flight: a closure per batch.
-class PendingEvaluation {
+// A validation the training loop waits for (RunningEvaluation) while the workers evaluate.
+class PendingEvaluation final : public RunningEvaluation {
  public:
   // Schedules kEvalStep on every batch of a `test_examples`-example test set, tagged with the
   // training step it evaluates. InvalidArgument for an empty test set; Schedule's errors.
@@ -67,10 +69,10 @@ class PendingEvaluation {
 
   int64_t step() const { return step_; }
   // True once no batch is queued or running (each is done, failed or cancelled).
-  bool ready() const;
+  bool ready() const override;
   // Waits for every batch and merges them in batch order; the first batch's error otherwise.
   // Call once.
-  absl::StatusOr<EvalResult> Result();
+  absl::StatusOr<EvalResult> Result() override;
 
  private:
   PendingEvaluation(const Model& model, int64_t step) : accumulator_(model), step_(step) {}

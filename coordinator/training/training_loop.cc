@@ -95,6 +95,10 @@ class StepRecord {
         run_(run) {}
 
   internal::Progress& progress() { return progress_; }
+  // The example-weighted mean loss of the steps in the final window.
+  double final_loss() const {
+    return tail_examples_ > 0 ? tail_loss_ / static_cast<double>(tail_examples_) : 0;
+  }
 
   void Completed(const std::vector<CompletedStep>& outcomes) {
     for (const CompletedStep& outcome : outcomes) Completed(outcome);
@@ -133,11 +137,6 @@ class StepRecord {
     } else {
       monitor_->RecordStep(done_, outcome.examples, outcome.loss);
     }
-  }
-
- public:
-  double final_loss() const {
-    return tail_examples_ > 0 ? tail_loss_ / static_cast<double>(tail_examples_) : 0;
   }
 
  private:

@@ -54,16 +54,6 @@ class Closures final : public StepExecutor {
   std::deque<RemoteValue> pending_;  // in step order
 };
 
-class OnWorkers final : public RunningEvaluation {
- public:
-  explicit OnWorkers(PendingEvaluation pending) : pending_(std::move(pending)) {}
-  bool ready() const override { return pending_.ready(); }
-  absl::StatusOr<EvalResult> Result() override { return pending_.Result(); }
-
- private:
-  PendingEvaluation pending_;
-};
-
 }  // namespace
 
 std::unique_ptr<StepExecutor> ClosureSteps(ClusterCoordinator& coordinator) {
@@ -74,7 +64,8 @@ absl::StatusOr<std::unique_ptr<RunningEvaluation>> EvaluateOnWorkers(
     ClusterCoordinator& coordinator, const Model& model, int64_t test_examples, int64_t step) {
   TESSERA_ASSIGN_OR_RETURN(PendingEvaluation pending,
                            PendingEvaluation::Schedule(coordinator, model, test_examples, step));
-  return std::unique_ptr<RunningEvaluation>(std::make_unique<OnWorkers>(std::move(pending)));
+  return std::unique_ptr<RunningEvaluation>(
+      std::make_unique<PendingEvaluation>(std::move(pending)));
 }
 
 absl::StatusOr<TrainingRun> RunTrainingSteps(ClusterCoordinator& coordinator, int64_t first_step,

@@ -463,7 +463,7 @@ absl::Status RunSparse(Context& ctx, bool gather, bool scatter, Json& summary) {
       "ScatterRows(kAdd) (bitwise)\n",
       static_cast<long long>(batches));
 
-  caf::actor_system& system = ctx.cluster->system();
+  caf::actor_system& system = ctx.cluster->actors().system();
   // Warm-up: one pass over the batches, which touches the path's whole working set.
   const int64_t warmup = absl::GetFlag(FLAGS_warmup) ? batches : 0;
   auto batch_of = [batches](int64_t k) { return static_cast<size_t>(k % batches); };
@@ -573,7 +573,7 @@ absl::Status RunDenseRead(Context& ctx, Json& summary) {
   // faults). Touched once here so the first measurement does not pay for it.
   std::unique_ptr<float[]> pretouched(new float[floats]);
   std::memset(pretouched.get(), 0, bytes);
-  caf::actor_system& system = ctx.cluster->system();
+  caf::actor_system& system = ctx.cluster->actors().system();
 
   std::vector<Row> rows;
   // The baseline a read must be compared with: a read returns a NEW tensor, so allocate (new
@@ -675,7 +675,8 @@ absl::Status Run(Json& summary) {
   ctx.cluster = cluster.get();
   ctx.strategy = &strategy;
   // What the scheduler really runs (CAF 0.17 starts max(cores, 4) workers by default).
-  const int64_t threads = static_cast<int64_t>(cluster->system().scheduler().num_workers());
+  const int64_t threads =
+      static_cast<int64_t>(cluster->actors().system().scheduler().num_workers());
   std::printf(
       "cluster: in-process, %d PS, %lld CAF scheduler threads, partitioner %s; direct paths run "
       "on the main thread\n"

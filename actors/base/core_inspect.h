@@ -59,6 +59,29 @@ typename Inspector::result_type inspect(Inspector& f, IndexedSlices& x) {
         return g(caf::meta::type_name("tessera::IndexedSlices"), v.indices, dims);
       });
 }
+// On the wire exactly as an IndexedSlices of its rows (Note [A step's gradient is split without a
+// copy], core/variables/indexed_slices.h); a loaded one owns its values.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SparseRows& x) {
+  return wire::Dispatch(
+      f, x,
+      [](caf::serializer& s, SparseRows& v) -> caf::error {
+        if (auto err = wire::SaveIds(s, v.indices())) return err;
+        return wire::SaveTensor(s, v.values());
+      },
+      [](caf::deserializer& d, SparseRows& v) -> caf::error {
+        IndexedSlices own;
+        if (auto err = wire::LoadIds(d, own.indices)) return err;
+        if (auto err = wire::LoadTensor(d, own.values)) return err;
+        v = SparseRows(std::move(own));
+        return caf::none;
+      },
+      [](Inspector& g, SparseRows& v) {
+        Ids indices = v.indices();
+        std::vector<int64_t> dims = v.values().shape().dims();
+        return g(caf::meta::type_name("tessera::SparseRows"), indices, dims);
+      });
+}
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ClosureValues& x) {
   return wire::Dispatch(

@@ -84,7 +84,7 @@ caf::error LoadShape(caf::deserializer& source, Shape& shape) {
   return caf::none;
 }
 
-caf::error SaveTensor(caf::serializer& sink, const Tensor& tensor) {
+caf::error SaveTensor(caf::serializer& sink, ConstTensorView tensor) {
   if (auto err = SaveShape(sink, tensor.shape())) return err;
   if (tensor.size() == 0) return caf::none;
   return sink.apply_raw(static_cast<size_t>(tensor.size()) * sizeof(float),

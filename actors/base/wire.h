@@ -42,7 +42,8 @@ namespace wire {
 
 caf::error SaveShape(caf::serializer& sink, const Shape& shape);
 caf::error LoadShape(caf::deserializer& source, Shape& shape);
-caf::error SaveTensor(caf::serializer& sink, const Tensor& tensor);
+// A view saves as the Tensor of its values would.
+caf::error SaveTensor(caf::serializer& sink, ConstTensorView tensor);
 caf::error LoadTensor(caf::deserializer& source, Tensor& tensor);
 caf::error SaveIds(caf::serializer& sink, const Ids& ids);
 caf::error LoadIds(caf::deserializer& source, Ids& ids);

@@ -100,7 +100,8 @@ int64_t PayloadBytes(const ShardOp& op) {
         } else if constexpr (std::is_same_v<T, ScatterRowsOp>) {
           return kFloat * o.rows.values.size() + kId * static_cast<int64_t>(o.rows.indices.size());
         } else if constexpr (std::is_same_v<T, ApplySparseGradientOp>) {
-          return kFloat * o.grad.values.size() + kId * static_cast<int64_t>(o.grad.indices.size());
+          return kFloat * o.grad.values().size() +
+                 kId * static_cast<int64_t>(o.grad.indices().size());
         } else if constexpr (std::is_same_v<T, RestoreOp>) {
           int64_t bytes = kFloat * o.slice.value.size();
           for (const Tensor& slot : o.slice.slots) bytes += kFloat * slot.size();

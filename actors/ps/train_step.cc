@@ -1,5 +1,6 @@
 #include "actors/ps/train_step.h"
 
+#include <atomic>
 #include <functional>
 #include <utility>
 
@@ -24,6 +25,18 @@ ScratchPool& Pool() {
 }
 
 }  // namespace
+
+std::shared_ptr<const Tensor> StepScratch::Share(const std::string& table, Tensor& gradient) {
+  std::shared_ptr<Tensor>& shared = shared_gradients[table];
+  if (shared == nullptr || shared.use_count() != 1) {
+    shared = std::make_shared<Tensor>();
+  } else {
+    // No op holds it any more: their reads happened before the count fell to one.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  std::swap(*shared, gradient);
+  return shared;
+}
 
 std::unique_ptr<StepScratch> AcquireStepScratch() {
   ScratchPool& pool = Pool();
@@ -50,6 +63,8 @@ struct StepFetch {
   Batch batch;
   std::unique_ptr<internal::StepScratch> scratch;  // holds the batch's lookup plan
   std::map<std::string, SortedIds> needed;  // per embedding table
+  // Each table's ids grouped by shard, once for the gather and the gradient.
+  std::map<std::string, std::shared_ptr<const IdGrouping>> groupings;
 };
 
 // The step's parameters: the fetched `values` (in vars.by_param order) as gathered rows (the
@@ -105,8 +120,15 @@ void ComputeAndApply(caf::scheduled_actor* self, std::shared_ptr<const ModelVari
     for (auto& [name, grad] : result.dense_gradients) {
       ApplyDenseGradientAsync(gradients, vars->by_param.at(name), std::move(grad), ack(slot++));
     }
-    for (const auto& [name, grad] : result.sparse_gradients) {
-      ApplySparseGradientAsync(gradients, vars->by_param.at(name), grad, ack(slot++));
+    for (auto& [name, grad] : result.sparse_gradients) {
+      auto grouping = fetch->groupings.find(name);
+      if (grouping == fetch->groupings.end()) {
+        ack(slot++)(absl::InternalError(
+            absl::StrCat("sparse gradient of ", name, ", a table the step did not gather")));
+        continue;
+      }
+      ApplyStepGradientAsync(gradients, vars->by_param.at(name), *grouping->second,
+                             fetch->scratch->Share(name, grad.values), ack(slot++));
     }
   }  // flushed: the requests own copies of the gradients now
   internal::ReleaseStepScratch(std::move(fetch->scratch));  // the buffers can serve the next step
@@ -142,7 +164,14 @@ void FetchStepValues(
   for (const auto& [name, handle] : vars->by_param) {
     auto ids = fetch->needed.find(name);
     if (ids != fetch->needed.end()) {
-      GatherBlocksAsync(client, handle, ids->second, values->Slot(k++));
+      absl::StatusOr<std::shared_ptr<const IdGrouping>> grouping =
+          GroupStepIds(handle, ids->second);
+      if (!grouping.ok()) {
+        values->Slot(k++)(grouping.status());
+        continue;
+      }
+      fetch->groupings[name] = *grouping;
+      GatherBlocksAsync(client, handle, *std::move(grouping), values->Slot(k++));
     } else {
       ReadAsync(client, handle, [arrived = values->Slot(k++)](absl::StatusOr<Tensor> value) {
         if (!value.ok()) return arrived(value.status());

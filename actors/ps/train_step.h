@@ -45,10 +45,18 @@ struct StepOutcome {
 namespace internal {
 
 // A step's scratch memory: the model's workspace (which also carries the lookup plan from
-// RowsNeeded to ForwardBackward) and its result buffers.
+// RowsNeeded to ForwardBackward), its result buffers, and the sparse gradients its last steps
+// sent, shared with the shards' ops (Note [A step's gradient is split without a copy],
+// core/variables/indexed_slices.h).
 struct StepScratch {
   StepWorkspace workspace;
   StepResult result;
+  std::map<std::string, std::shared_ptr<Tensor>> shared_gradients;  // by table
+
+  // Hands table `table`'s `gradient` to the ops that share it, and leaves in `gradient` the memory
+  // of the one sent before when no op holds that any more (else nothing), for the next step's
+  // backward pass to write into.
+  std::shared_ptr<const Tensor> Share(const std::string& table, Tensor& gradient);
 };
 
 // Note [Step scratch reuse]

@@ -107,9 +107,7 @@ namespace {
 // shard order (a train step's sorted unique ids) the shards' replies as they came, else one
 // block stitched from them.
 void GatherGrouped(ShardClient& client, const VariableHandle& v,
-                   absl::StatusOr<IdGrouping> grouping, Done<std::vector<Tensor>> done) {
-  if (!grouping.ok()) return done(Annotate(grouping.status(), absl::StrCat("gather from ", v.name)));
-  auto g = std::make_shared<IdGrouping>(*std::move(grouping));
+                   std::shared_ptr<const IdGrouping> g, Done<std::vector<Tensor>> done) {
   FanOut<GatherOp>(
       client, v, g->touched_shards, [&](int64_t s, size_t) { return GatherOp{g->local_ids[s]}; },
       [g, shape = v.shape,
@@ -137,7 +135,11 @@ void GatherGrouped(ShardClient& client, const VariableHandle& v,
 
 void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
                  ShardingStrategy strategy, Done<Tensor> done) {
-  GatherGrouped(client, v, v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge),
+  absl::StatusOr<IdGrouping> grouping = v.layout.GroupIds(ids, strategy, DuplicateIds::kMerge);
+  if (!grouping.ok()) {
+    return done(Annotate(grouping.status(), absl::StrCat("gather from ", v.name)));
+  }
+  GatherGrouped(client, v, std::make_shared<const IdGrouping>(*std::move(grouping)),
                 [shape = v.shape.WithRows(static_cast<int64_t>(ids.size())),
                  done = std::move(done)](absl::StatusOr<std::vector<Tensor>> blocks) {
                   if (!blocks.ok()) return done(blocks.status());
@@ -145,9 +147,16 @@ void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const 
                 });
 }
 
-void GatherBlocksAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
-                       Done<std::vector<Tensor>> done) {
-  GatherGrouped(client, v, v.layout.GroupIds(ids), std::move(done));
+absl::StatusOr<std::shared_ptr<const IdGrouping>> GroupStepIds(const VariableHandle& v,
+                                                               const SortedIds& ids) {
+  absl::StatusOr<IdGrouping> grouping = v.layout.GroupIds(ids);
+  if (!grouping.ok()) return Annotate(grouping.status(), absl::StrCat("gather from ", v.name));
+  return std::make_shared<const IdGrouping>(*std::move(grouping));
+}
+
+void GatherBlocksAsync(ShardClient& client, const VariableHandle& v,
+                       std::shared_ptr<const IdGrouping> grouping, Done<std::vector<Tensor>> done) {
+  GatherGrouped(client, v, std::move(grouping), std::move(done));
 }
 
 void SliceAsync(ShardClient& client, const VariableHandle& v, std::optional<int64_t> start,
@@ -238,6 +247,31 @@ void ApplySparseGradientAsync(ShardClient& client, const VariableHandle& v,
   FanOut<ApplySparseGradientOp>(
       client, v, AllShards(v),
       [&](int64_t s, size_t) { return ApplySparseGradientOp{std::move((*parts)[s])}; },
+      IgnoreVersions(std::move(done)));
+}
+
+void ApplyStepGradientAsync(ShardClient& client, const VariableHandle& v,
+                            const IdGrouping& grouping, std::shared_ptr<const Tensor> rows,
+                            DoneStatus done) {
+  if (!grouping.in_shard_order || v.shape.rank() == 0 ||
+      rows->shape() != v.shape.WithRows(grouping.num_ids) ||
+      grouping.local_ids.size() != v.shards.size()) {
+    return done(absl::InternalError(
+        absl::StrCat("sparse gradient of ", v.name, ": rows ", rows->shape().ToString(),
+                     " do not follow the step's grouping of ", grouping.num_ids, " ids")));
+  }
+  std::vector<int64_t> begin(grouping.local_ids.size(), 0);
+  int64_t next = 0;
+  for (int64_t s : grouping.touched_shards) {
+    begin[s] = next;
+    next += static_cast<int64_t>(grouping.local_ids[s].size());
+  }
+  // Every shard, even one without rows, as ApplySparseGradientAsync.
+  FanOut<ApplySparseGradientOp>(
+      client, v, AllShards(v),
+      [&](int64_t s, size_t) {
+        return ApplySparseGradientOp{SparseRows::Share(grouping.local_ids[s], rows, begin[s])};
+      },
       IgnoreVersions(std::move(done)));
 }
 

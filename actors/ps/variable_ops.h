@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,13 +37,10 @@
 #include "core/variables/indexed_slices.h"
 #include "core/variables/scatter.h"
 #include "core/variables/shard_layout.h"
+#include "tessera/status.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
-
-template <class T>
-using Done = std::function<void(absl::StatusOr<T>)>;
-using DoneStatus = std::function<void(absl::Status)>;
 
 // The whole variable: the shards' blocks concatenated.
 void ReadAsync(ShardClient& client, const VariableHandle& v, Done<Tensor> done);
@@ -52,11 +50,18 @@ void ReadAsync(ShardClient& client, const VariableHandle& v, Done<Tensor> done);
 void GatherAsync(ShardClient& client, const VariableHandle& v, absl::Span<const int64_t> ids,
                  ShardingStrategy strategy, Done<Tensor> done);
 
-// The same for a step's sorted unique ids (div), as the row blocks the shards replied, in order:
+// A step's sorted unique ids of one table, grouped by shard (div) once: the step's gather sends
+// the grouping's requests (GatherBlocksAsync) and its sparse gradient is split along it
+// (ApplyStepGradientAsync). The grouping is in_shard_order. InvalidArgument, naming the
+// variable, for an id outside it.
+absl::StatusOr<std::shared_ptr<const IdGrouping>> GroupStepIds(const VariableHandle& v,
+                                                               const SortedIds& ids);
+
+// Gathers a step's ids (grouped by GroupStepIds), as the row blocks the shards replied, in order:
 // block k holds the rows of the k-th shard the ids touch. Nothing joins them (EmbeddingRows,
 // core/model/model.h, takes them so).
-void GatherBlocksAsync(ShardClient& client, const VariableHandle& v, const SortedIds& ids,
-                       Done<std::vector<Tensor>> done);
+void GatherBlocksAsync(ShardClient& client, const VariableHandle& v,
+                       std::shared_ptr<const IdGrouping> grouping, Done<std::vector<Tensor>> done);
 
 // numpy's v[start:stop:step]; only the shards the slice touches are contacted.
 void SliceAsync(ShardClient& client, const VariableHandle& v, std::optional<int64_t> start,
@@ -79,6 +84,16 @@ void ApplyDenseGradientAsync(ShardClient& client, const VariableHandle& v, Tenso
 // each touched shard gets one op with its local ids.
 void ApplySparseGradientAsync(ShardClient& client, const VariableHandle& v,
                               const IndexedSlices& grad, DoneStatus done);
+
+// One optimizer step on a step's sparse gradient: `rows` has one row per id the step gathered
+// (`grouping`, from GroupStepIds), in their order. Each shard's op shares its range of `rows`
+// rather than copying it (Note [A step's gradient is split without a copy],
+// core/variables/indexed_slices.h), and every shard gets one, as ApplySparseGradientAsync does.
+// `rows` must not change while an op holds it. Internal for a grouping not in shard order or
+// rows that do not match it.
+void ApplyStepGradientAsync(ShardClient& client, const VariableHandle& v,
+                            const IdGrouping& grouping, std::shared_ptr<const Tensor> rows,
+                            DoneStatus done);
 
 // An ON_WRITE update made by several replicas in one step: the replicas' values are combined with
 // the variable's aggregation (core/variables/aggregation.h; NONE is an error) and applied once with

@@ -1,5 +1,10 @@
 #include "actors/scheduling/replica.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/ps/update_ledger.h"
+
 namespace tessera {
 
 absl::Status FunctionRegistry::AddReplicaFunction(std::string name, ReplicaFunction fn) {
@@ -30,6 +35,59 @@ absl::StatusOr<const ReplicaFunction*> FunctionRegistry::FindReplicaFunction(
     return absl::NotFoundError(absl::StrCat("no replica function named ", name));
   }
   return &it->second;
+}
+
+ReplicaContext::ReplicaContext(std::unique_ptr<ShardClient> shards, WorkerInfo info,
+                               std::shared_ptr<const FunctionRegistry> registry,
+                               std::shared_ptr<WorkerResources> resources, const Closure& closure)
+    : shards_(std::move(shards)),
+      info_(info),
+      registry_(std::move(registry)),
+      resources_(std::move(resources)),
+      step_(closure.step) {
+  if (closure.id != 0) {
+    updates_ = std::make_shared<UpdateNamer>(closure.queue, closure.id, closure.resolved_below);
+    shards_->NameUpdates(updates_);
+  }
+}
+
+ReplicaContext::~ReplicaContext() = default;
+
+namespace {
+
+// The handle of `v` this worker's operations take: an ON_READ variable's is the worker's copy.
+absl::StatusOr<VariableHandle> HandleOn(const ShardedVariable& v, const WorkerInfo& worker) {
+  if (v.name().empty()) return absl::FailedPreconditionError("no variable (an empty handle)");
+  return v.ForWorker(worker.index);
+}
+
+}  // namespace
+
+void ReplicaContext::Read(const ShardedVariable& v, Done<Tensor> done) {
+  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  if (!h.ok()) return done(h.status());
+  ReadAsync(*shards_, *h, std::move(done));
+}
+
+void ReplicaContext::Gather(const ShardedVariable& v, absl::Span<const int64_t> ids,
+                            Done<Tensor> done) {
+  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  if (!h.ok()) return done(h.status());
+  GatherAsync(*shards_, *h, ids, ShardingStrategy::kDiv, std::move(done));
+}
+
+void ReplicaContext::Assign(const ShardedVariable& v, AssignKind kind, Tensor value,
+                            DoneStatus done) {
+  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  if (!h.ok()) return done(h.status());
+  AssignAsync(*shards_, *h, kind, std::move(value), std::move(done));
+}
+
+void ReplicaContext::Scatter(const ShardedVariable& v, ScatterOp op, absl::Span<const int64_t> ids,
+                             const Tensor& rows, DoneStatus done) {
+  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  if (!h.ok()) return done(h.status());
+  ScatterAsync(*shards_, *h, op, ids, rows, std::move(done));
 }
 
 }  // namespace tessera

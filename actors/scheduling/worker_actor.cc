@@ -1,5 +1,6 @@
 #include "actors/scheduling/worker_actor.h"
 
+#include <memory>
 #include <utility>
 
 #include "actors/base/error.h"
@@ -17,8 +18,8 @@ worker_actor::behavior_type WorkerActor(worker_actor::stateful_pointer<WorkerSta
         if (!fn.ok()) return StatusToError(fn.status());
         auto promise = self->make_response_promise<ClosureValues>();
         // The context lives until the function calls `done` (which holds it).
-        auto ctx =
-            std::make_shared<ReplicaContext>(self, info, registry, self->state.resources, closure);
+        auto ctx = std::make_shared<ReplicaContext>(std::make_unique<ShardClient>(self), info,
+                                                    registry, self->state.resources, closure);
         (**fn)(*ctx, closure.args,
                [promise, ctx](absl::StatusOr<ClosureValues> result) mutable {
                  if (result.ok()) {

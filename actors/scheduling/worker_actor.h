@@ -1,13 +1,13 @@
 // The worker actor: runs closures — a registered replica function applied to ClosureValues — and
-// replies with the function's result (docs/design.md §1). It runs as many at once as it is sent (the
-// coordinator sends one at a time by default); each has its own ReplicaContext.
+// replies with the function's result (docs/design.md §1). It runs as many at once as it is sent
+// (the coordinator sends one at a time by default); each has its own ReplicaContext.
 //
 //   request                  reply           errors
 //   (run_atom, Closure)      ClosureValues   NotFound (unregistered function), or the function's
 //                                            own error
 //
 // The worker never blocks its thread: a replica function issues non-blocking variable operations
-// from the worker (ReplicaContext::self()) and finishes from their reply handlers. Its per-worker
+// from the worker (its ReplicaContext's) and finishes from their reply handlers. Its per-worker
 // resources live in its state and die with it.
 //
 // Thread-safety: a CAF actor; its state is touched only by its own handlers.
@@ -26,21 +26,12 @@
 #include "actors/base/actor_handles.h"
 #include "actors/base/messages.h"
 #include "core/scheduling/closure.h"
+#include "tessera/coordinator.h"
 
 namespace tessera {
 
 // The interface, worker_actor, is declared with the other actor handles
 // (actors/base/actor_handles.h).
-
-class FunctionRegistry;
-class ReplicaContext;
-
-// Who a worker is: its index among the worker slots (a replacement keeps the index of the worker
-// it replaces) and how many slots there are.
-struct WorkerInfo {
-  int32_t index = 0;
-  int32_t num_workers = 1;
-};
 
 struct WorkerState {
   static inline const char* name = "tessera.worker";

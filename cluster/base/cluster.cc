@@ -37,13 +37,13 @@ void ConfigureActorSystem(caf::actor_system_config& cfg, int32_t threads) {
   cfg.set("scheduler.policy", caf::atom("sharing"));
 }
 
-Cluster::Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
-                 NetworkOptions network)
+ClusterActors::ClusterActors(const ClusterOptions& options, std::optional<ClusterSpec> spec,
+                             NetworkOptions network)
     : options_(options), spec_(std::move(spec)), network_(std::move(network)) {}
 
-// The session actor (Cluster::session): the owner of the shards, it answers pings and passes a
-// shard's lost backup on to the listener, or keeps it until there is one.
-caf::behavior Cluster::Session(std::shared_ptr<BackupLosses> losses) {
+// The session actor (ClusterActors::session): the owner of the shards, it answers pings and passes
+// a shard's lost backup on to the listener, or keeps it until there is one.
+caf::behavior ClusterActors::Session(std::shared_ptr<BackupLosses> losses) {
   return {
       [](ping_atom) { return pong_atom::value; },
       [losses](backup_lost_atom, const std::string& shard, const caf::actor& backup) {
@@ -57,14 +57,14 @@ caf::behavior Cluster::Session(std::shared_ptr<BackupLosses> losses) {
   };
 }
 
-absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
+absl::StatusOr<std::unique_ptr<ClusterActors>> ClusterActors::StartInProcess(
     const ClusterOptions& options) {
   if (options.num_ps < 1 || options.num_workers < 1 || options.threads < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("a cluster needs at least one PS and one worker (got ", options.num_ps,
                      " PS, ", options.num_workers, " workers, ", options.threads, " threads)"));
   }
-  std::unique_ptr<Cluster> cluster(new Cluster(options, std::nullopt, {}));
+  std::unique_ptr<ClusterActors> cluster(new ClusterActors(options, std::nullopt, {}));
   ConfigureActorSystem(cluster->config_, options.threads);
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
   cluster->session_ = cluster->system_->spawn(Session, cluster->backup_losses_);
@@ -77,15 +77,15 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(
   return cluster;
 }
 
-absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spec,
-                                                          const NetworkOptions& network,
-                                                          int32_t threads) {
+absl::StatusOr<std::unique_ptr<ClusterActors>> ClusterActors::Connect(const ClusterSpec& spec,
+                                                                      const NetworkOptions& network,
+                                                                      int32_t threads) {
   SetLogRole("coordinator");
   ClusterOptions options;
   options.num_ps = static_cast<int32_t>(spec.ps.size());
   options.num_workers = static_cast<int32_t>(spec.workers.size());
   options.threads = threads;
-  std::unique_ptr<Cluster> cluster(new Cluster(options, spec, network));
+  std::unique_ptr<ClusterActors> cluster(new ClusterActors(options, spec, network));
   ConfigureActorSystem(cluster->config_, threads);
   TESSERA_RETURN_IF_ERROR(ConfigureNetwork(cluster->config_, network));
   cluster->system_ = std::make_unique<caf::actor_system>(cluster->config_);
@@ -114,12 +114,12 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spe
   return cluster;
 }
 
-ps_node_actor Cluster::ps_node(int32_t task) const {
+ps_node_actor ClusterActors::ps_node(int32_t task) const {
   absl::MutexLock lock(&mu_);
   return ps_nodes_.at(task);
 }
 
-std::vector<ps_node_actor> Cluster::ps_nodes() const {
+std::vector<ps_node_actor> ClusterActors::ps_nodes() const {
   absl::MutexLock lock(&mu_);
   return ps_nodes_;
 }
@@ -145,7 +145,7 @@ absl::StatusOr<ps_node_actor> ConnectAndAdopt(caf::actor_system& system,
 
 }  // namespace
 
-absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
+absl::StatusOr<ps_node_actor> ClusterActors::ReplacePs(int32_t task) {
   if (!networked()) return absl::FailedPreconditionError("an in-process PS cannot be replaced");
   if (task < 0 || task >= options_.num_ps) {
     return absl::InvalidArgumentError(absl::StrCat("no PS task ", task));
@@ -177,7 +177,7 @@ absl::StatusOr<ps_node_actor> Cluster::ReplacePs(int32_t task) {
   }
 }
 
-absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task, absl::Duration timeout) {
+absl::StatusOr<ps_node_actor> ClusterActors::ReconnectPs(int32_t task, absl::Duration timeout) {
   if (!networked()) return absl::FailedPreconditionError("an in-process PS cannot be reconnected");
   if (task < 0 || task >= options_.num_ps) {
     return absl::InvalidArgumentError(absl::StrCat("no PS task ", task));
@@ -195,14 +195,14 @@ absl::StatusOr<ps_node_actor> Cluster::ReconnectPs(int32_t task, absl::Duration 
   return node;
 }
 
-std::vector<std::string> Cluster::ps_addresses() const {
+std::vector<std::string> ClusterActors::ps_addresses() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> out;
   for (const NodeAddress& address : ps_addresses_) out.push_back(address.ToString());
   return out;
 }
 
-Cluster::~Cluster() {
+ClusterActors::~ClusterActors() {
   if (!networked()) {
     for (const ps_node_actor& node : ps_nodes_) {
       caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
@@ -214,7 +214,7 @@ Cluster::~Cluster() {
   system_.reset();  // waits for every actor
 }
 
-void Cluster::SetBackupLossListener(BackupLossListener listener) {
+void ClusterActors::SetBackupLossListener(BackupLossListener listener) {
   absl::MutexLock lock(&backup_losses_->mu);
   backup_losses_->listener = std::move(listener);
   if (!backup_losses_->listener) return;
@@ -222,5 +222,31 @@ void Cluster::SetBackupLossListener(BackupLossListener listener) {
     backup_losses_->listener(shard, backup);
   backup_losses_->unheard.clear();
 }
+
+// -- Cluster, the public handle
+// --------------------------------------------------------------------
+
+Cluster::Cluster(std::unique_ptr<ClusterActors> actors) : actors_(std::move(actors)) {}
+Cluster::~Cluster() = default;
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::StartInProcess(const ClusterOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ClusterActors> actors,
+                           ClusterActors::StartInProcess(options));
+  return std::unique_ptr<Cluster>(new Cluster(std::move(actors)));
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Connect(const ClusterSpec& spec,
+                                                          const NetworkOptions& network,
+                                                          int32_t threads) {
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ClusterActors> actors,
+                           ClusterActors::Connect(spec, network, threads));
+  return std::unique_ptr<Cluster>(new Cluster(std::move(actors)));
+}
+
+const ClusterOptions& Cluster::options() const { return actors_->options(); }
+bool Cluster::networked() const { return actors_->networked(); }
+const std::optional<ClusterSpec>& Cluster::spec() const { return actors_->spec(); }
+const NetworkOptions& Cluster::network() const { return actors_->network(); }
+std::vector<std::string> Cluster::ps_addresses() const { return actors_->ps_addresses(); }
 
 }  // namespace tessera

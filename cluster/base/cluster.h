@@ -1,16 +1,6 @@
-// Cluster: the parameter-server nodes a strategy places variables on, and the worker slots a
-// ClusterCoordinator fills — either
-//   - in process (StartInProcess): the single-process simulation (docs/design.md §2), one CAF actor
-//     system holding the PS nodes; the coordinator spawns the workers. Every test and the
-//     drivers' default mode run on it; or
-//   - networked (Connect): this process is the coordinator of a cluster spec's PS processes
-//     (`tessera ps`) and worker processes (a driver with --role=worker), which join it over the
-//     network (cluster/network/network.h).
-//
-// Example:
-//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
-//                    Cluster::StartInProcess({.num_ps = 2, .num_workers = 2}));
-//   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
+// ClusterActors: what stands behind a Cluster (tessera/cluster.h) — the CAF actor system, the PS
+// nodes (in process: spawned there; networked: the PS processes connected to), and the session
+// actor that owns every shard the cluster's strategies create. Cluster::actors() reaches it.
 //
 // Shutdown: the destructor stops the in-process PS nodes (their shards follow; remote PS
 // processes keep running) and waits for the actor system; a ClusterCoordinator on this cluster
@@ -37,35 +27,31 @@
 #include "absl/synchronization/mutex.h"
 #include "actors/ps/ps_node_actor.h"
 #include "cluster/network/network.h"
+#include "tessera/cluster.h"
 
 namespace tessera {
-
-struct ClusterOptions {
-  int32_t num_ps = 1;       // >= 1
-  int32_t num_workers = 1;  // >= 1: worker slots (the coordinator starts them)
-  int32_t threads = 0;      // scheduler threads; 0: one per core (not CAF's max(cores, 4))
-};
 
 // Registers Tessera's types and sets the scheduler every Tessera node uses (`threads`, 0: one per
 // core), CAF's sharing scheduler policy (Note [Scheduler policy] in cluster.cc; ConfigureNetwork
 // replaces it for networked nodes) and a quiet CAF logger.
 void ConfigureActorSystem(caf::actor_system_config& cfg, int32_t threads = 0);
 
-class Cluster {
+class ClusterActors {
  public:
   // InvalidArgument when num_ps or num_workers is < 1 or threads < 0.
-  static absl::StatusOr<std::unique_ptr<Cluster>> StartInProcess(const ClusterOptions& options);
+  static absl::StatusOr<std::unique_ptr<ClusterActors>> StartInProcess(
+      const ClusterOptions& options);
   // The coordinator of a networked cluster: connects to every PS of `spec` (waiting up to
   // network.connect_timeout for each; one that cannot be reached is replaced by a standby of the
   // spec, as ReplacePs does); one worker slot per worker of the spec. Names this process's log
   // role "coordinator". Errors as ConnectToNode, or ConfigureNetwork's.
-  static absl::StatusOr<std::unique_ptr<Cluster>> Connect(const ClusterSpec& spec,
-                                                          const NetworkOptions& network,
-                                                          int32_t threads = 0);
-  ~Cluster();
+  static absl::StatusOr<std::unique_ptr<ClusterActors>> Connect(const ClusterSpec& spec,
+                                                                const NetworkOptions& network,
+                                                                int32_t threads = 0);
+  ~ClusterActors();
 
-  Cluster(const Cluster&) = delete;
-  Cluster& operator=(const Cluster&) = delete;
+  ClusterActors(const ClusterActors&) = delete;
+  ClusterActors& operator=(const ClusterActors&) = delete;
 
   caf::actor_system& system() { return *system_; }
   const ClusterOptions& options() const { return options_; }
@@ -106,8 +92,8 @@ class Cluster {
   std::vector<std::string> ps_addresses() const;
 
  private:
-  Cluster(const ClusterOptions& options, std::optional<ClusterSpec> spec,
-          NetworkOptions network);
+  ClusterActors(const ClusterOptions& options, std::optional<ClusterSpec> spec,
+                NetworkOptions network);
 
   ClusterOptions options_;
   std::optional<ClusterSpec> spec_;

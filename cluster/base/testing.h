@@ -24,7 +24,7 @@ inline absl::Status KillPs(Cluster& cluster, int32_t task) {
     return absl::InvalidArgumentError(
         absl::StrCat("no PS task ", task, " (the cluster has ", cluster.num_ps(), ")"));
   }
-  caf::anon_send_exit(cluster.ps_node(task), caf::exit_reason::kill);
+  caf::anon_send_exit(cluster.actors().ps_node(task), caf::exit_reason::kill);
   return absl::OkStatus();
 }
 

@@ -243,7 +243,7 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   TESSERA_ASSIGN_OR_RETURN(
       auto saved,
       AskEveryShard<SaveOp>(
-          strategy.system(), variables,
+          strategy.placement().system(), variables,
           [dir, checkpoint, in_background](size_t i, const VariableHandle& h, size_t s) {
             return SaveOp{dir, CheckpointSliceFileName(i, h.name, s, h.num_shards()), checkpoint,
                           in_background};
@@ -373,7 +373,7 @@ absl::Status LoadShards(const ParameterServerStrategy& strategy,
                Version());
   }
   return AskEveryShard<LoadOp>(
-             strategy.system(), variables,
+             strategy.placement().system(), variables,
              [dir, &entries](size_t i, const VariableHandle&, size_t) {
                return LoadOp{dir, entries[i]};
              },
@@ -412,13 +412,14 @@ absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
     }
     for (int32_t k = 0; k < n; ++k) {
       TESSERA_ASSIGN_OR_RETURN(VariableHandle copy, v->ForWorker(k));
-      copies.emplace_back(&strategy.system(), std::move(copy));
+      copies.push_back(
+          ShardedVariableAccess::Make(&strategy.placement().system(), std::move(copy)));
       shares.push_back(share);
     }
   }
   std::vector<const ShardedVariable*> targets;
   for (const ShardedVariable& c : copies) targets.push_back(&c);
-  return AskEveryShard<RestoreOp>(strategy.system(), targets,
+  return AskEveryShard<RestoreOp>(strategy.placement().system(), targets,
                                   [&shares](size_t i, const VariableHandle&, size_t) {
                                     TensorSlice slice;  // no name: the copy's own
                                     slice.value = std::move(shares[i]);
@@ -432,7 +433,7 @@ absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
 absl::StatusOr<int64_t> RestoreCheckpoint(const ParameterServerStrategy& strategy,
                                           const std::string& dir) {
   const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
-  caf::actor_system& system = strategy.system();
+  caf::actor_system& system = strategy.placement().system();
   absl::StatusOr<CheckpointManifest> manifest = ReadManifest(dir);
   if (absl::IsNotFound(manifest.status())) {
     absl::StatusOr<ExportedModel> model = ReadExportedModel(dir);

@@ -46,8 +46,8 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/mirrored/collective.h"
 #include "core/model/model.h"
-#include "core/scheduling/closure_values.h"
 #include "core/training/evaluation.h"
+#include "tessera/closure.h"
 
 namespace tessera {
 

@@ -23,7 +23,7 @@ namespace tessera {
 
 using internal::kPsRequestTimeout;
 
-absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackupsOf(int32_t task) {
+absl::StatusOr<std::vector<std::string>> ShardPlacement::PromoteBackupsOf(int32_t task) {
   std::vector<std::string> unbacked;
   for (const PlacedShard& placed : shards_) {
     if (placed.task == task && (!placed.backup || placed.backup_task == task)) {
@@ -52,13 +52,13 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::PromoteBackups
   return touched;
 }
 
-void ParameterServerStrategy::TellNoBackup(const PlacedShard& primary) {
-  caf::anon_send(cluster_.ps_node(primary.task), backup_atom::value, primary.name(),
+void ShardPlacement::TellNoBackup(const PlacedShard& primary) {
+  caf::anon_send(cluster_.actors().ps_node(primary.task), backup_atom::value, primary.name(),
                  caf::actor(), std::string(), false);
 }
 
-absl::StatusOr<int32_t> ParameterServerStrategy::StrikeBackup(const std::string& shard,
-                                                              const caf::actor_addr& backup) {
+absl::StatusOr<int32_t> ShardPlacement::StrikeBackup(const std::string& shard,
+                                                     const caf::actor_addr& backup) {
   for (PlacedShard& placed : shards_) {
     if (placed.name() != shard || !placed.backup || placed.backup.address() != backup) continue;
     const int32_t task = placed.backup_task;
@@ -72,8 +72,8 @@ absl::StatusOr<int32_t> ParameterServerStrategy::StrikeBackup(const std::string&
       absl::StrCat("the failed backup is not shard ", shard, "'s backup (any more)"));
 }
 
-std::optional<caf::actor_addr> ParameterServerStrategy::BackupOf(const std::string& shard,
-                                                                 int32_t task) const {
+std::optional<caf::actor_addr> ShardPlacement::BackupOf(const std::string& shard,
+                                                        int32_t task) const {
   for (const PlacedShard& placed : shards_) {
     if (placed.task == task && placed.name() == shard && placed.backup) {
       return placed.backup.address();
@@ -82,14 +82,13 @@ std::optional<caf::actor_addr> ParameterServerStrategy::BackupOf(const std::stri
   return std::nullopt;
 }
 
-int32_t ParameterServerStrategy::ShardsWithoutBackup() const {
+int32_t ShardPlacement::ShardsWithoutBackup() const {
   if (shard_copies_ < 2) return 0;
   return static_cast<int32_t>(std::count_if(shards_.begin(), shards_.end(),
                                             [](const PlacedShard& p) { return !p.backup; }));
 }
 
-absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
-    const std::vector<int32_t>& unavailable) {
+absl::StatusOr<int32_t> ShardPlacement::RebuildBackups(const std::vector<int32_t>& unavailable) {
   if (shard_copies_ < 2) return 0;
   const int32_t num_ps = cluster_.num_ps();
   auto usable = [&unavailable](int32_t t) {
@@ -153,10 +152,10 @@ absl::StatusOr<int32_t> ParameterServerStrategy::RebuildBackups(
 // whose backup's task is higher than its own, then the rest; within a round all connections go
 // the same way between any two nodes, and in the second round each pair is connected already (a
 // second connection to a connected node is closed at once as redundant, harmlessly).
-absl::Status ParameterServerStrategy::AttachBackups(const std::vector<PlacedShard>& primaries,
-                                                    const std::vector<PlacedShard>& placed_backups,
-                                                    const std::vector<shard_actor>& backups,
-                                                    bool send_state) {
+absl::Status ShardPlacement::AttachBackups(const std::vector<PlacedShard>& primaries,
+                                           const std::vector<PlacedShard>& placed_backups,
+                                           const std::vector<shard_actor>& backups,
+                                           bool send_state) {
   const std::vector<std::string> addresses =
       cluster_.networked() ? cluster_.ps_addresses() : std::vector<std::string>{};
   for (const bool upward : {true, false}) {
@@ -168,13 +167,13 @@ absl::Status ParameterServerStrategy::AttachBackups(const std::vector<PlacedShar
     std::vector<ps_node_actor> nodes;
     std::vector<std::string> backup_addresses;
     for (size_t k : round) {
-      nodes.push_back(cluster_.ps_node(primaries[k].task));
+      nodes.push_back(cluster_.actors().ps_node(primaries[k].task));
       backup_addresses.push_back(addresses.empty() ? std::string()
                                                    : addresses.at(placed_backups[k].task));
     }
     TESSERA_RETURN_IF_ERROR(internal::AwaitStatus(
-        cluster_.system(), [&round, &primaries, &backups, &nodes, &backup_addresses, send_state](
-                               caf::event_based_actor* self, auto done) {
+        cluster_.actors().system(), [&round, &primaries, &backups, &nodes, &backup_addresses,
+                                     send_state](caf::event_based_actor* self, auto done) {
           auto join = FanIn<int64_t>::Start(round.size(),
                                             [self, done](absl::StatusOr<std::vector<int64_t>> all) {
                                               self->quit();

@@ -44,7 +44,7 @@ std::string NoAnswer(int32_t task, absl::Duration timeout) {
 std::vector<PsNodeStatus> QueryPsStatus(Cluster& cluster, absl::Duration timeout,
                                         int32_t hottest_rows) {
   const absl::Time deadline = absl::Now() + timeout;
-  const std::vector<ps_node_actor> nodes = cluster.ps_nodes();
+  const std::vector<ps_node_actor> nodes = cluster.actors().ps_nodes();
   const std::vector<std::string> addresses =
       cluster.networked() ? cluster.ps_addresses() : std::vector<std::string>{};
   auto answers = std::make_shared<Answers>();
@@ -63,7 +63,7 @@ std::vector<PsNodeStatus> QueryPsStatus(Cluster& cluster, absl::Duration timeout
       std::max<int64_t>(1, absl::ToInt64Microseconds(std::max(timeout, absl::ZeroDuration()))));
   // The spawned function takes an argument besides `self`: CAF 0.17 dereferences a null
   // argument tuple when there is none (coordinator/ps/internal/await.h).
-  cluster.system().spawn(
+  cluster.actors().system().spawn(
       [nodes, answers, wait, timeout, hottest_rows](caf::event_based_actor* self, int) {
         auto settle = [self, answers](size_t k, bool reachable, std::string error,
                                       PsNodeStats stats) {

@@ -259,8 +259,8 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   if (cluster->networked() && checkpoints.has_value()) {
     // Note [A restarted coordinator re-adopts its run's shards] (coordinator/ps/strategy.h): every
     // run names itself to the PS nodes; a resumed one may find its shards there.
-    TESSERA_ASSIGN_OR_RETURN(const int64_t claimed,
-                             strategy.ClaimShardsOfRun(checkpoints->run_id().ToString()));
+    TESSERA_ASSIGN_OR_RETURN(const int64_t claimed, strategy.placement().ClaimShardsOfRun(
+                                                        checkpoints->run_id().ToString()));
     if (claimed > 0) {
       std::printf("%s: the PS nodes still hold %lld shard(s) of this run\n", label.c_str(),
                   static_cast<long long>(claimed));
@@ -279,14 +279,14 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   TESSERA_RETURN_IF_ERROR(RegisterEvalStep(*registry, vars, job.test));
 
   int64_t first_step = 0;
-  summary["readopted_shards"] = strategy.adopted_shards();
-  if (strategy.adopted_shards() > 0) {
+  summary["readopted_shards"] = strategy.placement().adopted_shards();
+  if (strategy.placement().adopted_shards() > 0) {
     TESSERA_ASSIGN_OR_RETURN(
         first_step, AdoptedStep(strategy, *cluster, QueueIdentityOf(checkpoints->run_id())));
     std::printf(
         "%s: re-adopted the %lld live shard(s) of this run: resumed at step %lld, "
         "nothing read from a checkpoint\n",
-        label.c_str(), static_cast<long long>(strategy.adopted_shards()),
+        label.c_str(), static_cast<long long>(strategy.placement().adopted_shards()),
         static_cast<long long>(first_step));
   } else if (resume_from.has_value()) {
     const double restore_start = internal::MonotonicSeconds();
@@ -298,15 +298,17 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
 
   CoordinatorOptions coordinator_options;
   coordinator_options.closures_per_worker = options.closures_per_worker;
-  coordinator_options.first_step = first_step;
-  coordinator_options.job = DescribeJob(job, options.seed);
+  CoordinatorRun coordinator_run;
+  coordinator_run.first_step = first_step;
+  coordinator_run.job = DescribeJob(job, options.seed);
   if (cluster->networked() && checkpoints.has_value()) {
-    coordinator_options.recovery_checkpoints = options.checkpoint_dir;
-    coordinator_options.recovery_run = checkpoints->run_id();
-    coordinator_options.queue_identity = QueueIdentityOf(checkpoints->run_id());
+    coordinator_run.recovery_checkpoints = options.checkpoint_dir;
+    coordinator_run.recovery_run = checkpoints->run_id();
+    coordinator_run.queue_identity = QueueIdentityOf(checkpoints->run_id());
   }
   TESSERA_ASSIGN_OR_RETURN(auto coordinator,
-                           ClusterCoordinator::Create(strategy, registry, coordinator_options));
+                           ClusterCoordinator::Create(strategy, registry, coordinator_options,
+                                                      std::move(coordinator_run)));
   const ClusterHookGuard coordinator_hook(observers.on_cluster, cluster.get(), coordinator.get());
   if (cluster->networked()) {
     std::printf("%s: waiting for %d of %d workers on port %d\n", label.c_str(),

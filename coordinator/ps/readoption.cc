@@ -25,17 +25,18 @@ namespace tessera {
 
 using internal::kPsRequestTimeout;
 
-absl::StatusOr<int64_t> ParameterServerStrategy::ClaimShardsOfRun(const std::string& run) {
+absl::StatusOr<int64_t> ShardPlacement::ClaimShardsOfRun(const std::string& run) {
   if (!cluster_.networked()) return 0;
   const int32_t num_ps = cluster_.num_ps();
   std::vector<ps_node_actor> nodes;
-  for (int32_t task = 0; task < num_ps; ++task) nodes.push_back(cluster_.ps_node(task));
-  const caf::actor owner = cluster_.session();
+  for (int32_t task = 0; task < num_ps; ++task) nodes.push_back(cluster_.actors().ps_node(task));
+  const caf::actor owner = cluster_.actors().session();
   using Claim = std::vector<HeldShard>;
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Claim> claims,
       internal::Await<std::vector<Claim>>(
-          cluster_.system(), [&nodes, owner, &run](caf::event_based_actor* self, auto done) {
+          cluster_.actors().system(),
+          [&nodes, owner, &run](caf::event_based_actor* self, auto done) {
             auto join = FanIn<Claim>::Start(nodes.size(),
                                             [self, done](absl::StatusOr<std::vector<Claim>> all) {
                                               self->quit();
@@ -78,7 +79,7 @@ bool SameShard(const ShardSpec& held, const ShardSpec& planned) {
 
 }  // namespace
 
-std::optional<std::vector<shard_actor>> ParameterServerStrategy::AdoptClaimed(
+std::optional<std::vector<shard_actor>> ShardPlacement::AdoptClaimed(
     const std::vector<PlacedShard>& all, size_t num_primaries) {
   if (claimed_.empty()) return std::nullopt;
   std::map<int32_t, std::vector<HeldShard>> claimed = std::move(claimed_);
@@ -127,8 +128,8 @@ std::optional<std::vector<shard_actor>> ParameterServerStrategy::AdoptClaimed(
   return std::nullopt;
 }
 
-absl::Status ParameterServerStrategy::AdoptShardsOn(
-    int32_t task, const std::map<std::string, shard_actor>& held) {
+absl::Status ShardPlacement::AdoptShardsOn(int32_t task,
+                                           const std::map<std::string, shard_actor>& held) {
   std::vector<std::string> missing;
   for (const PlacedShard& placed : shards_) {
     const std::string name =

@@ -1,7 +1,7 @@
-// ParameterServerStrategy: creating variables and placing their shards (Note [Creating shards at
-// once], strategy.h), the requests that create and drop shards, and the checkpoint path's
-// recreation of a lost PS's shards. The backups live in backups.cc, the re-adoption of a run's
-// or a stalled coordinator's shards in readoption.cc.
+// ParameterServerStrategy and its ShardPlacement: creating variables and placing their shards (Note
+// [Creating shards at once], strategy.h), the requests that create and drop shards, and the
+// checkpoint path's recreation of a lost PS's shards. The backups live in backups.cc, the
+// re-adoption of a run's or a stalled coordinator's shards in readoption.cc.
 #include "coordinator/ps/strategy.h"
 
 #include <algorithm>
@@ -24,11 +24,10 @@ namespace tessera {
 
 using internal::kPsRequestTimeout;
 
-ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster, Partitioner partitioner,
-                                                 int32_t shard_copies)
+ShardPlacement::ShardPlacement(Cluster& cluster, Partitioner partitioner, int32_t shard_copies)
     : cluster_(cluster), partitioner_(std::move(partitioner)), shard_copies_(shard_copies) {}
 
-ParameterServerStrategy::~ParameterServerStrategy() {
+ShardPlacement::~ShardPlacement() {
   if (!cluster_.networked()) return;
   std::vector<std::pair<int32_t, std::string>> created;
   for (const PlacedShard& placed : shards_) {
@@ -38,21 +37,13 @@ ParameterServerStrategy::~ParameterServerStrategy() {
   DropShards(created);
 }
 
-ParameterServerStrategy::PartitionerScope::PartitionerScope(ParameterServerStrategy& strategy,
-                                                            Partitioner partitioner)
-    : strategy_(strategy) {
-  strategy_.scopes_.push_back(std::move(partitioner));
-}
-
-ParameterServerStrategy::PartitionerScope::~PartitionerScope() { strategy_.scopes_.pop_back(); }
-
-const Partitioner& ParameterServerStrategy::PartitionerFor(const VariableOptions& options) const {
+const Partitioner& ShardPlacement::PartitionerFor(const VariableOptions& options) const {
   if (options.partitioner.has_value()) return *options.partitioner;
   if (!scopes_.empty()) return scopes_.back();
   return partitioner_;
 }
 
-std::string ParameterServerStrategy::DescribePlacement(int32_t task) const {
+std::string ShardPlacement::DescribePlacement(int32_t task) const {
   std::vector<std::string> names;
   for (const PlacedShard& placed : shards_) {
     if (placed.task == task) names.push_back(placed.name());
@@ -61,7 +52,7 @@ std::string ParameterServerStrategy::DescribePlacement(int32_t task) const {
   return absl::StrJoin(names, ", ");
 }
 
-std::optional<OptimizerSpec> ParameterServerStrategy::OptimizerOf(const std::string& name) const {
+std::optional<OptimizerSpec> ShardPlacement::OptimizerOf(const std::string& name) const {
   for (const PlacedShard& placed : shards_) {
     if (placed.variable == name) return placed.spec.optimizer;
   }
@@ -70,14 +61,14 @@ std::optional<OptimizerSpec> ParameterServerStrategy::OptimizerOf(const std::str
 
 // A variable planned by Plan: its handle (ON_WRITE) or its per-worker copies (ON_READ), whose
 // shards CreatePlanned fills in, and its shards' placement, in shard (copy) order.
-struct ParameterServerStrategy::PlannedVariable {
+struct ShardPlacement::PlannedVariable {
   std::string name;
   std::optional<VariableHandle> handle;
   std::optional<PerWorkerVariable> per_worker;
   std::vector<PlacedShard> shards;
 };
 
-absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
+absl::StatusOr<std::vector<shard_actor>> ShardPlacement::CreateShards(
     const std::vector<PlacedShard>& shards) {
   // Every reply, failed or not, is waited for: a shard created after another one failed must be
   // dropped too.
@@ -86,12 +77,13 @@ absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
     shard_actor shard;
   };
   std::vector<ps_node_actor> nodes;
-  for (const PlacedShard& placed : shards) nodes.push_back(cluster_.ps_node(placed.task));
-  const caf::actor owner = cluster_.session();
+  for (const PlacedShard& placed : shards) nodes.push_back(cluster_.actors().ps_node(placed.task));
+  const caf::actor owner = cluster_.actors().session();
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<Reply> replies,
       internal::Await<std::vector<Reply>>(
-          cluster_.system(), [&shards, &nodes, owner](caf::event_based_actor* self, auto done) {
+          cluster_.actors().system(),
+          [&shards, &nodes, owner](caf::event_based_actor* self, auto done) {
             auto join = FanIn<Reply>::Start(
                 shards.size(), [self, done](absl::StatusOr<std::vector<Reply>> all) {
                   self->quit();
@@ -133,8 +125,7 @@ absl::StatusOr<std::vector<shard_actor>> ParameterServerStrategy::CreateShards(
   return created;
 }
 
-void ParameterServerStrategy::DropShards(
-    const std::vector<std::pair<int32_t, std::string>>& created) {
+void ShardPlacement::DropShards(const std::vector<std::pair<int32_t, std::string>>& created) {
   if (created.empty()) return;
   // All at once, each PS node monitored: a request to a PS process that has died is dropped without
   // an error (Note [A restarted node behind a cached proxy], cluster/network/network.cc), so its
@@ -142,39 +133,40 @@ void ParameterServerStrategy::DropShards(
   // waiting out its timeout, kept a coordinator whose PS was lost for a minute). A hung PS costs
   // one bounded wait.
   std::vector<std::pair<ps_node_actor, std::string>> drops;
-  for (const auto& [task, name] : created) drops.emplace_back(cluster_.ps_node(task), name);
-  const caf::actor session = cluster_.session();
-  const absl::Status dropped = internal::AwaitStatus(cluster_.system(), [drops, session](
-                                                         caf::event_based_actor* self, auto done) {
-    auto answered = std::make_shared<std::vector<bool>>(drops.size(), false);
-    auto left = std::make_shared<size_t>(drops.size());
-    auto settle = [self, answered, left, done](size_t i) {
-      if ((*answered)[i]) return;
-      (*answered)[i] = true;
-      if (--*left > 0) return;
-      done(absl::OkStatus());
-      self->quit();
-    };
-    self->set_down_handler([drops, settle](caf::down_msg& down) {
-      for (size_t i = 0; i < drops.size(); ++i) {
-        if (drops[i].first.address() == down.source) settle(i);
-      }
-    });
-    for (size_t i = 0; i < drops.size(); ++i) {
-      if (!drops[i].first) {
-        settle(i);
-        continue;
-      }
-      self->monitor(drops[i].first);
-      self->request(drops[i].first, std::chrono::seconds(10), drop_shard_atom::value,
-                    drops[i].second, session)
-          .then([settle, i] { settle(i); }, [settle, i](caf::error&) { settle(i); });
-    }
-  });
+  for (const auto& [task, name] : created)
+    drops.emplace_back(cluster_.actors().ps_node(task), name);
+  const caf::actor session = cluster_.actors().session();
+  const absl::Status dropped = internal::AwaitStatus(
+      cluster_.actors().system(), [drops, session](caf::event_based_actor* self, auto done) {
+        auto answered = std::make_shared<std::vector<bool>>(drops.size(), false);
+        auto left = std::make_shared<size_t>(drops.size());
+        auto settle = [self, answered, left, done](size_t i) {
+          if ((*answered)[i]) return;
+          (*answered)[i] = true;
+          if (--*left > 0) return;
+          done(absl::OkStatus());
+          self->quit();
+        };
+        self->set_down_handler([drops, settle](caf::down_msg& down) {
+          for (size_t i = 0; i < drops.size(); ++i) {
+            if (drops[i].first.address() == down.source) settle(i);
+          }
+        });
+        for (size_t i = 0; i < drops.size(); ++i) {
+          if (!drops[i].first) {
+            settle(i);
+            continue;
+          }
+          self->monitor(drops[i].first);
+          self->request(drops[i].first, std::chrono::seconds(10), drop_shard_atom::value,
+                        drops[i].second, session)
+              .then([settle, i] { settle(i); }, [settle, i](caf::error&) { settle(i); });
+        }
+      });
   (void)dropped;  // always OK: a shard that could not be dropped dies with the session anyway
 }
 
-absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy::Plan(
+absl::StatusOr<ShardPlacement::PlannedVariable> ShardPlacement::Plan(
     const VariableOptions& options, const std::vector<PlannedVariable>& planned) {
   if (options.name.empty()) return absl::InvalidArgumentError("a variable needs a name");
   const bool planned_already =
@@ -264,7 +256,7 @@ absl::StatusOr<ParameterServerStrategy::PlannedVariable> ParameterServerStrategy
   return plan;
 }
 
-absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlanned(
+absl::StatusOr<std::vector<ShardedVariable>> ShardPlacement::CreatePlanned(
     std::vector<PlannedVariable> planned, int64_t next_ps_before) {
   std::vector<PlacedShard> all;
   for (const PlannedVariable& plan : planned) {
@@ -303,10 +295,10 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreatePlan
   return Register(std::move(planned), all, num_primaries, *std::move(created));
 }
 
-std::vector<ShardedVariable> ParameterServerStrategy::Register(std::vector<PlannedVariable> planned,
-                                                               const std::vector<PlacedShard>& all,
-                                                               size_t num_primaries,
-                                                               std::vector<shard_actor> created) {
+std::vector<ShardedVariable> ShardPlacement::Register(std::vector<PlannedVariable> planned,
+                                                      const std::vector<PlacedShard>& all,
+                                                      size_t num_primaries,
+                                                      std::vector<shard_actor> created) {
   std::vector<ShardedVariable> out;
   size_t k = 0;
   for (PlannedVariable& plan : planned) {
@@ -325,21 +317,20 @@ std::vector<ShardedVariable> ParameterServerStrategy::Register(std::vector<Plann
     }
     ShardedVariable variable =
         plan.per_worker.has_value()
-            ? ShardedVariable(&cluster_.system(), *std::move(plan.per_worker))
-            : ShardedVariable(&cluster_.system(), *std::move(plan.handle));
+            ? ShardedVariableAccess::Make(&cluster_.actors().system(), *std::move(plan.per_worker))
+            : ShardedVariableAccess::Make(&cluster_.actors().system(), *std::move(plan.handle));
     variables_.emplace(plan.name, variable);
     out.push_back(std::move(variable));
   }
   return out;
 }
 
-absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
-    const VariableOptions& options) {
+absl::StatusOr<ShardedVariable> ShardPlacement::CreateVariable(const VariableOptions& options) {
   TESSERA_ASSIGN_OR_RETURN(std::vector<ShardedVariable> created, CreateVariables({options}));
   return std::move(created.front());
 }
 
-absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreateVariables(
+absl::StatusOr<std::vector<ShardedVariable>> ShardPlacement::CreateVariables(
     const std::vector<VariableOptions>& options) {
   if (options.empty()) return std::vector<ShardedVariable>();
   const int64_t next_ps_before = next_ps_;
@@ -355,10 +346,9 @@ absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreateVari
   return CreatePlanned(std::move(planned), next_ps_before);
 }
 
-absl::StatusOr<std::shared_ptr<const ModelVariables>>
-ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model,
-                                              const OptimizerSpec& optimizer,
-                                              InitialValues values) {
+absl::StatusOr<std::shared_ptr<const ModelVariables>> ShardPlacement::CreateModelVariables(
+    std::shared_ptr<const Model> model, const OptimizerSpec& optimizer,
+    ParameterServerStrategy::InitialValues values) {
   auto vars = std::make_shared<ModelVariables>();
   vars->model = model;
   static const Partitioner kNone;
@@ -368,7 +358,8 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
     options.name = param.name;
     options.shape = param.shape;
     options.initializer = param.initializer;
-    if (values == InitialValues::kRestoredNext) options.initializer = InitializerSpec{"zeros", {}, 0};
+    if (values == ParameterServerStrategy::InitialValues::kRestoredNext)
+      options.initializer = InitializerSpec{"zeros", {}, 0};
     options.trainable = param.trainable;
     if (param.trainable) options.optimizer = optimizer;
     if (!param.partitioned) options.partitioner = kNone;
@@ -382,16 +373,16 @@ ParameterServerStrategy::CreateModelVariables(std::shared_ptr<const Model> model
   return std::shared_ptr<const ModelVariables>(std::move(vars));
 }
 
-void ParameterServerStrategy::Repoint(const PlacedShard& placed, shard_actor actor, int32_t task) {
+void ShardPlacement::Repoint(const PlacedShard& placed, shard_actor actor, int32_t task) {
   ShardedVariable& variable = variables_.at(placed.variable);
   if (placed.per_worker_copy) {
-    variable.ReplaceCopy(placed.index, std::move(actor), task);
+    ShardedVariableAccess::ReplaceCopy(variable, placed.index, std::move(actor), task);
   } else {
-    variable.ReplaceShard(placed.index, std::move(actor), task);
+    ShardedVariableAccess::ReplaceShard(variable, placed.index, std::move(actor), task);
   }
 }
 
-absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShardsOn(int32_t task) {
+absl::StatusOr<std::vector<std::string>> ShardPlacement::RecreateShardsOn(int32_t task) {
   std::vector<PlacedShard> lost;
   for (const PlacedShard& placed : shards_) {
     if (placed.task == task) lost.push_back(placed);
@@ -416,7 +407,7 @@ absl::StatusOr<std::vector<std::string>> ParameterServerStrategy::RecreateShards
   return touched;
 }
 
-std::vector<VariableHandle> ParameterServerStrategy::Handles() const {
+std::vector<VariableHandle> ShardPlacement::Handles() const {
   std::vector<VariableHandle> out;
   for (const auto& [name, variable] : variables_) {
     if (!variable.is_on_read()) {
@@ -430,6 +421,55 @@ std::vector<VariableHandle> ParameterServerStrategy::Handles() const {
     }
   }
   return out;
+}
+
+// -- ParameterServerStrategy, the public handle
+// ------------------------------------------------------
+
+ParameterServerStrategy::ParameterServerStrategy(Cluster& cluster, Partitioner partitioner,
+                                                 int32_t shard_copies)
+    : placement_(std::make_unique<ShardPlacement>(cluster, std::move(partitioner), shard_copies)) {}
+
+ParameterServerStrategy::~ParameterServerStrategy() = default;
+
+absl::StatusOr<ShardedVariable> ParameterServerStrategy::CreateVariable(
+    const VariableOptions& options) {
+  return placement_->CreateVariable(options);
+}
+
+absl::StatusOr<std::vector<ShardedVariable>> ParameterServerStrategy::CreateVariables(
+    const std::vector<VariableOptions>& options) {
+  return placement_->CreateVariables(options);
+}
+
+absl::StatusOr<std::shared_ptr<const ModelVariables>> ParameterServerStrategy::CreateModelVariables(
+    std::shared_ptr<const Model> model, const OptimizerSpec& optimizer, InitialValues values) {
+  return placement_->CreateModelVariables(std::move(model), optimizer, values);
+}
+
+ParameterServerStrategy::PartitionerScope::PartitionerScope(ParameterServerStrategy& strategy,
+                                                            Partitioner partitioner)
+    : strategy_(strategy) {
+  strategy_.placement_->scopes().push_back(std::move(partitioner));
+}
+
+ParameterServerStrategy::PartitionerScope::~PartitionerScope() {
+  strategy_.placement_->scopes().pop_back();
+}
+
+Cluster& ParameterServerStrategy::cluster() { return placement_->cluster(); }
+const Partitioner& ParameterServerStrategy::partitioner() const {
+  return placement_->partitioner();
+}
+int32_t ParameterServerStrategy::shard_copies() const { return placement_->shard_copies(); }
+const std::map<std::string, ShardedVariable>& ParameterServerStrategy::variables() const {
+  return placement_->variables();
+}
+std::string ParameterServerStrategy::DescribePlacement(int32_t task) const {
+  return placement_->DescribePlacement(task);
+}
+std::optional<OptimizerSpec> ParameterServerStrategy::OptimizerOf(const std::string& name) const {
+  return placement_->OptimizerOf(name);
 }
 
 }  // namespace tessera

@@ -1,5 +1,8 @@
-// ParameterServerStrategy: creates variables on the cluster's parameter servers (docs/design.md
-// §3).
+// ShardPlacement: what stands behind a ParameterServerStrategy (tessera/strategy.h) — where every
+// shard of its variables is, their backups, and how a lost PS's shards come back (created again
+// for a checkpoint to fill, promoted from backups, or re-adopted). ParameterServerStrategy::
+// placement() reaches it; the coordinator's PS recovery (coordinator/scheduling/ps_recovery.h),
+// checkpoints and exports use it.
 //
 // CreateVariable decides the number of shards with the partitioner in force — the variable's own
 // (VariableOptions::partitioner), else the innermost open PartitionerScope, else the strategy's —
@@ -47,12 +50,6 @@
 // or partitioner) every claimed shard is dropped and the shards are created afresh, for the
 // checkpoint to fill. A partial adoption would mix a checkpoint's state with later state.
 //
-// Example:
-//   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
-//   TESSERA_ASSIGN_OR_RETURN(ShardedVariable emb, strategy.CreateVariable(
-//       {.name = "emb", .shape = Shape{100000, 32},
-//        .initializer = {"random_uniform", {{"minval", -0.05}, {"maxval", 0.05}}, 1}}));
-//
 // Thread-safety: not synchronized: create variables from one thread (the driver's).
 #pragma once
 
@@ -72,84 +69,40 @@
 #include "tessera/model.h"
 #include "tessera/optimizer.h"
 #include "tessera/partitioner.h"
+#include "tessera/strategy.h"
 
 namespace tessera {
 
-struct VariableOptions {
-  std::string name;
-  Shape shape;
-  DType dtype = DType::kFloat32;
-  InitializerSpec initializer{"zeros", {}, 0};
-  std::optional<OptimizerSpec> optimizer;  // the rule its shards apply gradients with
-  VariableSynchronization synchronization = VariableSynchronization::kAuto;
-  VariableAggregation aggregation = VariableAggregation::kNone;
-  bool trainable = true;
-  std::optional<Partitioner> partitioner;    // overrides scopes and the strategy's
-  const ShardedVariable* colocate_with = nullptr;  // unpartitioned, on that variable's first PS
-};
-
-class ParameterServerStrategy {
+class ShardPlacement {
  public:
   // `partitioner`: the default for variables created under this strategy ("none" by default).
   // `shard_copies`: 1, or 2 for a backup of every shard (Note [Backups on the next PS]; needs two
   // PS tasks or more, else creating a variable is InvalidArgument).
-  explicit ParameterServerStrategy(Cluster& cluster, Partitioner partitioner = {},
-                                   int32_t shard_copies = 1);
+  ShardPlacement(Cluster& cluster, Partitioner partitioner, int32_t shard_copies);
   // On a networked cluster, drops every shard it created from the PS processes (which outlive
   // the job), so the next job on them starts clean. In process, the shards die with the cluster.
-  ~ParameterServerStrategy();
-  ParameterServerStrategy(const ParameterServerStrategy&) = delete;
-  ParameterServerStrategy& operator=(const ParameterServerStrategy&) = delete;
+  ~ShardPlacement();
+  ShardPlacement(const ShardPlacement&) = delete;
+  ShardPlacement& operator=(const ShardPlacement&) = delete;
 
-  // Creates the variable, all its shards at once (Note [Creating shards at once]). InvalidArgument
-  // for an empty or duplicate name, a bad shape, dtype, synchronization/ aggregation pair
-  // (core/variables/aggregation.h), initializer or optimizer (the PS node's message names the
-  // shard); Unavailable when a PS node is gone; ResourceExhausted when a PS node cannot allocate a
-  // shard. On error no shard of the variable is left behind.
+  // As ParameterServerStrategy's (tessera/strategy.h); every shard of a call is created at once
+  // (Note [Creating shards at once]).
   absl::StatusOr<ShardedVariable> CreateVariable(const VariableOptions& options);
-  // Creates several variables, every shard of all of them at once, in `options`' order; errors
-  // as CreateVariable's, and on error no shard of any of them is left behind. After
-  // ClaimShardsOfRun, create all of a run's variables in one call (this or CreateModelVariables):
-  // the next creation alone decides whether the claimed shards are adopted, and a creation of
-  // only some of the run's variables finds shards it did not plan and drops them all.
   absl::StatusOr<std::vector<ShardedVariable>> CreateVariables(
       const std::vector<VariableOptions>& options);
-
-  // One variable per parameter of `model`, partitioned when the ParamSpec asks for it (else
-  // never), all trained by `optimizer`; ready for TrainStepAsync (actors/ps/train_step.h). Every
-  // shard of every parameter is created at once; errors as CreateVariable's, and on error no
-  // shard of any of the model's variables is left behind.
-  // With InitialValues::kRestoredNext the shards start as zeros rather than initialized (a
-  // resumed run: a checkpoint restore overwrites every value next, and initializing a large model
-  // only to overwrite it costs seconds).
-  enum class InitialValues { kInitialized, kRestoredNext };
   absl::StatusOr<std::shared_ptr<const ModelVariables>> CreateModelVariables(
       std::shared_ptr<const Model> model, const OptimizerSpec& optimizer,
-      InitialValues values = InitialValues::kInitialized);
+      ParameterServerStrategy::InitialValues values);
 
-  // While a scope lives, variables without their own partitioner use `partitioner`.
-  class PartitionerScope {
-   public:
-    PartitionerScope(ParameterServerStrategy& strategy, Partitioner partitioner);
-    ~PartitionerScope();
-    PartitionerScope(const PartitionerScope&) = delete;
-    PartitionerScope& operator=(const PartitionerScope&) = delete;
-
-   private:
-    ParameterServerStrategy& strategy_;
-  };
-
+  // The open PartitionerScopes, innermost last.
+  std::vector<Partitioner>& scopes() { return scopes_; }
   Cluster& cluster() { return cluster_; }
   // The actor system the variables' shards live in (checkpoints and exports send from it).
-  caf::actor_system& system() const { return cluster_.system(); }
+  caf::actor_system& system() const { return cluster_.actors().system(); }
   const Partitioner& partitioner() const { return partitioner_; }
   int32_t shard_copies() const { return shard_copies_; }
-  // The variables by name.
   const std::map<std::string, ShardedVariable>& variables() const { return variables_; }
-  // "emb/part_0, w" for every shard placed on PS `task`, in creation order.
   std::string DescribePlacement(int32_t task) const;
-  // The optimizer variable `name`'s shards were created with (as given, defaults not filled in);
-  // nullopt without one, or for no such variable.
   std::optional<OptimizerSpec> OptimizerOf(const std::string& name) const;
 
   // Every variable's handle (ON_READ variables: each worker's copy), for a VariableDirectory.

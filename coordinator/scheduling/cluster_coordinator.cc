@@ -16,20 +16,21 @@
 
 namespace tessera {
 
-ClusterCoordinator::ClusterCoordinator(ParameterServerStrategy& strategy,
-                                       std::shared_ptr<ClosureQueue> queue,
-                                       std::shared_ptr<const FunctionRegistry> registry,
-                                       CoordinatorOptions options)
+ClosureScheduler::ClosureScheduler(ParameterServerStrategy& strategy,
+                                   std::shared_ptr<ClosureQueue> queue,
+                                   std::shared_ptr<const FunctionRegistry> registry,
+                                   CoordinatorOptions options, CoordinatorRun run)
     : strategy_(strategy),
-      system_(strategy.cluster().system()),
+      system_(strategy.cluster().actors().system()),
       queue_(std::move(queue)),
       registry_(std::move(registry)),
       options_(std::move(options)),
+      run_(std::move(run)),
       lost_(std::make_shared<LostPs>()) {}
 
-absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
+absl::StatusOr<std::unique_ptr<ClosureScheduler>> ClosureScheduler::Create(
     ParameterServerStrategy& strategy, std::shared_ptr<const FunctionRegistry> registry,
-    CoordinatorOptions options) {
+    CoordinatorOptions options, CoordinatorRun run) {
   if (!registry) return absl::InvalidArgumentError("ClusterCoordinator: no function registry");
   if (options.queue_capacity < 1 || options.closures_per_worker < 1) {
     return absl::InvalidArgumentError(
@@ -37,10 +38,10 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
   }
   SetLogRole("coordinator");
   Cluster& cluster = strategy.cluster();
-  caf::actor_system& system = cluster.system();
-  auto queue = std::make_shared<ClosureQueue>(options.queue_capacity, options.queue_identity);
-  std::unique_ptr<ClusterCoordinator> coordinator(
-      new ClusterCoordinator(strategy, queue, registry, options));
+  caf::actor_system& system = cluster.actors().system();
+  auto queue = std::make_shared<ClosureQueue>(options.queue_capacity, run.queue_identity);
+  std::unique_ptr<ClosureScheduler> coordinator(
+      new ClosureScheduler(strategy, queue, registry, options, std::move(run)));
   WorkerFactory factory;
   PsLostHandler on_ps_lost;
   if (!cluster.networked()) {
@@ -56,7 +57,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
       ++lost->restoring;
       lost->changed.SignalAll();
     };
-    cluster.SetBackupLossListener(
+    cluster.actors().SetBackupLossListener(
         [lost = coordinator->lost_](const std::string& shard, const caf::actor_addr& backup) {
           absl::MutexLock lock(&lost->mu);
           lost->lost_backups.emplace_back(shard, backup);
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
                                          options.closures_per_worker, std::move(factory),
                                          std::move(on_ps_lost));
   for (int32_t task = 0; task < cluster.num_ps(); ++task) {
-    caf::anon_send(coordinator->actor_, watch_ps_atom::value, cluster.ps_node(task), task,
+    caf::anon_send(coordinator->actor_, watch_ps_atom::value, cluster.actors().ps_node(task), task,
                    strategy.DescribePlacement(task));
   }
   if (cluster.networked()) {
@@ -80,11 +81,14 @@ absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
   return coordinator;
 }
 
-VariableDirectory ClusterCoordinator::Directory() {
+VariableDirectory ClosureScheduler::Directory() {
   Cluster& cluster = strategy_.cluster();
-  VariableDirectory directory{generation_,         cluster.num_workers(),
-                              strategy_.Handles(), cluster.ps_addresses(),
-                              cluster.ps_nodes(),  options_.job};
+  VariableDirectory directory{generation_,
+                              cluster.num_workers(),
+                              strategy_.placement().Handles(),
+                              cluster.ps_addresses(),
+                              cluster.actors().ps_nodes(),
+                              run_.job};
   for (int32_t task : vacant_) {
     directory.ps_addresses[task].clear();
     directory.ps_nodes[task] = ps_node_actor();
@@ -92,7 +96,7 @@ VariableDirectory ClusterCoordinator::Directory() {
   return directory;
 }
 
-absl::Status ClusterCoordinator::StartNetworked() {
+absl::Status ClosureScheduler::StartNetworked() {
   Cluster& cluster = strategy_.cluster();
   caf::anon_send(actor_, directory_atom::value, Directory());
   TESSERA_ASSIGN_OR_RETURN(
@@ -103,8 +107,8 @@ absl::Status ClusterCoordinator::StartNetworked() {
   return absl::OkStatus();
 }
 
-ClusterCoordinator::~ClusterCoordinator() {
-  strategy_.cluster().SetBackupLossListener(nullptr);
+ClosureScheduler::~ClosureScheduler() {
+  strategy_.cluster().actors().SetBackupLossListener(nullptr);
   if (recovery_thread_.joinable()) WaitUntilWorkersLearnOfFailure();
   {
     absl::MutexLock lock(&lost_->mu);
@@ -125,7 +129,7 @@ ClusterCoordinator::~ClusterCoordinator() {
 // coordinator and waits --connect_timeout_s for another. So before a failed run's coordinator
 // exits it waits, for at most kFailureNoticeTimeout, until every worker task has learned of the
 // failure, and then a moment (kFailureNoticeFlush) for the last answers to leave.
-void ClusterCoordinator::WaitUntilWorkersLearnOfFailure() {
+void ClosureScheduler::WaitUntilWorkersLearnOfFailure() {
   constexpr absl::Duration kFailureNoticeTimeout = absl::Seconds(5);
   constexpr absl::Duration kFailureNoticeFlush = absl::Milliseconds(200);
   const absl::Time deadline = absl::Now() + kFailureNoticeTimeout;
@@ -139,7 +143,7 @@ void ClusterCoordinator::WaitUntilWorkersLearnOfFailure() {
   absl::SleepFor(kFailureNoticeFlush);
 }
 
-absl::Status ClusterCoordinator::Join() {
+absl::Status ClosureScheduler::Join() {
   for (;;) {
     TESSERA_RETURN_IF_ERROR(queue_->Join());
     absl::MutexLock lock(&lost_->mu);
@@ -150,7 +154,7 @@ absl::Status ClusterCoordinator::Join() {
   }
 }
 
-absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Duration timeout) {
+absl::Status ClosureScheduler::WaitForWorkers(int32_t min_workers, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<int32_t> reported{-1};
   for (;;) {
@@ -175,16 +179,16 @@ absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Durat
   }
 }
 
-absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& function,
-                                                         ClosureValues args,
-                                                         std::optional<int64_t> step) {
+absl::StatusOr<RemoteValue> ClosureScheduler::Schedule(const std::string& function,
+                                                       ClosureValues args,
+                                                       std::optional<int64_t> step) {
   if (absl::StatusOr<const ReplicaFunction*> fn = registry_->FindReplicaFunction(function);
       !fn.ok()) {
     return fn.status();
   }
   // Note [Closure ids that survive a restart] (core/scheduling/closure_queue.h).
   std::optional<ClosureId> id;
-  if (step.has_value() && options_.queue_identity.has_value()) {
+  if (step.has_value() && run_.queue_identity.has_value()) {
     if (*step < 0 || *step >= kFirstUnnumberedId - 1) {
       return absl::InvalidArgumentError(absl::StrCat("step ", *step, " is out of range"));
     }
@@ -198,14 +202,52 @@ absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& func
   return value;
 }
 
-uint64_t ClusterCoordinator::queue_identity() const { return queue_->identity(); }
+uint64_t ClosureScheduler::queue_identity() const { return queue_->identity(); }
 
-WorkerPoolStatus ClusterCoordinator::workers() const {
+WorkerPoolStatus ClosureScheduler::workers() const {
   caf::scoped_actor self(system_);
   WorkerPoolStatus out;
   self->request(actor_, caf::infinite, workers_atom::value)
       .receive([&](WorkerPoolStatus& status) { out = std::move(status); }, [](caf::error&) {});
   return out;
 }
+
+// -- ClusterCoordinator, the public handle
+// ----------------------------------------------------------
+
+ClusterCoordinator::ClusterCoordinator(std::unique_ptr<ClosureScheduler> scheduler)
+    : scheduler_(std::move(scheduler)) {}
+ClusterCoordinator::~ClusterCoordinator() = default;
+
+absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
+    ParameterServerStrategy& strategy, std::shared_ptr<const FunctionRegistry> registry,
+    CoordinatorOptions options) {
+  return Create(strategy, std::move(registry), options, CoordinatorRun{});
+}
+
+absl::StatusOr<std::unique_ptr<ClusterCoordinator>> ClusterCoordinator::Create(
+    ParameterServerStrategy& strategy, std::shared_ptr<const FunctionRegistry> registry,
+    CoordinatorOptions options, CoordinatorRun run) {
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<ClosureScheduler> scheduler,
+      ClosureScheduler::Create(strategy, std::move(registry), options, std::move(run)));
+  return std::unique_ptr<ClusterCoordinator>(new ClusterCoordinator(std::move(scheduler)));
+}
+
+absl::StatusOr<RemoteValue> ClusterCoordinator::Schedule(const std::string& function,
+                                                         ClosureValues args,
+                                                         std::optional<int64_t> step) {
+  return scheduler_->Schedule(function, std::move(args), step);
+}
+absl::Status ClusterCoordinator::Join() { return scheduler_->Join(); }
+absl::StatusOr<bool> ClusterCoordinator::Done() { return scheduler_->Done(); }
+ClosureStats ClusterCoordinator::stats() const { return scheduler_->stats(); }
+uint16_t ClusterCoordinator::port() const { return scheduler_->port(); }
+absl::Status ClusterCoordinator::WaitForWorkers(int32_t min_workers, absl::Duration timeout) {
+  return scheduler_->WaitForWorkers(min_workers, timeout);
+}
+uint64_t ClusterCoordinator::queue_identity() const { return scheduler_->queue_identity(); }
+WorkerPoolStatus ClusterCoordinator::workers() const { return scheduler_->workers(); }
+std::vector<PsRecovery> ClusterCoordinator::recoveries() const { return scheduler_->recoveries(); }
 
 }  // namespace tessera

@@ -1,31 +1,23 @@
-// ClusterCoordinator: schedules closures on the cluster's workers (TF's ClusterCoordinator;
-// semantics in core/scheduling/closure_queue.h and docs/design.md §3).
-//
-// Example:
-//   auto registry = std::make_shared<FunctionRegistry>();
-//   TESSERA_RETURN_IF_ERROR(registry->AddReplicaFunction("train_step", ...));
-//   TESSERA_ASSIGN_OR_RETURN(auto coordinator, ClusterCoordinator::Create(strategy, registry));
-//   for (int i = 0; i < steps; ++i) {
-//     TESSERA_ASSIGN_OR_RETURN(RemoteValue loss, coordinator->Schedule("train_step"));
-//   }
-//   TESSERA_RETURN_IF_ERROR(coordinator->Join());
+// ClosureScheduler: what stands behind a ClusterCoordinator (tessera/coordinator.h; semantics in
+// core/scheduling/closure_queue.h and docs/design.md §3) — the closure queue, the coordinator
+// actor that hands closures to workers, and the recovery thread.
 //
 // Creating the coordinator starts one worker per worker slot of an in-process cluster; on a
 // networked cluster it listens at the cluster spec's coordinator address instead, and worker
 // processes join (and rejoin after a restart) by themselves. It watches every PS node: once one
 // dies, Schedule / Join / Done return Unavailable naming the node and the variables it held —
-// unless, in networked mode, CoordinatorOptions::recovery_checkpoints names the checkpoints to
+// unless, in networked mode, CoordinatorRun::recovery_checkpoints names the checkpoints to
 // restore it from: then dispatch pauses, the coordinator finds a replacement node
-// (Cluster::ReplacePs: a standby of the spec, or the PS process back at its address), recreates
-// its shards there, loads them from the latest checkpoint, hands every worker the new shard
-// handles and PS addresses and carries on (the updates those shards took since that
+// (ClusterActors::ReplacePs: a standby of the spec, or the PS process back at its address),
+// recreates its shards there, loads them from the latest checkpoint, hands every worker the new
+// shard handles and PS addresses and carries on (the updates those shards took since that
 // checkpoint are lost, and reported by recoveries()). What happens when a PS is lost, in order
 // and with its reasons: coordinator/scheduling/ps_recovery.h.
 //
 // Creating one names this process's log role "coordinator" (core/base/logging.h).
 //
-// Thread-safety: Schedule, Join, Done, stats and the fault-injection calls are safe from any
-// non-actor thread. Tests kill and restart workers through coordinator/scheduling/testing.h.
+// Thread-safety: Schedule, Join, Done and stats are safe from any non-actor thread. Tests kill
+// and restart workers through coordinator/scheduling/testing.h.
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -48,16 +40,13 @@
 #include "core/checkpoint/checkpoint.h"
 #include "core/scheduling/closure.h"
 #include "core/scheduling/closure_queue.h"
+#include "core/training/job_description.h"
+#include "tessera/coordinator.h"
 
 namespace tessera {
 
-struct CoordinatorOptions {
-  // Closures that may wait to run before Schedule blocks.
-  int64_t queue_capacity = 256;
-  // Closures each worker runs at once. 1 (TF's behaviour) leaves a worker idle while its
-  // closure's messages travel; 2 overlaps one closure's parameter fetch and gradient push with
-  // another's compute (see bench/README.md for what it buys).
-  int32_t closures_per_worker = 1;
+// What a training run adds to a coordinator (ClusterCoordinator::Create's internal form).
+struct CoordinatorRun {
   // Networked mode: the CheckpointManager root whose latest checkpoint restores a lost PS
   // (empty: a lost PS is a fatal PS-unavailable error, as in TF), and the run it must belong to
   // (CheckpointManager::run_id(); empty: not checked). A checkpoint of another run is never
@@ -78,27 +67,20 @@ struct CoordinatorOptions {
   JobDescription job;
 };
 
-class ClusterCoordinator {
+class ClosureScheduler {
  public:
-  // Starts the workers of `strategy`'s cluster, running functions from `registry` (complete by
-  // now: it is read-only from here on). The strategy's variables must be created first so that
-  // a PS failure can name them.
-  static absl::StatusOr<std::unique_ptr<ClusterCoordinator>> Create(
+  // As ClusterCoordinator::Create (tessera/coordinator.h), with `run`.
+  static absl::StatusOr<std::unique_ptr<ClosureScheduler>> Create(
       ParameterServerStrategy& strategy, std::shared_ptr<const FunctionRegistry> registry,
-      CoordinatorOptions options = {});
+      CoordinatorOptions options, CoordinatorRun run);
   // Stops the workers; closures still queued are abandoned.
-  ~ClusterCoordinator();
+  ~ClosureScheduler();
 
-  ClusterCoordinator(const ClusterCoordinator&) = delete;
-  ClusterCoordinator& operator=(const ClusterCoordinator&) = delete;
+  ClosureScheduler(const ClosureScheduler&) = delete;
+  ClosureScheduler& operator=(const ClosureScheduler&) = delete;
 
-  // Queues function(args) and returns its RemoteValue at once (blocks only while the queue is
-  // full). Raises a pending application error once (see ClosureQueue), or the fatal PS error;
-  // NotFound for a function the registry does not have.
-  // `step`: the global step the closure trains, if it trains one: the replica function reads it
-  // (ReplicaContext::step), a train step's batch is the step's; with
-  // CoordinatorOptions::queue_identity the closure's id is derived from it too (steps scheduled
-  // in rising order; InvalidArgument otherwise).
+  // As ClusterCoordinator's. With CoordinatorRun::queue_identity a closure's id is derived from
+  // its `step` (steps scheduled in rising order; InvalidArgument otherwise).
   absl::StatusOr<RemoteValue> Schedule(const std::string& function, ClosureValues args = {},
                                        std::optional<int64_t> step = std::nullopt);
   // The closure queue's identity: every closure's Closure::queue.
@@ -124,8 +106,9 @@ class ClusterCoordinator {
   friend class ClusterCoordinatorTesting;  // fault injection: coordinator/scheduling/testing.h
   struct LostPs;  // the PS losses waiting for the recovery thread (internal/lost_ps.h)
 
-  ClusterCoordinator(ParameterServerStrategy& strategy, std::shared_ptr<ClosureQueue> queue,
-                     std::shared_ptr<const FunctionRegistry> registry, CoordinatorOptions options);
+  ClosureScheduler(ParameterServerStrategy& strategy, std::shared_ptr<ClosureQueue> queue,
+                   std::shared_ptr<const FunctionRegistry> registry, CoordinatorOptions options,
+                   CoordinatorRun run);
   // Networked: listen for workers, hand out the first directory, start the recovery thread.
   absl::Status StartNetworked();
   // Networked, when the run failed: see Note [A failed run tells its workers before the
@@ -161,6 +144,7 @@ class ClusterCoordinator {
   std::shared_ptr<ClosureQueue> queue_;
   std::shared_ptr<const FunctionRegistry> registry_;
   CoordinatorOptions options_;
+  CoordinatorRun run_;
   coordinator_actor actor_;
   uint16_t port_ = 0;
   std::shared_ptr<LostPs> lost_;

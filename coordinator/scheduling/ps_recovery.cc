@@ -1,6 +1,6 @@
-// ClusterCoordinator's PS recovery (what happens when a PS is lost: ps_recovery.h): the
-// recovery thread and the ways it restores a lost PS — re-adopted, its backups promoted, or
-// restored from a checkpoint — and the failed backups it strikes and rebuilds.
+// The coordinator's PS recovery (ClosureScheduler's) (what happens when a PS is lost:
+// ps_recovery.h): the recovery thread and the ways it restores a lost PS — re-adopted, its backups
+// promoted, or restored from a checkpoint — and the failed backups it strikes and rebuilds.
 #include "coordinator/scheduling/ps_recovery.h"
 
 #include <algorithm>
@@ -27,7 +27,7 @@ namespace tessera {
 
 // A lost PS first (training waits for it), then the failed backups (their primaries hold their
 // acknowledgements until struck), then the rebuilds (nobody waits for them).
-void ClusterCoordinator::RecoveryLoop() {
+void ClosureScheduler::RecoveryLoop() {
   for (;;) {
     int32_t task = 0;
     bool rebuild = false;
@@ -76,7 +76,7 @@ void ClusterCoordinator::RecoveryLoop() {
 // there, the variables point at them and training resumes: no checkpoint is read and no update
 // is lost. Otherwise (a restarted process holds nothing, a shard died) the shards it gave back
 // are dropped and the recovery restores from the checkpoint as before.
-void ClusterCoordinator::Recover(int32_t task) {
+void ClosureScheduler::Recover(int32_t task) {
   const absl::Time start = absl::Now();
   if (Readopt(task, start)) return;
   if (strategy_.shard_copies() > 1 && Failover(task, start)) return;
@@ -94,40 +94,38 @@ void ClusterCoordinator::Recover(int32_t task) {
     queue_->SetFatal(fatal);
     caf::anon_send(actor_, abort_atom::value, std::string(fatal.message()));
   };
-  if (options_.recovery_checkpoints.empty()) {
+  if (run_.recovery_checkpoints.empty()) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("it is gone, ",
                      strategy_.shard_copies() > 1 ? "its shards have no backup left, "
                                                   : "its shards have no backup, ",
                      "and there is no --checkpoint_dir to restore them from")));
   }
-  std::optional<std::string> latest =
-      CheckpointManager(options_.recovery_checkpoints, 1).Latest();
+  std::optional<std::string> latest = CheckpointManager(run_.recovery_checkpoints, 1).Latest();
   if (!latest.has_value()) {
     return fail(absl::NotFoundError(
-        absl::StrCat("no checkpoint in ", options_.recovery_checkpoints,
+        absl::StrCat("no checkpoint in ", run_.recovery_checkpoints,
                      " to restore its shards from yet: the run cannot continue")));
   }
   Log().warn("ps {} ({}) lost; restoring {} from {} onto {}", task, address, placement, *latest,
              cluster.spec()->ps_standby.empty()
                  ? "a PS started again at its address"
                  : "a standby (or a PS started again at its address, once none is left)");
-  absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
+  absl::StatusOr<ps_node_actor> node = cluster.actors().ReplacePs(task);
   if (!node.ok()) return fail(node.status());
   vacant_.erase(std::remove(vacant_.begin(), vacant_.end(), task), vacant_.end());
-  if (absl::StatusOr<std::vector<std::string>> moved = strategy_.RecreateShardsOn(task);
+  if (absl::StatusOr<std::vector<std::string>> moved = strategy_.placement().RecreateShardsOn(task);
       !moved.ok()) {
     return fail(moved.status());
   }
-  absl::StatusOr<int64_t> step =
-      RestoreShardsOf(strategy_, *latest, task, options_.recovery_run);
+  absl::StatusOr<int64_t> step = RestoreShardsOf(strategy_, *latest, task, run_.recovery_run);
   if (!step.ok()) return fail(step.status());
   PsRecovery report;
   report.ps_task = task;
   report.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   report.checkpoint = *latest;
   report.checkpoint_step = *step;
-  report.lost_steps = std::max<int64_t>(0, options_.first_step + completed - *step);
+  report.lost_steps = std::max<int64_t>(0, run_.first_step + completed - *step);
   Log().info(
       "ps {} restored on {} from {} (step {}) in {:.2f} s; the updates of {} steps to its "
       "shards were lost",
@@ -135,18 +133,18 @@ void ClusterCoordinator::Recover(int32_t task) {
   Resume(task, *node, std::move(report));
 }
 
-bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
+bool ClosureScheduler::Readopt(int32_t task, absl::Time start) {
   constexpr absl::Duration kReadoptConnectTimeout = absl::Milliseconds(500);
   Cluster& cluster = strategy_.cluster();
-  absl::StatusOr<ps_node_actor> node = cluster.ReconnectPs(task, kReadoptConnectTimeout);
+  absl::StatusOr<ps_node_actor> node = cluster.actors().ReconnectPs(task, kReadoptConnectTimeout);
   if (!node.ok()) return false;  // gone: the checkpoint path says so
   std::map<std::string, shard_actor> held;
   std::vector<std::string> without_backup;  // primaries whose backup failed while cut off
   absl::Status asked;
   caf::scoped_actor self(system_);
-  const std::string run =
-      options_.recovery_run.empty() ? std::string() : options_.recovery_run.ToString();
-  self->request(*node, std::chrono::seconds(10), reclaim_atom::value, cluster.session(), run)
+  const std::string run = run_.recovery_run.empty() ? std::string() : run_.recovery_run.ToString();
+  self->request(*node, std::chrono::seconds(10), reclaim_atom::value, cluster.actors().session(),
+                run)
       .receive(
           [&](std::vector<HeldShard>& shards) {
             for (HeldShard& shard : shards) {
@@ -155,7 +153,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
             }
           },
           [&](caf::error& err) { asked = ErrorToStatus(err); });
-  if (asked.ok()) asked = strategy_.AdoptShardsOn(task, held);
+  if (asked.ok()) asked = strategy_.placement().AdoptShardsOn(task, held);
   if (!asked.ok()) {
     if (!held.empty()) {
       Log().warn("ps {} gave back only part of its shards ({}): dropping them to restore all", task,
@@ -163,7 +161,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
     }
     for (const auto& [name, shard] : held) {
       self->request(*node, std::chrono::seconds(10), drop_shard_atom::value, name,
-                    cluster.session())
+                    cluster.actors().session())
           .receive([] {}, [](caf::error&) {});
     }
     return false;
@@ -173,7 +171,7 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
   {
     absl::MutexLock lock(&lost_->mu);
     for (const std::string& name : without_backup) {
-      if (std::optional<caf::actor_addr> backup = strategy_.BackupOf(name, task);
+      if (std::optional<caf::actor_addr> backup = strategy_.placement().BackupOf(name, task);
           backup.has_value()) {
         lost_->lost_backups.emplace_back(name, *backup);
       }
@@ -206,10 +204,10 @@ bool ClusterCoordinator::Readopt(int32_t task, absl::Time start) {
 // before the rebuild that takes a shard's last copy sends that PS's shards, all of them, down the
 // checkpoint path (PromoteBackupsOf promotes a PS's backups all or none). A PS that held only
 // backups costs nothing but their rebuild.
-bool ClusterCoordinator::Failover(int32_t task, absl::Time start) {
+bool ClosureScheduler::Failover(int32_t task, absl::Time start) {
   Cluster& cluster = strategy_.cluster();
   const std::string placement = strategy_.DescribePlacement(task);
-  absl::StatusOr<std::vector<std::string>> promoted = strategy_.PromoteBackupsOf(task);
+  absl::StatusOr<std::vector<std::string>> promoted = strategy_.placement().PromoteBackupsOf(task);
   if (!promoted.ok()) {
     Log().warn("ps {} lost: {}", task, promoted.status().message());
     return false;
@@ -239,9 +237,8 @@ bool ClusterCoordinator::Failover(int32_t task, absl::Time start) {
 // of a backup already struck or replaced (its PS was lost and its primaries told) changes
 // nothing. A failed backup whose node is dying and not yet known lost is struck the same way;
 // its rebuild, finding that node gone, waits for the PS's recovery, which queues another.
-void ClusterCoordinator::ReplaceLostBackup(const std::string& shard,
-                                           const caf::actor_addr& backup) {
-  absl::StatusOr<int32_t> task = strategy_.StrikeBackup(shard, backup);
+void ClosureScheduler::ReplaceLostBackup(const std::string& shard, const caf::actor_addr& backup) {
+  absl::StatusOr<int32_t> task = strategy_.placement().StrikeBackup(shard, backup);
   if (!task.ok()) {
     Log().debug("{}: nothing to strike ({})", shard, task.status().message());
     return;
@@ -252,30 +249,30 @@ void ClusterCoordinator::ReplaceLostBackup(const std::string& shard,
   lost_->changed.SignalAll();
 }
 
-void ClusterCoordinator::RebuildBackups(int32_t task) {
+void ClosureScheduler::RebuildBackups(int32_t task) {
   Cluster& cluster = strategy_.cluster();
   const absl::Time start = absl::Now();
   // First onto the live tasks; the lost task's node only when some shard finds none besides its
   // own (two PS), since waiting for a node can take the whole connect timeout.
-  absl::StatusOr<int32_t> rebuilt = strategy_.RebuildBackups(vacant_);
+  absl::StatusOr<int32_t> rebuilt = strategy_.placement().RebuildBackups(vacant_);
   const bool vacant = std::find(vacant_.begin(), vacant_.end(), task) != vacant_.end();
   if (!rebuilt.ok() && vacant) {
     Log().info("ps {}: waiting for a node to hold the backups ({})", task,
                rebuilt.status().message());
-    absl::StatusOr<ps_node_actor> node = cluster.ReplacePs(task);
+    absl::StatusOr<ps_node_actor> node = cluster.actors().ReplacePs(task);
     if (node.ok()) {
       vacant_.erase(std::remove(vacant_.begin(), vacant_.end(), task), vacant_.end());
       caf::anon_send(actor_, watch_ps_atom::value, *node, task, strategy_.DescribePlacement(task));
       // The same generation: no shard moved, workers need not join again.
       caf::anon_send(actor_, directory_atom::value, Directory());
       Log().info("ps {} is served by {} again", task, cluster.ps_addresses().at(task));
-      rebuilt = strategy_.RebuildBackups(vacant_);
+      rebuilt = strategy_.placement().RebuildBackups(vacant_);
     } else {
       rebuilt = Annotate(node.status(), absl::StrCat("no node for the lost ps ", task));
     }
   }
   if (!rebuilt.ok()) {
-    Log().warn("{} shard(s) stay without a backup: {}", strategy_.ShardsWithoutBackup(),
+    Log().warn("{} shard(s) stay without a backup: {}", strategy_.placement().ShardsWithoutBackup(),
                rebuilt.status().message());
     return;
   }
@@ -285,7 +282,7 @@ void ClusterCoordinator::RebuildBackups(int32_t task) {
   }
 }
 
-void ClusterCoordinator::Resume(int32_t task, const ps_node_actor& node, PsRecovery report) {
+void ClosureScheduler::Resume(int32_t task, const ps_node_actor& node, PsRecovery report) {
   if (node) {
     caf::anon_send(actor_, watch_ps_atom::value, node, task, strategy_.DescribePlacement(task));
   }
@@ -304,7 +301,7 @@ void ClusterCoordinator::Resume(int32_t task, const ps_node_actor& node, PsRecov
   recoveries_.push_back(std::move(report));
 }
 
-std::vector<PsRecovery> ClusterCoordinator::recoveries() const {
+std::vector<PsRecovery> ClosureScheduler::recoveries() const {
   absl::MutexLock lock(&mu_);
   return recoveries_;
 }

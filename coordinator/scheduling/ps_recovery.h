@@ -11,7 +11,7 @@
 //   2. with shard backups, failover: the backups of the task's shards take over, with every
 //      acknowledged update, and the task stays vacant until a rebuild finds it a node (Note [A
 //      lost PS's backups take over]);
-//   3. with CoordinatorOptions::recovery_checkpoints, a restore: a replacement node
+//   3. with CoordinatorRun::recovery_checkpoints, a restore: a replacement node
 //      (Cluster::ReplacePs), the task's shards created again there and loaded from the latest
 //      checkpoint of the run; the updates since that checkpoint are lost;
 //   4. else the run fails: Schedule / Join / Done return Unavailable naming the node and the

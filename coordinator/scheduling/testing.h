@@ -30,9 +30,9 @@ class ClusterCoordinatorTesting {
  public:
   // Kills the worker in `slot` now (its closure is re-run elsewhere); false when none lives.
   static bool KillWorker(ClusterCoordinator& coordinator, int32_t slot) {
-    caf::scoped_actor self(coordinator.system_);
+    caf::scoped_actor self(coordinator.scheduler().system_);
     bool killed = false;
-    self->request(coordinator.actor_, caf::infinite, kill_worker_atom::value, slot)
+    self->request(coordinator.scheduler().actor_, caf::infinite, kill_worker_atom::value, slot)
         .receive([&](bool k) { killed = k; }, [](caf::error&) {});
     return killed;
   }
@@ -40,7 +40,7 @@ class ClusterCoordinatorTesting {
   // Starts a worker in `slot` after `delay` (a preempted machine coming back).
   static void RestartWorker(ClusterCoordinator& coordinator, int32_t slot,
                             absl::Duration delay = absl::ZeroDuration()) {
-    caf::anon_send(coordinator.actor_, restart_atom::value, slot,
+    caf::anon_send(coordinator.scheduler().actor_, restart_atom::value, slot,
                    absl::ToInt64Milliseconds(delay));
   }
 
@@ -48,7 +48,7 @@ class ClusterCoordinatorTesting {
   // any earlier one; null removes it. Without one (the default) no fault is injected.
   static void SetFaultInjector(ClusterCoordinator& coordinator,
                                std::shared_ptr<FaultInjector> injector) {
-    caf::anon_send(coordinator.actor_, chaos_atom::value, std::move(injector));
+    caf::anon_send(coordinator.scheduler().actor_, chaos_atom::value, std::move(injector));
   }
 
   // SetFaultInjector(KillBusyWorkersAtCompletions(...)): kills `failures` workers, each in the

@@ -32,7 +32,7 @@ absl::Status RegisterEvalStep(FunctionRegistry& registry,
         absl::StatusOr<Batch> batch = (*batches)->Get(*index);
         if (!batch.ok()) return done(batch.status());
         ForwardStepAsync(
-            ctx.self(), vars, *std::move(batch),
+            ctx.shards().self(), vars, *std::move(batch),
             [done, logits_output](absl::StatusOr<ForwardOutcome> outcome) {
               if (!outcome.ok()) return done(outcome.status());
               if (!outcome->result.loss.has_value()) {

@@ -5,6 +5,26 @@
 #include "tessera/status.h"
 
 namespace tessera {
+namespace {
+
+constexpr char kLoss[] = "loss";
+constexpr char kExamples[] = "examples";
+
+}  // namespace
+
+ClosureValues TrainStepValues(const StepOutcome& outcome) {
+  ClosureValues values;
+  values.Set(kLoss, static_cast<double>(outcome.loss)).Set(kExamples, outcome.examples);
+  return values;
+}
+
+absl::StatusOr<StepOutcome> TrainStepOutcome(const ClosureValues& values) {
+  StepOutcome outcome;
+  TESSERA_ASSIGN_OR_RETURN(const double loss, values.Get<double>(kLoss));
+  outcome.loss = static_cast<float>(loss);
+  TESSERA_ASSIGN_OR_RETURN(outcome.examples, values.Get<int64_t>(kExamples));
+  return outcome;
+}
 
 absl::Status RegisterTrainStep(FunctionRegistry& registry,
                                std::shared_ptr<const ModelVariables> vars, const Dataset& train,
@@ -23,13 +43,10 @@ absl::Status RegisterTrainStep(FunctionRegistry& registry,
         if (!batches.ok()) return done(batches.status());
         absl::StatusOr<Batch> batch = (*batches)->Get(ctx.step());
         if (!batch.ok()) return done(batch.status());
-        TrainStepAsync(ctx.self(), vars, *std::move(batch), ctx.update_namer(),
+        TrainStepAsync(ctx.shards().self(), vars, *std::move(batch), ctx.update_namer(),
                        [done](absl::StatusOr<StepOutcome> outcome) {
                          if (!outcome.ok()) return done(outcome.status());
-                         ClosureValues out;
-                         out.Set(kTrainStepLoss, static_cast<double>(outcome->loss))
-                             .Set(kTrainStepExamples, outcome->examples);
-                         done(std::move(out));
+                         done(TrainStepValues(*outcome));
                        });
       });
 }

@@ -43,8 +43,9 @@ class Closures final : public StepExecutor {
       CompletedStep outcome;
       outcome.finished = pending_.front().resolved_at().value_or(absl::Now());
       pending_.pop_front();
-      TESSERA_ASSIGN_OR_RETURN(outcome.loss, v.Get<double>(kTrainStepLoss));
-      TESSERA_ASSIGN_OR_RETURN(outcome.examples, v.Get<int64_t>(kTrainStepExamples));
+      TESSERA_ASSIGN_OR_RETURN(const StepOutcome step, TrainStepOutcome(v));
+      outcome.loss = step.loss;
+      outcome.examples = step.examples;
       completed.push_back(outcome);
     }
     return completed;

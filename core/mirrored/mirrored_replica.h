@@ -37,9 +37,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/checkpoint/checkpoint.h"
-#include "core/scheduling/closure_values.h"
 #include "core/training/local_trainer.h"
 #include "core/variables/aggregation.h"
+#include "tessera/closure.h"
 #include "tessera/model.h"
 #include "tessera/tensor.h"
 

@@ -41,7 +41,7 @@ absl::StatusOr<ShardOpResult> Apply(ShardState& s, ApplyDenseGradientOp& op, con
 }
 
 absl::StatusOr<ShardOpResult> Apply(ShardState& s, ApplySparseGradientOp& op, const SliceStore*) {
-  TESSERA_RETURN_IF_ERROR(s.ApplySparseGradient(op.grad.indices, op.grad.values));
+  TESSERA_RETURN_IF_ERROR(s.ApplySparseGradient(op.grad.indices(), op.grad.values()));
   return VersionOf(s);
 }
 

@@ -118,7 +118,7 @@ struct ApplyDenseGradientOp {
 struct ApplySparseGradientOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "apply_sparse_gradient";
-  IndexedSlices grad;  // block-local indices; repeats are summed
+  SparseRows grad;  // block-local indices; repeats are summed
   UpdateId update;
 };
 

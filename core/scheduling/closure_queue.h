@@ -38,21 +38,6 @@
 
 namespace tessera {
 
-// Which worker runs what: a worker is named by an id that is never reused (a restarted worker
-// with the same index gets a new id), so a late message from a dead worker is recognisable.
-using WorkerId = int64_t;
-
-struct ClosureStats {
-  int64_t scheduled = 0;   // accepted by Enqueue
-  int64_t completed = 0;   // resolved ready
-  int64_t failed = 0;      // resolved failed
-  int64_t retried = 0;     // re-queued because their worker died
-  int64_t cancelled = 0;   // resolved cancelled
-  int64_t queued = 0;      // waiting now
-  int64_t running = 0;     // running now
-  std::map<WorkerId, int64_t> completed_by_worker;
-};
-
 // A closure handed to a worker: the attempt number tells a current result from a stale one.
 struct Dispatch {
   Closure closure;

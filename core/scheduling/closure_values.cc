@@ -1,9 +1,8 @@
-#include "core/scheduling/closure_values.h"
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "tessera/closure.h"
 
 namespace tessera {
 namespace {

@@ -1,13 +1,5 @@
-// Variable synchronization and aggregation (TF's tf.VariableSynchronization and
-// tf.VariableAggregation) as plain rules, apart from any transport.
-//
-// - ON_WRITE (the default, AUTO): one copy of the variable (possibly sharded) on the parameter
-//   servers. Updates that several replicas make in one step are first combined with the
-//   variable's aggregation (SUM, MEAN or ONLY_FIRST_REPLICA) and applied once. NONE cannot
-//   combine replica updates: such an update is an error.
-// - ON_READ: one copy per worker (e.g. a per-worker counter); a read from the driver reduces the
-//   copies with the aggregation. NONE is an error there too.
-// - MEAN needs a floating dtype.
+// Variable synchronization and aggregation (tessera/variables.h) as plain rules, apart from any
+// transport: which pairs a variable may have, and how replicas' updates combine.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -17,20 +9,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tessera/tensor.h"
+#include "tessera/variables.h"
 
 namespace tessera {
-
-// The numeric values are part of the wire format: never renumber.
-enum class VariableSynchronization : int32_t { kAuto = 0, kOnWrite = 1, kOnRead = 2 };
-enum class VariableAggregation : int32_t {
-  kNone = 0,
-  kSum = 1,
-  kMean = 2,
-  kOnlyFirstReplica = 3,
-};
-
-absl::string_view SynchronizationName(VariableSynchronization sync);  // "auto", "on_write", ...
-absl::string_view AggregationName(VariableAggregation aggregation);  // "none", "sum", ...
 
 // Checks a variable's (synchronization, aggregation, dtype) when it is created.
 // InvalidArgument: a value outside the enums, MEAN on a non-floating dtype, or ON_READ with NONE

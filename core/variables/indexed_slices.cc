@@ -2,10 +2,26 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace tessera {
+
+SparseRows::SparseRows(IndexedSlices own) : indices_(std::move(own.indices)) {
+  shape_ = own.values.shape();
+  source_ = std::make_shared<const Tensor>(std::move(own.values));
+  data_ = source_->data();
+}
+
+SparseRows SparseRows::Share(Ids indices, std::shared_ptr<const Tensor> source, int64_t begin) {
+  SparseRows rows;
+  rows.shape_ = source->shape().WithRows(static_cast<int64_t>(indices.size()));
+  rows.data_ = source->data() + begin * source->row_size();
+  rows.indices_ = std::move(indices);
+  rows.source_ = std::move(source);
+  return rows;
+}
 
 absl::Status ValidateIndexedRows(absl::Span<const int64_t> indices, ConstTensorView values,
                                  int64_t row_limit, int64_t row_size) {

@@ -22,25 +22,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "tessera/tensor.h"
+#include "tessera/variables.h"
 
 namespace tessera {
-
-// The seven scatter ops. The numeric values are part of the wire format: never renumber.
-enum class ScatterOp : int32_t {
-  kAdd = 0,
-  kSub = 1,
-  kMul = 2,
-  kDiv = 3,
-  kMin = 4,
-  kMax = 5,
-  kUpdate = 6,
-};
-
-// "scatter_add", "scatter_sub", ..., "scatter_update"; "scatter_<invalid>" for a value outside the
-// enum (one may arrive from the wire).
-absl::string_view ScatterOpName(ScatterOp op);
-// The inverse of ScatterOpName; InvalidArgument for anything else.
-absl::StatusOr<ScatterOp> ParseScatterOp(absl::string_view name);
 
 // Applies `rows[k]` to `block` row `ids[k]` for every k with `op`'s semantics (see the file
 // comment). `rows` must have shape [ids.size(), block's trailing dims...].
@@ -54,13 +38,6 @@ absl::Status ScatterRows(ScatterOp op, TensorView block, absl::Span<const int64_
 // [0, block rows). InvalidArgument otherwise, its message starting with `what`.
 absl::Status CheckRowUpdate(absl::string_view what, const Shape& block_shape,
                             absl::Span<const int64_t> ids, const Shape& rows_shape);
-
-// Whole-block assignment: block = value, block += value or block -= value.
-// The numeric values are part of the wire format: never renumber.
-enum class AssignKind : int32_t { kAssign = 0, kAdd = 1, kSub = 2 };
-
-// "assign", "assign_add", "assign_sub"; "assign_<invalid>" outside the enum.
-absl::string_view AssignKindName(AssignKind kind);
 
 // Assigns `value` to the whole block with `kind`.
 // Errors (InvalidArgument, block unchanged): a kind outside the enum, or value's shape differs

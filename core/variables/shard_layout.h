@@ -43,14 +43,9 @@
 #include "core/base/sorted_ids.h"
 #include "core/variables/indexed_slices.h"
 #include "tessera/tensor.h"
+#include "tessera/variables.h"
 
 namespace tessera {
-
-enum class ShardingStrategy : int { kDiv = 0, kMod = 1 };
-
-absl::string_view ShardingStrategyName(ShardingStrategy strategy);  // "div", "mod"
-// InvalidArgument for anything but "div" or "mod".
-absl::StatusOr<ShardingStrategy> ParseShardingStrategy(absl::string_view name);
 
 // "emb/part_3": the name of shard `shard` of variable `variable`.
 std::string ShardName(absl::string_view variable, int64_t shard);

@@ -1,4 +1,5 @@
-// Who is where in a networked cluster, and which of them this process is. Both come from one
+// The cluster a strategy places variables on (Cluster), who is where in a networked cluster, and
+// which of them this process is. Both come from one
 // JSON shape, read from a cluster spec file (--cluster_spec) or from TensorFlow's TF_CONFIG
 // environment variable:
 //   {"cluster": {"chief": ["10.0.0.5:7000"],
@@ -29,16 +30,19 @@
 // is still --host / --bind (loopback by default).
 //
 // How a node talks to the others (NetworkOptions: TLS, the listening address, timeouts and the
-// bounds on what a peer can make it allocate) is at the end.
+// bounds on what a peer can make it allocate) is next, and the Cluster at the end.
 //
-// Thread-safety: pure functions, except TfConfigFromEnvironment, which reads the environment.
+// Thread-safety: pure functions, except TfConfigFromEnvironment, which reads the environment; a
+// Cluster's Start/Connect and destructor on one thread, its accessors from any.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -144,6 +148,66 @@ struct NetworkOptions {
   uint64_t max_message_bytes = kDefaultMaxMessageBytes;
   uint64_t max_handshake_bytes = 64 << 10;
   absl::Duration handshake_timeout = absl::Seconds(10);
+};
+
+// -- The cluster ----------------------------------------------------------------------------------
+
+struct ClusterOptions {
+  int32_t num_ps = 1;       // >= 1
+  int32_t num_workers = 1;  // >= 1: worker slots (the coordinator starts them)
+  int32_t threads = 0;      // scheduler threads; 0: one per core (not CAF's max(cores, 4))
+};
+
+class ClusterActors;  // internal: what stands behind a Cluster (cluster/base/cluster.h)
+
+// The parameter-server nodes a strategy places variables on, and the worker slots a
+// ClusterCoordinator fills (TF's cluster resolver and the cluster it names) — either
+//   - in process (StartInProcess): the single-process simulation, the PS nodes and (once a
+//     coordinator starts them) the workers all in this process; or
+//   - networked (Connect): this process is the coordinator of a cluster spec's PS processes
+//     (`tessera ps`) and worker processes (a training program with --role=worker), which join
+//     it over the network.
+//
+// Example:
+//   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster,
+//                            Cluster::StartInProcess({.num_ps = 2, .num_workers = 2}));
+//   ParameterServerStrategy strategy(*cluster, *FixedShardsPartitioner(4));
+//
+// The destructor stops the in-process PS nodes (their shards follow; PS processes keep running);
+// a ClusterCoordinator and the strategies on the cluster must be destroyed first.
+class Cluster {
+ public:
+  // InvalidArgument when num_ps or num_workers is < 1 or threads < 0.
+  static absl::StatusOr<std::unique_ptr<Cluster>> StartInProcess(const ClusterOptions& options);
+  // The coordinator of a networked cluster: connects to every PS of `spec` (waiting up to
+  // network.connect_timeout for each; one that cannot be reached is replaced by a standby of the
+  // spec); one worker slot per worker of the spec. Names this process's log role
+  // "coordinator". Unavailable or DeadlineExceeded for a PS that cannot be reached,
+  // InvalidArgument for bad network options (TLS files that cannot be read, ...).
+  static absl::StatusOr<std::unique_ptr<Cluster>> Connect(const ClusterSpec& spec,
+                                                          const NetworkOptions& network,
+                                                          int32_t threads = 0);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  const ClusterOptions& options() const;
+  int32_t num_ps() const { return options().num_ps; }
+  int32_t num_workers() const { return options().num_workers; }
+  // Networked mode: the spec and options it was connected with (nullopt in process).
+  bool networked() const;
+  const std::optional<ClusterSpec>& spec() const;
+  const NetworkOptions& network() const;
+  // Networked mode: where each PS task is now (its spec address, or the standby that replaced
+  // it), as "host:port".
+  std::vector<std::string> ps_addresses() const;
+
+  // Internal, for the library: the actor system, the PS nodes and the session.
+  ClusterActors& actors() const { return *actors_; }
+
+ private:
+  explicit Cluster(std::unique_ptr<ClusterActors> actors);
+  std::unique_ptr<ClusterActors> actors_;
 };
 
 }  // namespace tessera

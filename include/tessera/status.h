@@ -1,4 +1,6 @@
-// Status helpers: Abseil 20220623 has no status macros, so these are ours.
+// Status helpers: Abseil 20220623 has no status macros, so these are ours; and the callbacks a
+// non-blocking operation calls once it is done (Done<T>: with its value or error; DoneStatus:
+// with its status).
 //
 //   TESSERA_RETURN_IF_ERROR(expr);        returns expr's status from the caller when it is not ok.
 //   TESSERA_ASSIGN_OR_RETURN(lhs, expr);  evaluates a StatusOr; returns its error, or assigns the
@@ -14,6 +16,7 @@
 //   }
 #pragma once
 
+#include <functional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -40,5 +43,9 @@ namespace tessera {
 
 // Prefixes an error's message with context ("restoring emb/part_1: ..."); ok passes through.
 absl::Status Annotate(const absl::Status& status, absl::string_view context);
+
+template <class T>
+using Done = std::function<void(absl::StatusOr<T>)>;
+using DoneStatus = std::function<void(absl::Status)>;
 
 }  // namespace tessera

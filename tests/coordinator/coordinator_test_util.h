@@ -229,12 +229,17 @@ class Timekeeper {
   caf::actor actor_;
 };
 
+// The worker actor running `ctx`'s closure: its shard client's actor is the worker.
+inline worker_actor::pointer WorkerOf(ReplicaContext& ctx) {
+  return static_cast<worker_actor::pointer>(ctx.shards().self());
+}
+
 // From a replica function: `then` runs on the worker once timekeeper `tk`'s gate is open (or
 // with the error when the timekeeper is gone). Capture the actor handle, never the Timekeeper
 // object: a worker may outlive the test's locals by a few messages.
 inline void AfterGate(ReplicaContext& ctx, const caf::actor& tk,
                       std::function<void(absl::Status)> then) {
-  ctx.self()
+  WorkerOf(ctx)
       ->request(tk, caf::infinite, tk_wait_atom::value)
       .then([then](bool) { then(absl::OkStatus()); },
             [then](caf::error& err) { then(ErrorToStatus(err)); });
@@ -243,7 +248,7 @@ inline void AfterGate(ReplicaContext& ctx, const caf::actor& tk,
 // From a replica function: `then` runs on the worker after `ms` milliseconds.
 inline void AfterSleep(ReplicaContext& ctx, const caf::actor& tk, int32_t ms,
                        std::function<void(absl::Status)> then) {
-  ctx.self()
+  WorkerOf(ctx)
       ->request(tk, caf::infinite, tk_sleep_atom::value, ms)
       .then([then](bool) { then(absl::OkStatus()); },
             [then](caf::error& err) { then(ErrorToStatus(err)); });
@@ -255,7 +260,7 @@ inline void AssignCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot,
   const absl::StatusOr<VariableHandle> copy = v.ForWorker(slot);
   REQUIRE_MESSAGE(copy.ok(), copy.status().ToString());
   const absl::Status s = internal::AwaitStatus(
-      cluster.system(), [copy = *copy, value](caf::event_based_actor* self, auto done) {
+      cluster.actors().system(), [copy = *copy, value](caf::event_based_actor* self, auto done) {
         ShardClient client(self);
         AssignAsync(client, copy, AssignKind::kAssign, Tensor(copy.shape, value), std::move(done));
       });
@@ -266,7 +271,8 @@ inline void AssignCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot,
 inline Tensor ReadCopy(Cluster& cluster, const ShardedVariable& v, int32_t slot) {
   absl::StatusOr<VariableHandle> copy = v.ForWorker(slot);
   REQUIRE_MESSAGE(copy.ok(), copy.status().ToString());
-  const absl::StatusOr<Tensor> value = ShardedVariable(&cluster.system(), *std::move(copy)).Read();
+  const absl::StatusOr<Tensor> value =
+      ShardedVariableAccess::Make(&cluster.actors().system(), *std::move(copy)).Read();
   REQUIRE_MESSAGE(value.ok(), value.status().ToString());
   return *value;
 }
@@ -277,7 +283,7 @@ inline std::vector<ShardInfo> ShardInfos(Cluster& cluster, const ShardedVariable
   const VariableHandle h = v.handle();
   for (int64_t s = 0; s < h.num_shards(); ++s) {
     absl::StatusOr<ShardInfo> info = internal::Await<ShardInfo>(
-        cluster.system(), [h, s](caf::event_based_actor* self, Done<ShardInfo> done) {
+        cluster.actors().system(), [h, s](caf::event_based_actor* self, Done<ShardInfo> done) {
           ShardClient client(self);
           client.Call<InfoOp>(h, s, InfoOp{}, std::move(done));
         });

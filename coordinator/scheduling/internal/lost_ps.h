@@ -1,4 +1,4 @@
-// ClusterCoordinator::LostPs: what waits for the coordinator's recovery thread — the PS tasks
+// ClosureScheduler::LostPs: what waits for the coordinator's recovery thread — the PS tasks
 // lost, the backups that failed and the rebuilds to do. The loss handlers set up in Create
 // (cluster_coordinator.cc) fill it; the recovery thread (ps_recovery.cc) empties it; Join waits
 // on it for the restores.
@@ -16,7 +16,7 @@
 
 namespace tessera {
 
-struct ClusterCoordinator::LostPs {
+struct ClosureScheduler::LostPs {
   absl::Mutex mu;
   absl::CondVar changed;
   std::deque<int32_t> tasks ABSL_GUARDED_BY(mu);

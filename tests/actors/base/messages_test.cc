@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,13 @@
 #include "actors/base/error.h"
 #include "actors/mirrored/mirrored_replica_actor.h"
 #include "tests/actors/actor_test_util.h"
+#include "tests/status_util.h"
 
 namespace tessera {
 namespace {
 
 using testing::SameTensor;
+using testing::ValueOrDie;
 
 template <class T>
 std::vector<char> Save(const T& x) {
@@ -155,6 +158,26 @@ TEST_CASE("a forged id count is rejected without allocating it") {
   CHECK(st.code() == absl::StatusCode::kDataLoss);
   CHECK(st.message() ==
         "malformed message: id list of 4294967295 ids needs 34359738360 bytes but only 8 remain");
+}
+
+// Note [A step's gradient is split without a copy] (core/variables/indexed_slices.h).
+TEST_CASE("a sparse gradient sharing its rows travels as an IndexedSlices of them") {
+  auto source = std::make_shared<const Tensor>(
+      ValueOrDie(Tensor::FromVector(Shape{4, 2}, {1, 2, 3, 4, 5, 6, 7, 8})));
+  const ApplySparseGradientOp shared{SparseRows::Share(Ids{0, 9}, source, /*begin=*/1),
+                                     UpdateId{5, 6, 7, 8}};
+  const ApplySparseGradientOp own{
+      IndexedSlices{Ids{0, 9}, ValueOrDie(Tensor::FromVector(Shape{2, 2}, {3, 4, 5, 6}))},
+      UpdateId{5, 6, 7, 8}};
+  CHECK(Save(shared) == Save(own));  // the same bytes on the wire
+  const ApplySparseGradientOp back = RoundTrip(shared);
+  CHECK(back.grad.indices() == Ids{0, 9});
+  CHECK(SameTensor(Tensor::Copy(back.grad.values()), Tensor::Copy(own.grad.values())));
+  CHECK(back.grad.values().data() != source->data() + 2);  // the loaded one owns its rows
+  CHECK(back.update.closure == 6);
+  CHECK(caf::deep_to_string(shared) ==
+        "tessera::ApplySparseGradientOp(tessera::SparseRows([0, 9], [2, 2]), "
+        "tessera::UpdateId(5, 6, 7, 8))");
 }
 
 TEST_CASE("every message type round-trips through the binary serializer") {

@@ -79,8 +79,8 @@ TEST_CASE("a checkpoint saved with N shards restores into M shards with its opti
       ParameterServerStrategy source(*source_cluster, Fixed(n));
       absl::StatusOr<ShardedVariable> original = source.CreateVariable(EmbeddingOptions());
       REQUIRE(original.ok());
-      REQUIRE(Apply(source_cluster->system(), *original, Gradient(1.0f)).ok());
-      REQUIRE(Apply(source_cluster->system(), *original, Gradient(0.5f)).ok());
+      REQUIRE(Apply(source_cluster->actors().system(), *original, Gradient(1.0f)).ok());
+      REQUIRE(Apply(source_cluster->actors().system(), *original, Gradient(0.5f)).ok());
       REQUIRE(SaveCheckpoint(source, dir, 42).ok());
 
       auto target_cluster = testing::StartCluster(3, 1);
@@ -96,8 +96,8 @@ TEST_CASE("a checkpoint saved with N shards restores into M shards with its opti
 
       // Continued training: the same gradient gives the same values only if the accumulators
       // (Adagrad's slots) came back too.
-      REQUIRE(Apply(source_cluster->system(), *original, Gradient(2.0f)).ok());
-      REQUIRE(Apply(target_cluster->system(), *restored, Gradient(2.0f)).ok());
+      REQUIRE(Apply(source_cluster->actors().system(), *original, Gradient(2.0f)).ok());
+      REQUIRE(Apply(target_cluster->actors().system(), *restored, Gradient(2.0f)).ok());
       CHECK(testing::SameTensor(*restored->Read(), *original->Read()));
       fs::remove_all(dir);
     }
@@ -116,7 +116,7 @@ TEST_CASE("a checkpoint written while training goes on holds the state at its cu
     IndexedSlices g;
     g.indices = {0, 70'000, 199'999, 5};
     g.values = Tensor(Shape{4, 16}, 0.25f);
-    REQUIRE(Apply(cluster->system(), v, g).ok());
+    REQUIRE(Apply(cluster->actors().system(), v, g).ok());
     const Tensor at_cut = testing::ValueOrDie(v.Read());
 
     absl::Notification cut;
@@ -124,7 +124,8 @@ TEST_CASE("a checkpoint written while training goes on holds the state at its cu
     std::thread save(
         [&] { saved = SaveCheckpoint(strategy, dir, 7, RunId::Random(), [&] { cut.Notify(); }); });
     cut.WaitForNotification();
-    for (int k = 0; k < 20; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());  // after the cut
+    for (int k = 0; k < 20; ++k)
+      REQUIRE(Apply(cluster->actors().system(), v, g).ok());  // after the cut
     save.join();
     REQUIRE_MESSAGE(saved.ok(), saved.ToString());
 
@@ -137,7 +138,7 @@ TEST_CASE("a checkpoint written while training goes on holds the state at its cu
           SaveCheckpoint(strategy, second_dir, 27, RunId::Random(), [&] { second_cut.Notify(); });
     });
     second_cut.WaitForNotification();
-    for (int k = 0; k < 5; ++k) REQUIRE(Apply(cluster->system(), v, g).ok());
+    for (int k = 0; k < 5; ++k) REQUIRE(Apply(cluster->actors().system(), v, g).ok());
     save_again.join();
     REQUIRE_MESSAGE(saved.ok(), saved.ToString());
 
@@ -178,9 +179,10 @@ TEST_CASE("Adam resumed on another number of shards continues exactly, rows neve
   std::vector<int64_t> every_row(13);
   for (int64_t i = 0; i < 13; ++i) every_row[static_cast<size_t>(i)] = i;
   for (int step = 0; step < 3; ++step) {
-    REQUIRE(Apply(source_cluster->system(), original, RowsGradient({0, 1}, 1.0f + step)).ok());
+    REQUIRE(
+        Apply(source_cluster->actors().system(), original, RowsGradient({0, 1}, 1.0f + step)).ok());
   }
-  REQUIRE(Apply(source_cluster->system(), original, RowsGradient(every_row, 0.5f)).ok());
+  REQUIRE(Apply(source_cluster->actors().system(), original, RowsGradient(every_row, 0.5f)).ok());
   REQUIRE(SaveCheckpoint(source, dir, 4).ok());
   const CheckpointManifest manifest = *ReadManifest(dir);
   CHECK((*FindVariable(manifest, "emb"))->step == 4);
@@ -191,8 +193,10 @@ TEST_CASE("Adam resumed on another number of shards continues exactly, rows neve
   const ShardedVariable restored = *target.CreateVariable(options);
   REQUIRE(RestoreCheckpoint(target, dir).ok());
   for (int step = 0; step < 2; ++step) {
-    REQUIRE(Apply(source_cluster->system(), original, RowsGradient(every_row, -1.5f)).ok());
-    REQUIRE(Apply(target_cluster->system(), restored, RowsGradient(every_row, -1.5f)).ok());
+    REQUIRE(
+        Apply(source_cluster->actors().system(), original, RowsGradient(every_row, -1.5f)).ok());
+    REQUIRE(
+        Apply(target_cluster->actors().system(), restored, RowsGradient(every_row, -1.5f)).ok());
   }
   CHECK(testing::SameTensor(*restored.Read(), *original.Read()));
   fs::remove_all(dir);
@@ -368,7 +372,7 @@ TEST_CASE("a slice file of another checkpoint or another run is DataLoss naming 
   CheckpointManager manager(root, 5);
   REQUIRE(manager.BeginFreshRun(false).ok());
   REQUIRE(manager.Save(strategy, 10).ok());
-  REQUIRE(Apply(cluster->system(), *emb, Gradient(1.0f)).ok());
+  REQUIRE(Apply(cluster->actors().system(), *emb, Gradient(1.0f)).ok());
   REQUIRE(manager.Save(strategy, 20).ok());
   const std::string file = "v0.emb.part-1-of-2.slice";
   REQUIRE(fs::exists(root + "/ckpt-20/" + file));
@@ -408,7 +412,7 @@ TEST_CASE("a checkpoint saved before run ids restores, with a warning") {
   ParameterServerStrategy strategy(*cluster, Fixed(2));
   absl::StatusOr<ShardedVariable> emb = strategy.CreateVariable(EmbeddingOptions());
   REQUIRE(emb.ok());
-  REQUIRE(Apply(cluster->system(), *emb, Gradient(1.0f)).ok());
+  REQUIRE(Apply(cluster->actors().system(), *emb, Gradient(1.0f)).ok());
   REQUIRE(SaveCheckpoint(strategy, dir, 7, RunId{}).ok());  // no identity, as older builds
   CHECK(ReadManifest(dir)->run_id.empty());
   auto target_cluster = testing::StartCluster(1, 1);
@@ -470,7 +474,7 @@ TEST_CASE("a complete checkpoint is never overwritten in place") {
   REQUIRE(emb.ok());
   REQUIRE(SaveCheckpoint(strategy, dir, 5).ok());
   const Tensor saved = *emb->Read();
-  REQUIRE(Apply(cluster->system(), *emb, Gradient(1.0f)).ok());
+  REQUIRE(Apply(cluster->actors().system(), *emb, Gradient(1.0f)).ok());
   const absl::Status again = SaveCheckpoint(strategy, dir, 6);
   CHECK(absl::IsFailedPrecondition(again));
   CHECK(Contains(again, dir + " already holds a checkpoint"));

@@ -97,7 +97,7 @@ TEST_CASE("QueryPsStatus never waits longer than its timeout, even when no node 
   // One scheduler thread, kept busy for 2 s: neither the nodes nor the query's own actor can run.
   std::unique_ptr<Cluster> cluster =
       ValueOrDie(Cluster::StartInProcess({.num_ps = 2, .num_workers = 1, .threads = 1}), "cluster");
-  cluster->system().spawn(
+  cluster->actors().system().spawn(
       [](caf::event_based_actor*, int) { std::this_thread::sleep_for(std::chrono::seconds(2)); },
       0);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the blocker holds the thread

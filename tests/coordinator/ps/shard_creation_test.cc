@@ -59,14 +59,15 @@ bool Bitwise(const Tensor& a, const Tensor& b) {
 
 // Shard `s` of `v`'s optimizer slots and step, asked of the shard itself.
 TensorSlice SnapshotOf(Cluster& cluster, const ShardedVariable& v, size_t s) {
-  return ValueOrDie(testing::AskOp(cluster.system(), v.handle().shards.at(s), SnapshotOp{}),
-                    "snapshot");
+  return ValueOrDie(
+      testing::AskOp(cluster.actors().system(), v.handle().shards.at(s), SnapshotOp{}), "snapshot");
 }
 
 std::vector<std::string> ShardsOn(Cluster& cluster, int32_t task) {
-  return ValueOrDie(testing::Ask<std::vector<std::string>>(cluster.system(),
-                                                           cluster.ps_node(task), list_atom::value),
-                    "list");
+  return ValueOrDie(
+      testing::Ask<std::vector<std::string>>(cluster.actors().system(),
+                                             cluster.actors().ps_node(task), list_atom::value),
+      "list");
 }
 
 TEST_CASE("a model's variables created at once hold the LocalTrainer's initial values and "
@@ -267,8 +268,9 @@ TEST_CASE("every create_shard of a model, and of a restarted PS, is in flight at
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   GatedPs second(kShards, port);
   REQUIRE(second.port == port);
-  REQUIRE(cluster->ReplacePs(0).ok());
-  const std::vector<std::string> touched = ValueOrDie(strategy->RecreateShardsOn(0), "Recreate");
+  REQUIRE(cluster->actors().ReplacePs(0).ok());
+  const std::vector<std::string> touched =
+      ValueOrDie(strategy->placement().RecreateShardsOn(0), "Recreate");
   CHECK(touched.size() == spec.params.size());
   CHECK(second.max_held->load() == kShards);
   for (const ParamSpec& param : spec.params) {

@@ -591,8 +591,8 @@ TEST_CASE("calls batched per PS node give what the same calls sent alone give") 
   const ShardedVariable bias = ValueOrDie(strategy.CreateVariable(options));
   options.name = "bias_alone";
   const ShardedVariable bias_alone = ValueOrDie(strategy.CreateVariable(options));
-  const std::vector<ps_node_actor> nodes = cluster->ps_nodes();
-  caf::actor_system& system = cluster->system();
+  const std::vector<ps_node_actor> nodes = cluster->actors().ps_nodes();
+  caf::actor_system& system = cluster->actors().system();
 
   // A step's fetch: gathers of sorted unique ids (every shard) and a dense read, one batch.
   const std::vector<int64_t> ids = {0, 5, 11, 12, 21, 22, 31};
@@ -647,6 +647,66 @@ TEST_CASE("calls batched per PS node give what the same calls sent alone give") 
   CHECK(!testing::SameTensor(ValueOrDie(bias.Read()), fetched->bias));
 }
 
+// Note [A step's gradient is split without a copy] (core/variables/indexed_slices.h): a step's
+// gradient, split along the grouping its gather used, its rows shared by the shards' ops, trains
+// as the copying path does.
+TEST_CASE("a step's gradient split along its gather's grouping trains as the copying path does") {
+  std::unique_ptr<Cluster> cluster = testing::StartCluster(/*num_ps=*/2, /*num_workers=*/1);
+  ParameterServerStrategy strategy(*cluster, ValueOrDie(FixedShardsPartitioner(3)));
+  VariableOptions options;
+  options.shape = Shape{32, 3};
+  options.initializer = kInit;
+  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
+  options.name = "shared";
+  const ShardedVariable shared = ValueOrDie(strategy.CreateVariable(options));
+  options.name = "copied";
+  const ShardedVariable copied = ValueOrDie(strategy.CreateVariable(options));
+  const std::vector<ps_node_actor> nodes = cluster->actors().ps_nodes();
+  caf::actor_system& system = cluster->actors().system();
+
+  // Ids in the first and last shard only: the middle shard's op has no rows.
+  const SortedIds ids = ValueOrDie(SortedIds::Check(Ids{1, 4, 10, 25, 31}));
+  std::shared_ptr<const IdGrouping> grouping = ValueOrDie(GroupStepIds(shared.handle(), ids));
+  CHECK(grouping->in_shard_order);
+  CHECK(grouping->touched_shards == std::vector<int64_t>{0, 2});
+  const std::vector<Tensor> blocks = ValueOrDie(internal::Await<std::vector<Tensor>>(
+      system, [&](caf::event_based_actor* self, Done<std::vector<Tensor>> done) {
+        ShardClient batch(self, nodes);
+        GatherBlocksAsync(batch, shared.handle(), grouping, done);
+      }));
+  REQUIRE(blocks.size() == 2);
+  CHECK_TENSOR(blocks[0], ValueOrDie(copied.Gather({1, 4, 10})));
+  CHECK_TENSOR(blocks[1], ValueOrDie(copied.Gather({25, 31})));
+
+  for (int round = 0; round < 2; ++round) {  // adagrad's slots accumulate
+    CAPTURE(round);
+    auto rows = std::make_shared<Tensor>(ValueOrDie(
+        Tensor::FromVector(Shape{5, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})));
+    const IndexedSlices grad{ids.ids(), *rows};
+    REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+              ShardClient batch(self, nodes);
+              ApplyStepGradientAsync(batch, shared.handle(), *grouping, rows, done);
+            }).ok());
+    REQUIRE(internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+              ShardClient direct(self);
+              ApplySparseGradientAsync(direct, copied.handle(), grad, done);
+            }).ok());
+  }
+  CHECK_TENSOR(ValueOrDie(shared.Read()), ValueOrDie(copied.Read()));
+  CHECK(!testing::SameTensor(ValueOrDie(shared.Read()),
+                             ValueOrDie(MakeInitializedBlock(kInit, Shape{32, 3}, 0, 32))));
+
+  // Rows that do not follow the grouping are refused before anything is sent.
+  const absl::Status refused =
+      internal::AwaitStatus(system, [&](caf::event_based_actor* self, DoneStatus done) {
+        ShardClient direct(self);
+        ApplyStepGradientAsync(direct, shared.handle(), *grouping,
+                               std::make_shared<const Tensor>(Shape{4, 3}), done);
+      });
+  CHECK(absl::IsInternal(refused));
+  CHECK_TENSOR(ValueOrDie(shared.Read()), ValueOrDie(copied.Read()));
+}
+
 TEST_CASE("a batched call to a lost PS node is Unavailable naming the shard and its task") {
   // In process even when TESSERA_TEST_PS names PS processes: it kills a PS node.
   std::unique_ptr<Cluster> cluster = ValueOrDie(Cluster::StartInProcess({2, 1, 0}));
@@ -656,11 +716,11 @@ TEST_CASE("a batched call to a lost PS node is Unavailable naming the shard and 
   options.shape = Shape{10, 2};
   options.initializer = kInit;
   const ShardedVariable v = ValueOrDie(strategy.CreateVariable(options));
-  const std::vector<ps_node_actor> nodes = cluster->ps_nodes();
+  const std::vector<ps_node_actor> nodes = cluster->actors().ps_nodes();
   REQUIRE(testing::KillPs(*cluster, 1).ok());
   REQUIRE(testing::WaitUntil([&] { return !v.Gather({7}).ok(); }));
   absl::StatusOr<Tensor> rows = internal::Await<Tensor>(
-      cluster->system(), [&](caf::event_based_actor* self, Done<Tensor> done) {
+      cluster->actors().system(), [&](caf::event_based_actor* self, Done<Tensor> done) {
         ShardClient batch(self, nodes);
         GatherAsync(batch, v.handle(), {2, 7}, ShardingStrategy::kDiv, done);
       });

@@ -47,16 +47,16 @@ ShardedVariable CreateTrained(ParameterServerStrategy& strategy, int64_t shards)
 
 // Shard `name` as PS node `task` holds it (a primary or a backup).
 shard_actor ShardOn(Cluster& cluster, int32_t task, const std::string& name) {
-  caf::scoped_actor self(cluster.system());
+  caf::scoped_actor self(cluster.actors().system());
   shard_actor out;
-  self->request(cluster.ps_node(task), kRequestTimeout, lookup_atom::value, name)
+  self->request(cluster.actors().ps_node(task), kRequestTimeout, lookup_atom::value, name)
       .receive([&](shard_actor& shard) { out = std::move(shard); },
                [&](caf::error& err) { FAIL("lookup of ", name, " on ps ", task, ": ", err); });
   return out;
 }
 
 TensorSlice SnapshotOf(Cluster& cluster, const shard_actor& shard) {
-  caf::scoped_actor self(cluster.system());
+  caf::scoped_actor self(cluster.actors().system());
   TensorSlice out;
   self->request(shard, kRequestTimeout, ShardOp(SnapshotOp{}))
       .receive([&](ShardOpResult& result) { out = std::get<TensorSlice>(std::move(result)); },
@@ -86,7 +86,7 @@ TEST_CASE("with shard_copies = 2 each shard has its backup on the next PS, holdi
   auto cluster = StartCluster(3);
   ParameterServerStrategy strategy(*cluster, Partitioner{}, 2);
   const ShardedVariable v = CreateTrained(strategy, 6);
-  CHECK(strategy.ShardsWithoutBackup() == 0);
+  CHECK(strategy.placement().ShardsWithoutBackup() == 0);
   for (int round = 0; round < 3; ++round) Train(v, round);
   for (const VariableShard& shard : v.Variables()) {
     CAPTURE(shard.name);
@@ -120,19 +120,19 @@ TEST_CASE("a lost PS's backups are promoted with every acknowledged change, then
 
   REQUIRE(testing::KillPs(*cluster, 0).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  auto touched = strategy.PromoteBackupsOf(0);
+  auto touched = strategy.placement().PromoteBackupsOf(0);
   REQUIRE(touched.ok());
   CHECK(*touched == std::vector<std::string>{"emb"});
   const ShardedVariable& v = strategy.variables().at("emb");
   for (const VariableShard& shard : v.Variables()) CHECK(shard.ps_task != 0);
   CHECK(testing::SameTensor(ValueOrDie(v.Read(), "read after"), before));
   // Shards 0 and 3 were promoted onto ps 1; shards 2 and 5 lost their backups with ps 0.
-  CHECK(strategy.ShardsWithoutBackup() == 4);
+  CHECK(strategy.placement().ShardsWithoutBackup() == 4);
 
-  auto rebuilt = strategy.RebuildBackups({0});
+  auto rebuilt = strategy.placement().RebuildBackups({0});
   REQUIRE(rebuilt.ok());
   CHECK(*rebuilt == 4);
-  CHECK(strategy.ShardsWithoutBackup() == 0);
+  CHECK(strategy.placement().ShardsWithoutBackup() == 0);
   Train(v, 7);
   for (const VariableShard& shard : v.Variables()) {
     CAPTURE(shard.name);
@@ -144,8 +144,9 @@ TEST_CASE("a lost PS's backups are promoted with every acknowledged change, then
     CHECK(SameState(primary, backup));
   }
   // A shard whose primary and backup are both gone cannot be promoted.
-  CHECK(strategy.PromoteBackupsOf(1).ok());
-  CHECK(strategy.PromoteBackupsOf(2).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(strategy.placement().PromoteBackupsOf(1).ok());
+  CHECK(strategy.placement().PromoteBackupsOf(2).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
 }
 
 // Note [A lost backup is struck before the primary acknowledges alone] (actors/ps/shard_actor.h).
@@ -162,39 +163,42 @@ TEST_CASE(
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   absl::Mutex mu;
   std::vector<std::pair<std::string, caf::actor_addr>> heard;
-  cluster->SetBackupLossListener([&](const std::string& shard, const caf::actor_addr& backup) {
-    absl::MutexLock lock(&mu);
-    heard.emplace_back(shard, backup);
-  });
+  cluster->actors().SetBackupLossListener(
+      [&](const std::string& shard, const caf::actor_addr& backup) {
+        absl::MutexLock lock(&mu);
+        heard.emplace_back(shard, backup);
+      });
   {
     absl::MutexLock lock(&mu);
     REQUIRE(heard.size() == 1);
     CHECK(heard[0].first == "emb/part_0");
     CHECK(heard[0].second == failed.address());
   }
-  CHECK(strategy.BackupOf("emb/part_0", 0).has_value());
-  CHECK(strategy.StrikeBackup("emb/part_0", caf::actor_addr()).status().code() ==
+  CHECK(strategy.placement().BackupOf("emb/part_0", 0).has_value());
+  CHECK(strategy.placement().StrikeBackup("emb/part_0", caf::actor_addr()).status().code() ==
         absl::StatusCode::kNotFound);
   // Struck: the primary goes on alone, so the held change and the next are acknowledged.
-  absl::StatusOr<int32_t> struck = strategy.StrikeBackup("emb/part_0", failed.address());
+  absl::StatusOr<int32_t> struck =
+      strategy.placement().StrikeBackup("emb/part_0", failed.address());
   REQUIRE(struck.ok());
   CHECK(*struck == 1);
-  CHECK_FALSE(strategy.BackupOf("emb/part_0", 0).has_value());
-  CHECK(strategy.ShardsWithoutBackup() == 1);
+  CHECK_FALSE(strategy.placement().BackupOf("emb/part_0", 0).has_value());
+  CHECK(strategy.placement().ShardsWithoutBackup() == 1);
   Train(v, 2);
   // A PS loss now finds no backup to promote for that shard, rather than the stale one.
-  CHECK(strategy.PromoteBackupsOf(0).status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(strategy.placement().PromoteBackupsOf(0).status().code() ==
+        absl::StatusCode::kFailedPrecondition);
   // Rebuilt, it takes the primary's state, and a loss of the primary loses nothing.
-  REQUIRE(strategy.RebuildBackups({}).ok());
-  CHECK(strategy.ShardsWithoutBackup() == 0);
+  REQUIRE(strategy.placement().RebuildBackups({}).ok());
+  CHECK(strategy.placement().ShardsWithoutBackup() == 0);
   Train(v, 3);
   const Tensor before = ValueOrDie(v.Read(), "read");
   REQUIRE(testing::KillPs(*cluster, 0).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(strategy.PromoteBackupsOf(0).ok());
+  REQUIRE(strategy.placement().PromoteBackupsOf(0).ok());
   CHECK(
       testing::SameTensor(ValueOrDie(strategy.variables().at("emb").Read(), "read after"), before));
-  cluster->SetBackupLossListener(nullptr);
+  cluster->actors().SetBackupLossListener(nullptr);
 }
 
 TEST_CASE(
@@ -206,12 +210,12 @@ TEST_CASE(
   const Tensor before = ValueOrDie(created.Read(), "read");
   REQUIRE(testing::KillPs(*cluster, 1).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(strategy.PromoteBackupsOf(1).ok());
+  REQUIRE(strategy.placement().PromoteBackupsOf(1).ok());
   const ShardedVariable& v = strategy.variables().at("emb");
   CHECK(testing::SameTensor(ValueOrDie(v.Read(), "read after"), before));
-  auto rebuilt = strategy.RebuildBackups({1});
+  auto rebuilt = strategy.placement().RebuildBackups({1});
   CHECK(rebuilt.status().code() == absl::StatusCode::kUnavailable);
-  CHECK(strategy.ShardsWithoutBackup() == 4);
+  CHECK(strategy.placement().ShardsWithoutBackup() == 4);
   // Training goes on, without backups.
   Train(v, 2);
 }

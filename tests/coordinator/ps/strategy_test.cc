@@ -51,10 +51,10 @@ std::vector<int32_t> PsTasks(const ShardedVariable& v) {
 
 // The shard names PS node `task` holds (sorted), asked of the node itself.
 std::vector<std::string> ShardsOn(Cluster& cluster, int32_t task) {
-  caf::scoped_actor self(cluster.system());
+  caf::scoped_actor self(cluster.actors().system());
   std::vector<std::string> out;
   bool answered = false;
-  self->request(cluster.ps_node(task), kRequestTimeout, list_atom::value)
+  self->request(cluster.actors().ps_node(task), kRequestTimeout, list_atom::value)
       .receive(
           [&](std::vector<std::string>& names) {
             out = std::move(names);
@@ -66,9 +66,9 @@ std::vector<std::string> ShardsOn(Cluster& cluster, int32_t task) {
 }
 
 PsNodeStats StatsOf(Cluster& cluster, int32_t task) {
-  caf::scoped_actor self(cluster.system());
+  caf::scoped_actor self(cluster.actors().system());
   PsNodeStats out;
-  self->request(cluster.ps_node(task), kRequestTimeout, stats_atom::value)
+  self->request(cluster.actors().ps_node(task), kRequestTimeout, stats_atom::value)
       .receive([&](PsNodeStats& stats) { out = std::move(stats); },
                [&](caf::error& err) { FAIL_CHECK(ErrorToStatus(err).ToString()); });
   return out;

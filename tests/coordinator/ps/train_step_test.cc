@@ -59,7 +59,7 @@ struct Fixture {
 
   absl::StatusOr<StepOutcome> Step(Batch batch) {
     return internal::Await<StepOutcome>(
-        cluster->system(),
+        cluster->actors().system(),
         [this, batch = std::move(batch)](caf::event_based_actor* self, Done<StepOutcome> done) {
           TrainStepAsync(self, vars, batch, nullptr, std::move(done));
         });
@@ -85,6 +85,37 @@ TEST_CASE("train steps on sharded variables move them exactly as the local train
     CAPTURE(name);
     CHECK_TENSOR(ValueOrDie(variable.Read()), *ValueOrDie(local.variable(name)));
   }
+}
+
+// Note [A step's gradient is split without a copy] (core/variables/indexed_slices.h).
+TEST_CASE("a step's scratch writes a shared gradient's memory again only once no op holds it") {
+  internal::StepScratch scratch;
+  Tensor gradient(Shape{4, 2}, 1.0f);
+  const float* first = gradient.data();
+  std::shared_ptr<const Tensor> sent = scratch.Share("emb", gradient);
+  CHECK(sent->data() == first);  // handed over, not copied
+  CHECK(gradient.size() == 0);   // nothing free to write into yet
+
+  // The next step's gradient, while an op still holds the first: new memory, the first kept.
+  gradient = Tensor(Shape{3, 2}, 2.0f);
+  const float* second = gradient.data();
+  std::shared_ptr<const Tensor> held = sent;
+  sent = scratch.Share("emb", gradient);
+  CHECK(sent->data() == second);
+  CHECK(gradient.size() == 0);
+  CHECK(held->data() == first);
+  CHECK(held->values()[0] == 1.0f);
+
+  // Once no op holds the one sent last, its memory comes back for the step after.
+  sent.reset();
+  gradient = Tensor(Shape{3, 2}, 3.0f);
+  std::shared_ptr<const Tensor> third = scratch.Share("emb", gradient);
+  CHECK(third->values()[0] == 3.0f);
+  CHECK(gradient.data() == second);
+  // Each table has its own.
+  Tensor other(Shape{1, 2}, 4.0f);
+  CHECK(scratch.Share("other", other)->values()[0] == 4.0f);
+  CHECK(held->values()[0] == 1.0f);
 }
 
 TEST_CASE("a train step with an id out of range fails before any shard changes") {

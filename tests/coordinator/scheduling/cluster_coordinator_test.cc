@@ -110,18 +110,20 @@ struct FixtureOptions {
   int32_t num_ps = 1;
   int32_t num_workers = 2;
   CoordinatorOptions coordinator;
+  CoordinatorRun run;
   // Runs after the standard variables and functions exist, before the coordinator starts.
   std::function<void(Fixture&)> setup;
 };
 
 FixtureOptions Options(int32_t num_ps, int32_t num_workers,
                        std::function<void(Fixture&)> setup = nullptr,
-                       CoordinatorOptions coordinator = {}) {
+                       CoordinatorOptions coordinator = {}, CoordinatorRun run = {}) {
   FixtureOptions options;
   options.num_ps = num_ps;
   options.num_workers = num_workers;
   options.setup = std::move(setup);
   options.coordinator = coordinator;
+  options.run = std::move(run);
   return options;
 }
 
@@ -129,7 +131,7 @@ std::unique_ptr<Fixture> MakeFixture(FixtureOptions options) {
   auto f = std::make_unique<Fixture>();
   f->cluster = testing::StartCluster(options.num_ps, options.num_workers);
   f->strategy = std::make_unique<ParameterServerStrategy>(*f->cluster);
-  f->timekeeper = std::make_unique<testing::Timekeeper>(f->cluster->system());
+  f->timekeeper = std::make_unique<testing::Timekeeper>(f->cluster->actors().system());
   VariableOptions counter;
   counter.name = "counter";
   counter.shape = Shape{};
@@ -168,8 +170,8 @@ std::unique_ptr<Fixture> MakeFixture(FixtureOptions options) {
                                 [done](absl::Status) { done(absl::InvalidArgumentError("boom")); });
            }).ok());
   if (options.setup) options.setup(*f);
-  f->coordinator =
-      ValueOrDie(ClusterCoordinator::Create(*f->strategy, f->registry, options.coordinator));
+  f->coordinator = ValueOrDie(ClusterCoordinator::Create(
+      *f->strategy, f->registry, options.coordinator, std::move(options.run)));
   return f;
 }
 
@@ -506,7 +508,7 @@ TEST_CASE("a closure re-run after its first attempt updated a shard applies its 
 TEST_CASE(
     "a successor of the same run's queue identity re-runs the step in flight at the loss, "
     "applied once, from the shards' mark") {
-  CoordinatorOptions run;
+  CoordinatorRun run;
   run.queue_identity = 0x5eed;
   // add_and_stall: counter += 2, and never answers (its coordinator is lost meanwhile).
   auto f = MakeFixture(Options(
@@ -522,7 +524,7 @@ TEST_CASE(
                         })
                     .ok());
       },
-      run));
+      {}, run));
   CHECK(f->coordinator->queue_identity() == 0x5eed);
   const auto mark = [&f] {
     int64_t out = 0;
@@ -549,7 +551,7 @@ TEST_CASE(
   CHECK(mark() == 6);  // step 5's id: every step below it resolved
 
   // The successor starts at the mark's step: step 5 again, under its old id (dropped), then 6.
-  f->coordinator = ValueOrDie(ClusterCoordinator::Create(*f->strategy, f->registry, run));
+  f->coordinator = ValueOrDie(ClusterCoordinator::Create(*f->strategy, f->registry, {}, run));
   values = {ValueOrDie(f->coordinator->Schedule("add2", {}, mark() - 1)),
             ValueOrDie(f->coordinator->Schedule("add2", {}, 6))};
   REQUIRE(FetchAllWithin(values).ok());
@@ -810,7 +812,7 @@ void AddTrainStep(Fixture& fx, const TinyRecsys& recsys) {
                     if (!batch.ok()) return done(batch.status());
                     if (!batch->has_value()) return done(absl::OutOfRangeError("no batch"));
                     TrainStepAsync(
-                        ctx.self(), vars, **std::move(batch), ctx.update_namer(),
+                        ctx.shards().self(), vars, **std::move(batch), ctx.update_namer(),
                         [done](absl::StatusOr<StepOutcome> outcome) {
                           if (!outcome.ok()) return done(outcome.status());
                           done(ClosureValues().Set("loss", static_cast<double>(outcome->loss)));

@@ -153,7 +153,7 @@ TEST_CASE("networked coordinator: the shards of a coordinator that is gone are d
   REQUIRE(names() == std::vector<std::string>{"w/part_0", "w/part_1"});
 
   // The coordinator's session ends without a word to the PS, as in a crash.
-  caf::anon_send_exit(first->session(), caf::exit_reason::kill);
+  caf::anon_send_exit(first->actors().session(), caf::exit_reason::kill);
   REQUIRE(testing::WaitUntil([&] { return names().empty(); }));
 
   auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
@@ -179,9 +179,9 @@ TEST_CASE(
   auto names = [&] { return ShardsHeldBy(ps_host); };
   auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*first);
-  CHECK(ValueOrDie(strategy->ClaimShardsOfRun(run), "claim") == 0);
+  CHECK(ValueOrDie(strategy->placement().ClaimShardsOfRun(run), "claim") == 0);
   ShardedVariable w = ValueOrDie(strategy->CreateVariable(TwoShardW()), "w");
-  CHECK(strategy->adopted_shards() == 0);
+  CHECK(strategy->placement().adopted_shards() == 0);
   const Tensor trained = testing::FromVector(Shape{6, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   REQUIRE(w.Assign(trained).ok());
   // The shards' actor ids (the handles are proxies of each coordinator's own actor system).
@@ -194,32 +194,34 @@ TEST_CASE(
   w = ShardedVariable();
 
   // The coordinator dies without a word to the PS.
-  caf::anon_send_exit(first->session(), caf::exit_reason::kill);
+  caf::anon_send_exit(first->actors().session(), caf::exit_reason::kill);
   // Another run's coordinator is handed nothing.
   auto stranger = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a stranger");
   ParameterServerStrategy other_run(*stranger);
-  CHECK(ValueOrDie(other_run.ClaimShardsOfRun("another run"), "claim") == 0);
+  CHECK(ValueOrDie(other_run.placement().ClaimShardsOfRun("another run"), "claim") == 0);
 
   // The same run's coordinator, started again, is handed both shards once the PS has seen the
   // first one go, and adopts them: the same actors, the trained values.
   auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
   auto successor = std::make_unique<ParameterServerStrategy>(*second);
-  REQUIRE(testing::WaitUntil([&] { return successor->ClaimShardsOfRun(run).value_or(0) == 2; }));
+  REQUIRE(testing::WaitUntil(
+      [&] { return successor->placement().ClaimShardsOfRun(run).value_or(0) == 2; }));
   ShardedVariable again = ValueOrDie(successor->CreateVariable(TwoShardW()), "w again");
-  CHECK(successor->adopted_shards() == 2);
+  CHECK(successor->placement().adopted_shards() == 2);
   CHECK(ids(again) == first_shards);
   CHECK_TENSOR(ValueOrDie(again.Read(), "Read"), trained);
   again = ShardedVariable();
 
   // A third, planning three shards: the two claimed ones are dropped and three created afresh.
-  caf::anon_send_exit(second->session(), caf::exit_reason::kill);
+  caf::anon_send_exit(second->actors().session(), caf::exit_reason::kill);
   auto third = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a third time");
   auto resharded = std::make_unique<ParameterServerStrategy>(*third);
-  REQUIRE(testing::WaitUntil([&] { return resharded->ClaimShardsOfRun(run).value_or(0) == 2; }));
+  REQUIRE(testing::WaitUntil(
+      [&] { return resharded->placement().ClaimShardsOfRun(run).value_or(0) == 2; }));
   VariableOptions three = TwoShardW();
   three.partitioner = ValueOrDie(FixedShardsPartitioner(3));
   ShardedVariable fresh = ValueOrDie(resharded->CreateVariable(three), "w in three shards");
-  CHECK(resharded->adopted_shards() == 0);
+  CHECK(resharded->placement().adopted_shards() == 0);
   CHECK(names() == std::vector<std::string>{"w/part_0", "w/part_1", "w/part_2"});
   CHECK_TENSOR(ValueOrDie(fresh.Read(), "Read"), Tensor(Shape{6, 2}, 0.0f));
   fresh = ShardedVariable();
@@ -244,30 +246,32 @@ TEST_CASE(
   const Tensor trained = testing::FromVector(Shape{3}, {7, 8, 9});
   auto first = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*first);
-  CHECK(ValueOrDie(strategy->ClaimShardsOfRun(run), "claim") == 0);
+  CHECK(ValueOrDie(strategy->placement().ClaimShardsOfRun(run), "claim") == 0);
   {
     std::vector<ShardedVariable> made = ValueOrDie(strategy->CreateVariables(model), "create");
     REQUIRE(made[1].Assign(trained).ok());
   }
-  caf::anon_send_exit(first->session(), caf::exit_reason::kill);
+  caf::anon_send_exit(first->actors().session(), caf::exit_reason::kill);
 
   // Both variables in one call: all three shards adopted, the trained bias among them.
   auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
   auto successor = std::make_unique<ParameterServerStrategy>(*second);
-  REQUIRE(testing::WaitUntil([&] { return successor->ClaimShardsOfRun(run).value_or(0) == 3; }));
+  REQUIRE(testing::WaitUntil(
+      [&] { return successor->placement().ClaimShardsOfRun(run).value_or(0) == 3; }));
   {
     std::vector<ShardedVariable> again = ValueOrDie(successor->CreateVariables(model), "again");
-    CHECK(successor->adopted_shards() == 3);
+    CHECK(successor->placement().adopted_shards() == 3);
     CHECK_TENSOR(ValueOrDie(again[1].Read(), "Read"), trained);
   }
-  caf::anon_send_exit(second->session(), caf::exit_reason::kill);
+  caf::anon_send_exit(second->actors().session(), caf::exit_reason::kill);
 
   // One variable alone is not the run's layout: every claimed shard is dropped, the bias too.
   auto third = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a third time");
   auto partial = std::make_unique<ParameterServerStrategy>(*third);
-  REQUIRE(testing::WaitUntil([&] { return partial->ClaimShardsOfRun(run).value_or(0) == 3; }));
+  REQUIRE(testing::WaitUntil(
+      [&] { return partial->placement().ClaimShardsOfRun(run).value_or(0) == 3; }));
   ShardedVariable only_b = ValueOrDie(partial->CreateVariable(bias), "b alone");
-  CHECK(partial->adopted_shards() == 0);
+  CHECK(partial->placement().adopted_shards() == 0);
   CHECK(names() == std::vector<std::string>{"b"});
   CHECK_TENSOR(ValueOrDie(only_b.Read(), "Read"), Tensor(Shape{3}, 0.0f));
   only_b = ShardedVariable();
@@ -321,11 +325,11 @@ TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoi
   REQUIRE(w.AssignAdd(saved).ok());  // an update after the checkpoint: lost with the PS
 
   auto registry = std::make_shared<FunctionRegistry>();
-  CoordinatorOptions coordinator_options;
-  coordinator_options.recovery_checkpoints = checkpoints.path();
-  coordinator_options.first_step = 12;
+  CoordinatorRun run;
+  run.recovery_checkpoints = checkpoints.path();
+  run.first_step = 12;
   auto coordinator =
-      ValueOrDie(ClusterCoordinator::Create(*strategy, registry, coordinator_options), "Create");
+      ValueOrDie(ClusterCoordinator::Create(*strategy, registry, {}, std::move(run)), "Create");
 
   first_host.reset();  // the PS process dies
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -364,10 +368,10 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   auto cluster = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect");
   auto strategy = std::make_unique<ParameterServerStrategy>(*cluster);
   auto [counter, registry] = CreateCounter(*strategy);
-  CoordinatorOptions coordinator_options;
-  coordinator_options.recovery_checkpoints = checkpoints.path();
-  auto coordinator = ValueOrDie(
-      ClusterCoordinator::Create(*strategy, registry, coordinator_options), "Create");
+  CoordinatorRun run;
+  run.recovery_checkpoints = checkpoints.path();
+  auto coordinator =
+      ValueOrDie(ClusterCoordinator::Create(*strategy, registry, {}, std::move(run)), "Create");
   CounterWorkerThread worker(spec, *coordinator);
   auto add = [&](int times) { worker.Add(times); };
   auto value = [&] {

@@ -48,7 +48,7 @@ struct Fresh {
   // The loss of the first step trained, on global step `step`'s batch.
   double LossOfStep(int64_t step) {
     const RemoteValue value = ValueOrDie(coordinator->Schedule(kTrainStep, {}, step));
-    return ValueOrDie(value.Fetch<double>(kTrainStepLoss));
+    return ValueOrDie(TrainStepOutcome(ValueOrDie(value.Fetch()))).loss;
   }
 
   std::unique_ptr<Cluster> cluster;
@@ -68,6 +68,18 @@ TEST_CASE("a train step scheduled without a step is refused, naming what it need
   const absl::Status refused = value.Fetch().status();
   CHECK(absl::IsInvalidArgument(refused));
   CHECK_MESSAGE(absl::StrContains(refused.message(), "global step"), refused.ToString());
+}
+
+TEST_CASE("a train step's result is typed both ends, a malformed one refused naming the value") {
+  const StepOutcome back = ValueOrDie(TrainStepOutcome(TrainStepValues(StepOutcome{0.25f, 64})));
+  CHECK(back.loss == 0.25f);
+  CHECK(back.examples == 64);
+  ClosureValues wrong = TrainStepValues(StepOutcome{0.25f, 64});
+  wrong.Set("examples", 64.0);  // a double where an int64 belongs
+  const absl::Status refused = TrainStepOutcome(wrong).status();
+  CHECK(absl::IsInvalidArgument(refused));
+  CHECK_MESSAGE(absl::StrContains(refused.message(), "examples"), refused.ToString());
+  CHECK(absl::IsInvalidArgument(TrainStepOutcome(ClosureValues()).status()));
 }
 
 }  // namespace

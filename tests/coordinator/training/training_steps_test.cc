@@ -63,10 +63,8 @@ struct Loop {
                         done(absl::InvalidArgumentError(absl::StrCat("batch ", batch, " is bad")));
                         return;
                       }
-                      ClosureValues out;
-                      out.Set(kTrainStepLoss, static_cast<double>(batch));
-                      out.Set(kTrainStepExamples, kExamplesPerStep);
-                      done(std::move(out));
+                      done(TrainStepValues(
+                          StepOutcome{static_cast<float>(batch), kExamplesPerStep}));
                     })
                 .ok());
     coordinator = ValueOrDie(ClusterCoordinator::Create(*strategy, registry, {}));

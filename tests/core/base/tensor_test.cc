@@ -180,6 +180,26 @@ TEST_CASE("SumDuplicates sums repeated rows and sorts the ids") {
   CHECK(s.values.values()[5] == 6);
 }
 
+TEST_CASE("SparseRows own an IndexedSlices' values, or share a row range of a tensor") {
+  IndexedSlices slices{Ids{3, 1}, Tensor(Shape{2, 4}, 2.0f)};
+  const float* values = slices.values.data();
+  const SparseRows own(std::move(slices));
+  CHECK(own.indices() == Ids{3, 1});
+  CHECK(own.values().shape() == Shape{2, 4});
+  CHECK(own.values().data() == values);  // moved, not copied
+
+  auto source = std::make_shared<const Tensor>(Shape{5, 4}, 1.0f);
+  const SparseRows shared = SparseRows::Share(Ids{7, 8}, source, /*begin=*/3);
+  CHECK(shared.values().shape() == Shape{2, 4});
+  CHECK(shared.values().data() == source->data() + 12);  // rows 3 and 4, in place
+  const SparseRows copy = shared;
+  CHECK(copy.values().data() == shared.values().data());
+  CHECK(source.use_count() == 3);  // the source lives while a SparseRows holds it
+  const SparseRows none = SparseRows::Share(Ids{}, source, /*begin=*/5);
+  CHECK(none.values().shape() == Shape{0, 4});
+  CHECK(SparseRows().values().size() == 0);
+}
+
 TEST_CASE("IsSortedUnique holds exactly for strictly increasing ids") {
   struct Case {
     Ids ids;

@@ -1,6 +1,4 @@
 // ClosureValues: named, typed closure arguments and results, and RemoteValue's typed Fetch.
-#include "core/scheduling/closure_values.h"
-
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -9,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "core/scheduling/closure.h"
+#include "tessera/closure.h"
 
 namespace tessera {
 namespace {

@@ -221,7 +221,8 @@ absl::StatusOr<std::string> CheckpointManager::Save(const ParameterServerStrateg
                                                     std::function<void()> on_cut) {
   absl::StatusOr<std::string> saved =
       Save(global_step, [this, &strategy, global_step, &on_cut](const std::string& dir) {
-        return SaveCheckpoint(strategy, dir, global_step, run_id_, std::exchange(on_cut, nullptr));
+        return SaveCheckpoint(strategy, dir, global_step, run_id_, std::exchange(on_cut, nullptr),
+                              env_);
       });
   if (on_cut) on_cut();  // the save ended before it reached the shards
   return saved;

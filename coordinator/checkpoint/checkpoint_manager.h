@@ -20,10 +20,10 @@
 // holds checkpoints unless told to overwrite them, and Save refuses a root where another run's
 // checkpoint appeared.
 //
-// The manager reads and removes directories through an Env (tessera/env.h). Save(strategy, ...)
-// writes the checkpoint with SaveCheckpoint, whose shards write their files through
-// Env::Default(), so with it `env` must see the real filesystem; the Save that takes a writer
-// works on any Env (tests use core/base/mem_env.h's).
+// The manager reads, writes and removes directories through an Env (tessera/env.h), and so does
+// Save(strategy, ...)'s SaveCheckpoint, except for the files the shards write themselves where
+// they live (Env::Default() on their PS nodes), so with a strategy `env` must see the PS nodes'
+// filesystem; the Save that takes a writer works on any Env (tests use core/base/mem_env.h's).
 //
 // Thread-safety: not thread-safe; call from one thread (the driver's). Several managers may read
 // one root, but only one may save into it.

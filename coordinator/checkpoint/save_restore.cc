@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <caf/system_messages.hpp>
-#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,8 +35,6 @@ std::string CheckpointSliceFileName(size_t variable_index, const std::string& na
 }
 
 namespace {
-
-namespace fs = std::filesystem;
 
 // The ON_WRITE variables (or, `on_read`, the ON_READ ones), in name order.
 std::vector<const ShardedVariable*> VariablesOf(const ParameterServerStrategy& s,
@@ -79,7 +76,7 @@ absl::StatusOr<std::vector<Tensor>> ReadOnRead(
 absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
                         std::vector<Tensor> values, const std::string& dir,
                         const CheckpointId& checkpoint, size_t first_index,
-                        CheckpointManifest& manifest) {
+                        CheckpointManifest& manifest, Env* env) {
   for (size_t i = 0; i < variables.size(); ++i) {
     const ShardedVariable& v = *variables[i];
     TensorSlice slice;
@@ -89,7 +86,7 @@ absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
     slice.value = std::move(values[i]);
     slice.checkpoint = checkpoint;
     const std::string file = CheckpointSliceFileName(first_index + i, v.name(), 0, 1);
-    TESSERA_RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
+    TESSERA_RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice, env),
                                      absl::StrCat("saving ON_READ variable ", v.name())));
     CheckpointVariable entry;
     entry.name = v.name();
@@ -218,7 +215,8 @@ absl::StatusOr<int64_t> RestoreFromExport(const std::vector<const ShardedVariabl
 // next save). The price is memory: a shard holds a copy of each page it updates before its
 // writer has written it.
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
-                            int64_t global_step, const RunId& run, std::function<void()> on_cut) {
+                            int64_t global_step, const RunId& run, std::function<void()> on_cut,
+                            Env* env) {
   // Whatever happens, a caller waiting for the cut is released, once.
   auto once = std::make_shared<std::once_flag>();
   const std::function<void()> release = [on_cut, once] {
@@ -228,10 +226,8 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
     std::function<void()> run;
     ~Release() { run(); }
   } release_on_exit{release};
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return absl::UnavailableError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-  if (fs::exists(fs::path(dir) / kManifestFile, ec)) {
+  TESSERA_RETURN_IF_ERROR(Annotate(env->CreateDirectories(dir), absl::StrCat("creating ", dir)));
+  if (env->FileExists(absl::StrCat(dir, "/", kManifestFile))) {
     return absl::FailedPreconditionError(absl::StrCat(
         dir, " already holds a checkpoint: a complete checkpoint is never overwritten in place"));
   }
@@ -266,9 +262,9 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
     }
     manifest.variables.push_back(std::move(entry));
   }
-  TESSERA_RETURN_IF_ERROR(
-      SaveOnRead(on_read, std::move(on_read_values), dir, checkpoint, variables.size(), manifest));
-  return WriteManifest(dir, manifest);
+  TESSERA_RETURN_IF_ERROR(SaveOnRead(on_read, std::move(on_read_values), dir, checkpoint,
+                                     variables.size(), manifest, env));
+  return WriteManifest(dir, manifest, env);
 }
 
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,

@@ -41,9 +41,11 @@ namespace tessera {
 // thread, once, whatever happens) as soon as every shard has copied its state, and the call returns
 // once the files and the manifest are written. The caller must keep every update away from the
 // variables until `on_cut` (it joined its coordinator before, and schedules nothing until then).
+// The directory, the ON_READ values' files and the manifest go through `env`; each shard writes
+// its own file where it lives, on its PS node's filesystem (the same one in process).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step, const RunId& run,
-                            std::function<void()> on_cut = nullptr);
+                            std::function<void()> on_cut = nullptr, Env* env = Env::Default());
 // The same as a run of its own (a fresh RunId).
 absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::string& dir,
                             int64_t global_step);

@@ -21,6 +21,7 @@
 #include "schema/checkpoint/checkpoint_io.h"
 #include "tessera/status.h"
 #include "tests/captured_log.h"
+#include "tests/coordinator/checkpoint/failing_env.h"
 
 namespace tessera {
 namespace {
@@ -76,64 +77,7 @@ bool Contains(const absl::Status& status, absl::string_view text) {
 }
 
 using testing::CapturedLog;
-
-// An Env over a MemEnv whose every change to a path containing `fragment` fails with `error` — a
-// full disk for the files of one name, wherever the random temporary directories put them.
-class FailingEnv final : public Env {
- public:
-  explicit FailingEnv(Env* base) : base_(base) {}
-  void Fail(std::string fragment, absl::Status error) {
-    fragment_ = std::move(fragment);
-    error_ = std::move(error);
-  }
-
-  absl::Status CreateDirectories(const std::string& path) override {
-    TESSERA_RETURN_IF_ERROR(Check(path));
-    return base_->CreateDirectories(path);
-  }
-  absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override {
-    return base_->ListDirectory(path);
-  }
-  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
-  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
-    return base_->FileSize(path);
-  }
-  absl::Status RemoveTree(const std::string& path) override {
-    TESSERA_RETURN_IF_ERROR(Check(path));
-    return base_->RemoveTree(path);
-  }
-  absl::Status RenameFile(const std::string& from, const std::string& to) override {
-    TESSERA_RETURN_IF_ERROR(Check(from));
-    TESSERA_RETURN_IF_ERROR(Check(to));
-    return base_->RenameFile(from, to);
-  }
-  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
-      const std::string& path) override {
-    return base_->NewRandomAccessFile(path);
-  }
-  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> NewReadOnlyMemoryRegion(
-      const std::string& path) override {
-    return base_->NewReadOnlyMemoryRegion(path);
-  }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    TESSERA_RETURN_IF_ERROR(Check(path));
-    return base_->NewWritableFile(path);
-  }
-  absl::Status SyncDirectory(const std::string& path) override {
-    return base_->SyncDirectory(path);
-  }
-  absl::Time Now() override { return base_->Now(); }
-
- private:
-  absl::Status Check(const std::string& path) const {
-    if (error_.ok() || !absl::StrContains(path, fragment_)) return absl::OkStatus();
-    return Annotate(error_, path);
-  }
-
-  Env* base_;
-  std::string fragment_;
-  absl::Status error_;
-};
+using testing::FailingEnv;
 
 TEST_CASE("the manager keeps the newest max_to_keep checkpoints and removes the older ones") {
   std::unique_ptr<MemEnv> env = NewMemEnv();

@@ -1,8 +1,5 @@
 // Checkpoints on the in-process cluster: save with N shards, restore into M, slots included;
 // exports; the checkpoint manager.
-#include "coordinator/checkpoint/save_restore.h"
-#include "coordinator/serving/export.h"
-
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,9 +12,12 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "actors/ps/shard_actor.h"
+#include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/ps/internal/await.h"
+#include "coordinator/serving/export.h"
 #include "core/base/logging.h"
 #include "core/serving/exported_model.h"
 #include "schema/checkpoint/checkpoint_io.h"
@@ -26,6 +26,7 @@
 #include "tessera/version.h"
 #include "tessera/workloads/reference_models.h"
 #include "tests/captured_log.h"
+#include "tests/coordinator/checkpoint/failing_env.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {
@@ -200,6 +201,25 @@ TEST_CASE("Adam resumed on another number of shards continues exactly, rows neve
   }
   CHECK(testing::SameTensor(*restored.Read(), *original.Read()));
   fs::remove_all(dir);
+}
+
+TEST_CASE("a save writes its directory and manifest through the Env it is given") {
+  const std::string dir = TempDir("env") + "/ckpt-3";
+  auto cluster = testing::StartCluster(1, 1);
+  ParameterServerStrategy strategy(*cluster, Fixed(2));
+  REQUIRE(strategy.CreateVariable(EmbeddingOptions()).ok());
+  testing::FailingEnv env(Env::Default());
+  env.Fail(kManifestFile, absl::ResourceExhaustedError("disk full"));
+  const absl::Status failed = SaveCheckpoint(strategy, dir, 3, RunId::Random(), nullptr, &env);
+  CHECK(absl::IsResourceExhausted(failed));
+  CHECK_MESSAGE(absl::StrContains(failed.message(), "disk full"), failed.ToString());
+  CHECK(fs::exists(dir));                                  // made through the Env, which let it
+  CHECK_FALSE(fs::exists(fs::path(dir) / kManifestFile));  // incomplete: invisible
+  env.Fail("ckpt-3", absl::PermissionDeniedError("read-only"));
+  fs::remove_all(dir);
+  CHECK(absl::IsPermissionDenied(SaveCheckpoint(strategy, dir, 3, RunId::Random(), nullptr, &env)));
+  CHECK_FALSE(fs::exists(dir));
+  fs::remove_all(fs::path(dir).parent_path());
 }
 
 TEST_CASE("restoring names what differs: a missing variable, another shape") {

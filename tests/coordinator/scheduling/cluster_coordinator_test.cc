@@ -573,7 +573,9 @@ TEST_CASE("InjectWorkerFailures kills exactly K workers and every closure comple
   ClusterCoordinatorTesting::InjectWorkerFailures(*f->coordinator, kFailures, kClosures,
                                                   /*seed=*/11,
                                                   /*restart_delay=*/absl::Milliseconds(5));
-  const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", kClosures, SleepFor(1));
+  // 20 ms closures: a kill order reaches a worker that is still busy, not one whose reply is
+  // already on its way (with 1 ms closures, on a loaded host, both kills once missed).
+  const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", kClosures, SleepFor(20));
   REQUIRE(FetchAllWithin(values, absl::Seconds(60)).ok());
   REQUIRE(f->coordinator->Join().ok());
   REQUIRE(WaitUntil([&] {

@@ -1,5 +1,5 @@
 // The TF-style API as a program outside the library sees it: these tests include the public tree
-// (tessera/*.h) and nothing else of Tessera, and drive a cluster, a strategy, sharded variables
+// (tessera/*.h) and nothing else of Tessera but a test helper, and drive a cluster, a strategy, sharded variables
 // and a coordinator whose replica functions use only their ReplicaContext.
 #include <doctest/doctest.h>
 
@@ -17,38 +17,35 @@
 #include "tessera/strategy.h"
 #include "tessera/tensor.h"
 #include "tessera/variables.h"
+#include "tests/status_util.h"
 
 namespace tessera {
 namespace {
 
-template <class T>
-T Must(absl::StatusOr<T> value) {
-  REQUIRE_MESSAGE(value.ok(), value.status().ToString());
-  return *std::move(value);
-}
+using testing::ValueOrDie;
 
 Tensor Rows(int64_t rows, int64_t width, float first) {
   std::vector<float> values(static_cast<size_t>(rows * width));
   for (size_t k = 0; k < values.size(); ++k) values[k] = first + static_cast<float>(k);
-  return Must(Tensor::FromVector(Shape{rows, width}, std::move(values)));
+  return ValueOrDie(Tensor::FromVector(Shape{rows, width}, std::move(values)));
 }
 
 std::vector<float> Values(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
 
 struct Fixture {
   Fixture() {
-    cluster = Must(Cluster::StartInProcess({/*num_ps=*/2, /*num_workers=*/2}));
-    strategy = std::make_unique<ParameterServerStrategy>(*cluster, Must(FixedShardsPartitioner(3)));
+    cluster = ValueOrDie(Cluster::StartInProcess({/*num_ps=*/2, /*num_workers=*/2}));
+    strategy = std::make_unique<ParameterServerStrategy>(*cluster, ValueOrDie(FixedShardsPartitioner(3)));
     VariableOptions emb;
     emb.name = "emb";
     emb.shape = Shape{9, 2};
-    table = Must(strategy->CreateVariable(emb));
+    table = ValueOrDie(strategy->CreateVariable(emb));
     VariableOptions seen;
     seen.name = "seen";
     seen.shape = Shape{};
     seen.synchronization = VariableSynchronization::kOnRead;
     seen.aggregation = VariableAggregation::kSum;
-    per_worker = Must(strategy->CreateVariable(seen));
+    per_worker = ValueOrDie(strategy->CreateVariable(seen));
   }
 
   std::unique_ptr<Cluster> cluster;
@@ -71,21 +68,21 @@ TEST_CASE("public API: a cluster, a strategy and sharded variables, from the dri
   CHECK(f.strategy->variables().count("emb") == 1);
 
   REQUIRE(f.table.Assign(Rows(9, 2, 0)).ok());
-  CHECK(Values(Must(f.table.Gather({8, 0, 4}))) == std::vector<float>{16, 17, 0, 1, 8, 9});
+  CHECK(Values(ValueOrDie(f.table.Gather({8, 0, 4}))) == std::vector<float>{16, 17, 0, 1, 8, 9});
   REQUIRE(f.table.ScatterAdd({4, 4}, Rows(2, 2, 1)).ok());  // repeats accumulate
-  CHECK(Values(Must(f.table.Index(4))) == std::vector<float>{8 + 1 + 3, 9 + 2 + 4});
-  CHECK(Values(Must(f.table.Slice(7, std::nullopt))) == std::vector<float>{14, 15, 16, 17});
+  CHECK(Values(ValueOrDie(f.table.Index(4))) == std::vector<float>{8 + 1 + 3, 9 + 2 + 4});
+  CHECK(Values(ValueOrDie(f.table.Slice(7, std::nullopt))) == std::vector<float>{14, 15, 16, 17});
   const absl::Status out_of_range = f.table.ScatterUpdate({9}, Rows(1, 2, 0));
   CHECK(absl::IsInvalidArgument(out_of_range));
   CHECK_MESSAGE(absl::StrContains(out_of_range.message(), "9"), out_of_range.ToString());
 
   // A variable of another partitioner, and one colocated (never partitioned).
   {
-    ParameterServerStrategy::PartitionerScope scope(*f.strategy, Must(FixedShardsPartitioner(2)));
+    ParameterServerStrategy::PartitionerScope scope(*f.strategy, ValueOrDie(FixedShardsPartitioner(2)));
     VariableOptions other;
     other.name = "other";
     other.shape = Shape{4, 1};
-    CHECK(Must(f.strategy->CreateVariable(other)).num_shards() == 2);
+    CHECK(ValueOrDie(f.strategy->CreateVariable(other)).num_shards() == 2);
   }
   VariableOptions duplicate;
   duplicate.name = "emb";
@@ -149,35 +146,35 @@ TEST_CASE("public API: replica functions read and update variables through their
                                })
           .ok());
   std::unique_ptr<ClusterCoordinator> coordinator =
-      Must(ClusterCoordinator::Create(*f.strategy, registry));
+      ValueOrDie(ClusterCoordinator::Create(*f.strategy, registry));
   CHECK(absl::IsNotFound(coordinator->Schedule("no such function").status()));
 
   std::vector<RemoteValue> values;
   for (int64_t step = 2; step < 8; ++step) {
-    values.push_back(Must(coordinator->Schedule("bump", {}, step)));
+    values.push_back(ValueOrDie(coordinator->Schedule("bump", {}, step)));
   }
   REQUIRE(coordinator->Join().ok());
-  CHECK(Must(coordinator->Done()));
+  CHECK(ValueOrDie(coordinator->Done()));
   const ClosureStats stats = coordinator->stats();
   CHECK(stats.completed == 6);
   CHECK(stats.failed == 0);
   // Rows 0 and 1 (workers 0 and 1) are never a target, so every gather saw them unchanged: each
   // target row t in [2, 8) grew by row 0 or row 1, whichever worker ran its closure.
-  const Tensor after = Must(f.table.Read());
+  const Tensor after = ValueOrDie(f.table.Read());
   for (int64_t t = 2; t < 8; ++t) {
     CAPTURE(t);
-    const std::vector<float> gathered = Values(Must(values[t - 2].Fetch<Tensor>("rows")));
+    const std::vector<float> gathered = Values(ValueOrDie(values[t - 2].Fetch<Tensor>("rows")));
     CHECK((gathered == std::vector<float>{0, 1} || gathered == std::vector<float>{2, 3}));
     CHECK(after.values()[t * 2] == static_cast<float>(2 * t) + gathered[0]);
     CHECK(after.values()[t * 2 + 1] == static_cast<float>(2 * t + 1) + gathered[1]);
   }
-  CHECK(Values(Must(f.table.Slice(0, 2))) == std::vector<float>{0, 1, 2, 3});
+  CHECK(Values(ValueOrDie(f.table.Slice(0, 2))) == std::vector<float>{0, 1, 2, 3});
   // Each worker counted its own closures on its own copy; the driver reads their sum.
-  CHECK(Values(Must(f.per_worker.Read())) == std::vector<float>{6});
+  CHECK(Values(ValueOrDie(f.per_worker.Read())) == std::vector<float>{6});
   CHECK(*builds <= 2);  // a resource is built once per worker
 
   // A closure's error is raised once, by the next call that waits.
-  const RemoteValue failed = Must(coordinator->Schedule("fail"));
+  const RemoteValue failed = ValueOrDie(coordinator->Schedule("fail"));
   const absl::Status joined = coordinator->Join();
   CHECK(absl::IsInvalidArgument(joined));
   CHECK(absl::IsInvalidArgument(failed.Fetch().status()));

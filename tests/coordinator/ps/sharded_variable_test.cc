@@ -572,22 +572,26 @@ TEST_CASE("an unpartitioned variable and a scalar live in one shard named after 
 }
 
 
+// An adagrad-trained [32, 3] table named `name`, in 3 shards (the strategy's partitioner).
+VariableOptions AdagradTable(const std::string& name) {
+  VariableOptions options;
+  options.name = name;
+  options.shape = Shape{32, 3};
+  options.initializer = kInit;
+  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
+  return options;
+}
+
 // Note [One request per PS node] (actors/ps/shard_client.h): a networked worker's step sends its
 // reads, gathers and gradients through a ShardBatch; each call must do what it does sent alone.
 TEST_CASE("calls batched per PS node give what the same calls sent alone give") {
   std::unique_ptr<Cluster> cluster = testing::StartCluster(/*num_ps=*/2, /*num_workers=*/1);
   ParameterServerStrategy strategy(*cluster, ValueOrDie(FixedShardsPartitioner(3)));
-  VariableOptions options;
-  options.shape = Shape{32, 3};
-  options.initializer = kInit;
-  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
-  options.name = "batched";
-  const ShardedVariable batched = ValueOrDie(strategy.CreateVariable(options));
-  options.name = "alone";
-  const ShardedVariable alone = ValueOrDie(strategy.CreateVariable(options));
+  const ShardedVariable batched = ValueOrDie(strategy.CreateVariable(AdagradTable("batched")));
+  const ShardedVariable alone = ValueOrDie(strategy.CreateVariable(AdagradTable("alone")));
+  VariableOptions options = AdagradTable("bias");
   options.shape = Shape{3};
   options.partitioner = Partitioner();
-  options.name = "bias";
   const ShardedVariable bias = ValueOrDie(strategy.CreateVariable(options));
   options.name = "bias_alone";
   const ShardedVariable bias_alone = ValueOrDie(strategy.CreateVariable(options));
@@ -653,14 +657,8 @@ TEST_CASE("calls batched per PS node give what the same calls sent alone give") 
 TEST_CASE("a step's gradient split along its gather's grouping trains as the copying path does") {
   std::unique_ptr<Cluster> cluster = testing::StartCluster(/*num_ps=*/2, /*num_workers=*/1);
   ParameterServerStrategy strategy(*cluster, ValueOrDie(FixedShardsPartitioner(3)));
-  VariableOptions options;
-  options.shape = Shape{32, 3};
-  options.initializer = kInit;
-  options.optimizer = OptimizerSpec{"adagrad", {{"learning_rate", 0.5}}};
-  options.name = "shared";
-  const ShardedVariable shared = ValueOrDie(strategy.CreateVariable(options));
-  options.name = "copied";
-  const ShardedVariable copied = ValueOrDie(strategy.CreateVariable(options));
+  const ShardedVariable shared = ValueOrDie(strategy.CreateVariable(AdagradTable("shared")));
+  const ShardedVariable copied = ValueOrDie(strategy.CreateVariable(AdagradTable("copied")));
   const std::vector<ps_node_actor> nodes = cluster->actors().ps_nodes();
   caf::actor_system& system = cluster->actors().system();
 

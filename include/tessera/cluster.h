@@ -1,7 +1,6 @@
 // The cluster a strategy places variables on (Cluster), who is where in a networked cluster, and
-// which of them this process is. Both come from one
-// JSON shape, read from a cluster spec file (--cluster_spec) or from TensorFlow's TF_CONFIG
-// environment variable:
+// which of them this process is. The last two come from one JSON shape, read from a cluster spec
+// file (--cluster_spec) or from TensorFlow's TF_CONFIG environment variable:
 //   {"cluster": {"chief": ["10.0.0.5:7000"],
 //                "ps": ["10.0.0.1:7001", "10.0.0.2:7001"],
 //                "worker": ["10.0.0.3:7101", "10.0.0.4:7101"],

@@ -16,7 +16,8 @@
 // every update it makes is applied once however often it runs. The first closure that fails
 // fails the queue: its error is raised once by the next Schedule, Join or Done, and the closures
 // queued behind it are cancelled (TF's semantics). A lost PS is an Unavailable error naming the
-// node and the variables it held (a training run started by RunTrainingJob recovers it).
+// node and the variables it held (a networked run of RunTrainingJob recovers it instead, from its
+// checkpoints or the shards' backups).
 //
 // Example:
 //   auto registry = std::make_shared<FunctionRegistry>();

@@ -89,12 +89,20 @@ std::vector<VariableShard> ShardedVariable::Variables() const {
   return out;
 }
 
-absl::StatusOr<VariableHandle> ShardedVariable::ForWorker(int32_t slot) const {
-  if (!is_on_read()) return handle();
-  if (slot < 0 || slot >= static_cast<int32_t>(state_->per_worker->copies.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(name(), " has no copy for worker ", slot));
+absl::StatusOr<const VariableHandle*> ShardedVariableAccess::HandleFor(const ShardedVariable& v,
+                                                                      int32_t slot) {
+  if (!v.is_on_read()) return &v.handle();
+  const std::vector<VariableHandle>& copies = v.state_->per_worker->copies;
+  if (slot < 0 || slot >= static_cast<int32_t>(copies.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(v.name(), " has no copy for worker ", slot));
   }
-  return state_->per_worker->copies[slot];
+  return &copies[slot];
+}
+
+absl::StatusOr<VariableHandle> ShardedVariable::ForWorker(int32_t slot) const {
+  absl::StatusOr<const VariableHandle*> h = ShardedVariableAccess::HandleFor(*this, slot);
+  if (!h.ok()) return h.status();
+  return **h;
 }
 
 }  // namespace tessera

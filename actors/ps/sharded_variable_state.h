@@ -34,8 +34,9 @@ class ShardedVariableAccess {
   // on PS task `task`.
   static void ReplaceShard(ShardedVariable& v, int64_t shard, shard_actor actor, int32_t task);
   static void ReplaceCopy(ShardedVariable& v, int64_t copy, shard_actor actor, int32_t task);
-  // `v`'s state; null for an empty handle.
-  static const ShardedVariable::State* StateOf(const ShardedVariable& v) { return v.state_.get(); }
+  // ForWorker without the copy: the handle worker `slot`'s operations on `v` take, valid while
+  // `v` lives (ON_WRITE: v's own; ON_READ: the worker's copy). InvalidArgument for no such copy.
+  static absl::StatusOr<const VariableHandle*> HandleFor(const ShardedVariable& v, int32_t slot);
 };
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "actors/ps/sharded_variable_state.h"
 #include "core/ps/update_ledger.h"
 
 namespace tessera {
@@ -55,39 +56,40 @@ ReplicaContext::~ReplicaContext() = default;
 
 namespace {
 
-// The handle of `v` this worker's operations take: an ON_READ variable's is the worker's copy.
-absl::StatusOr<VariableHandle> HandleOn(const ShardedVariable& v, const WorkerInfo& worker) {
+// The handle of `v` this worker's operations take (an ON_READ variable's is the worker's copy),
+// not copied: the operations only read it while they send.
+absl::StatusOr<const VariableHandle*> HandleOn(const ShardedVariable& v, const WorkerInfo& worker) {
   if (v.name().empty()) return absl::FailedPreconditionError("no variable (an empty handle)");
-  return v.ForWorker(worker.index);
+  return ShardedVariableAccess::HandleFor(v, worker.index);
 }
 
 }  // namespace
 
 void ReplicaContext::Read(const ShardedVariable& v, Done<Tensor> done) {
-  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  absl::StatusOr<const VariableHandle*> h = HandleOn(v, info_);
   if (!h.ok()) return done(h.status());
-  ReadAsync(*shards_, *h, std::move(done));
+  ReadAsync(*shards_, **h, std::move(done));
 }
 
 void ReplicaContext::Gather(const ShardedVariable& v, absl::Span<const int64_t> ids,
                             Done<Tensor> done) {
-  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  absl::StatusOr<const VariableHandle*> h = HandleOn(v, info_);
   if (!h.ok()) return done(h.status());
-  GatherAsync(*shards_, *h, ids, ShardingStrategy::kDiv, std::move(done));
+  GatherAsync(*shards_, **h, ids, ShardingStrategy::kDiv, std::move(done));
 }
 
 void ReplicaContext::Assign(const ShardedVariable& v, AssignKind kind, Tensor value,
                             DoneStatus done) {
-  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  absl::StatusOr<const VariableHandle*> h = HandleOn(v, info_);
   if (!h.ok()) return done(h.status());
-  AssignAsync(*shards_, *h, kind, std::move(value), std::move(done));
+  AssignAsync(*shards_, **h, kind, std::move(value), std::move(done));
 }
 
 void ReplicaContext::Scatter(const ShardedVariable& v, ScatterOp op, absl::Span<const int64_t> ids,
                              const Tensor& rows, DoneStatus done) {
-  absl::StatusOr<VariableHandle> h = HandleOn(v, info_);
+  absl::StatusOr<const VariableHandle*> h = HandleOn(v, info_);
   if (!h.ok()) return done(h.status());
-  ScatterAsync(*shards_, *h, op, ids, rows, std::move(done));
+  ScatterAsync(*shards_, **h, op, ids, rows, std::move(done));
 }
 
 }  // namespace tessera

@@ -172,6 +172,7 @@ using mirrored_replica_actor = caf::typed_actor<
     caf::replies_to<mirror_create_atom, MirroredVariableSpec>::with<bool>,
     caf::replies_to<mirror_read_atom, std::string>::with<TensorSlice>,
     caf::replies_to<mirror_load_atom, TensorSlice>::with<bool>,
+    caf::replies_to<mirror_save_atom, std::string, SaveOp>::with<SavedSlice>,
     caf::replies_to<mirror_eval_atom, int64_t>::with<ClosureValues>,
     caf::replies_to<mirror_probe_atom, int64_t, int64_t, int64_t>::with<double>,
     caf::reacts_to<mirror_ring_atom, int64_t, RingChunk>,

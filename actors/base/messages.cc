@@ -36,6 +36,7 @@ void RegisterTesseraTypes(caf::actor_system_config& cfg) {
   cfg.add_message_type<WorkerSlotStatus>("tessera::WorkerSlotStatus");
   cfg.add_message_type<JobDescription>("tessera::JobDescription");
   cfg.add_message_type<SliceFileRef>("tessera::SliceFileRef");
+  cfg.add_message_type<SaveOp>("tessera::SaveOp");
   cfg.add_message_type<SavedSlice>("tessera::SavedSlice");
   cfg.add_message_type<CheckpointVariable>("tessera::CheckpointVariable");
   cfg.add_message_type<worker_actor>("tessera::worker_actor");

@@ -78,6 +78,7 @@ using mirror_run_atom = caf::atom_constant<caf::atom("m_run")>;
 using mirror_create_atom = caf::atom_constant<caf::atom("m_create")>;
 using mirror_read_atom = caf::atom_constant<caf::atom("m_read")>;
 using mirror_load_atom = caf::atom_constant<caf::atom("m_load")>;
+using mirror_save_atom = caf::atom_constant<caf::atom("m_save")>;
 using mirror_abort_atom = caf::atom_constant<caf::atom("m_abort")>;
 using mirror_eval_atom = caf::atom_constant<caf::atom("m_eval")>;
 using mirror_probe_atom = caf::atom_constant<caf::atom("m_probe")>;
@@ -98,8 +99,8 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 // [Exactly-once updates], core/ps/update_ledger.h), ShardInfo the step and duplicates; a PS node
 // keeps a lost coordinator's shards for a lease and gives them back on reclaim_atom;
 // SaveOp::in_background; 9: the mirrored replica actor (actors/mirrored/mirrored_replica_actor.h)
-// and its messages, a ring naming its previous replica; 10: a shard forwards its changes to a backup
-// (backup_atom, then named replicate_atom, Note [Shard backups] in actors/ps/shard_actor.h);
+// and its messages, a ring naming its previous replica; 10: a shard forwards its changes to a
+// backup (backup_atom, then named replicate_atom, Note [Shard backups] in actors/ps/shard_actor.h);
 // 11: RestoreOp carries the ledger of updates applied (a backup takes its primary's); 12:
 // reclaim_atom names the run and
 // answers HeldShards (a restarted coordinator re-adopts its run's shards), ShardInfo carries the
@@ -110,8 +111,10 @@ using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 // travel together], actors/ps/forward_link.h); 15: replicate_atom is backup_atom (its value is the
 // atom "backup"), "replica" meaning only TF's replicas; 16: a closure carries the global step it
 // trains (Closure::step; a train step's batch travelled as its "batch" argument), and a worker
-// slot's status names it (last_step).
-constexpr int32_t kProtocolVersion = 16;
+// slot's status names it (last_step); 17: a mirrored replica answers a SaveOp for a variable
+// (mirror_save_atom) with the SavedSlice it wrote, as a shard does (Note [One save path],
+// core/checkpoint/save.h).
+constexpr int32_t kProtocolVersion = 17;
 
 // -- Message types (the core types ShardSpec, TensorSlice, ShardInfo, Tensor, IndexedSlices,
 // OptimizerSpec, InitializerSpec and every ShardOp and its result travel as they are) -----------

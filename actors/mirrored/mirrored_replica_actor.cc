@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/mirrored/internal/replica_state.h"
+#include "schema/checkpoint/checkpoint_io.h"
 #include "tessera/status.h"
 
 namespace tessera {
@@ -32,6 +33,9 @@ mirrored_replica_actor::behavior_type ReplicaBehavior(Self self) {
       },
       [self](mirror_read_atom, const std::string& name) { return ReadSlice(self, name); },
       [self](mirror_load_atom, const TensorSlice& slice) { return LoadSlice(self, slice); },
+      [self](mirror_save_atom, const std::string& name, const SaveOp& op) {
+        return SaveSlice(self, name, op);
+      },
       [self](mirror_eval_atom, int64_t index) { return EvaluateTestBatch(self, index); },
       [self](mirror_probe_atom, int64_t collective, int64_t elements, int64_t rounds) {
         return RunProbe(self, collective, elements, rounds);
@@ -54,6 +58,9 @@ mirrored_replica_actor::behavior_type ReplicaActor(Self self,
                                                    std::shared_ptr<MirroredReplicaOptions> options,
                                                    std::shared_ptr<MirroredReplica> replica) {
   self->state.options = std::move(*options);
+  if (self->state.options.store == nullptr) {
+    self->state.options.store = std::make_shared<FileSliceStore>();
+  }
   self->state.replica.emplace(std::move(*replica));
   return ReplicaBehavior(self);
 }

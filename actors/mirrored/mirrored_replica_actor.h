@@ -101,6 +101,9 @@ struct MirroredReplicaOptions {
   // The core this replica's thread runs on (Note [Replicas on cores of their own]); -1: wherever
   // the kernel places it. Taken when the replica joins a ring.
   int32_t cpu = -1;
+  // Where the replica writes its slice files when saving (Note [One save path],
+  // core/checkpoint/save.h); null: slice files on this machine (FileSliceStore).
+  std::shared_ptr<const SliceStore> store;
 };
 
 // The core replica `rank` of a ring whose replicas all live in this process runs on: the

@@ -28,4 +28,11 @@ caf::result<bool> LoadSlice(Self self, const TensorSlice& slice) {
   return true;
 }
 
+caf::result<SavedSlice> SaveSlice(Self self, const std::string& name, const SaveOp& op) {
+  absl::StatusOr<SavedSlice> saved =
+      self->state.replica->Save(name, op, *self->state.options.store);
+  if (!saved.ok()) return StatusToError(saved.status());
+  return *std::move(saved);
+}
+
 }  // namespace tessera::mirrored_internal

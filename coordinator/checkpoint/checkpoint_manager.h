@@ -108,6 +108,8 @@ class CheckpointManager {
   std::vector<std::string> Checkpoints() const;
 
   const std::string& root() const { return root_; }
+  // What the manager reads and writes through.
+  Env* env() const { return env_; }
 
  private:
   struct Entry {

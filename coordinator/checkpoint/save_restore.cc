@@ -16,6 +16,7 @@
 #include "coordinator/ps/internal/await.h"
 #include "core/base/fan_in.h"
 #include "core/base/logging.h"
+#include "core/checkpoint/save.h"
 #include "core/serving/exported_model.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
@@ -32,6 +33,26 @@ std::string CheckpointSliceFileName(size_t variable_index, const std::string& na
   }
   return absl::StrCat("v", variable_index, ".", safe, ".part-", shard, "-of-", num_shards,
                       ".slice");
+}
+
+absl::Status SaveReducedValues(const std::vector<ReducedValue>& values, const std::string& dir,
+                               const CheckpointId& checkpoint, size_t first_index,
+                               CheckpointManifest& manifest, Env* env) {
+  const FileSliceStore store(env);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const ReducedValue& v = values[i];
+    TensorSliceView slice;
+    slice.variable = v.name;
+    slice.full_shape = v.value.shape();
+    slice.dtype = v.dtype;
+    slice.value = v.value.view();
+    const SaveOp op{dir, CheckpointSliceFileName(first_index + i, v.name, 0, 1), checkpoint};
+    TESSERA_ASSIGN_OR_RETURN(
+        SavedSlice saved,
+        WriteSlice(slice, std::nullopt, op, store, absl::StrCat("ON_READ variable ", v.name)));
+    manifest.variables.push_back(ManifestEntry(v.name, slice.full_shape, v.dtype, {saved}));
+  }
+  return absl::OkStatus();
 }
 
 namespace {
@@ -60,42 +81,15 @@ std::vector<const ShardedVariable*> VariablesOf(const ParameterServerStrategy& s
 // warning. A PS node recovered from a checkpoint (RestoreShardsOf) brings back its ON_WRITE
 // shards only: a lost node's ON_READ copies start again from their initial value.
 
-// Note [ON_READ variables in checkpoints]: writes each variable's reduced value and adds its
-// manifest entry; file names continue the ON_WRITE variables' numbering from `first_index`.
 // The reduced values of the ON_READ `variables`, read now (at the checkpoint's cut).
-absl::StatusOr<std::vector<Tensor>> ReadOnRead(
+absl::StatusOr<std::vector<ReducedValue>> ReadOnRead(
     const std::vector<const ShardedVariable*>& variables) {
-  std::vector<Tensor> values;
+  std::vector<ReducedValue> values;
   for (const ShardedVariable* v : variables) {
     TESSERA_ASSIGN_OR_RETURN(Tensor value, v->Read());
-    values.push_back(std::move(value));
+    values.push_back({v->name(), v->dtype(), std::move(value)});
   }
   return values;
-}
-
-absl::Status SaveOnRead(const std::vector<const ShardedVariable*>& variables,
-                        std::vector<Tensor> values, const std::string& dir,
-                        const CheckpointId& checkpoint, size_t first_index,
-                        CheckpointManifest& manifest, Env* env) {
-  for (size_t i = 0; i < variables.size(); ++i) {
-    const ShardedVariable& v = *variables[i];
-    TensorSlice slice;
-    slice.variable = v.name();
-    slice.full_shape = v.shape();
-    slice.dtype = v.dtype();
-    slice.value = std::move(values[i]);
-    slice.checkpoint = checkpoint;
-    const std::string file = CheckpointSliceFileName(first_index + i, v.name(), 0, 1);
-    TESSERA_RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice, env),
-                                     absl::StrCat("saving ON_READ variable ", v.name())));
-    CheckpointVariable entry;
-    entry.name = v.name();
-    entry.shape = v.shape();
-    entry.dtype = v.dtype();
-    entry.slices.push_back(SliceFileRef{file, 0, v.shape().rows()});
-    manifest.variables.push_back(std::move(entry));
-  }
-  return absl::OkStatus();
 }
 
 // Sends `make_op(i, handle, s)` (an Op) to every shard s of every variable i (with `only`: to
@@ -234,7 +228,7 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   const CheckpointId checkpoint{run, global_step};
   const std::vector<const ShardedVariable*> variables = VariablesOf(strategy);
   const std::vector<const ShardedVariable*> on_read = VariablesOf(strategy, /*on_read=*/true);
-  TESSERA_ASSIGN_OR_RETURN(std::vector<Tensor> on_read_values, ReadOnRead(on_read));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<ReducedValue> on_read_values, ReadOnRead(on_read));
   const bool in_background = static_cast<bool>(on_cut);
   TESSERA_ASSIGN_OR_RETURN(
       auto saved,
@@ -250,20 +244,10 @@ absl::Status SaveCheckpoint(const ParameterServerStrategy& strategy, const std::
   manifest.run_id = run;
   for (size_t i = 0; i < variables.size(); ++i) {
     const ShardedVariable& v = *variables[i];
-    CheckpointVariable entry;
-    entry.name = v.name();
-    entry.shape = v.shape();
-    entry.dtype = v.dtype();
-    for (const SavedSlice& slice : saved[i]) {
-      entry.slices.push_back(slice.ref);
-      entry.step = std::max(entry.step, slice.step);
-      entry.slot_names = slice.slot_names;
-      if (slice.optimizer.has_value()) entry.optimizer = slice.optimizer;
-    }
-    manifest.variables.push_back(std::move(entry));
+    manifest.variables.push_back(ManifestEntry(v.name(), v.shape(), v.dtype(), saved[i]));
   }
-  TESSERA_RETURN_IF_ERROR(SaveOnRead(on_read, std::move(on_read_values), dir, checkpoint,
-                                     variables.size(), manifest, env));
+  TESSERA_RETURN_IF_ERROR(
+      SaveReducedValues(on_read_values, dir, checkpoint, variables.size(), manifest, env));
   return WriteManifest(dir, manifest, env);
 }
 

@@ -9,6 +9,8 @@
 #include "actors/base/error.h"
 #include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/ps/internal/await.h"
+#include "core/base/fan_in.h"
+#include "core/checkpoint/save.h"
 #include "core/variables/aggregation.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "tessera/model.h"
@@ -374,42 +376,55 @@ std::vector<std::string> MirroredStrategy::Names(const ModelSpec& model) const {
 }
 
 absl::Status MirroredStrategy::Save(const std::string& dir, const CheckpointId& checkpoint,
-                                    const ModelSpec& model, const OptimizerSpec& optimizer) {
+                                    const ModelSpec& model, Env* env) {
+  // Note [One save path]: every replica holds the same bits of a parameter or ON_WRITE variable,
+  // so the i-th is written by replica i mod N (in parallel); an ON_READ variable's reduced value
+  // has no one holder, so it is written from here.
+  struct Saved {
+    std::string name;
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Saved> saved;
+  std::vector<SaveOp> ops;
+  std::vector<ReducedValue> reduced;
+  for (const ParamSpec& param : model.params)
+    saved.push_back({param.name, param.shape, DType::kFloat32});
+  for (const MirroredVariableSpec& spec : variables_) {
+    if (spec.synchronization != VariableSynchronization::kOnRead) {
+      saved.push_back({spec.name, spec.shape, spec.dtype});
+      continue;
+    }
+    TESSERA_ASSIGN_OR_RETURN(Tensor value, Read(spec.name));
+    reduced.push_back({spec.name, spec.dtype, std::move(value)});
+  }
+  for (size_t i = 0; i < saved.size(); ++i) {
+    ops.push_back(SaveOp{dir, CheckpointSliceFileName(i, saved[i].name, 0, 1), checkpoint});
+  }
+  std::vector<mirrored_replica_actor> replicas;
+  for (const ReplicaHandle& replica : replicas_) replicas.push_back(replica.actor);
+  using Done = std::function<void(absl::StatusOr<std::vector<SavedSlice>>)>;
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<SavedSlice> slices,
+      internal::Await<std::vector<SavedSlice>>(
+          system_, [&saved, &ops, &replicas](caf::event_based_actor* self, Done done) {
+            auto join = FanIn<SavedSlice>::Start(ops.size(), std::move(done));
+            for (size_t i = 0; i < ops.size(); ++i) {
+              self->request(replicas[i % replicas.size()], caf::infinite, mirror_save_atom::value,
+                            saved[i].name, ops[i])
+                  .then([slot = join->Slot(i)](SavedSlice& slice) { slot(std::move(slice)); },
+                        [slot = join->Slot(i)](caf::error& e) { slot(ErrorToStatus(e)); });
+            }
+          }));
   CheckpointManifest manifest;
   manifest.global_step = checkpoint.global_step;
   manifest.run_id = checkpoint.run;
-  const std::vector<std::string> names = Names(model);
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string& name = names[i];
-    TensorSlice slice;
-    const bool parameter = i < model.params.size();
-    if (parameter ||
-        variables_[i - model.params.size()].synchronization != VariableSynchronization::kOnRead) {
-      // Replica 0's copy: every replica holds the same bits.
-      TESSERA_ASSIGN_OR_RETURN(slice, ReadSlice(0, name));
-    } else {
-      // A sync-on-read variable is saved reduced, as TF saves it.
-      slice.variable = name;
-      TESSERA_ASSIGN_OR_RETURN(slice.value, Read(name));
-      slice.full_shape = slice.value.shape();
-    }
-    slice.checkpoint = checkpoint;
-    const std::string file = CheckpointSliceFileName(i, name, 0, 1);
-    TESSERA_RETURN_IF_ERROR(Annotate(WriteSliceFile(absl::StrCat(dir, "/", file), slice),
-                                     absl::StrCat("saving ", name)));
-    CheckpointVariable entry;
-    entry.name = name;
-    entry.shape = slice.full_shape;
-    entry.dtype = slice.dtype;
-    if (!slice.slot_names.empty()) {
-      entry.optimizer = optimizer;
-      entry.slot_names = slice.slot_names;
-    }
-    entry.step = slice.step;
-    entry.slices.push_back(SliceFileRef{file, 0, slice.full_shape.rows()});
-    manifest.variables.push_back(std::move(entry));
+  for (size_t i = 0; i < saved.size(); ++i) {
+    manifest.variables.push_back(
+        ManifestEntry(saved[i].name, saved[i].shape, saved[i].dtype, {std::move(slices[i])}));
   }
-  return WriteManifest(dir, manifest);
+  TESSERA_RETURN_IF_ERROR(SaveReducedValues(reduced, dir, checkpoint, saved.size(), manifest, env));
+  return WriteManifest(dir, manifest, env);
 }
 
 absl::StatusOr<int64_t> MirroredStrategy::Restore(const std::string& dir, const ModelSpec& model,

@@ -48,6 +48,7 @@
 #include "core/model/model.h"
 #include "core/training/evaluation.h"
 #include "tessera/closure.h"
+#include "tessera/env.h"
 
 namespace tessera {
 
@@ -138,9 +139,11 @@ class MirroredStrategy {
 
   // -- Checkpoints (the parameter-server strategy's format: each restores into the other) -------
   // Writes every parameter and variable (values, slots, steps; ON_READ ones reduced) as one
-  // slice file each, then the manifest.
+  // slice file each, then the manifest (Note [One save path], core/checkpoint/save.h): the
+  // replicas write the parameters and ON_WRITE variables where they live (spread over them), the
+  // ON_READ values and the manifest go through `env`. A replica's or the Env's error.
   absl::Status Save(const std::string& dir, const CheckpointId& checkpoint, const ModelSpec& model,
-                    const OptimizerSpec& optimizer);
+                    Env* env = Env::Default());
   // Restores every parameter and variable from the checkpoint in `dir` (any layout it was
   // saved in: sharded or not); returns its global step. InvalidArgument for another optimizer
   // rule or a shape that differs; NotFound for a parameter the checkpoint lacks.

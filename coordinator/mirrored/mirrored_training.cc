@@ -81,7 +81,7 @@ absl::StatusOr<std::string> SaveCheckpoint(CheckpointManager& checkpoints,
                                            MirroredStrategy& strategy, const TrainingJob& job,
                                            int64_t step) {
   return checkpoints.Save(step, [&](const std::string& dir) {
-    return strategy.Save(dir, {checkpoints.run_id(), step}, job.model, job.optimizer);
+    return strategy.Save(dir, {checkpoints.run_id(), step}, job.model, checkpoints.env());
   });
 }
 

@@ -1,6 +1,7 @@
 #include "core/mirrored/mirrored_replica.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,28 @@ absl::StatusOr<TensorSlice> MirroredReplica::Slice(absl::string_view name) const
   for (const Tensor& slot : slots->tensors) slice.slots.push_back(Tensor::Copy(slot.view()));
   slice.step = slots->step;
   return slice;
+}
+
+absl::StatusOr<SavedSlice> MirroredReplica::Save(absl::string_view name, const SaveOp& op,
+                                                 const SliceStore& store) const {
+  TensorSliceView slice;
+  slice.variable = std::string(name);
+  std::optional<OptimizerSpec> optimizer;
+  if (auto it = variables_.find(name); it != variables_.end()) {
+    slice.full_shape = it->second.value.shape();
+    slice.dtype = it->second.spec.dtype;
+    slice.value = it->second.value.view();
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(const Tensor* value, trainer_.variable(name));
+    TESSERA_ASSIGN_OR_RETURN(const OptimizerSlots* slots, trainer_.slots(name));
+    slice.full_shape = value->shape();
+    slice.value = value->view();
+    slice.slot_names = trainer_.optimizer().SlotNames();
+    for (const Tensor& slot : slots->tensors) slice.slots.push_back(slot.view());
+    slice.step = slots->step;
+    optimizer = trainer_.optimizer().spec();
+  }
+  return WriteSlice(std::move(slice), std::move(optimizer), op, store, name);
 }
 
 absl::Status MirroredReplica::Load(const TensorSlice& slice) {

@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/save.h"
 #include "core/training/local_trainer.h"
 #include "core/variables/aggregation.h"
 #include "tessera/closure.h"
@@ -120,6 +121,11 @@ class MirroredReplica {
   // A parameter's or variable's value, optimizer slots and step as a checkpoint slice (row
   // offset 0, the whole variable). NotFound for an unknown name.
   absl::StatusOr<TensorSlice> Slice(absl::string_view name) const;
+  // Writes the same as a checkpoint's one slice file of the variable, straight from this
+  // replica's memory (Note [One save path], core/checkpoint/save.h): the optimizer's spec goes
+  // with a parameter. NotFound for an unknown name; the store's error, naming the variable.
+  absl::StatusOr<SavedSlice> Save(absl::string_view name, const SaveOp& op,
+                                  const SliceStore& store) const;
   // Restores a slice of the whole variable: value, and for a parameter its slots and step when
   // the slice carries the optimizer's slots (else the slots are kept). InvalidArgument for a
   // partial slice, another shape, or slots that are not the optimizer's; NotFound for an unknown

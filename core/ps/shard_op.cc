@@ -66,19 +66,12 @@ absl::Status RequireStore(const SliceStore* store, const ShardState& s, absl::st
       absl::StrCat(s.name(), ": ", op, " needs a slice store (none was given to the shard)"));
 }
 
-// What a save wrote, for the manifest.
+// What a save wrote, for the manifest (Note [One save path], core/checkpoint/save.h).
 absl::StatusOr<SavedSlice> Write(const TensorSliceView& slice, const ShardSpec& spec,
                                  std::optional<OptimizerSpec> optimizer, const SaveOp& op,
                                  const SliceStore& store) {
-  TESSERA_RETURN_IF_ERROR(Annotate(
-      store.Write(absl::StrCat(op.dir, "/", op.file), slice),
-      absl::StrCat("saving ", ShardName(spec.variable, spec.shard_index, spec.num_shards))));
-  SavedSlice saved;
-  saved.ref = SliceFileRef{op.file, spec.row_offset, spec.rows};
-  saved.slot_names = slice.slot_names;
-  saved.step = slice.step;
-  saved.optimizer = std::move(optimizer);
-  return saved;
+  return WriteSlice(slice, std::move(optimizer), op, store,
+                    ShardName(spec.variable, spec.shard_index, spec.num_shards));
 }
 
 std::optional<OptimizerSpec> OptimizerOf(const ShardState& s) {
@@ -151,7 +144,6 @@ ShardSnapshot::~ShardSnapshot() {
 absl::StatusOr<SavedSlice> WriteSnapshot(const ShardSnapshot& snapshot, const SaveOp& op,
                                          const SliceStore& store) {
   TensorSliceView slice = snapshot.slice;
-  slice.checkpoint = op.checkpoint;
   slice.chunks = [data = snapshot.data](size_t tensor, int64_t chunk,
                                         absl::FunctionRef<absl::Status(absl::string_view)> use) {
     return data->ReadChunk(tensor, chunk, use);

@@ -21,7 +21,7 @@
 //   SnapshotOp              TensorSlice    Snapshot()
 //   RestoreOp               ShardVersion   Restore(slice)
 //   SaveOp                  SavedSlice     writes dir/file: block, slots, step, checkpoint
-//                                          (through a SliceStore)
+//                                          (through a SliceStore; core/checkpoint/save.h)
 //   LoadOp                  ShardVersion   reads the slice files of dir its rows overlap, Restore
 //
 // Ids are block-local (global id minus the shard's row offset). Every result carries, or is, the
@@ -43,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/save.h"
 #include "core/ps/shard_state.h"
 #include "core/ps/update_ledger.h"
 #include "core/variables/indexed_slices.h"
@@ -63,14 +64,6 @@ struct ShardVersion {
 struct ShardValue {
   Tensor value;
   int64_t version = 0;
-};
-
-// What a shard wrote when saving: enough for the manifest's entry.
-struct SavedSlice {
-  SliceFileRef ref;  // file name (relative to the checkpoint) and rows
-  std::vector<std::string> slot_names;
-  int64_t step = 0;                        // the optimizer's step
-  std::optional<OptimizerSpec> optimizer;  // none: the shard has no optimizer
 };
 
 // -- Operations --------------------------------------------------------------------------------
@@ -143,19 +136,6 @@ struct RestoreOp {
   std::vector<RememberedQueue> ledger;
 };
 
-struct SaveOp {
-  using Result = SavedSlice;
-  static constexpr const char* kName = "save";
-  std::string dir;          // the checkpoint directory
-  std::string file;         // the slice file's name in it
-  CheckpointId checkpoint;  // the checkpoint the file belongs to (written into it)
-  // Written while the shard serves on: the shard actor marks its block, slots and step (a
-  // copy-on-write snapshot, core/ps/cow_snapshot.h) and a writer of its own writes them as they
-  // were, answering once written (Note [Checkpoints without pausing], coordinator/
-  // checkpoint.cc). ApplyShardOp itself always writes in place.
-  bool in_background = false;
-};
-
 struct LoadOp {
   using Result = ShardVersion;
   static constexpr const char* kName = "load";
@@ -180,18 +160,6 @@ bool ChangesShard(const ShardOp& op);
 // The UpdateId of an op that updates rows (assign, scatter, dense and sparse gradients); null
 // for any other op.
 UpdateId* UpdateIdOf(ShardOp& op);
-
-// The file I/O behind SaveOp and LoadOp (schema/ writes slice files; core cannot include it).
-class SliceStore {
- public:
-  virtual ~SliceStore() = default;
-  // Writes `slice` to `path` (a complete file or none).
-  virtual absl::Status Write(const std::string& path, const TensorSliceView& slice) const = 0;
-  // Rows [offset, offset + rows) of `variable` from the slice files under `dir` it overlaps.
-  virtual absl::StatusOr<TensorSlice> ReadBlock(const std::string& dir,
-                                                const CheckpointVariable& variable,
-                                                int64_t offset, int64_t rows) const = 0;
-};
 
 // A shard as of a cut, for a save off the shard (SaveOp::in_background): the slice's metadata
 // and shapes, its data read through a copy-on-write snapshot (Note [Copy-on-write snapshots],

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/checkpoint/checkpoint.h"
-#include "core/ps/shard_op.h"
+#include "core/checkpoint/save.h"
 #include "tessera/env.h"
 
 namespace tessera {
@@ -49,8 +49,8 @@ absl::StatusOr<TensorSlice> ReadSliceBlock(const std::string& dir,
                                            const CheckpointVariable& variable, int64_t offset,
                                            int64_t rows, Env* env = Env::Default());
 
-// The SliceStore (core/ps/shard_op.h) of slice files in an Env: what the shards of a PS node save
-// into and load from (the machine's own filesystem by default).
+// The SliceStore (core/checkpoint/save.h) of slice files in an Env: what the shards of a PS node
+// save and the mirrored replicas save into and load from (the machine's own filesystem by default).
 class FileSliceStore final : public SliceStore {
  public:
   explicit FileSliceStore(Env* env = Env::Default()) : env_(env) {}

@@ -5,8 +5,8 @@
 //   replica_collectives.cc  (ring, abort): the all-reduce in progress;
 //   replica_ring_links.cc   (listen, data): ring links (Note [Ring links]);
 //   replica_steps.cc        (step, run, probe): requests that run collectives;
-//   replica_variables.cc    (create, read, load): the replica's variables, saved and restored;
-//   replica_evaluation.cc   (eval): a test batch's forward pass.
+//   replica_variables.cc    (create, read, load, save): the replica's variables, saved and
+//   restored; replica_evaluation.cc   (eval): a test batch's forward pass.
 //
 // Thread-safety: everything here runs on the replica actor's thread, with its state.
 #pragma once
@@ -147,6 +147,8 @@ caf::result<bool> CreateVariable(Self self, const MirroredVariableSpec& spec);
 caf::result<TensorSlice> ReadSlice(Self self, const std::string& name);
 // A checkpoint's part put back.
 caf::result<bool> LoadSlice(Self self, const TensorSlice& slice);
+// Writes variable `name` as `op` says, through the replica's store (Note [One save path]).
+caf::result<SavedSlice> SaveSlice(Self self, const std::string& name, const SaveOp& op);
 
 // -- replica_evaluation.cc ------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
@@ -122,11 +123,10 @@ enum class Ring {
   kPinned,
 };
 
-std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const Workload& w,
-                                                const OptimizerSpec& optimizer, int32_t replicas,
-                                                int64_t batch_size,
-                                                std::shared_ptr<MirroredFunctions> functions = {},
-                                                Ring ring = Ring::kActors) {
+std::unique_ptr<MirroredStrategy> StartMirrored(
+    caf::actor_system& system, const Workload& w, const OptimizerSpec& optimizer, int32_t replicas,
+    int64_t batch_size, std::shared_ptr<MirroredFunctions> functions = {},
+    Ring ring = Ring::kActors, std::vector<std::shared_ptr<SliceStore>> stores = {}) {
   // kLinks: replica r is "127.0.0.1:<r + 1>", which the linker resolves from this table (of weak
   // handles: the replicas hold the linker).
   auto by_address = std::make_shared<std::map<std::string, caf::actor_addr>>();
@@ -141,6 +141,7 @@ std::unique_ptr<MirroredStrategy> StartMirrored(caf::actor_system& system, const
     options.functions = functions;
     options.ring_chunk_elements = 37;  // several chunks, none dividing evenly
     if (ring == Ring::kPinned) options.cpu = InProcessReplicaCpu(r);
+    if (!stores.empty()) options.store = stores.at(r);
     std::string address;
     if (ring == Ring::kLinks) {
       address = absl::StrCat("127.0.0.1:", r + 1);
@@ -488,7 +489,7 @@ TEST_CASE("mirrored: a checkpoint restores into a fresh strategy with another re
   ActorSystem actors;
   std::unique_ptr<MirroredStrategy> trained = StartMirrored(*actors.system, mlp, adam, 2, 6);
   for (int64_t step = 0; step < 4; ++step) CheckOk(trained->TrainStep(step).status());
-  CheckOk(trained->Save(dir.path(), {RunId::Random(), 4}, mlp.model, adam));
+  CheckOk(trained->Save(dir.path(), {RunId::Random(), 4}, mlp.model));
   const CheckpointManifest manifest = ValueOrDie(ReadManifest(dir.path()));
   CHECK(manifest.variables.size() == mlp.model.params.size());
   CHECK(manifest.variables[0].step == 4);
@@ -502,6 +503,63 @@ TEST_CASE("mirrored: a checkpoint restores into a fresh strategy with another re
   // Another optimizer's slots do not carry over.
   std::unique_ptr<MirroredStrategy> sgd = StartMirrored(*actors.system, mlp, {"sgd", {}}, 1, 4);
   CHECK(absl::IsInvalidArgument(sgd->Restore(dir.path(), mlp.model, {"sgd", {}}).status()));
+}
+
+// Slice files written on this machine, counted; with `fail`, none is (the disk is full).
+class CountedFiles final : public SliceStore {
+ public:
+  mutable std::atomic<int> writes{0};
+  std::atomic<bool> fail{false};
+
+  absl::Status Write(const std::string& path, const TensorSliceView& slice) const override {
+    if (fail) return absl::ResourceExhaustedError("the disk is full");
+    ++writes;
+    return files_.Write(path, slice);
+  }
+  absl::StatusOr<TensorSlice> ReadBlock(const std::string& dir, const CheckpointVariable& variable,
+                                        int64_t offset, int64_t rows) const override {
+    return files_.ReadBlock(dir, variable, offset, rows);
+  }
+
+ private:
+  FileSliceStore files_;
+};
+
+TEST_CASE("mirrored: the replicas write a checkpoint's files, spread over them") {
+  const Workload mlp = SmallMlp(120);
+  const OptimizerSpec adam{"adam", {{"learning_rate", 0.01}}};
+  ActorSystem actors;
+  std::vector<std::shared_ptr<SliceStore>> stores;
+  std::vector<CountedFiles*> counted;
+  for (int r = 0; r < 3; ++r) {
+    auto store = std::make_shared<CountedFiles>();
+    counted.push_back(store.get());
+    stores.push_back(std::move(store));
+  }
+  std::unique_ptr<MirroredStrategy> strategy =
+      StartMirrored(*actors.system, mlp, adam, 3, 4, {}, Ring::kActors, stores);
+  CheckOk(strategy->TrainStep(0).status());
+  testing::TempDir dir;
+  CheckOk(strategy->Save(dir.path(), {RunId::Random(), 1}, mlp.model));
+  const int params = static_cast<int>(mlp.model.params.size());
+  REQUIRE(params >= 3);
+  for (int r = 0; r < 3; ++r) CHECK(counted[r]->writes == (params - r + 2) / 3);
+  const CheckpointManifest manifest = ValueOrDie(ReadManifest(dir.path()));
+  REQUIRE(manifest.variables.size() == mlp.model.params.size());
+  for (const CheckpointVariable& entry : manifest.variables) {
+    REQUIRE(entry.optimizer.has_value());
+    CHECK(entry.optimizer->name == "adam");
+    CHECK(entry.step == 1);
+  }
+
+  // One replica that cannot write fails the save, naming what it was saving; no manifest is
+  // written, so the checkpoint is invisible.
+  counted[1]->fail = true;
+  testing::TempDir failed;
+  const absl::Status status = strategy->Save(failed.path(), {RunId::Random(), 1}, mlp.model);
+  CHECK(status.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StrContains(status.message(), absl::StrCat("saving ", mlp.model.params[1].name)));
+  CHECK_FALSE(std::filesystem::exists(absl::StrCat(failed.path(), "/", kManifestFile)));
 }
 
 TEST_CASE("mirrored: a lost replica fails the step on every replica, then the ring goes on") {
@@ -558,7 +616,7 @@ TEST_CASE("mirrored: checkpoints move between the mirrored and the parameter-ser
 
   // Mirrored -> parameter servers: every value and the optimizer step.
   testing::TempDir from_mirrored;
-  CheckOk(mirrored->Save(from_mirrored.path(), {RunId::Random(), 5}, recsys.model, adagrad));
+  CheckOk(mirrored->Save(from_mirrored.path(), {RunId::Random(), 5}, recsys.model));
   CHECK(ValueOrDie(RestoreCheckpoint(ps, from_mirrored.path())) == 5);
   for (const auto& [name, value] : PsValues(ps, recsys.model)) {
     CHECK_MESSAGE(BitIdentical(value, ValueOrDie(mirrored->Read(name))), name);

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "tessera/workloads/reference_models.h"
+#include "tests/core/checkpoint/kept_slices.h"
 #include "tests/status_util.h"
 
 namespace tessera {
@@ -269,6 +270,45 @@ TEST_CASE("a variable's slice is its whole value, a parameter's also the optimiz
   CHECK(table.step == 0);
 
   CHECK(replica.Slice("nothing").status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("a replica saves a variable as its slice, straight from its memory") {
+  MirroredReplica replica = Replica();
+  CheckOk(replica.CreateVariable(Variable("v", VariableAggregation::kSum)));
+  testing::KeptSlices store;
+  const CheckpointId checkpoint{RunId::Random(), 7};
+
+  const SavedSlice table =
+      ValueOrDie(replica.Save(kTable, SaveOp{"/ckpt", "t.slice", checkpoint}, store));
+  CHECK(table.ref.file == "t.slice");
+  CHECK(table.ref.row_offset == 0);
+  CHECK(table.ref.rows == 5);
+  CHECK(table.slot_names == replica.trainer().optimizer().SlotNames());
+  REQUIRE(table.optimizer.has_value());
+  CHECK(table.optimizer->name == "adagrad");
+  const TensorSlice& written = store.written.at("/ckpt/t.slice");
+  const TensorSlice expected = ValueOrDie(replica.Slice(kTable));
+  CHECK(written.variable == kTable);
+  CHECK(written.checkpoint == checkpoint);
+  CHECK(Values(written.value) == Values(expected.value));
+  REQUIRE(written.slots.size() == expected.slots.size());
+  for (size_t i = 0; i < written.slots.size(); ++i) {
+    CHECK(Values(written.slots[i]) == Values(expected.slots[i]));
+  }
+
+  // A variable created under the strategy has no optimizer, and no slots.
+  const SavedSlice v = ValueOrDie(replica.Save("v", SaveOp{"/ckpt", "v.slice", checkpoint}, store));
+  CHECK_FALSE(v.optimizer.has_value());
+  CHECK(v.slot_names.empty());
+  CHECK(Values(store.written.at("/ckpt/v.slice").value) == std::vector<float>{1, 1});
+
+  CHECK(replica.Save("nothing", SaveOp{"/ckpt", "n.slice", checkpoint}, store).status().code() ==
+        absl::StatusCode::kNotFound);
+  store.fail = true;
+  const absl::Status failed =
+      replica.Save("v", SaveOp{"/ckpt", "w.slice", checkpoint}, store).status();
+  CHECK(failed.code() == absl::StatusCode::kResourceExhausted);
+  CHECK(absl::StrContains(failed.message(), "saving v"));
 }
 
 TEST_CASE("a slice loads back into a replica: values, and a parameter's slots and step") {

@@ -388,8 +388,9 @@ absl::Status MirroredStrategy::Save(const std::string& dir, const CheckpointId& 
   std::vector<Saved> saved;
   std::vector<SaveOp> ops;
   std::vector<ReducedValue> reduced;
-  for (const ParamSpec& param : model.params)
+  for (const ParamSpec& param : model.params) {
     saved.push_back({param.name, param.shape, DType::kFloat32});
+  }
   for (const MirroredVariableSpec& spec : variables_) {
     if (spec.synchronization != VariableSynchronization::kOnRead) {
       saved.push_back({spec.name, spec.shape, spec.dtype});

@@ -84,43 +84,44 @@ absl::StatusOr<Tensor*> MirroredReplica::MutableVariable(absl::string_view name)
   return &it->second.value;
 }
 
-absl::StatusOr<TensorSlice> MirroredReplica::Slice(absl::string_view name) const {
-  TensorSlice slice;
+absl::StatusOr<TensorSliceView> MirroredReplica::View(absl::string_view name) const {
+  TensorSliceView slice;
   slice.variable = std::string(name);
   if (auto it = variables_.find(name); it != variables_.end()) {
     slice.full_shape = it->second.value.shape();
-    slice.value = Tensor::Copy(it->second.value.view());
+    slice.dtype = it->second.spec.dtype;
+    slice.value = it->second.value.view();
     return slice;
   }
   TESSERA_ASSIGN_OR_RETURN(const Tensor* value, trainer_.variable(name));
   TESSERA_ASSIGN_OR_RETURN(const OptimizerSlots* slots, trainer_.slots(name));
   slice.full_shape = value->shape();
-  slice.value = Tensor::Copy(value->view());
+  slice.value = value->view();
   slice.slot_names = trainer_.optimizer().SlotNames();
-  for (const Tensor& slot : slots->tensors) slice.slots.push_back(Tensor::Copy(slot.view()));
+  for (const Tensor& slot : slots->tensors) slice.slots.push_back(slot.view());
   slice.step = slots->step;
+  return slice;
+}
+
+absl::StatusOr<TensorSlice> MirroredReplica::Slice(absl::string_view name) const {
+  TESSERA_ASSIGN_OR_RETURN(const TensorSliceView view, View(name));
+  TensorSlice slice;
+  slice.variable = view.variable;
+  slice.full_shape = view.full_shape;
+  slice.dtype = view.dtype;
+  slice.value = Tensor::Copy(view.value);
+  slice.slot_names = view.slot_names;
+  for (const ConstTensorView& slot : view.slots) slice.slots.push_back(Tensor::Copy(slot));
+  slice.step = view.step;
   return slice;
 }
 
 absl::StatusOr<SavedSlice> MirroredReplica::Save(absl::string_view name, const SaveOp& op,
                                                  const SliceStore& store) const {
-  TensorSliceView slice;
-  slice.variable = std::string(name);
+  TESSERA_ASSIGN_OR_RETURN(TensorSliceView slice, View(name));
+  // A parameter's optimizer goes with it; a variable created under the strategy has none.
   std::optional<OptimizerSpec> optimizer;
-  if (auto it = variables_.find(name); it != variables_.end()) {
-    slice.full_shape = it->second.value.shape();
-    slice.dtype = it->second.spec.dtype;
-    slice.value = it->second.value.view();
-  } else {
-    TESSERA_ASSIGN_OR_RETURN(const Tensor* value, trainer_.variable(name));
-    TESSERA_ASSIGN_OR_RETURN(const OptimizerSlots* slots, trainer_.slots(name));
-    slice.full_shape = value->shape();
-    slice.value = value->view();
-    slice.slot_names = trainer_.optimizer().SlotNames();
-    for (const Tensor& slot : slots->tensors) slice.slots.push_back(slot.view());
-    slice.step = slots->step;
-    optimizer = trainer_.optimizer().spec();
-  }
+  if (variables_.find(name) == variables_.end()) optimizer = trainer_.optimizer().spec();
   return WriteSlice(std::move(slice), std::move(optimizer), op, store, name);
 }
 

@@ -143,6 +143,8 @@ class MirroredReplica {
 
  private:
   friend class MirroredReplicaContext;
+  // A parameter's or variable's value, slots and step, borrowed (Slice copies it, Save writes it).
+  absl::StatusOr<TensorSliceView> View(absl::string_view name) const;
   explicit MirroredReplica(LocalTrainer trainer) : trainer_(std::move(trainer)) {}
 
   struct Variable {

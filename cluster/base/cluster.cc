@@ -223,6 +223,15 @@ void ClusterActors::SetBackupLossListener(BackupLossListener listener) {
   backup_losses_->unheard.clear();
 }
 
+bool ClusterActors::AwaitUnheardBackupLosses(size_t n, absl::Duration timeout) {
+  BackupLosses& losses = *backup_losses_;
+  absl::MutexLock lock(&losses.mu);
+  // The session appends under this mutex, whose unlock re-evaluates the condition: no polling.
+  auto kept = [&losses, n]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(losses.mu) { return losses.unheard.size() >= n; };
+  return losses.mu.AwaitWithTimeout(absl::Condition(&kept), timeout);
+}
+
 // -- Cluster, the public handle
 // --------------------------------------------------------------------
 

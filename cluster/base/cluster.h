@@ -14,6 +14,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/behavior.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "actors/ps/ps_node_actor.h"
 #include "cluster/network/network.h"
 #include "tessera/cluster.h"
@@ -71,6 +73,9 @@ class ClusterActors {
   using BackupLossListener =
       std::function<void(const std::string& shard, const caf::actor_addr& backup)>;
   void SetBackupLossListener(BackupLossListener listener);
+  // Waits until the session keeps at least `n` losses heard while nobody listened (true), or
+  // `timeout` passes (false): how a test knows a loss has arrived before it sets a listener.
+  bool AwaitUnheardBackupLosses(size_t n, absl::Duration timeout);
 
   // Networked mode: the spec and options it was connected with (nullopt in process).
   bool networked() const { return spec_.has_value(); }

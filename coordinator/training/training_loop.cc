@@ -167,19 +167,26 @@ absl::StatusOr<StepExecutor::Recovery> StepExecutor::Recover(const absl::Status&
   return failure;
 }
 
-CheckpointClock::CheckpointClock(int64_t every_steps, double every_seconds, int64_t steps)
+CheckpointClock::CheckpointClock(int64_t every_steps, double every_seconds, int64_t steps,
+                                 Env* clock)
     : every_steps_(every_steps),
       every_seconds_(every_seconds),
       steps_(steps),
-      last_(internal::MonotonicSeconds()) {}
+      clock_(clock),
+      last_(Seconds()) {}
+
+double CheckpointClock::Seconds() const {
+  if (clock_ == nullptr) return internal::MonotonicSeconds();
+  return absl::ToDoubleSeconds(clock_->Now() - absl::UnixEpoch());
+}
 
 bool CheckpointClock::Due(int64_t reached) const {
   if (reached >= steps_) return false;
   if (every_steps_ > 0 && reached % every_steps_ == 0) return true;
-  return every_seconds_ > 0 && internal::MonotonicSeconds() - last_ >= every_seconds_;
+  return every_seconds_ > 0 && Seconds() - last_ >= every_seconds_;
 }
 
-void CheckpointClock::Began() { last_ = internal::MonotonicSeconds(); }
+void CheckpointClock::Began() { last_ = Seconds(); }
 
 absl::StatusOr<TrainingRun> RunTrainingLoop(StepExecutor& executor, int64_t first_step,
                                             int64_t steps, const std::string& label,

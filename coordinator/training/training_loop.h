@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "coordinator/monitoring/training_monitor.h"
 #include "coordinator/training/training_run.h"
+#include "tessera/env.h"
 
 namespace tessera {
 
@@ -126,18 +127,23 @@ struct StepCadence {
 // When a training loop checkpoints, by StepCadence's two measures: at every multiple of
 // `every_steps` and once `every_seconds` have passed since training or the last checkpoint began
 // (0: never by that measure), never at the last step of `steps` (the caller saves that one).
+// Time is `clock`'s Now() when one is given (a test's MemEnv, whose clock it moves); by default
+// the machine's monotonic clock, which a change of the wall clock cannot move.
 class CheckpointClock {
  public:
-  CheckpointClock(int64_t every_steps, double every_seconds, int64_t steps);
+  CheckpointClock(int64_t every_steps, double every_seconds, int64_t steps, Env* clock = nullptr);
   // Whether a checkpoint is due once `reached` steps are done.
   bool Due(int64_t reached) const;
   // A checkpoint begins now: the time measure starts over.
   void Began();
 
  private:
+  double Seconds() const;  // now, in seconds of the clock's own origin
+
   const int64_t every_steps_;
   const double every_seconds_;
   const int64_t steps_;
+  Env* const clock_;  // null: the monotonic clock
   double last_;
 };
 

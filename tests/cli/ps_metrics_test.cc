@@ -31,27 +31,34 @@
 namespace tessera::cli {
 namespace {
 
+using tessera::testing::TempDir;
 using testing::Child;
 using testing::Finished;
 using testing::Has;
+using testing::PollUntil;
 using testing::RunTessera;
-using tessera::testing::TempDir;
 
 // The port after `marker` in the child's stdout, once printed; -1 if not within 15 s.
 int PortAfter(Child& child, const std::string& marker) {
-  for (int i = 0; i < 1500 && child.Alive(); ++i) {
-    const std::string out = child.out();
-    const size_t at = out.find(marker);
-    if (at != std::string::npos) {
-      const size_t begin = at + marker.size();
-      size_t end = begin;
-      while (end < out.size() && out[end] >= '0' && out[end] <= '9') ++end;
-      int port = -1;
-      if (end > begin && absl::SimpleAtoi(out.substr(begin, end - begin), &port)) return port;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
+  int port = -1;
+  PollUntil(
+      [&] {
+        if (!child.Alive()) return true;  // it will print nothing more
+        const std::string out = child.out();
+        const size_t at = out.find(marker);
+        if (at == std::string::npos) return false;
+        const size_t begin = at + marker.size();
+        size_t end = begin;
+        while (end < out.size() && out[end] >= '0' && out[end] <= '9') ++end;
+        int printed = -1;
+        if (end == begin || !absl::SimpleAtoi(out.substr(begin, end - begin), &printed)) {
+          return false;
+        }
+        port = printed;
+        return true;
+      },
+      absl::Seconds(15));
+  return port;
 }
 
 std::string Scrape(int port, const std::string& path = "/metrics") {

@@ -3,9 +3,11 @@
 // and idle connections, pipelining, keep-alive, huge bodies under a memory limit — and checks
 // that the cost stays bounded and other clients are still answered.
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -129,6 +131,24 @@ class Trickle {
   }
   ~Trickle() { Stop(); }
 
+  // Whether the server has sent something (an answer, or a close) on every connection, waiting
+  // up to `limit` on the sockets themselves while the trickle goes on.
+  bool AwaitAnswers(milliseconds limit) {
+    const Clock::time_point deadline = Clock::now() + limit;
+    std::vector<pollfd> waiting;
+    for (auto& c : connections_) waiting.push_back({c->fd(), POLLIN, 0});
+    while (!waiting.empty()) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0 || poll(waiting.data(), waiting.size(), static_cast<int>(left)) <= 0) {
+        return false;
+      }
+      waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                                   [](const pollfd& p) { return p.revents != 0; }),
+                    waiting.end());
+    }
+    return true;
+  }
+
   // Stops sending; the connections are then the caller's to read.
   std::vector<std::unique_ptr<RawConnection>>& Stop() {
     stop_ = true;
@@ -168,7 +188,9 @@ TEST_CASE("a request trickling in is cut at the read timeout, 408, and its conne
   Server server({"--read_timeout_ms=1500"});
   const auto start = Clock::now();
   Trickle trickle(server.port(), 8, HttpPost(kPredict, Instances(2)));
-  std::this_thread::sleep_for(milliseconds(2200));
+  REQUIRE_MESSAGE(trickle.AwaitAnswers(milliseconds(3500)),
+                  "a slow request was not cut at the read timeout");
+  CHECK(Clock::now() - start >= milliseconds(1400));  // cut at the timeout, not before
   for (auto& c : trickle.Stop()) {
     auto response = c->Read(milliseconds(3000));
     REQUIRE_MESSAGE(response, "a slow request was not cut at the read timeout");

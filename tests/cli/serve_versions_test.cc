@@ -34,6 +34,7 @@ namespace fs = std::filesystem;
 using testing::Child;
 using testing::Finished;
 using testing::Has;
+using testing::PollUntil;
 using testing::ReadFile;
 using testing::RunTessera;
 using testing::TempDir;
@@ -90,11 +91,8 @@ std::string States(httplib::Client& client, const std::string& model) {
 
 // Waits (up to 15 s: polls are 1 s apart) until the model's status reads `want`.
 bool WaitForStates(httplib::Client& client, const std::string& model, const std::string& want) {
-  for (int i = 0; i < 150; ++i) {
-    if (States(client, model) == want) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+  return PollUntil([&] { return States(client, model) == want; }, absl::Seconds(15),
+                   absl::Milliseconds(100));  // each check is a request to the child
 }
 
 TEST_CASE(

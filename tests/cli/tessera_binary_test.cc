@@ -41,6 +41,7 @@ namespace {
 using testing::Child;
 using testing::Finished;
 using testing::Has;
+using testing::PollUntil;
 using testing::ReadFile;
 using testing::RunTessera;
 using testing::TempDir;
@@ -306,9 +307,7 @@ TEST_CASE("tessera ps fails at once on a port another process listens on, naming
 TEST_CASE("tessera ps listens on port 7733 without --port") {
   TempDir dir;
   Child ps(dir, {"ps", "--threads", "1"}, "/dev/null");
-  for (int i = 0; i < 500 && ps.Alive() && !Has(ps.out(), "listening on"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  PollUntil([&] { return !ps.Alive() || Has(ps.out(), "listening on"); }, absl::Seconds(5));
   // Another process may hold 7733 on a shared machine: then the error names it as the default.
   const bool listening = Has(ps.out(), "tessera ps: ps 0 listening on 127.0.0.1:7733 ");
   const bool taken = Has(ps.err(), "ps 0 cannot listen on 127.0.0.1:7733: another process") &&
@@ -331,9 +330,7 @@ TEST_CASE("tessera ps takes its task and port from TF_CONFIG, and exits 2 on a b
                             "ps": ["h:3", "127.0.0.1:)" +
                             std::to_string(port) + R"("]}, "task": {"type": "ps", "index": 1}})");
     Child ps(dir, {"ps", "--threads", "1"}, "/dev/null");
-    for (int i = 0; i < 500 && ps.Alive() && !Has(ps.out(), "listening on"); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    PollUntil([&] { return !ps.Alive() || Has(ps.out(), "listening on"); }, absl::Seconds(5));
     CHECK_MESSAGE(Has(ps.out(), "ps 1 listening on 127.0.0.1:" + std::to_string(port) + " "),
                   std::string(ps.out() + ps.err()));
     ps.Signal(SIGTERM);

@@ -1,5 +1,7 @@
 // The built `tessera` binary as a child process, for the process-level cli tests: spawn it with
 // its output in files, wait for it, signal it, read its memory use, find the port `serve` prints.
+// A child process can signal nothing to the test, so every wait on one (its output, its exit, a
+// server's answers) is a PollUntil (tests/poll_until.h).
 //
 //   Child server(dir, {"serve", "--model", model_dir, "--port", "0"}, "/dev/null");
 //   const int port = WaitForPort(server);
@@ -20,6 +22,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tests/cli/cli_test_util.h"
+#include "tests/poll_until.h"
 
 extern char** environ;
 
@@ -72,16 +76,17 @@ class Child {
 
   // The exit code, or -1 when it did not exit normally within `timeout`.
   int Wait(std::chrono::seconds timeout = std::chrono::seconds(30)) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return -1;
+    int code = -1;
+    PollUntil(
+        [&] {
+          int status = 0;
+          if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+          pid_ = -1;
+          code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+          return true;
+        },
+        absl::FromChrono(timeout));
+    return code;
   }
   // Still running (not exited, not killed).
   bool Alive() {
@@ -138,18 +143,22 @@ inline Finished RunTessera(const TempDir& dir, const std::vector<std::string>& a
 // when it is not within 30 s.
 inline int WaitForPort(const Child& child) {
   const std::string marker = "http://127.0.0.1:";
-  for (int i = 0; i < 3000; ++i) {
-    const std::string out = child.out();
-    const size_t at = out.find(marker);
-    const size_t end = at == std::string::npos ? at : out.find('/', at + marker.size());
-    int port = 0;
-    if (end != std::string::npos &&
-        absl::SimpleAtoi(out.substr(at + marker.size(), end - at - marker.size()), &port)) {
-      return port;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
+  int port = -1;
+  PollUntil(
+      [&] {
+        const std::string out = child.out();
+        const size_t at = out.find(marker);
+        const size_t end = at == std::string::npos ? at : out.find('/', at + marker.size());
+        int printed = 0;
+        if (end == std::string::npos ||
+            !absl::SimpleAtoi(out.substr(at + marker.size(), end - at - marker.size()), &printed)) {
+          return false;
+        }
+        port = printed;
+        return true;
+      },
+      absl::Seconds(30));
+  return port;
 }
 
 }  // namespace tessera::testing

@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "actors/base/error.h"
@@ -46,6 +47,8 @@
 #include "coordinator/ps/sharded_variable.h"
 #include "core/scheduling/closure.h"
 #include "tessera/tensor.h"
+#include "tests/event_count.h"
+#include "tests/poll_until.h"
 #include "tests/status_util.h"
 
 namespace tessera::testing {
@@ -83,14 +86,11 @@ inline std::unique_ptr<Cluster> StartCluster(int32_t num_ps, int32_t num_workers
   return *std::move(cluster);
 }
 
-// Polls `condition` every millisecond until it holds (true) or `limit` passes (false).
+// Polls `condition` every millisecond until it holds (true) or `limit` passes (false): for state
+// that nothing signals (a coordinator's figures, asked of its actor); where something can signal,
+// wait on that instead (EventCount, a notification, testing::AwaitDown).
 inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration limit = kWaitLimit) {
-  const absl::Time deadline = absl::Now() + limit;
-  while (!condition()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
+  return PollUntil(condition, limit, absl::Milliseconds(1));
 }
 
 // Fetches every value with one overall deadline; the first error (or DeadlineExceeded) wins.
@@ -110,12 +110,12 @@ inline absl::StatusOr<std::vector<ClosureValues>> FetchAllWithin(
 // `what` and ends the process: the stuck thread could never be joined, and a failing ctest entry
 // beats a hanging one.
 inline void RunWithin(absl::Duration limit, const std::string& what, std::function<void()> fn) {
-  auto finished = std::make_shared<std::atomic<bool>>(false);
+  auto finished = std::make_shared<absl::Notification>();
   std::thread runner([fn = std::move(fn), finished] {
     fn();
-    finished->store(true);
+    finished->Notify();
   });
-  if (!WaitUntil([&] { return finished->load(); }, limit)) {
+  if (!finished->WaitForNotificationWithTimeout(limit)) {
     std::fprintf(stderr, "FATAL: %s did not finish within %s (deadlock?)\n", what.c_str(),
                  absl::FormatDuration(limit).c_str());
     std::fflush(stderr);
@@ -175,10 +175,10 @@ struct TimekeeperState {
 // (tk_open): opens the gate for good, answering every held wait.
 // (tk_sleep, int32 ms) -> bool: answered after `ms` milliseconds.
 inline caf::behavior TimekeeperActor(caf::stateful_actor<TimekeeperState>* self,
-                                     std::shared_ptr<std::atomic<int>> waits) {
+                                     std::shared_ptr<EventCount> waits) {
   return {
       [self, waits](tk_wait_atom) -> caf::result<bool> {
-        waits->fetch_add(1);
+        waits->Add();
         if (self->state.open) return true;
         caf::response_promise promise = self->make_response_promise();
         self->state.held.push_back(promise);
@@ -210,22 +210,20 @@ inline caf::behavior TimekeeperActor(caf::stateful_actor<TimekeeperState>* self,
 class Timekeeper {
  public:
   explicit Timekeeper(caf::actor_system& system)
-      : waits_(std::make_shared<std::atomic<int>>(0)),
-        actor_(system.spawn(TimekeeperActor, waits_)) {}
+      : waits_(std::make_shared<EventCount>()), actor_(system.spawn(TimekeeperActor, waits_)) {}
   ~Timekeeper() { caf::anon_send_exit(actor_, caf::exit_reason::kill); }
   Timekeeper(const Timekeeper&) = delete;
   Timekeeper& operator=(const Timekeeper&) = delete;
 
   const caf::actor& actor() const { return actor_; }
   // How many waits have arrived so far (held or not).
-  int waits() const { return waits_->load(); }
-  bool WaitForWaits(int n) {
-    return WaitUntil([&] { return waits() >= n; });
-  }
+  int waits() const { return static_cast<int>(waits_->count()); }
+  // Whether `n` waits have arrived, waiting (up to kWaitLimit) for the timekeeper to count them.
+  bool WaitForWaits(int n) { return waits_->AwaitAtLeast(n, kWaitLimit); }
   void Open() { caf::anon_send(actor_, tk_open_atom::value); }
 
  private:
-  std::shared_ptr<std::atomic<int>> waits_;
+  std::shared_ptr<EventCount> waits_;
   caf::actor actor_;
 };
 

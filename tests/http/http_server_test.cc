@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "tests/event_count.h"
 #include "tests/raw_http.h"
 
 namespace tessera {
@@ -23,8 +25,9 @@ using testing::RawConnection;
 using testing::RawResponse;
 
 // The test handler: echoes the method, path and body, and misbehaves on request: /throw throws,
-// /oom throws std::bad_alloc, /big answers `big_bytes` bytes, /slow takes 300 ms.
-HttpResponse Echo(const HttpRequest& request, size_t big_bytes) {
+// /oom throws std::bad_alloc, /big answers `big_bytes` bytes, /slow takes 300 ms (slow work, which
+// a request in the handler stands for: `slow` counts its entries).
+HttpResponse Echo(const HttpRequest& request, size_t big_bytes, testing::EventCount& slow) {
   if (request.path == "/throw") throw std::runtime_error("the handler broke");
   if (request.path == "/oom") throw std::bad_alloc();
   HttpResponse response;
@@ -32,7 +35,10 @@ HttpResponse Echo(const HttpRequest& request, size_t big_bytes) {
     response.body = std::string(big_bytes, 'x');
     return response;
   }
-  if (request.path == "/slow") std::this_thread::sleep_for(milliseconds(300));
+  if (request.path == "/slow") {
+    slow.Add();
+    std::this_thread::sleep_for(milliseconds(300));
+  }
   response.body = absl::StrCat(request.method, " ", request.path, " ", request.body);
   return response;
 }
@@ -41,11 +47,13 @@ HttpResponse Echo(const HttpRequest& request, size_t big_bytes) {
 class Running {
  public:
   explicit Running(HttpServerOptions options, size_t big_bytes = 1 << 20)
-      : server_([big_bytes](const HttpRequest& r) { return Echo(r, big_bytes); },
-                [](int status, absl::string_view message) {
-                  return absl::StrCat("{\"error\": \"", message, "\"}");
-                },
-                options) {
+      : slow_(std::make_shared<testing::EventCount>()),
+        server_(
+            [big_bytes, slow = slow_](const HttpRequest& r) { return Echo(r, big_bytes, *slow); },
+            [](int status, absl::string_view message) {
+              return absl::StrCat("{\"error\": \"", message, "\"}");
+            },
+            options) {
     auto port = server_.Bind("127.0.0.1", 0);
     REQUIRE(port.ok());
     port_ = *port;
@@ -57,8 +65,10 @@ class Running {
     CHECK(status_.ok());
   }
   int port() const { return port_; }
+  testing::EventCount& slow() { return *slow_; }  // the /slow requests that reached the handler
 
  private:
+  std::shared_ptr<testing::EventCount> slow_;  // shared with the handler threads
   HttpServer server_;
   int port_ = 0;
   std::thread thread_;
@@ -275,15 +285,20 @@ TEST_CASE("a client that does not read its answer is dropped after the write tim
   const int small = 4096;
   setsockopt(lazy.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
   REQUIRE(lazy.Send("GET /big HTTP/1.1\r\n\r\n"));
-  std::this_thread::sleep_for(milliseconds(100));
+  // Its answer is on the way once the first bytes have arrived (left unread).
+  pollfd answering{lazy.fd(), POLLIN, 0};
+  REQUIRE(poll(&answering, 1, 5000) == 1);
   // Others are served meanwhile.
   RawConnection other(server.port());
   REQUIRE(other.Send(HttpPost("/p", "x")));
   auto answer = other.Read(kWait);
   REQUIRE(answer);
   CHECK(answer->status == 200);
-  std::this_thread::sleep_for(milliseconds(1000));
-  // Dropped with a reset: reading now ends (after what had arrived) well before 64 MB.
+  // Dropped with a reset once the write timeout has passed: wait for the reset itself (asking
+  // for no events, poll reports only an error or a hang-up, and the client reads nothing).
+  pollfd dropped{lazy.fd(), 0, 0};
+  CHECK(poll(&dropped, 1, 10000) == 1);
+  // Reading now ends (after what had arrived) well before 64 MB.
   size_t received = 0;
   char chunk[1 << 16];
   for (;;) {
@@ -303,7 +318,7 @@ TEST_CASE("stopping with connections open and a request in the handler returns")
   REQUIRE(partial.Send("POST /p HTTP/1.1\r\nContent-Length: 10\r\n\r\nab"));
   RawConnection handling(server->port());
   REQUIRE(handling.Send(HttpPost("/slow", "")));
-  std::this_thread::sleep_for(milliseconds(50));
+  REQUIRE(server->slow().AwaitAtLeast(1, absl::Seconds(5)));  // in the handler for 300 ms
   const auto start = std::chrono::steady_clock::now();
   delete server;  // Stop, join
   CHECK(std::chrono::steady_clock::now() - start < milliseconds(2000));

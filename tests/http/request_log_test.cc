@@ -11,7 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "http/http_server.h"
+#include "tests/poll_until.h"
 #include "tests/raw_http.h"
 #include "tests/temp_dir.h"
 
@@ -107,10 +109,12 @@ TEST_CASE("the server logs every answer it makes, its own errors too") {
   }
   // Lines reach the file within a turn of the loop.
   std::vector<std::string> lines;
-  for (int i = 0; i < 500 && lines.size() < 4; ++i) {
-    std::this_thread::sleep_for(milliseconds(10));
-    lines = Lines(path);
-  }
+  testing::PollUntil(
+      [&] {
+        lines = Lines(path);
+        return lines.size() >= 4;
+      },
+      absl::Seconds(5));
   server.Stop();
   thread.join();
   REQUIRE(lines.size() == 4);

@@ -5,14 +5,17 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "schema/serving/model_io.h"
 #include "serving/model_service.h"
 #include "tests/cli/tessera_child.h"
+#include "tests/event_count.h"
 
 namespace tessera::serving {
 namespace {
@@ -35,6 +38,53 @@ void Export(const std::string& base, int64_t version) {
   fs::create_directories(dir);
   REQUIRE(WriteExportedModel(dir, VersionModel(version)).ok());
 }
+
+// The real Env, counting the listings of one directory: a watcher lists each base path once per
+// poll, so a test waits for the polls themselves instead of sleeping through intervals.
+class ListingCounter final : public Env {
+ public:
+  explicit ListingCounter(std::string watched) : watched_(std::move(watched)) {}
+
+  // How many times the watched directory has been listed (wait on it with AwaitAtLeast).
+  testing::EventCount& listings() { return listings_; }
+
+  absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override {
+    absl::StatusOr<std::vector<std::string>> entries = base_->ListDirectory(path);
+    if (path == watched_) listings_.Add();
+    return entries;
+  }
+  absl::Status CreateDirectories(const std::string& path) override {
+    return base_->CreateDirectories(path);
+  }
+  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+    return base_->FileSize(path);
+  }
+  absl::Status RemoveTree(const std::string& path) override { return base_->RemoveTree(path); }
+  absl::Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    return base_->NewRandomAccessFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<ReadOnlyMemoryRegion>> NewReadOnlyMemoryRegion(
+      const std::string& path) override {
+    return base_->NewReadOnlyMemoryRegion(path);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return base_->NewWritableFile(path);
+  }
+  absl::Status SyncDirectory(const std::string& path) override {
+    return base_->SyncDirectory(path);
+  }
+  absl::Time Now() override { return base_->Now(); }
+
+ private:
+  Env* const base_ = Env::Default();
+  const std::string watched_;
+  testing::EventCount listings_;
+};
 
 // "v:STATE[:CODE]" for each status of `name`, e.g. {"2:AVAILABLE", "3:END:DATA_LOSS"}.
 std::vector<std::string> States(const ModelRegistry& registry, const std::string& name) {
@@ -246,19 +296,23 @@ TEST_CASE("started, the watcher picks up versions on its own until stopped") {
   const std::string base = dir.MakeSub("m");
   Export(base, 1);
   ModelRegistry registry;
-  VersionWatcher watcher({{"m", base, VersionPolicy{}}}, registry);
+  ListingCounter env(base);
+  VersionWatcher watcher({{"m", base, VersionPolicy{}}}, registry, &env);
   REQUIRE(watcher.Poll().ok());
   watcher.Start(std::chrono::milliseconds(20));
   Export(base, 2);
-  bool seen = false;
-  for (int i = 0; i < 500 && !seen; ++i) {
-    seen = registry.Snapshot()->at("m").Newest()->version() == 2;
-    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  CHECK(seen);
+  // The next poll begins after the export and has published by the time the one after it
+  // begins: its thread polls one pass after the other.
+  const int64_t exported_at = env.listings().count();
+  REQUIRE(env.listings().AwaitAtLeast(exported_at + 2, absl::Seconds(20)));
+  CHECK(registry.Snapshot()->at("m").Newest()->version() == 2);
   watcher.Stop();
+  const int64_t stopped_at = env.listings().count();
   Export(base, 3);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Stopped, it lists nothing more: not within five of its intervals (a wait for a poll that
+  // must not come), and version 3 stays unseen.
+  CHECK_FALSE(env.listings().AwaitAtLeast(stopped_at + 1, absl::Milliseconds(100)));
+  CHECK(env.listings().count() == stopped_at);
   CHECK(registry.Snapshot()->at("m").Newest()->version() == 2);
   watcher.Stop();  // idempotent
 }

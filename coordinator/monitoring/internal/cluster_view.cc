@@ -88,6 +88,14 @@ json ClusterView::Json() {
   return last_;
 }
 
+bool ClusterView::AwaitView(const std::function<bool(const json&)>& ready,
+                            std::chrono::milliseconds limit, json& out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool seen = viewed_.wait_for(lock, limit, [&] { return ready(last_); });
+  out = last_;
+  return seen;
+}
+
 void ClusterView::Refresh() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -99,6 +107,7 @@ void ClusterView::Refresh() {
     json view = Take(cluster, coordinator);  // Detach waits for this: the pointers stay valid
     lock.lock();
     last_ = std::move(view);
+    viewed_.notify_all();
     if (last) return;
     wake_.wait_for(lock, kRefreshInterval, [this] { return stop_ || changed_; });
   }

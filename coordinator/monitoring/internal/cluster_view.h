@@ -24,12 +24,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/monitoring/monitoring.h"
 
@@ -62,6 +62,11 @@ class ClusterView {
   nlohmann::json Json();
   // The same figures as Prometheus metrics (tessera_ps_*, tessera_worker_*, tessera_closures_*).
   void Collect(MetricWriter& out);
+  // Waits until the latest view satisfies `ready` (true: `out` holds it), or `limit` passes
+  // (false: `out` holds the latest all the same): what waits for the view thread's next views
+  // without polling Json.
+  bool AwaitView(const std::function<bool(const nlohmann::json&)>& ready,
+                 std::chrono::milliseconds limit, nlohmann::json& out);
 
  private:
   void Refresh();  // the view thread
@@ -69,6 +74,7 @@ class ClusterView {
 
   std::mutex mu_;
   std::condition_variable wake_;
+  std::condition_variable viewed_;            // a new view was kept in last_
   Cluster* cluster_ = nullptr;                // guarded by mu_
   ClusterCoordinator* coordinator_ = nullptr;  // guarded by mu_
   bool stop_ = false;                          // guarded by mu_

@@ -23,16 +23,13 @@ using internal::ClusterView;
 using nlohmann::json;
 using testing::ValueOrDie;
 
-// The view's latest JSON once `ready` holds of it (failing after 20 s).
+// The view's latest JSON once `ready` holds of it (failing after 20 s), waiting on the view
+// thread's views.
 template <class Ready>
 json WaitForView(ClusterView& view, Ready ready) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (;;) {
-    json now = view.Json();
-    if (ready(now)) return now;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, now.dump());
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  json latest;
+  REQUIRE_MESSAGE(view.AwaitView(ready, std::chrono::seconds(20), latest), latest.dump());
+  return latest;
 }
 
 TEST_CASE("a cluster view lists the PS shards and their update rate, and outlives the cluster") {

@@ -6,14 +6,13 @@
 #include <doctest/doctest.h>
 
 #include <caf/event_based_actor.hpp>
-#include <chrono>
 #include <memory>
-#include <thread>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "cluster/base/testing.h"
 #include "coordinator/ps/sharded_variable.h"
@@ -93,14 +92,41 @@ TEST_CASE("a killed PS is reported unreachable at once, the others as usual") {
   CHECK(status[1].stats.shards.empty());
 }
 
+// Holds a scheduler thread of `system` from construction until Release (or destruction, so a
+// failed check never leaves the cluster unable to shut down): a blocking actor that waits on a
+// latch the test opens, rather than sleeping for a guessed while.
+class ThreadHolder {
+ public:
+  explicit ThreadHolder(caf::actor_system& system)
+      : holding_(std::make_shared<absl::Notification>()),
+        released_(std::make_shared<absl::Notification>()) {
+    system.spawn([holding = holding_, released = released_](caf::event_based_actor*) {
+      holding->Notify();
+      released->WaitForNotification();
+    });
+  }
+  ~ThreadHolder() { Release(); }
+  ThreadHolder(const ThreadHolder&) = delete;
+  ThreadHolder& operator=(const ThreadHolder&) = delete;
+
+  // Whether the thread is held by now (waiting up to `limit` for the holder to start).
+  bool Holding(absl::Duration limit) { return holding_->WaitForNotificationWithTimeout(limit); }
+  void Release() {
+    if (!released_->HasBeenNotified()) released_->Notify();
+  }
+
+ private:
+  std::shared_ptr<absl::Notification> holding_;
+  std::shared_ptr<absl::Notification> released_;
+};
+
 TEST_CASE("QueryPsStatus never waits longer than its timeout, even when no node can answer") {
-  // One scheduler thread, kept busy for 2 s: neither the nodes nor the query's own actor can run.
+  // One scheduler thread, held until the query is over: neither the nodes nor the query's own
+  // actor can run.
   std::unique_ptr<Cluster> cluster =
       ValueOrDie(Cluster::StartInProcess({.num_ps = 2, .num_workers = 1, .threads = 1}), "cluster");
-  cluster->actors().system().spawn(
-      [](caf::event_based_actor*, int) { std::this_thread::sleep_for(std::chrono::seconds(2)); },
-      0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the blocker holds the thread
+  ThreadHolder holder(cluster->actors().system());
+  REQUIRE(holder.Holding(testing::kWaitLimit));
   const absl::Time start = absl::Now();
   const std::vector<PsNodeStatus> status = QueryPsStatus(*cluster, absl::Milliseconds(300));
   const absl::Duration took = absl::Now() - start;
@@ -112,7 +138,7 @@ TEST_CASE("QueryPsStatus never waits longer than its timeout, even when no node 
     CHECK(ps.error == absl::StrCat("ps ", ps.task, " did not answer within 300ms"));
   }
   // Once the thread is free, the same cluster answers.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  holder.Release();
   for (const PsNodeStatus& ps : QueryPsStatus(*cluster, absl::Seconds(10))) {
     CHECK_MESSAGE(ps.reachable, ps.error);
   }

@@ -5,17 +5,16 @@
 // create_shard until it holds all it expects.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
-#include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -130,7 +129,6 @@ TEST_CASE("a model whose creation fails on a PS leaves no shard anywhere and the
   auto second = testing::StartCluster(2, 1);
   ParameterServerStrategy other(*second, ValueOrDie(FixedShardsPartitioner(3)));
   REQUIRE(testing::KillPs(*second, 1).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const absl::Status gone = other.CreateModelVariables(model, kAdagrad).status();
   CHECK_MESSAGE(absl::IsUnavailable(gone), gone.ToString());
   CHECK_MESSAGE(absl::StrContains(gone.message(), "ps 1"), gone.ToString());
@@ -264,8 +262,9 @@ TEST_CASE("every create_shard of a model, and of a restarted PS, is in flight at
 
   // The PS process dies and comes back at its address: its shards are created again, at once,
   // freshly initialized.
+  const ps_node_actor lost = cluster->actors().ps_node(0);
   first.reset();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(testing::AwaitDown(cluster->actors().system(), lost));
   GatedPs second(kShards, port);
   REQUIRE(second.port == port);
   REQUIRE(cluster->actors().ReplacePs(0).ok());

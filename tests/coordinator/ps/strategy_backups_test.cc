@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -119,7 +118,6 @@ TEST_CASE("a lost PS's backups are promoted with every acknowledged change, then
   const Tensor before = ValueOrDie(created.Read(), "read");
 
   REQUIRE(testing::KillPs(*cluster, 0).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   auto touched = strategy.placement().PromoteBackupsOf(0);
   REQUIRE(touched.ok());
   CHECK(*touched == std::vector<std::string>{"emb"});
@@ -160,7 +158,7 @@ TEST_CASE(
   caf::anon_send_exit(failed, caf::exit_reason::kill);
   // Nobody listens yet (the shards exist before their coordinator): the loss is kept, and handed
   // to the first listener as it is set.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  REQUIRE(cluster->actors().AwaitUnheardBackupLosses(1, testing::kWaitLimit));
   absl::Mutex mu;
   std::vector<std::pair<std::string, caf::actor_addr>> heard;
   cluster->actors().SetBackupLossListener(
@@ -194,7 +192,6 @@ TEST_CASE(
   Train(v, 3);
   const Tensor before = ValueOrDie(v.Read(), "read");
   REQUIRE(testing::KillPs(*cluster, 0).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(strategy.placement().PromoteBackupsOf(0).ok());
   CHECK(
       testing::SameTensor(ValueOrDie(strategy.variables().at("emb").Read(), "read after"), before));
@@ -209,7 +206,6 @@ TEST_CASE(
   Train(created, 1);
   const Tensor before = ValueOrDie(created.Read(), "read");
   REQUIRE(testing::KillPs(*cluster, 1).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(strategy.placement().PromoteBackupsOf(1).ok());
   const ShardedVariable& v = strategy.variables().at("emb");
   CHECK(testing::SameTensor(ValueOrDie(v.Read(), "read after"), before));

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -18,7 +19,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -596,6 +596,60 @@ TEST_CASE("InjectWorkerFailures kills exactly K workers and every closure comple
   CHECK(f->Counter() <= static_cast<float>(kClosures + stats.retried));
 }
 
+// Passes every hook on to `inner`, counting the kills and restarts it orders: once as many
+// restarts have happened as were ordered, none can follow (only an order starts a worker again
+// in process), without waiting to see.
+class CountingInjector : public FaultInjector {
+ public:
+  explicit CountingInjector(std::shared_ptr<FaultInjector> inner) : inner_(std::move(inner)) {}
+
+  void OnInstalled(WorkerPoolControl& pool) override {
+    Counted counted(pool, *this);
+    inner_->OnInstalled(counted);
+  }
+  void OnClosureCompleted(WorkerPoolControl& pool) override {
+    Counted counted(pool, *this);
+    inner_->OnClosureCompleted(counted);
+  }
+  void OnWorkerStarted(WorkerPoolControl& pool, int32_t slot) override {
+    Counted counted(pool, *this);
+    inner_->OnWorkerStarted(counted, slot);
+  }
+  void OnWake(WorkerPoolControl& pool) override {
+    Counted counted(pool, *this);
+    inner_->OnWake(counted);
+  }
+
+  int kills() const { return kills_.load(); }
+  int restarts_ordered() const { return restarts_ordered_.load(); }
+
+ private:
+  class Counted : public WorkerPoolControl {
+   public:
+    Counted(WorkerPoolControl& pool, CountingInjector& counts) : pool_(pool), counts_(counts) {}
+    std::vector<int32_t> BusySlots() const override { return pool_.BusySlots(); }
+    std::vector<int32_t> LiveSlots() const override { return pool_.LiveSlots(); }
+    bool Kill(int32_t slot) override {
+      const bool killed = pool_.Kill(slot);
+      if (killed) counts_.kills_.fetch_add(1);
+      return killed;
+    }
+    void RestartAfter(int32_t slot, std::chrono::milliseconds delay) override {
+      counts_.restarts_ordered_.fetch_add(1);
+      pool_.RestartAfter(slot, delay);
+    }
+    void WakeAfter(std::chrono::milliseconds delay) override { pool_.WakeAfter(delay); }
+
+   private:
+    WorkerPoolControl& pool_;
+    CountingInjector& counts_;
+  };
+
+  std::shared_ptr<FaultInjector> inner_;
+  std::atomic<int> kills_{0};             // the hooks run on the coordinator's thread; the test
+  std::atomic<int> restarts_ordered_{0};  // reads from its own
+};
+
 TEST_CASE("InjectWorkerFailures with coinciding kill points still kills K distinct workers") {
   // 3 failures over 10 closures: the kill points (drawn from completions 2..9) often coincide
   // (seeds 1, 2 and 27 draw {3, 3, 5}, {8, 8, 9} and {9, 9, 9}), so one completion must kill
@@ -603,13 +657,18 @@ TEST_CASE("InjectWorkerFailures with coinciding kill points still kills K distin
   for (uint64_t seed : {1, 2, 27}) {
     CAPTURE(seed);
     auto f = MakeFixture(Options(1, 3));
-    ClusterCoordinatorTesting::InjectWorkerFailures(*f->coordinator, 3, 10, seed,
-                                                    absl::Milliseconds(5));
+    // What InjectWorkerFailures installs, counted.
+    auto injector = std::make_shared<CountingInjector>(
+        KillBusyWorkersAtCompletions(3, 10, seed, std::chrono::milliseconds(5)));
+    ClusterCoordinatorTesting::SetFaultInjector(*f->coordinator, injector);
     const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 10, SleepFor(1));
     REQUIRE(FetchAllWithin(values).ok());
     REQUIRE(f->coordinator->Join().ok());
     REQUIRE(WaitUntil([&] { return f->Workers().worker_restarts == 3; }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // no extra restart follows
+    // Every kill point has passed (all 10 closures completed), and each kill ordered one restart,
+    // all of which have happened: no extra restart can follow.
+    CHECK(injector->kills() == 3);
+    CHECK(injector->restarts_ordered() == 3);
     const WorkerPoolStatus workers = f->Workers();
     CHECK(workers.worker_failures == 3);
     CHECK(workers.worker_restarts == 3);

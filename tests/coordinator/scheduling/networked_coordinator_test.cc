@@ -4,20 +4,20 @@
 // restored from the latest checkpoint onto a node started again at its address.
 #include <doctest/doctest.h>
 
+#include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
-#include <caf/exit_reason.hpp>
-#include <caf/send.hpp>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "actors/ps/variable_ops.h"
 #include "cluster/base/cluster.h"
+#include "cluster/base/testing.h"
 #include "cluster/network/network.h"
 #include "cluster/scheduling/worker_node.h"
 #include "coordinator/checkpoint/save_restore.h"
@@ -331,8 +331,9 @@ TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoi
   auto coordinator =
       ValueOrDie(ClusterCoordinator::Create(*strategy, registry, {}, std::move(run)), "Create");
 
-  first_host.reset();  // the PS process dies
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const ps_node_actor lost = cluster->actors().ps_node(0);
+  first_host.reset();  // the PS process dies, as the coordinator's side sees
+  REQUIRE(testing::AwaitDown(cluster->actors().system(), lost));
   testing::NetworkNode second_host(FastNetwork());  // and comes back at its address
   REQUIRE(second_host.PublishPsNode(0, kProtocolVersion, ps_port) == ps_port);
 

@@ -17,10 +17,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "cluster/base/cluster.h"
 #include "coordinator/ps/strategy.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
 #include "coordinator/training/train_step_closure.h"
+#include "core/base/mem_env.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {
@@ -101,6 +103,31 @@ TEST_CASE("a checkpoint clock is due at every multiple of its steps, never at th
   }
   far.Began();
   CHECK(far.Due(8));
+}
+
+TEST_CASE("a checkpoint clock in seconds is due once that long has passed since the last began") {
+  std::unique_ptr<MemEnv> env = NewMemEnv();  // its clock moves only when the test moves it
+  CheckpointClock every10s(0, 10, 100, env.get());
+  CHECK_FALSE(every10s.Due(1));
+  env->AdvanceClock(absl::Seconds(9));
+  CHECK_FALSE(every10s.Due(2));
+  env->AdvanceClock(absl::Seconds(1));
+  CHECK(every10s.Due(3));
+  CHECK(every10s.Due(4));          // due until a checkpoint begins
+  CHECK_FALSE(every10s.Due(100));  // the caller saves the last step itself
+  every10s.Began();
+  CHECK_FALSE(every10s.Due(5));  // the measure starts over
+  env->AdvanceClock(absl::Seconds(9.5));
+  CHECK_FALSE(every10s.Due(6));
+  env->AdvanceClock(absl::Seconds(0.5));
+  CHECK(every10s.Due(7));
+
+  // With a step measure too, whichever comes first.
+  CheckpointClock both(4, 10, 100, env.get());
+  CHECK(both.Due(4));
+  CHECK_FALSE(both.Due(5));
+  env->AdvanceClock(absl::Seconds(10));
+  CHECK(both.Due(5));
 }
 
 TEST_CASE("the loop trains each step from the first on once and reports what the steps did") {

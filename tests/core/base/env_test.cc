@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/mem_env.h"
+#include "tests/fifo_watchdog.h"
 
 namespace tessera {
 namespace {
@@ -376,21 +377,18 @@ TEST_CASE("the real Env refuses a FIFO at once, for reading and for mapping") {
   TempDir dir;
   const std::string fifo = dir.path() + "/fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  // Should a reader wait for a writer (the bug), this thread plays the writer after 5 s, so the
+  // Should a reader wait for a writer (the bug), the watchdog plays the writer after 5 s, so the
   // test fails on the elapsed time instead of hanging.
-  std::atomic<bool> done{false};
-  std::thread writer([&] {
-    for (int i = 0; i < 500 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (done) return;
-    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (fd >= 0) ::close(fd);
-  });
-  const auto start = std::chrono::steady_clock::now();
-  const absl::Status read = Env::Default()->NewRandomAccessFile(fifo).status();
-  const absl::Status mapped = Env::Default()->NewReadOnlyMemoryRegion(fifo).status();
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  done = true;
-  writer.join();
+  absl::Status read, mapped;
+  std::chrono::steady_clock::duration elapsed;
+  {
+    testing::FifoWatchdog watchdog(fifo, absl::Seconds(5));
+    const auto start = std::chrono::steady_clock::now();
+    read = Env::Default()->NewRandomAccessFile(fifo).status();
+    mapped = Env::Default()->NewReadOnlyMemoryRegion(fifo).status();
+    elapsed = std::chrono::steady_clock::now() - start;
+    CHECK(!watchdog.fired());
+  }
   CHECK(absl::IsDataLoss(read));
   CHECK(std::string(read.message()).find("is not a regular file") != std::string::npos);
   CHECK(absl::IsDataLoss(mapped));

@@ -21,6 +21,7 @@
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/internal/model_data.h"
 #include "schema/serving/model_io.h"
+#include "tests/fifo_watchdog.h"
 #include "tests/schema/schema_test_util.h"
 
 namespace tessera {
@@ -445,33 +446,6 @@ TEST_CASE("a sparse 15 GiB model file with a valid header is refused without rea
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
 
-// Opens a FIFO for writing after `delay` unless `done`: what unblocks a reader that (wrongly)
-// waits for a writer, so a regression fails the test instead of hanging it.
-class FifoWatchdog {
- public:
-  FifoWatchdog(std::string path, std::chrono::seconds delay)
-      : thread_([this, path, delay] {
-          const auto deadline = std::chrono::steady_clock::now() + delay;
-          while (!done_ && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-          }
-          if (done_) return;
-          fired_ = true;
-          const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
-          if (fd >= 0) ::close(fd);
-        }) {}
-  ~FifoWatchdog() {
-    done_ = true;
-    thread_.join();
-  }
-  bool fired() const { return fired_; }
-
- private:
-  std::atomic<bool> done_{false};
-  std::atomic<bool> fired_{false};
-  std::thread thread_;
-};
-
 TEST_CASE("a FIFO or a directory in place of a model, slice or manifest is refused at once") {
   TempDir dir;
   const std::string model = dir.path() + "/" + kModelFile;
@@ -481,7 +455,7 @@ TEST_CASE("a FIFO or a directory in place of a model, slice or manifest is refus
     REQUIRE(::mkfifo(path.c_str(), 0644) == 0);
   }
   {
-    FifoWatchdog watchdog(model, std::chrono::seconds(5));
+    testing::FifoWatchdog watchdog(model, absl::Seconds(5));
     CHECK(absl::IsDataLoss(OpenExportedModel(dir.path()).status()));
     CHECK(absl::IsDataLoss(ReadExportedModel(dir.path()).status()));
     CHECK(absl::IsDataLoss(ReadManifest(dir.path()).status()));

@@ -221,7 +221,7 @@ absl::StatusOr<TrainingRun> RunTrainingLoop(StepExecutor& executor, int64_t firs
   };
 
   CheckpointClock checkpoint_clock(cadence.checkpoint_every, cadence.checkpoint_every_seconds,
-                                   steps);
+                                   steps, cadence.clock);
   std::unique_ptr<BackgroundSave> saving;  // the checkpoint being written, if any
   // Waits for it; an Unavailable failure (a PS lost meanwhile) skips it with a warning.
   auto finish_save = [&]() -> absl::Status {

@@ -113,6 +113,9 @@ struct StepCadence {
   // last checkpoint began, whichever is later (TF's save_checkpoints_secs): the cost of a
   // checkpoint then stays a bounded share of the run however fast its steps are.
   double checkpoint_every_seconds = 0;
+  // The clock those seconds are measured on: an Env's Now() (a test's MemEnv, whose clock the test
+  // moves); null: the machine's monotonic clock.
+  Env* clock = nullptr;
   CheckpointFunction checkpoint;
   bool checkpoint_in_background = true;
   // Every `eval_every` steps (0: never; never at the last step, which the caller evaluates):

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/base/mem_env.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
 namespace tessera {
@@ -36,6 +37,7 @@ class Scripted : public StepExecutor {
   std::optional<int64_t> fail_at;
   std::optional<int64_t> recover_to;
   std::optional<absl::Status> drain_failure;  // the next Drain's, once
+  std::function<void(int64_t step)> on_step;  // runs as each step is taken
 
   std::vector<std::pair<int64_t, int64_t>> asked;  // (next, limit) of every Advance
   std::vector<int64_t> recovered_at;
@@ -52,6 +54,7 @@ class Scripted : public StepExecutor {
     advanced.completed = std::move(waiting_);
     waiting_.clear();
     for (int64_t step = next; step < end; ++step) {
+      if (on_step) on_step(step);
       const CompletedStep done{kExamplesPerStep, static_cast<double>(step),
                                absl::UnixEpoch() + absl::Seconds(step + 1)};
       (in_flight ? waiting_ : advanced.completed).push_back(done);
@@ -169,6 +172,27 @@ TEST_CASE(
     return absl::DataLossError("the disk is full");
   };
   CHECK(absl::IsDataLoss(RunTrainingLoop(failing, 0, 12, "loop test", cadence).status()));
+}
+
+TEST_CASE("a cadence in seconds checkpoints by the given clock, once that long has passed") {
+  std::unique_ptr<MemEnv> env = NewMemEnv();  // its clock moves only when a step moves it
+  Scripted steps;
+  steps.on_step = [&env](int64_t) { env->AdvanceClock(absl::Seconds(3)); };
+  StepCadence cadence;
+  cadence.checkpoint_every_seconds = 10;
+  cadence.clock = env.get();
+  cadence.checkpoint_in_background = false;
+  std::vector<int64_t> saved;
+  cadence.checkpoint = [&saved](int64_t step,
+                                std::function<void()>) -> absl::StatusOr<std::string> {
+    saved.push_back(step);
+    return std::string("ckpt");
+  };
+  const TrainingRun run = ValueOrDie(RunTrainingLoop(steps, 0, 12, "loop test", cadence));
+  // 3 s a step: 12 s have passed after step 4; the measure starts over there, and 12 s more
+  // have passed after step 8 (never the last step: the caller saves it).
+  CHECK(saved == std::vector<int64_t>{4, 8});
+  CHECK(run.steps == 12);
 }
 
 TEST_CASE("an executor that cannot recover ends the run with the failure") {

@@ -1,6 +1,6 @@
 // allreduce: the ring all-reduce's bandwidth (actors/mirrored/mirrored_replica_actor.h, Note [Ring
 // all-reduce] in core/mirrored/collective.h) against the machine's ceilings. For each tensor size
-// of --sizes_mib, MirroredStrategy::ProbeRing times --rounds all-reduces (SUM) of a float buffer of
+// of --sizes_mib, ReplicaGroup::ProbeRing times --rounds all-reduces (SUM) of a float buffer of
 // that size held by each of --replicas replicas, back to back; a round's figure is the slowest
 // replica's seconds / rounds. Two settings:
 //
@@ -78,8 +78,8 @@
 #include "bench/internal/socket_io.h"
 #include "cluster/base/cluster.h"
 #include "cluster/network/network.h"
-#include "coordinator/mirrored/mirrored_strategy.h"
 #include "coordinator/mirrored/mirrored_training.h"
+#include "coordinator/mirrored/replica_group.h"
 #include "tessera/cluster.h"
 #include "tessera/data.h"
 #include "tessera/status.h"
@@ -340,7 +340,7 @@ Json Report(const char* title, const std::string& baseline, const std::string& c
 }
 
 // `rounds` all-reduces of `mib` MiB: seconds per round.
-absl::StatusOr<double> ProbeSeconds(MirroredStrategy& strategy, int64_t mib, int32_t rounds) {
+absl::StatusOr<double> ProbeSeconds(ReplicaGroup& strategy, int64_t mib, int32_t rounds) {
   TESSERA_ASSIGN_OR_RETURN(
       const double seconds,
       strategy.ProbeRing(Bytes(mib) / static_cast<int64_t>(sizeof(float)), rounds));
@@ -368,8 +368,8 @@ absl::StatusOr<Json> RunInProcess(const Settings& s, bool& met) {
                              SpawnMirroredReplica(system, std::move(options)));
     handles.push_back({actor, ""});
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
-                           MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaGroup> strategy,
+                           ReplicaGroup::Create(system, std::move(handles), kBatchSize, {}));
   const int64_t max_bytes = Bytes(*std::max_element(s.mib.begin(), s.mib.end()));
   std::unique_ptr<char[]> from = Faulted(max_bytes), to = Faulted(max_bytes);
   std::vector<SizeFigures> figures;
@@ -805,8 +805,8 @@ absl::StatusOr<Json> RunNet(const Settings& s, bool& met) {
       }
       handles.push_back({*replica, workers[k]});
     }
-    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
-                             MirroredStrategy::Create(system, std::move(handles), kBatchSize, {}));
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaGroup> strategy,
+                             ReplicaGroup::Create(system, std::move(handles), kBatchSize, {}));
     std::fprintf(stderr, "%s: net: the ring of %d replica processes is formed\n", kName,
                  s.replicas);
     absl::Status measured = [&]() -> absl::Status {

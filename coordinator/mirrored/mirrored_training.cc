@@ -18,7 +18,7 @@
 #include "cluster/base/cluster.h"
 #include "cluster/network/network.h"
 #include "coordinator/checkpoint/checkpoint_manager.h"
-#include "coordinator/mirrored/mirrored_strategy.h"
+#include "coordinator/mirrored/replica_group.h"
 #include "coordinator/monitoring/internal/progress.h"
 #include "coordinator/monitoring/training_monitor.h"
 #include "coordinator/training/describe_job.h"
@@ -76,12 +76,11 @@ absl::StatusOr<ReplicaHandle> StartReplica(caf::actor_system& system, const Trai
   return ReplicaHandle{replica, address.ToString()};
 }
 
-// A checkpoint of `step` (every parameter and variable, from replica 0).
-absl::StatusOr<std::string> SaveCheckpoint(CheckpointManager& checkpoints,
-                                           MirroredStrategy& strategy, const TrainingJob& job,
-                                           int64_t step) {
+// A checkpoint of `step`: every parameter and variable, written by the replicas that hold them.
+absl::StatusOr<std::string> SaveCheckpoint(CheckpointManager& checkpoints, ReplicaGroup& group,
+                                           const TrainingJob& job, int64_t step) {
   return checkpoints.Save(step, [&](const std::string& dir) {
-    return strategy.Save(dir, {checkpoints.run_id(), step}, job.model, checkpoints.env());
+    return group.Save(dir, {checkpoints.run_id(), step}, job.model, checkpoints.env());
   });
 }
 
@@ -106,10 +105,10 @@ class MirroredSteps final : public StepExecutor {
     uint64_t seed = 0;
   };
 
-  MirroredSteps(MirroredStrategy& strategy, caf::actor_system& system, const TrainingJob& job,
+  MirroredSteps(ReplicaGroup& group, caf::actor_system& system, const TrainingJob& job,
                 const ParameterServerTrainingOptions& options, ReplicaLossPolicy on_loss,
                 std::optional<CheckpointManager>& checkpoints, Plan plan)
-      : strategy_(strategy),
+      : group_(group),
         system_(system),
         job_(job),
         options_(options),
@@ -121,7 +120,7 @@ class MirroredSteps final : public StepExecutor {
   // Reads the optimizer steps the replicas have applied (Note [A lost replica]: what a resync
   // agrees on).
   absl::Status Start() {
-    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied, strategy_.AppliedSteps(job_.model));
+    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied, group_.AppliedSteps(job_.model));
     applied_ = applied.values[0];
     return absl::OkStatus();
   }
@@ -133,20 +132,20 @@ class MirroredSteps final : public StepExecutor {
       // Fault injection: the replica is killed once the request is sent to every replica (with
       // it in hand, or, a short request, after it: then the next one finds it gone).
       planned_.erase(planned_.begin());
-      const int32_t victim = static_cast<int32_t>(
-          victims_() % static_cast<uint64_t>(strategy_.num_replicas_in_sync()));
+      const int32_t victim =
+          static_cast<int32_t>(victims_() % static_cast<uint64_t>(group_.num_replicas_in_sync()));
       Log().info("{}: fault injection kills replica {} during step {}", job_.name, victim,
                  next + 1);
-      kill = [actor = strategy_.replicas()[victim].actor] {
+      kill = [actor = group_.replicas()[victim].actor] {
         caf::anon_send_exit(actor, caf::exit_reason::kill);
       };
     }
-    TESSERA_ASSIGN_OR_RETURN(const std::vector<MirroredStrategy::StepResult> trained,
-                             strategy_.TrainSteps(next, end - next, std::move(kill)));
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<ReplicaGroup::StepResult> trained,
+                             group_.TrainSteps(next, end - next, std::move(kill)));
     Advanced advanced;
     advanced.started = static_cast<int64_t>(trained.size());
     const absl::Time now = absl::Now();
-    for (const MirroredStrategy::StepResult& result : trained) {
+    for (const ReplicaGroup::StepResult& result : trained) {
       advanced.completed.push_back({result.examples, result.loss, now});
     }
     applied_ += advanced.started;
@@ -156,7 +155,7 @@ class MirroredSteps final : public StepExecutor {
   // Nothing is in flight between requests; a replica lost since the last one (noticed by no
   // request: at the very end, say) is a failure to recover from like any other.
   absl::StatusOr<std::vector<CompletedStep>> Drain() override {
-    if (!strategy_.LostReplicas().empty()) {
+    if (!group_.LostReplicas().empty()) {
       return absl::UnavailableError("a replica was lost after its last step");
     }
     return std::vector<CompletedStep>{};
@@ -167,26 +166,25 @@ class MirroredSteps final : public StepExecutor {
   // returned. Any other failure is the run's.
   absl::StatusOr<Recovery> Recover(const absl::Status& failure, int64_t step) override {
     if (!absl::IsUnavailable(failure)) return failure;
-    const std::vector<int32_t> lost = strategy_.LostReplicas();
+    const std::vector<int32_t> lost = group_.LostReplicas();
     if (lost.empty()) return failure;
     replicas_lost_ += static_cast<int64_t>(lost.size());
     const std::string which = absl::StrJoin(lost, ", ");
     nlohmann::json loss = {{"step", step}, {"replicas", lost}};
     const std::string& label = job_.name;
     if (on_loss_ == ReplicaLossPolicy::kContinue) {
-      TESSERA_RETURN_IF_ERROR(strategy_.Drop(lost));
+      TESSERA_RETURN_IF_ERROR(group_.Drop(lost));
       // The survivors agree on the steps the most advanced of them applied.
-      TESSERA_ASSIGN_OR_RETURN(const int64_t agreed, strategy_.Resync(job_.model));
+      TESSERA_ASSIGN_OR_RETURN(const int64_t agreed, group_.Resync(job_.model));
       const int64_t goes_on = step + agreed - applied_;
       applied_ = agreed;
       loss["action"] = "continued";
-      loss["replicas_in_sync"] = strategy_.num_replicas_in_sync();
+      loss["replicas_in_sync"] = group_.num_replicas_in_sync();
       losses_.push_back(std::move(loss));
-      return Recovery{goes_on, absl::StrCat(label, ": replica ", which, " lost at step ",
-                                            goes_on + 1, ": going on with ",
-                                            strategy_.num_replicas_in_sync(),
-                                            " replicas, global batch ",
-                                            strategy_.global_batch_size())};
+      return Recovery{goes_on,
+                      absl::StrCat(label, ": replica ", which, " lost at step ", goes_on + 1,
+                                   ": going on with ", group_.num_replicas_in_sync(),
+                                   " replicas, global batch ", group_.global_batch_size())};
     }
     if (!checkpoints_.has_value()) {
       return absl::UnavailableError(absl::StrCat(
@@ -198,7 +196,7 @@ class MirroredSteps final : public StepExecutor {
     for (int32_t rank : lost) {
       // Networked: the worker's process is restarted by whoever runs it; wait for it.
       TESSERA_ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(system_, job_, options_, rank));
-      TESSERA_RETURN_IF_ERROR(strategy_.Replace(rank, std::move(back)));
+      TESSERA_RETURN_IF_ERROR(group_.Replace(rank, std::move(back)));
     }
     const std::optional<std::string> latest = checkpoints_->Latest();
     if (!latest.has_value()) {
@@ -207,8 +205,8 @@ class MirroredSteps final : public StepExecutor {
                        checkpoints_->root()));
     }
     TESSERA_ASSIGN_OR_RETURN(const int64_t restored,
-                             strategy_.Restore(*latest, job_.model, job_.optimizer));
-    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> now, strategy_.AppliedSteps(job_.model));
+                             group_.Restore(*latest, job_.model, job_.optimizer));
+    TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> now, group_.AppliedSteps(job_.model));
     applied_ = now.values[0];
     loss["action"] = "restored";
     loss["checkpoint_step"] = restored;
@@ -224,7 +222,7 @@ class MirroredSteps final : public StepExecutor {
   const nlohmann::json& losses() const { return losses_; }
 
  private:
-  MirroredStrategy& strategy_;
+  ReplicaGroup& group_;
   caf::actor_system& system_;
   const TrainingJob& job_;
   const ParameterServerTrainingOptions& options_;
@@ -281,26 +279,26 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     TESSERA_ASSIGN_OR_RETURN(ReplicaHandle handle, StartReplica(*system, job, options, r));
     handles.push_back(std::move(handle));
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
-                           MirroredStrategy::Create(*system, std::move(handles), job.batch_size,
-                                                    DescribeJob(job, options.seed)));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaGroup> group,
+                           ReplicaGroup::Create(*system, std::move(handles), job.batch_size,
+                                                DescribeJob(job, options.seed)));
   // As many examples as the same flags train on parameter servers: a global batch is `replicas`
   // batches.
   const int64_t total_steps = (job.steps + replicas - 1) / replicas;
   std::printf(
       "%s: mirrored strategy, %d replicas (%s), global batch %lld = %d x %lld, %lld steps\n",
       label.c_str(), replicas, options.cluster.has_value() ? "networked" : "simulation",
-      static_cast<long long>(strategy->global_batch_size()), replicas,
+      static_cast<long long>(group->global_batch_size()), replicas,
       static_cast<long long>(job.batch_size), static_cast<long long>(total_steps));
 
   int64_t first_step = 0;
   if (resume_from.has_value()) {
-    TESSERA_ASSIGN_OR_RETURN(first_step, strategy->Restore(*resume_from, job.model, job.optimizer));
+    TESSERA_ASSIGN_OR_RETURN(first_step, group->Restore(*resume_from, job.model, job.optimizer));
     std::printf("%s: resumed from %s at step %lld\n", label.c_str(), resume_from->c_str(),
                 static_cast<long long>(first_step));
   } else if (checkpoints.has_value() && on_loss == ReplicaLossPolicy::kRestore) {
     // A lost replica restores everyone from the latest checkpoint: there must always be one.
-    TESSERA_RETURN_IF_ERROR(SaveCheckpoint(*checkpoints, *strategy, job, 0).status());
+    TESSERA_RETURN_IF_ERROR(SaveCheckpoint(*checkpoints, *group, job, 0).status());
   }
 
   MirroredSteps::Plan plan;
@@ -308,22 +306,22 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     plan.losses = PlannedLosses(options.inject_worker_failures, first_step, total_steps);
   }
   plan.seed = options.seed;
-  MirroredSteps steps(*strategy, *system, job, options, on_loss, checkpoints, std::move(plan));
+  MirroredSteps steps(*group, *system, job, options, on_loss, checkpoints, std::move(plan));
   TESSERA_RETURN_IF_ERROR(steps.Start());
   StepCadence cadence;
-  cadence.pass_steps = BatchesPerPass(job.train.size(), strategy->global_batch_size());
+  cadence.pass_steps = BatchesPerPass(job.train.size(), group->global_batch_size());
   if (checkpoints.has_value()) {
     cadence.checkpoint_every = options.checkpoint_every;
     cadence.checkpoint_every_seconds = options.checkpoint_every_seconds;
     cadence.checkpoint_in_background = false;  // the replicas save while they wait
     cadence.checkpoint = [&](int64_t step, std::function<void()>) {
-      return SaveCheckpoint(*checkpoints, *strategy, job, step);
+      return SaveCheckpoint(*checkpoints, *group, job, step);
     };
   }
   if (job.test.size() > 0) {
     cadence.eval_every = eval_every;
     cadence.evaluate = [&](int64_t) {
-      return FinishedEvaluation(strategy->Evaluate(model, job.test.size()));
+      return FinishedEvaluation(group->Evaluate(model, job.test.size()));
     };
   }
   TESSERA_ASSIGN_OR_RETURN(TrainingRun run, RunTrainingLoop(steps, first_step, total_steps, label,
@@ -332,7 +330,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   if (checkpoints.has_value()) {
     const double save_start = internal::MonotonicSeconds();
     TESSERA_ASSIGN_OR_RETURN(const std::string dir,
-                             SaveCheckpoint(*checkpoints, *strategy, job, final_step));
+                             SaveCheckpoint(*checkpoints, *group, job, final_step));
     summary["checkpoint_seconds"] = internal::MonotonicSeconds() - save_start;
     std::printf("%s: checkpoint %s\n", label.c_str(), dir.c_str());
   }
@@ -343,22 +341,22 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     exported.signatures.push_back(std::move(serving));
     exported.step = final_step;
     for (const ParamSpec& param : job.model.params) {
-      TESSERA_ASSIGN_OR_RETURN(exported.variables[param.name], strategy->Read(param.name));
+      TESSERA_ASSIGN_OR_RETURN(exported.variables[param.name], group->Read(param.name));
     }
     TESSERA_RETURN_IF_ERROR(Env::Default()->CreateDirectories(options.export_dir));
     TESSERA_RETURN_IF_ERROR(WriteExportedModel(options.export_dir, exported));
     std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
   }
   if (job.test.size() > 0) {
-    TESSERA_ASSIGN_OR_RETURN(run.eval, strategy->Evaluate(model, job.test.size()));
+    TESSERA_ASSIGN_OR_RETURN(run.eval, group->Evaluate(model, job.test.size()));
   }
   summary["mode"] = options.cluster.has_value() ? "net" : "sim";
   summary["strategy"] = "mirrored";
   summary["ps"] = 0;
   summary["workers"] = replicas;
   summary["replicas"] = replicas;
-  summary["replicas_in_sync"] = strategy->num_replicas_in_sync();
-  summary["global_batch_size"] = strategy->global_batch_size();
+  summary["replicas_in_sync"] = group->num_replicas_in_sync();
+  summary["global_batch_size"] = group->global_batch_size();
   summary["replicas_lost"] = steps.replicas_lost();
   summary["replica_losses"] = steps.losses();
   summary["on_replica_loss"] = on_loss == ReplicaLossPolicy::kContinue ? "continue" : "restore";
@@ -368,7 +366,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                           "closures_cancelled", "worker_failures", "worker_restarts"}) {
     summary[key] = 0;
   }
-  if (options.cluster.has_value()) strategy->EndRun();
+  if (options.cluster.has_value()) group->EndRun();
   return run;
 }
 

@@ -1,4 +1,4 @@
-// Training under the mirrored strategy (coordinator/mirrored/mirrored_strategy.h): the driver's
+// Training under the mirrored strategy (coordinator/mirrored/replica_group.h): the driver's
 // loop around synchronous steps — the replicas started in this process (the simulation) or reached
 // at the workers' addresses of a cluster spec (each worker process serving a replica:
 // ServeAsReplica), resuming from the latest checkpoint, a checkpoint every few steps, validation,

@@ -64,13 +64,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "tessera/mirrored.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
 
-// The numeric values are part of the wire format: never renumber.
-enum class ReduceOp : int32_t { kSum = 0, kMean = 1 };
-
+// ReduceOp (tessera/mirrored.h): its numeric values are part of the wire format; never renumber.
 absl::string_view ReduceOpName(ReduceOp op);  // "sum", "mean"
 // "sum" or "mean"; InvalidArgument otherwise.
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);

@@ -9,18 +9,12 @@
 // buffer (Note [Packed gradients] in core/training/local_trainer.h), the replicas all-reduce it,
 // and each applies the same bits, so the copies stay bit-identical.
 //
-// Note [Writes from a replica context]
-// A replica function reads its local copies and writes through a MirroredReplicaContext. Writes
-// to an ON_WRITE variable (MirroredVariable) are held until the function returns and then made
-// on every replica with the variable's aggregation, as TF's MirroredVariable.assign in a replica
-// context does: SUM adds the replicas' values, MEAN averages them, ONLY_FIRST_REPLICA takes
-// replica 0's, and NONE is an error ("an update from a replica context needs an aggregation");
-// MEAN on a non-floating variable is refused when it is created. All the held writes of one call
-// travel in one all-reduce (PackWrites: replica r contributes its value, scaled by 1/N for MEAN,
-// or zeros for ONLY_FIRST_REPLICA unless r == 0; the sum is what each replica applies), and every
-// replica applies the same reduced bits, so the copies stay identical. Writes to an ON_READ
-// variable (SyncOnReadVariable: a metric, a counter) change only the replica's own copy, at once;
-// the driver reads such a variable reduced over the replicas with its aggregation.
+// A replica function reads its local copies and writes through a MirroredReplicaContext, by the
+// rules of Note [Writes from a replica context] (tessera/mirrored.h): writes to an ON_WRITE
+// variable are held and travel in one all-reduce (PackWrites: replica r contributes its value,
+// scaled by 1/N for MEAN, or zeros for ONLY_FIRST_REPLICA unless r == 0; the sum is what each
+// replica applies, ApplyWrites), writes to an ON_READ variable change the replica's own copy at
+// once.
 //
 // Thread-safety: not synchronized; owned by one actor.
 #pragma once
@@ -41,63 +35,11 @@
 #include "core/training/local_trainer.h"
 #include "core/variables/aggregation.h"
 #include "tessera/closure.h"
+#include "tessera/mirrored.h"
 #include "tessera/model.h"
 #include "tessera/tensor.h"
 
 namespace tessera {
-
-// A variable created under the mirrored strategy, besides the model's parameters.
-struct MirroredVariableSpec {
-  std::string name;
-  Shape shape;
-  DType dtype = DType::kFloat32;
-  InitializerSpec initializer{"zeros", {}, 0};
-  VariableSynchronization synchronization = VariableSynchronization::kAuto;
-  VariableAggregation aggregation = VariableAggregation::kNone;
-};
-
-// One held write (Note [Writes from a replica context]).
-struct MirroredWrite {
-  std::string variable;
-  bool add = false;  // assign_add rather than assign
-  Tensor value;
-};
-
-class MirroredReplica;
-
-// What a replica function sees: its replica, the local copies, and the writes it makes.
-class MirroredReplicaContext {
- public:
-  MirroredReplicaContext(MirroredReplica& replica, int32_t replica_id, int32_t num_replicas)
-      : replica_(replica), replica_id_(replica_id), num_replicas_(num_replicas) {}
-
-  int32_t replica_id() const { return replica_id_; }      // TF's replica_id_in_sync_group
-  int32_t num_replicas() const { return num_replicas_; }  // num_replicas_in_sync
-  // This replica's copy of `name` (a parameter or a variable). NotFound for an unknown name.
-  absl::StatusOr<const Tensor*> Read(absl::string_view name) const;
-  // assign / assign_add from the replica context (Note [Writes from a replica context]).
-  // InvalidArgument, holding nothing, for an unknown variable (NotFound), a value of another
-  // shape, or an ON_WRITE variable whose aggregation is NONE.
-  absl::Status Assign(absl::string_view name, Tensor value);
-  absl::Status AssignAdd(absl::string_view name, Tensor value);
-
-  // The writes held for the all-reduce, in the order they were made.
-  std::vector<MirroredWrite>& held_writes() { return held_; }
-
- private:
-  absl::Status Write(absl::string_view name, Tensor value, bool add);
-
-  MirroredReplica& replica_;
-  int32_t replica_id_;
-  int32_t num_replicas_;
-  std::vector<MirroredWrite> held_;
-};
-
-// A replica function: registered by name in every process that hosts replicas; args are the
-// same on every replica, the result is the replica's own (a PerReplica value on the driver).
-using MirroredFunction = std::function<absl::StatusOr<ClosureValues>(MirroredReplicaContext& ctx,
-                                                                     const ClosureValues& args)>;
-using MirroredFunctions = std::map<std::string, MirroredFunction, std::less<>>;
 
 class MirroredReplica {
  public:

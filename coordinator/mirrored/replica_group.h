@@ -1,19 +1,13 @@
-// MirroredStrategy: synchronous data-parallel training on the worker replicas, TF's
-// tf.distribute.MirroredStrategy / MultiWorkerMirroredStrategy (docs/design.md §3.14).
+// ReplicaGroup: the replicas of a mirrored strategy as the driver reaches them — the ring they
+// form, the requests that run on all of them at once, checkpoints, and a lost replica's recovery.
+// What stands behind the public MirroredStrategy (tessera/mirrored.h, which says what the strategy
+// means) and what the library's mirrored training drives itself
+// (coordinator/mirrored/mirrored_training.h), in this process or across processes
+// (docs/design.md §3.14).
 //
 // Every replica (actors/mirrored/mirrored_replica_actor.h) holds a copy of every variable; a step
 // runs on all of them at once, each on its share of the global batch, and their gradients are
-// combined by a ring all-reduce between the replicas before each applies the same result, so the
-// copies stay bit-identical. Variables created under the strategy are MirroredVariables (ON_WRITE:
-// one value, copied on every replica) or SyncOnReadVariables (ON_READ: a copy per replica, reduced
-// with the variable's aggregation when read); writes from a replica context follow the aggregation
-// rules of Note [Writes from a replica context] (core/mirrored/mirrored_replica.h).
-//
-//   Run(function, args)      the registered replica function on every replica at once: one
-//                            result per replica (a PerReplica value, TF's strategy.run)
-//   Reduce(op, per_replica)  their SUM or MEAN (strategy.reduce)
-//   LocalResults(value)      the per-replica values (strategy.experimental_local_results)
-//   Gather(per_replica)      concatenated along the first axis (strategy.gather)
+// combined by a ring all-reduce between the replicas before each applies the same result.
 //
 // Note [A lost replica]
 // A synchronous step needs every replica. While a request is out the driver monitors every replica;
@@ -47,22 +41,10 @@
 #include "core/mirrored/collective.h"
 #include "core/model/model.h"
 #include "core/training/evaluation.h"
-#include "tessera/closure.h"
 #include "tessera/env.h"
+#include "tessera/mirrored.h"
 
 namespace tessera {
-
-// One value per replica, in replica order (TF's PerReplica).
-template <class T>
-struct PerReplica {
-  std::vector<T> values;
-};
-
-// TF's experimental_local_results.
-template <class T>
-const std::vector<T>& LocalResults(const PerReplica<T>& value) {
-  return value.values;
-}
 
 // A replica of the strategy: its actor and, across processes, where it is published.
 struct ReplicaHandle {
@@ -70,19 +52,20 @@ struct ReplicaHandle {
   std::string address;  // networked: "host:port"; empty in process
 };
 
-class MirroredStrategy {
+class ReplicaGroup {
  public:
   // Forms the ring of `replicas` (rank = position), each training `batch_size` examples per step,
   // all checked against `job` (a replica of another job is refused, naming the differences).
   // InvalidArgument for no replicas or batch_size < 1; a replica's error.
-  static absl::StatusOr<std::unique_ptr<MirroredStrategy>> Create(
-      caf::actor_system& system, std::vector<ReplicaHandle> replicas, int64_t batch_size,
-      JobDescription job);
+  static absl::StatusOr<std::unique_ptr<ReplicaGroup>> Create(caf::actor_system& system,
+                                                              std::vector<ReplicaHandle> replicas,
+                                                              int64_t batch_size,
+                                                              JobDescription job);
   // Stops the in-process replicas (remote ones keep serving: a driver that resumes the run finds
   // them; EndRun stops them).
-  ~MirroredStrategy();
-  MirroredStrategy(const MirroredStrategy&) = delete;
-  MirroredStrategy& operator=(const MirroredStrategy&) = delete;
+  ~ReplicaGroup();
+  ReplicaGroup(const ReplicaGroup&) = delete;
+  ReplicaGroup& operator=(const ReplicaGroup&) = delete;
 
   // Stops every replica, remote ones too (their worker processes then exit): the run is over.
   void EndRun();
@@ -109,18 +92,9 @@ class MirroredStrategy {
   // NotFound for an unregistered function; the first replica's error otherwise.
   absl::StatusOr<PerReplica<ClosureValues>> Run(const std::string& function,
                                                 const ClosureValues& args);
-  static absl::StatusOr<Tensor> Reduce(ReduceOp op, const PerReplica<Tensor>& value) {
-    return ReducePerReplica(op, value.values);
-  }
-  static absl::StatusOr<Tensor> Gather(const PerReplica<Tensor>& value) {
-    return GatherPerReplica(value.values);
-  }
 
   // -- Training ----------------------------------------------------------------------------------
-  struct StepResult {
-    double loss = 0;       // the global batch's mean loss
-    int64_t examples = 0;  // the global batch's size
-  };
+  using StepResult = MirroredStrategy::StepResult;
   // Synchronous steps on global batches first .. first + count - 1 (of the stream of global
   // batches: a pure function of the data, the seed and the global batch size), which the
   // replicas run back to back. Unavailable naming the replicas lost (Note [A lost replica]); a
@@ -167,11 +141,14 @@ class MirroredStrategy {
   absl::StatusOr<int64_t> Resync(const ModelSpec& model);
 
  private:
-  MirroredStrategy(caf::actor_system& system, std::vector<ReplicaHandle> replicas,
-                   int64_t batch_size, JobDescription job);
+  ReplicaGroup(caf::actor_system& system, std::vector<ReplicaHandle> replicas, int64_t batch_size,
+               JobDescription job);
   absl::Status Link();
   // Replica `rank`'s copy of a parameter or variable, with its slots and step.
   absl::StatusOr<TensorSlice> ReadSlice(size_t rank, const std::string& name);
+  // Every replica's copy of it; every replica's copy set to `slice` (a whole variable).
+  absl::StatusOr<std::vector<TensorSlice>> ReadAll(const std::string& name);
+  absl::Status LoadAll(const TensorSlice& slice);
   // The model's parameters, then the variables created under the strategy.
   std::vector<std::string> Names(const ModelSpec& model) const;
   // Sends one request per replica (made by `request(self, rank, collective)`) and gathers every

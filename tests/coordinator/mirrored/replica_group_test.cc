@@ -1,7 +1,7 @@
-// MirroredStrategy in process: N replicas training on shares of a global batch equal one
+// ReplicaGroup in process: N replicas training on shares of a global batch equal one
 // LocalTrainer on the whole global batch, the copies stay bit-identical, the aggregation rules
 // of writes from a replica context, Run/Reduce/Gather, checkpoints, and a lost replica.
-#include "coordinator/mirrored/mirrored_strategy.h"
+#include "coordinator/mirrored/replica_group.h"
 
 #include <doctest/doctest.h>
 #include <sched.h>
@@ -123,10 +123,12 @@ enum class Ring {
   kPinned,
 };
 
-std::unique_ptr<MirroredStrategy> StartMirrored(
-    caf::actor_system& system, const Workload& w, const OptimizerSpec& optimizer, int32_t replicas,
-    int64_t batch_size, std::shared_ptr<MirroredFunctions> functions = {},
-    Ring ring = Ring::kActors, std::vector<std::shared_ptr<SliceStore>> stores = {}) {
+std::unique_ptr<ReplicaGroup> StartMirrored(caf::actor_system& system, const Workload& w,
+                                            const OptimizerSpec& optimizer, int32_t replicas,
+                                            int64_t batch_size,
+                                            std::shared_ptr<MirroredFunctions> functions = {},
+                                            Ring ring = Ring::kActors,
+                                            std::vector<std::shared_ptr<SliceStore>> stores = {}) {
   // kLinks: replica r is "127.0.0.1:<r + 1>", which the linker resolves from this table (of weak
   // handles: the replicas hold the linker).
   auto by_address = std::make_shared<std::map<std::string, caf::actor_addr>>();
@@ -155,7 +157,7 @@ std::unique_ptr<MirroredStrategy> StartMirrored(
     (*by_address)[address] = replica.address();
     handles.push_back({replica, address});
   }
-  return ValueOrDie(MirroredStrategy::Create(system, std::move(handles), batch_size, {}));
+  return ValueOrDie(ReplicaGroup::Create(system, std::move(handles), batch_size, {}));
 }
 
 bool BitIdentical(const Tensor& a, const Tensor& b) {
@@ -165,7 +167,7 @@ bool BitIdentical(const Tensor& a, const Tensor& b) {
 
 // Every replica's copy of `variable` is the same bits as replica 0's (and there are copies to
 // compare).
-bool CopiesIdentical(MirroredStrategy& strategy, const std::string& variable) {
+bool CopiesIdentical(ReplicaGroup& strategy, const std::string& variable) {
   const PerReplica<Tensor> copies = ValueOrDie(strategy.ReadPerReplica(variable), variable.c_str());
   REQUIRE(copies.values.size() >= 2);
   return std::all_of(copies.values.begin(), copies.values.end(),
@@ -202,7 +204,7 @@ void CheckEqualsOneProcess(const Workload& w, const OptimizerSpec& optimizer, in
                            int64_t batch_size, int64_t steps, Ring ring = Ring::kActors) {
   ActorSystem actors;
   const int sockets_before = OpenSockets();
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(*actors.system, w, optimizer, replicas, batch_size, {}, ring);
   // Replicas reached by address are not the strategy's to stop; these are, whatever happens.
   absl::Cleanup end_run = [&] { strategy->EndRun(); };
@@ -214,7 +216,7 @@ void CheckEqualsOneProcess(const Workload& w, const OptimizerSpec& optimizer, in
   BatchStream stream =
       ValueOrDie(BatchStream::Create(w.train, replicas * batch_size, /*shuffle=*/true, 5));
   for (int64_t step = 0; step < steps; ++step) {
-    const MirroredStrategy::StepResult mirrored = ValueOrDie(strategy->TrainStep(step));
+    const ReplicaGroup::StepResult mirrored = ValueOrDie(strategy->TrainStep(step));
     const Batch batch = ValueOrDie(stream.Get(step));
     const float loss = ValueOrDie(local.TrainStep(batch));
     CHECK(mirrored.examples == batch.size);
@@ -311,7 +313,7 @@ TEST_CASE("mirrored: replicas in one process each take a core of their own, roun
   const std::multiset<int32_t> before = ThreadsOnOneCore();
   const Workload mlp = SmallMlp(200);
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> strategy = StartMirrored(
+  std::unique_ptr<ReplicaGroup> strategy = StartMirrored(
       *actors.system, mlp, {"adam", {{"learning_rate", 0.05}}}, 2, 7, {}, Ring::kPinned);
   absl::Cleanup end_run = [&] { strategy->EndRun(); };
   for (int64_t step = 0; step < 3; ++step) CheckOk(strategy->TrainStep(step).status());
@@ -327,7 +329,7 @@ TEST_CASE("mirrored: a stranger's ring link request neither counts nor displaces
   const Workload mlp = SmallMlp(200);
   ActorSystem actors;
   caf::actor_system& system = *actors.system;
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(system, mlp, {"adam", {{"learning_rate", 0.05}}}, 2, 7, {}, Ring::kLinks);
   absl::Cleanup end_run = [&] { strategy->EndRun(); };
   CheckOk(strategy->TrainStep(0).status());
@@ -359,7 +361,7 @@ TEST_CASE("mirrored: evaluation on the replicas equals evaluating the same value
   const Workload mlp = SmallMlp(1500);
   ActorSystem actors;
   const OptimizerSpec adam{"adam", {{"learning_rate", 0.01}}};
-  std::unique_ptr<MirroredStrategy> strategy = StartMirrored(*actors.system, mlp, adam, 2, 16);
+  std::unique_ptr<ReplicaGroup> strategy = StartMirrored(*actors.system, mlp, adam, 2, 16);
   for (int64_t step = 0; step < 5; ++step) CheckOk(strategy->TrainStep(step).status());
   LocalTrainer local = ValueOrDie(LocalTrainer::Create(mlp.model, adam));
   for (const ParamSpec& param : mlp.model.params) {
@@ -393,14 +395,14 @@ std::shared_ptr<MirroredFunctions> WriteFunctions() {
   return functions;
 }
 
-Tensor Read(MirroredStrategy& strategy, const std::string& name) {
+Tensor Read(ReplicaGroup& strategy, const std::string& name) {
   return ValueOrDie(strategy.Read(name));
 }
 
 TEST_CASE("mirrored: writes from a replica context follow the variable's aggregation") {
   const Workload mlp = SmallMlp(50);
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(*actors.system, mlp, {"sgd", {}}, 3, 4, WriteFunctions());
   auto create = [&](const std::string& name, VariableSynchronization sync,
                     VariableAggregation aggregation) {
@@ -459,7 +461,7 @@ TEST_CASE("mirrored: writes from a replica context follow the variable's aggrega
 TEST_CASE("mirrored: Run returns per-replica values, Reduce and Gather combine them") {
   const Workload mlp = SmallMlp(50);
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(*actors.system, mlp, {"sgd", {}}, 3, 4, WriteFunctions());
   MirroredVariableSpec spec;
   spec.name = "v";
@@ -487,21 +489,21 @@ TEST_CASE("mirrored: a checkpoint restores into a fresh strategy with another re
   const OptimizerSpec adam{"adam", {{"learning_rate", 0.01}}};
   testing::TempDir dir;
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> trained = StartMirrored(*actors.system, mlp, adam, 2, 6);
+  std::unique_ptr<ReplicaGroup> trained = StartMirrored(*actors.system, mlp, adam, 2, 6);
   for (int64_t step = 0; step < 4; ++step) CheckOk(trained->TrainStep(step).status());
   CheckOk(trained->Save(dir.path(), {RunId::Random(), 4}, mlp.model));
   const CheckpointManifest manifest = ValueOrDie(ReadManifest(dir.path()));
   CHECK(manifest.variables.size() == mlp.model.params.size());
   CHECK(manifest.variables[0].step == 4);
 
-  std::unique_ptr<MirroredStrategy> restored = StartMirrored(*actors.system, mlp, adam, 3, 4);
+  std::unique_ptr<ReplicaGroup> restored = StartMirrored(*actors.system, mlp, adam, 3, 4);
   CHECK(ValueOrDie(restored->Restore(dir.path(), mlp.model, adam)) == 4);
   for (const ParamSpec& param : mlp.model.params) {
     CHECK(BitIdentical(ValueOrDie(restored->Read(param.name)),
                        ValueOrDie(trained->Read(param.name))));
   }
   // Another optimizer's slots do not carry over.
-  std::unique_ptr<MirroredStrategy> sgd = StartMirrored(*actors.system, mlp, {"sgd", {}}, 1, 4);
+  std::unique_ptr<ReplicaGroup> sgd = StartMirrored(*actors.system, mlp, {"sgd", {}}, 1, 4);
   CHECK(absl::IsInvalidArgument(sgd->Restore(dir.path(), mlp.model, {"sgd", {}}).status()));
 }
 
@@ -536,7 +538,7 @@ TEST_CASE("mirrored: the replicas write a checkpoint's files, spread over them")
     counted.push_back(store.get());
     stores.push_back(std::move(store));
   }
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(*actors.system, mlp, adam, 3, 4, {}, Ring::kActors, stores);
   CheckOk(strategy->TrainStep(0).status());
   testing::TempDir dir;
@@ -565,12 +567,12 @@ TEST_CASE("mirrored: the replicas write a checkpoint's files, spread over them")
 TEST_CASE("mirrored: a lost replica fails the step on every replica, then the ring goes on") {
   const Workload mlp = SmallMlp(120);
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(*actors.system, mlp, {"sgd", {{"learning_rate", 0.1}}}, 3, 4);
   CheckOk(strategy->TrainStep(0).status());
   const Tensor before = Read(*strategy, mlp.model.params[0].name);
   caf::anon_send_exit(strategy->replicas()[1].actor, caf::exit_reason::kill);
-  absl::StatusOr<MirroredStrategy::StepResult> step = strategy->TrainStep(1);
+  absl::StatusOr<ReplicaGroup::StepResult> step = strategy->TrainStep(1);
   REQUIRE(absl::IsUnavailable(step.status()));
   CHECK(absl::StrContains(step.status().message(), "replica 1"));
   // No survivor applied anything for the failed step.
@@ -578,7 +580,7 @@ TEST_CASE("mirrored: a lost replica fails the step on every replica, then the ri
   CHECK(strategy->LostReplicas() == std::vector<int32_t>{1});
   CheckOk(strategy->Drop({1}));
   CHECK(strategy->num_replicas_in_sync() == 2);
-  const MirroredStrategy::StepResult result = ValueOrDie(strategy->TrainStep(1));
+  const ReplicaGroup::StepResult result = ValueOrDie(strategy->TrainStep(1));
   CHECK(result.examples == 8);
   CHECK(CopiesIdentical(*strategy, mlp.model.params[0].name));
 }
@@ -610,8 +612,7 @@ TEST_CASE("mirrored: checkpoints move between the mirrored and the parameter-ser
   REQUIRE(ps.variables().at(recsys.model.params[0].name).num_shards() == 3);
 
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> mirrored =
-      StartMirrored(*actors.system, recsys, adagrad, 2, 16);
+  std::unique_ptr<ReplicaGroup> mirrored = StartMirrored(*actors.system, recsys, adagrad, 2, 16);
   for (int64_t step = 0; step < 5; ++step) CheckOk(mirrored->TrainStep(step).status());
 
   // Mirrored -> parameter servers: every value and the optimizer step.
@@ -625,7 +626,7 @@ TEST_CASE("mirrored: checkpoints move between the mirrored and the parameter-ser
   // Parameter servers -> mirrored: a fresh strategy of 3 replicas gets the sharded values.
   testing::TempDir from_ps;
   CheckOk(SaveCheckpoint(ps, from_ps.path(), 5));
-  std::unique_ptr<MirroredStrategy> fresh = StartMirrored(*actors.system, recsys, adagrad, 3, 8);
+  std::unique_ptr<ReplicaGroup> fresh = StartMirrored(*actors.system, recsys, adagrad, 3, 8);
   CHECK(ValueOrDie(fresh->Restore(from_ps.path(), recsys.model, adagrad)) == 5);
   for (const ParamSpec& param : recsys.model.params) {
     const PerReplica<Tensor> copies = ValueOrDie(fresh->ReadPerReplica(param.name));
@@ -760,8 +761,7 @@ absl::Status AskForLink(caf::actor_system& system, const mirrored_replica_actor&
 TEST_CASE("a replica refuses forged requests and stays in service") {
   const Workload mlp = SmallMlp(40);
   ActorSystem actors;
-  std::unique_ptr<MirroredStrategy> strategy =
-      StartMirrored(*actors.system, mlp, {"sgd", {}}, 2, 4);
+  std::unique_ptr<ReplicaGroup> strategy = StartMirrored(*actors.system, mlp, {"sgd", {}}, 2, 4);
   const mirrored_replica_actor replica = strategy->replicas()[0].actor;
   caf::actor_system& system = *actors.system;
   for (const auto& [members, rank, batch] : {std::tuple<int32_t, int32_t, int64_t>{0, 0, 4},
@@ -828,9 +828,9 @@ TEST_CASE("mirrored: a request of the most steps runs them in a loop, not nested
   const Workload mlp = SmallMlp(64);
   ActorSystem actors;
   // One replica: every all-reduce ends at once, inside the step that starts it.
-  std::unique_ptr<MirroredStrategy> strategy =
+  std::unique_ptr<ReplicaGroup> strategy =
       StartMirrored(*actors.system, mlp, {"sgd", {{"learning_rate", 0.01}}}, 1, 4);
-  const std::vector<MirroredStrategy::StepResult> steps =
+  const std::vector<ReplicaGroup::StepResult> steps =
       ValueOrDie(strategy->TrainSteps(0, kMaxStepsPerRequest));
   CHECK(steps.size() == static_cast<size_t>(kMaxStepsPerRequest));
   CHECK(ValueOrDie(strategy->AppliedSteps(mlp.model)).values[0] == kMaxStepsPerRequest);

@@ -3,9 +3,10 @@
 // trains it on parameter servers in the in-process simulation through the public tree alone
 // (tessera/*.h), checks that it learned, exports it, and serves the export; then counts with
 // TF's lower layer (a cluster, a strategy, a sharded variable and a coordinator whose replica
-// function updates it through its context).
+// function updates it through its context), and trains the model under the mirrored strategy.
 //
 //   train_small EXPORT_DIR       # exit 0 when it learned and the export serves
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "tessera/cluster.h"
 #include "tessera/coordinator.h"
 #include "tessera/data.h"
+#include "tessera/mirrored.h"
 #include "tessera/model.h"
 #include "tessera/serving.h"
 #include "tessera/status.h"
@@ -169,6 +171,37 @@ absl::Status CountOnWorkers() {
   return absl::OkStatus();
 }
 
+// The same model under the mirrored strategy, a replica in each of two worker slots: the
+// replicas' copies stay the same bits, and the model learns.
+absl::Status TrainMirrored() {
+  using namespace tessera;  // NOLINT: a short program
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Cluster> cluster, Cluster::StartInProcess({1, 2}));
+  MirroredOptions options;
+  options.model = ClickModel();
+  options.optimizer = {"adagrad", {{"learning_rate", 0.1}}};
+  TESSERA_ASSIGN_OR_RETURN(options.train, Clicks(/*seed=*/7));
+  TESSERA_ASSIGN_OR_RETURN(options.test, Clicks(/*seed=*/8));
+  options.batch_size = kBatch / 2;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<MirroredStrategy> strategy,
+                           MirroredStrategy::Create(*cluster, options));
+  for (int64_t step = 0; step < kSteps; ++step) {
+    TESSERA_RETURN_IF_ERROR(strategy->TrainStep(step).status());
+  }
+  for (const ParamSpec& param : options.model.params) {
+    TESSERA_ASSIGN_OR_RETURN(PerReplica<Tensor> copies, strategy->ReadPerReplica(param.name));
+    const std::vector<Tensor>& local = LocalResults(copies);
+    if (local.size() != 2 || !std::equal(local[0].values().begin(), local[0].values().end(),
+                                         local[1].values().begin(), local[1].values().end())) {
+      return absl::InternalError("the replicas' copies of " + param.name + " differ");
+    }
+  }
+  TESSERA_ASSIGN_OR_RETURN(EvalResult eval, strategy->Evaluate());
+  if (!(eval.loss < 0.8 * 0.693)) return absl::InternalError("the mirrored model did not learn");
+  std::printf("mirrored on %d replicas: test loss %.4f after %lld steps\n",
+              strategy->num_replicas_in_sync(), eval.loss, static_cast<long long>(kSteps));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -181,6 +214,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (absl::Status status = CountOnWorkers(); !status.ok()) {
+    std::fprintf(stderr, "train_small: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  if (absl::Status status = TrainMirrored(); !status.ok()) {
     std::fprintf(stderr, "train_small: %s\n", status.ToString().c_str());
     return 1;
   }

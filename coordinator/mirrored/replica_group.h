@@ -74,22 +74,11 @@ class ReplicaGroup {
   int64_t global_batch_size() const { return batch_size_ * num_replicas_in_sync(); }
   const std::vector<ReplicaHandle>& replicas() const { return replicas_; }
 
-  // -- Variables ---------------------------------------------------------------------------------
-  // A variable on every replica (MirroredVariable, or SyncOnReadVariable with kOnRead).
-  // Errors as MirroredReplica::CreateVariable; on error no replica keeps it.
+  // -- Variables and replica functions: as MirroredStrategy's (tessera/mirrored.h) -------------
   absl::Status CreateVariable(const MirroredVariableSpec& spec);
-  // A parameter's or ON_WRITE variable's value (replica 0's copy: every copy is the same), or an
-  // ON_READ variable's copies reduced with its aggregation. NotFound for an unknown name.
-  absl::StatusOr<Tensor> Read(const std::string& name);
-  // Every replica's copy (for checks: an ON_WRITE variable's are bit-identical).
+  absl::StatusOr<Tensor> Read(const std::string& name);  // replica 0's copy unless ON_READ
   absl::StatusOr<PerReplica<Tensor>> ReadPerReplica(const std::string& name);
-  // Every replica's copy of a parameter or variable set to `value` (slots kept).
   absl::Status Assign(const std::string& name, const Tensor& value);
-
-  // -- Replica functions -------------------------------------------------------------------------
-  // Runs `function` (registered in every replica's MirroredFunctions) on every replica with
-  // `args`; its held writes are made on every replica before the results come back.
-  // NotFound for an unregistered function; the first replica's error otherwise.
   absl::StatusOr<PerReplica<ClosureValues>> Run(const std::string& function,
                                                 const ClosureValues& args);
 

@@ -18,6 +18,7 @@
 #include "core/base/logging.h"
 #include "core/checkpoint/save.h"
 #include "core/serving/exported_model.h"
+#include "core/variables/aggregation.h"
 #include "schema/checkpoint/checkpoint_io.h"
 #include "schema/serving/model_io.h"
 #include "tessera/status.h"
@@ -386,10 +387,7 @@ absl::Status RestoreOnRead(const ParameterServerStrategy& strategy,
     }
     TESSERA_ASSIGN_OR_RETURN(TensorSlice saved, ReadSliceBlock(dir, *entry, 0, v->shape().rows()));
     const int64_t n = static_cast<int64_t>(v->Variables().size());
-    Tensor share = std::move(saved.value);
-    if (v->aggregation() == VariableAggregation::kSum && n > 0) {
-      for (float& x : share.values()) x /= static_cast<float>(n);
-    }
+    const Tensor share = ReplicaShare(v->aggregation(), std::move(saved.value), n);
     for (int32_t k = 0; k < n; ++k) {
       TESSERA_ASSIGN_OR_RETURN(VariableHandle copy, v->ForWorker(k));
       copies.push_back(

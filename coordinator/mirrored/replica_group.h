@@ -135,6 +135,12 @@ class ReplicaGroup {
   absl::Status Link();
   // Replica `rank`'s copy of a parameter or variable, with its slots and step.
   absl::StatusOr<TensorSlice> ReadSlice(size_t rank, const std::string& name);
+  // The spec of `name` when it is an ON_READ variable created under the strategy; else null.
+  const MirroredVariableSpec* OnRead(const std::string& name) const;
+  // What every copy of `name` gets for the variable to read `value`: an ON_READ SUM variable's
+  // share (ReplicaShare; Note [ON_READ variables in checkpoints] in
+  // coordinator/checkpoint/save_restore.cc); else `value`.
+  Tensor Share(const std::string& name, Tensor value) const;
   // Every replica's copy of it; every replica's copy set to `slice` (a whole variable).
   absl::StatusOr<std::vector<TensorSlice>> ReadAll(const std::string& name);
   absl::Status LoadAll(const TensorSlice& slice);

@@ -189,7 +189,13 @@ absl::StatusOr<std::vector<float>> MirroredReplica::PackWrites(
         break;
       }
       case VariableAggregation::kOnlyFirstReplica:
-        if (rank == 0) std::copy(from, from + size, at);
+        // The others add -0.0, which leaves every value as it is (x + -0.0 == x, and -0.0 stays
+        // -0.0, which adding +0.0 would not).
+        if (rank == 0) {
+          std::copy(from, from + size, at);
+        } else {
+          std::fill(at, at + size, -0.0f);
+        }
         break;
       case VariableAggregation::kNone:
         break;  // refused by CheckHeldWrite

@@ -75,4 +75,11 @@ absl::StatusOr<Tensor> AggregateReplicaValues(VariableAggregation aggregation,
       absl::StrCat("unknown aggregation ", static_cast<int>(aggregation)));
 }
 
+Tensor ReplicaShare(VariableAggregation aggregation, Tensor reduced, int64_t replicas) {
+  if (aggregation == VariableAggregation::kSum && replicas > 1) {
+    for (float& x : reduced.values()) x /= static_cast<float>(replicas);
+  }
+  return reduced;
+}
+
 }  // namespace tessera

@@ -26,4 +26,10 @@ absl::Status ValidateAggregation(VariableSynchronization sync, VariableAggregati
 absl::StatusOr<Tensor> AggregateReplicaValues(VariableAggregation aggregation,
                                               absl::Span<const Tensor> values);
 
+// What each of `replicas` copies of an ON_READ variable holds so that the variable reads
+// `reduced` (TF's restore of a sync-on-read variable, and its assign from the cross-replica
+// context): `reduced` divided by the number of copies for SUM, `reduced` itself for MEAN and
+// ONLY_FIRST_REPLICA (and for replicas < 1).
+Tensor ReplicaShare(VariableAggregation aggregation, Tensor reduced, int64_t replicas);
+
 }  // namespace tessera

@@ -177,8 +177,10 @@ class MirroredStrategy {
   absl::StatusOr<Tensor> Read(const std::string& name);
   // Every replica's copy (an ON_WRITE variable's are bit-identical).
   absl::StatusOr<PerReplica<Tensor>> ReadPerReplica(const std::string& name);
-  // Sets every replica's copy of a parameter or variable to `value` (optimizer slots kept).
-  // NotFound for an unknown name; InvalidArgument for a value of another shape.
+  // Sets a parameter or variable to `value` (optimizer slots kept): every replica's copy, except
+  // that an ON_READ SUM variable's copies each get value / num_replicas_in_sync(), so that it
+  // reads `value` (TF's assign from the cross-replica context; a restore does the same). NotFound
+  // for an unknown name; InvalidArgument for a value of another shape.
   absl::Status Assign(const std::string& name, const Tensor& value);
 
   // -- Replica functions ------------------------------------------------------------------------

@@ -507,6 +507,98 @@ TEST_CASE("mirrored: a checkpoint restores into a fresh strategy with another re
   CHECK(absl::IsInvalidArgument(sgd->Restore(dir.path(), mlp.model, {"sgd", {}}).status()));
 }
 
+std::vector<float> Floats(const Tensor& t) { return {t.values().begin(), t.values().end()}; }
+
+// Replica r's function adds (r + 1) * [1, 2] to the ON_READ SUM variable "sums" (replica 0's
+// copy [1, 2], replica 1's [2, 4], replica 2's [3, 6]: the variable reads [6, 12]).
+std::shared_ptr<MirroredFunctions> AddToSums() {
+  auto functions = std::make_shared<MirroredFunctions>();
+  (*functions)["add"] = [](MirroredReplicaContext& ctx,
+                           const ClosureValues&) -> absl::StatusOr<ClosureValues> {
+    const float k = static_cast<float>(ctx.replica_id() + 1);
+    TESSERA_RETURN_IF_ERROR(
+        ctx.AssignAdd("sums", ValueOrDie(Tensor::FromVector(Shape{2}, {k, 2 * k}))));
+    return ClosureValues{};
+  };
+  return functions;
+}
+
+MirroredVariableSpec Sums() {
+  MirroredVariableSpec sums{"sums", Shape{2}};
+  sums.synchronization = VariableSynchronization::kOnRead;
+  sums.aggregation = VariableAggregation::kSum;
+  return sums;
+}
+
+TEST_CASE("mirrored: an ON_READ SUM variable reads its sum after a restore and after an Assign") {
+  const Workload mlp = SmallMlp(120);
+  const OptimizerSpec sgd{"sgd", {{"learning_rate", 0.1}}};
+  testing::TempDir dir;
+  ActorSystem actors;
+  std::unique_ptr<ReplicaGroup> trained =
+      StartMirrored(*actors.system, mlp, sgd, 3, 4, AddToSums());
+  CheckOk(trained->CreateVariable(Sums()));
+  CheckOk(trained->Run("add", {}).status());
+  CHECK(Floats(Read(*trained, "sums")) == std::vector<float>{6, 12});
+  CheckOk(trained->Save(dir.path(), {RunId::Random(), 1}, mlp.model));
+
+  // Restored into 3 replicas or 2, each copy holds its share, and the variable reads the sum.
+  for (const int32_t replicas : {3, 2}) {
+    std::unique_ptr<ReplicaGroup> restored =
+        StartMirrored(*actors.system, mlp, sgd, replicas, 4, AddToSums());
+    CheckOk(restored->CreateVariable(Sums()));
+    CHECK(ValueOrDie(restored->Restore(dir.path(), mlp.model, sgd)) == 1);
+    CHECK(Floats(Read(*restored, "sums")) == std::vector<float>{6, 12});
+    for (const Tensor& copy : ValueOrDie(restored->ReadPerReplica("sums")).values) {
+      CHECK(Floats(copy) == std::vector<float>{6.0f / replicas, 12.0f / replicas});
+    }
+  }
+  // An Assign from the driver sets what the variable reads, as TF's cross-replica assign.
+  CheckOk(trained->Assign("sums", ValueOrDie(Tensor::FromVector(Shape{2}, {30, 60}))));
+  CHECK(Floats(Read(*trained, "sums")) == std::vector<float>{30, 60});
+  // ON_WRITE and MEAN ON_READ variables take the value itself.
+  MirroredVariableSpec mean = Sums();
+  mean.name = "mean";
+  mean.aggregation = VariableAggregation::kMean;
+  CheckOk(trained->CreateVariable(mean));
+  CheckOk(trained->Assign("mean", ValueOrDie(Tensor::FromVector(Shape{2}, {3, 9}))));
+  CHECK(Floats(Read(*trained, "mean")) == std::vector<float>{3, 9});
+}
+
+TEST_CASE("mirrored: a resync copies the parameters, not the replicas' own ON_READ copies") {
+  const Workload mlp = SmallMlp(120);
+  ActorSystem actors;
+  // Momentum: a slice that carries the rule's slots sets the step too.
+  std::unique_ptr<ReplicaGroup> group = StartMirrored(
+      *actors.system, mlp, {"momentum", {{"learning_rate", 0.1}}}, 3, 4, AddToSums());
+  CheckOk(group->CreateVariable(Sums()));
+  CheckOk(group->TrainStep(0).status());
+  CheckOk(group->Run("add", {}).status());
+  // Replica 0 one step ahead of the others, as a survivor of a step lost mid-way is.
+  const std::string& param = mlp.model.params[0].name;
+  caf::scoped_actor self{*actors.system};
+  TensorSlice ahead;
+  self->request(group->replicas()[0].actor, std::chrono::seconds(20), mirror_read_atom::value,
+                param)
+      .receive([&](TensorSlice& slice) { ahead = std::move(slice); },
+               [](caf::error& error) { FAIL(caf::to_string(error)); });
+  ahead.step += 1;
+  ahead.value.data()[0] += 1.0f;
+  self->request(group->replicas()[0].actor, std::chrono::seconds(20), mirror_load_atom::value,
+                ahead)
+      .receive([](bool) {}, [](caf::error& error) { FAIL(caf::to_string(error)); });
+
+  CHECK(ValueOrDie(group->Resync(mlp.model)) == ahead.step);
+  CHECK(CopiesIdentical(*group, param));
+  CHECK(Read(*group, param).data()[0] == ahead.value.data()[0]);
+  // Each replica keeps its own copy of "sums": the variable still reads their sum.
+  const PerReplica<Tensor> copies = ValueOrDie(group->ReadPerReplica("sums"));
+  REQUIRE(copies.values.size() == 3);
+  CHECK(Floats(copies.values[0]) == std::vector<float>{1, 2});
+  CHECK(Floats(copies.values[2]) == std::vector<float>{3, 6});
+  CHECK(Floats(Read(*group, "sums")) == std::vector<float>{6, 12});
+}
+
 // Slice files written on this machine, counted; with `fail`, none is (the disk is full).
 class CountedFiles final : public SliceStore {
  public:

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -199,7 +200,10 @@ void AllReduceWrites(std::vector<MirroredReplica>& replicas,
   std::vector<float> sum;
   for (int32_t r = 0; r < n; ++r) {
     const std::vector<float> packed = ValueOrDie(replicas[r].PackWrites(writes[r], r, n));
-    if (sum.empty()) sum.assign(packed.size(), 0.0f);
+    if (r == 0) {  // the ring adds the others' contributions to one replica's own
+      sum = packed;
+      continue;
+    }
     REQUIRE(packed.size() == sum.size());
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += packed[i];
   }
@@ -232,6 +236,28 @@ TEST_CASE("held writes reduce as their aggregation says and leave every replica 
     CHECK(ValueOf(replica, "sum") == std::vector<float>{6, 60});
     CHECK(ValueOf(replica, "mean") == std::vector<float>{1 + 6, 1});  // assign_add of the mean
     CHECK(ValueOf(replica, "first") == std::vector<float>{1, -1});
+  }
+}
+
+TEST_CASE("ONLY_FIRST_REPLICA keeps replica 0's value to the bit, -0.0 too") {
+  std::vector<MirroredReplica> replicas;
+  for (int r = 0; r < 3; ++r) {
+    replicas.push_back(Replica());
+    CheckOk(
+        replicas.back().CreateVariable(Variable("first", VariableAggregation::kOnlyFirstReplica)));
+  }
+  std::vector<std::vector<MirroredWrite>> writes(3);
+  for (int32_t r = 0; r < 3; ++r) {
+    MirroredReplicaContext ctx(replicas[r], r, 3);
+    CheckOk(ctx.Assign("first", Vec({r == 0 ? -0.0f : 5.0f, 0.0f})));
+    writes[r] = ctx.held_writes();
+  }
+  AllReduceWrites(replicas, writes);
+  for (const MirroredReplica& replica : replicas) {
+    const std::vector<float> value = ValueOf(replica, "first");
+    CHECK(value[0] == 0.0f);
+    CHECK(std::signbit(value[0]));  // the others' contributions did not make it +0.0
+    CHECK_FALSE(std::signbit(value[1]));
   }
 }
 

@@ -33,10 +33,10 @@ absl::StatusOr<std::unique_ptr<ReplicaGroup>> ReplicaGroup::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("a replica's batch must hold >= 1 example, not ", batch_size));
   }
-  std::unique_ptr<ReplicaGroup> strategy(
+  std::unique_ptr<ReplicaGroup> group(
       new ReplicaGroup(system, std::move(replicas), batch_size, std::move(job)));
-  TESSERA_RETURN_IF_ERROR(strategy->Link());
-  return strategy;
+  TESSERA_RETURN_IF_ERROR(group->Link());
+  return group;
 }
 
 ReplicaGroup::~ReplicaGroup() {

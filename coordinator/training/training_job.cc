@@ -1,7 +1,11 @@
 #include "coordinator/training/training_job.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "coordinator/mirrored/mirrored_training.h"
@@ -15,12 +19,27 @@
 #include "coordinator/training/worker_role.h"
 #include "core/base/logging.h"
 #include "core/base/process.h"
+#include "tessera/env.h"
 #include "tessera/status.h"
 #include "tessera/version.h"
 
 namespace tessera {
+namespace {
+
+// An empty training set trains nothing: refused rather than a run of 0 steps that reports an
+// evaluation of the untrained model as if it had trained.
+absl::Status CheckTrainingData(const Dataset& train) {
+  if (train.size() > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "the training data has no examples (an empty file, or every line skipped?): nothing to "
+      "train on");
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
                                       int64_t batch_size) {
+  TESSERA_RETURN_IF_ERROR(CheckTrainingData(train));
   if (batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--batch_size must be >= 1, not ", batch_size));
   }
@@ -42,6 +61,47 @@ absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Datas
 }
 
 namespace {
+
+// Whether files can be made in directory `dir` (made with the directories above it when
+// missing), tried in the deepest part of it that exists, leaving nothing behind. InvalidArgument
+// naming `flag` otherwise.
+absl::Status CheckWritableDirectory(Env& env, const char* flag, const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  std::string existing = dir;
+  while (!env.FileExists(existing)) {
+    const size_t slash = existing.find_last_of('/');
+    if (slash == std::string::npos) {
+      existing = ".";
+      break;
+    }
+    existing = slash == 0 ? "/" : existing.substr(0, slash);
+  }
+  const std::string probe = absl::StrCat(existing, "/.tessera-write-check-", getpid());
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(probe);
+  absl::Status status = file.status();
+  if (file.ok()) {
+    status = (*file)->Close();
+    env.RemoveTree(probe).IgnoreError();
+  }
+  if (status.ok()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(flag, " ", dir, ": nothing can be written in ",
+                                                 existing, " (", status.message(), ")"));
+}
+
+// Every place the run writes to is checked before its first step (a bad --export_dir would
+// otherwise fail the run only at its end).
+absl::Status CheckOutputs(const TrainingFlags& flags) {
+  Env& env = *Env::Default();
+  const ParameterServerTrainingOptions& options = flags.parameter_servers;
+  TESSERA_RETURN_IF_ERROR(CheckWritableDirectory(env, "--export_dir", options.export_dir));
+  TESSERA_RETURN_IF_ERROR(CheckWritableDirectory(env, "--checkpoint_dir", options.checkpoint_dir));
+  if (!flags.summary.empty()) {
+    const size_t slash = flags.summary.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : flags.summary.substr(0, slash + 1);
+    TESSERA_RETURN_IF_ERROR(CheckWritableDirectory(env, "--summary", dir));
+  }
+  return absl::OkStatus();
+}
 
 const char* ModeName(TrainingMode mode) {
   switch (mode) {
@@ -160,12 +220,14 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags,
   Log().info("{} starts as the {} ({} mode), {}", job.name,
              worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"),
              ModeName(flags.mode), VersionLine());
+  TESSERA_RETURN_IF_ERROR(CheckTrainingData(job.train));
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
     if (flags.strategy == TrainingStrategy::kMirrored) {
       return ServeAsReplica(job, flags.parameter_servers, flags.task);
     }
     return ServeAsWorker(job, flags.parameter_servers, flags.task);
   }
+  TESSERA_RETURN_IF_ERROR(CheckOutputs(flags));
   RunObservers observers;
   observers.monitor = monitor;
   monitor->SetConfiguration(DescribeRun(job, flags));

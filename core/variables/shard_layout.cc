@@ -78,7 +78,9 @@ std::vector<ShardExtent> ShardLayout::Extents() const {
 int64_t ShardLayout::DivShard(int64_t id) const {
   // The first extra_ shards hold base_ + 1 rows each and end at row extra_ * (base_ + 1); the
   // rest hold base_ rows each. One division per id (this runs once per id of every gather and
-  // scatter). When base_ == 0 the boundary is rows_, so no valid id divides by base_.
+  // scatter). When base_ == 0 the boundary is rows_, so no valid id divides by base_. Without
+  // extra rows every shard holds base_, which may be INT64_MAX itself (base_ + 1 would overflow).
+  if (extra_ == 0) return id / base_;
   const int64_t boundary = extra_ * (base_ + 1);
   if (id < boundary) return id / (base_ + 1);
   return extra_ + (id - boundary) / base_;

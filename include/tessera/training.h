@@ -91,7 +91,8 @@ struct TrainingJob {
 // A job's schedule from a program's flags: `steps` when it is > 0; when it is 0, `epochs` passes
 // over `train` in batches of `batch_size`, the last batch of each pass counted even when partial.
 // InvalidArgument, naming the flag (--batch_size, --steps, --epochs), for a batch size < 1, steps
-// < 0, epochs < 1 (with steps 0), or a schedule of more steps than an int64 holds.
+// < 0, epochs < 1 (with steps 0), or a schedule of more steps than an int64 holds; and for
+// training data without examples (an empty file: nothing to train on).
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
                                       int64_t batch_size);
 
@@ -214,7 +215,8 @@ std::vector<FlagGroup> TrainingFlagGroups();
 //     summary is written to flags.summary.
 // The run is recorded as it goes (steps, validations, checkpoints, the cluster's figures): in
 // flags.metrics_file's lines, on the dashboard (flags.dashboard), and in the summary.
-// InvalidArgument for a model or optimizer that does not validate, or naming --metrics_file when
+// InvalidArgument for training data without examples, a model or optimizer that does not
+// validate, or naming --metrics_file when
 // that file cannot be written (before training starts); the first error of training, evaluation
 // or writing the summary.
 absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags);

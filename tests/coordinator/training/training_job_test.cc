@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 #include "tessera/version.h"
 #include "tessera/workloads/recsys_data.h"
 #include "tessera/workloads/reference_models.h"
+#include "tests/status_util.h"
 #include "tests/temp_dir.h"
 
 namespace tessera {
@@ -61,6 +63,66 @@ std::string SummaryPath(const char* mode) {
   return (std::filesystem::temp_directory_path() /
           ("tessera_training_job_test_" + std::to_string(getpid()) + "_" + mode + ".json"))
       .string();
+}
+
+TEST_CASE("a job without training examples is refused before it starts, not trained for 0 steps") {
+  const Dataset empty;
+  REQUIRE(empty.size() == 0);
+  const absl::StatusOr<int64_t> steps = TrainingSteps(0, 1, empty, 32);
+  CHECK(absl::IsInvalidArgument(steps.status()));
+  CHECK(absl::StrContains(steps.status().message(), "no examples"));
+  CHECK(absl::IsInvalidArgument(TrainingSteps(10, 1, empty, 32).status()));
+
+  EvalResult reported;
+  reported.examples = -1;  // a report would overwrite it
+  TrainingJob job = SmallRecsysJob(&reported);
+  job.train = empty;
+  job.steps = 10;
+  TrainingFlags flags;
+  flags.mode = TrainingMode::kLocal;
+  const absl::Status status = RunTrainingJob(job, flags);
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK(absl::StrContains(status.message(), "no examples"));
+  CHECK(reported.examples == -1);  // no evaluation reported as if it had trained
+}
+
+TEST_CASE("every output path is checked before the first step, naming its flag") {
+  testing::TempDir dir;
+  const std::string file = dir.path() + "/a_file";
+  std::ofstream(file) << "in the way";
+  struct Case {
+    const char* flag;
+    std::function<void(TrainingFlags&)> set;
+  };
+  const Case cases[] = {
+      {"--export_dir", [&](TrainingFlags& f) { f.parameter_servers.export_dir = file + "/model"; }},
+      {"--checkpoint_dir",
+       [&](TrainingFlags& f) { f.parameter_servers.checkpoint_dir = file + "/ckpt/deeper"; }},
+      {"--summary", [&](TrainingFlags& f) { f.summary = file + "/summary.json"; }},
+  };
+  for (const Case& c : cases) {
+    EvalResult reported;
+    reported.examples = -1;
+    const TrainingJob job = SmallRecsysJob(&reported);
+    TrainingFlags flags;
+    flags.mode = TrainingMode::kLocal;
+    c.set(flags);
+    const absl::Status status = RunTrainingJob(job, flags);
+    CHECK_MESSAGE(absl::IsInvalidArgument(status), c.flag, ": ", status.ToString());
+    CHECK_MESSAGE(absl::StartsWith(status.message(), c.flag), status.message());
+    CHECK(reported.examples == -1);  // refused before training, not at its end
+  }
+  // A path that can be written passes, and the check leaves nothing behind: no probe file, no
+  // directory made (local training writes no checkpoints, so nothing else makes it).
+  TrainingFlags flags;
+  flags.mode = TrainingMode::kLocal;
+  flags.parameter_servers.checkpoint_dir = dir.path() + "/not/yet";
+  EvalResult reported;
+  testing::CheckOk(RunTrainingJob(SmallRecsysJob(&reported), flags));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/not"));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    CHECK_MESSAGE(entry.path().filename() == "a_file", entry.path().string());
+  }
 }
 
 TEST_CASE("TrainingSteps counts a partial last batch and refuses a schedule that is no schedule") {

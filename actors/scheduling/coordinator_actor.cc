@@ -40,8 +40,12 @@ void WorkerGone(Self self, WorkerId id) {
                  it->second.running);
     }
   }
+  const int32_t slot = it->second.slot;
   workers.erase(it);
   self->state.queue->WorkerLost(id);
+  CallInjector(self, [slot](FaultInjector& injector, WorkerPoolControl& pool) {
+    injector.OnWorkerLost(pool, slot);
+  });
   DispatchIdle(self);
 }
 
@@ -87,6 +91,8 @@ void FailRun(Self self, absl::Status why) {
   self->state.queue->SetFatal(std::move(why));
   self->state.failure = StatusToError(aborted);
   self->state.recovering = false;
+  CallInjector(
+      self, [](FaultInjector& injector, WorkerPoolControl& pool) { injector.OnRunFailed(pool); });
   if (self->state.factory) return;
   for (auto& [id, worker] : *self->state.workers) {
     if (worker.killed) continue;

@@ -7,14 +7,16 @@ namespace tessera {
 namespace {
 
 // Kills a busy worker if there is one, else any live worker, and restarts its slot after
-// `restart_delay`. Nothing when no worker lives.
-void KillOne(WorkerPoolControl& pool, std::mt19937_64& rng,
+// `restart_delay`. False (nothing done) when no worker lives.
+bool KillOne(WorkerPoolControl& pool, std::mt19937_64& rng,
              std::chrono::milliseconds restart_delay) {
   std::vector<int32_t> slots = pool.BusySlots();
   if (slots.empty()) slots = pool.LiveSlots();
-  if (slots.empty()) return;
+  if (slots.empty()) return false;
   const int32_t slot = slots[rng() % slots.size()];
-  if (pool.Kill(slot)) pool.RestartAfter(slot, restart_delay);
+  if (!pool.Kill(slot)) return false;
+  pool.RestartAfter(slot, restart_delay);
+  return true;
 }
 
 class CompletionKiller : public FaultInjector {
@@ -33,15 +35,23 @@ class CompletionKiller : public FaultInjector {
     ++completions_;
     while (!kill_at_.empty() && kill_at_.back() <= completions_) {
       kill_at_.pop_back();
-      KillOne(pool, rng_, restart_delay_);
+      ++owed_;
     }
+    KillOwed(pool);
   }
 
+  void OnWorkerStarted(WorkerPoolControl& pool, int32_t) override { KillOwed(pool); }
+
  private:
+  void KillOwed(WorkerPoolControl& pool) {
+    while (owed_ > 0 && KillOne(pool, rng_, restart_delay_)) --owed_;
+  }
+
   std::mt19937_64 rng_;
   std::chrono::milliseconds restart_delay_;
   std::vector<int64_t> kill_at_;  // completion counts, descending
   int64_t completions_ = 0;       // since the injector was installed
+  int32_t owed_ = 0;              // kills due that found no worker alive
 };
 
 class PeriodicKiller : public FaultInjector {

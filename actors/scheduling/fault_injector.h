@@ -1,8 +1,10 @@
 // FaultInjector: the testing interface through which worker failures are injected into the
 // coordinator actor (actors/scheduling/coordinator_actor.h). The coordinator calls its injector, if
 // it has one, at a few hook points — an injector was installed, a closure completed, a worker
-// started, a wake-up the injector asked for arrived — and hands it a WorkerPoolControl through
-// which it may kill workers and start them again. A production coordinator has no injector: none of
+// started or was lost, the run failed, a wake-up the injector asked for arrived — each after its
+// own state has changed, and hands it a WorkerPoolControl through which it may kill workers and
+// start them again. (A test's injector may also just count the hooks, to wait for a change of the
+// coordinator's state rather than poll for it.) A production coordinator has no injector: none of
 // this runs, and no fault-injection state lives in its dispatch state.
 //
 // Two injectors come with it (the drivers' --inject_worker_failures and the chaos tests use
@@ -50,8 +52,13 @@ class FaultInjector {
   // A closure completed with a result, before the coordinator hands out more work: the other
   // busy workers are in the middle of theirs.
   virtual void OnClosureCompleted(WorkerPoolControl& pool) {}
-  // A worker started (or joined) in `slot`.
+  // A worker started (or joined) in `slot`, before it is handed work.
   virtual void OnWorkerStarted(WorkerPoolControl& pool, int32_t slot) {}
+  // The worker in `slot` is gone (killed, exited, its node down): its running closures are back
+  // on the queue, their values aborted.
+  virtual void OnWorkerLost(WorkerPoolControl& pool, int32_t slot) {}
+  // The run failed (a parameter server lost with no restore): Done and Join raise the failure.
+  virtual void OnRunFailed(WorkerPoolControl& pool) {}
   // A wake-up asked for with WakeAfter arrived.
   virtual void OnWake(WorkerPoolControl& pool) {}
 };
@@ -59,7 +66,8 @@ class FaultInjector {
 // Kills `failures` workers at random points of the next `closures` completions (drawn from
 // `seed`; points may coincide, and then as many distinct workers die at that point), each a busy
 // worker when there is one (so its closure is re-run), else any live one; each slot gets a new
-// worker after `restart_delay`.
+// worker after `restart_delay`. A kill that finds no worker alive (more coincide than workers
+// live) falls on the next worker to start: exactly `failures` workers die.
 std::shared_ptr<FaultInjector> KillBusyWorkersAtCompletions(int32_t failures, int64_t closures,
                                                             uint64_t seed,
                                                             std::chrono::milliseconds restart_delay);

@@ -55,6 +55,9 @@ void ClosureScheduler::RecoveryLoop() {
     }
     if (rebuild) {
       RebuildBackups(task);
+      absl::MutexLock lock(&lost_->mu);
+      ++lost_->rebuilds_done;
+      lost_->changed.SignalAll();
       continue;
     }
     Recover(task);

@@ -1,7 +1,8 @@
 // ClusterCoordinatorTesting: fault injection, kept out of ClusterCoordinator's API — killing one
-// worker and starting it again (tests), and handing the coordinator's dispatch a FaultInjector
-// (chaos runs: the drivers' --inject_worker_failures). Header-only: nothing but the code that
-// includes it carries it.
+// worker and starting it again (tests), handing the coordinator's dispatch a FaultInjector
+// (chaos runs: the drivers' --inject_worker_failures; a test's injector may count its hooks to
+// wait for a change), and waiting for a PS recovery or a rebuild of backups. Header-only: nothing
+// but the code that includes it carries it.
 //
 // Example:
 //   CHECK(ClusterCoordinatorTesting::KillWorker(*coordinator, 0));
@@ -16,13 +17,16 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <utility>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actors/scheduling/fault_injector.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
+#include "coordinator/scheduling/internal/lost_ps.h"
 
 namespace tessera {
 
@@ -60,6 +64,27 @@ class ClusterCoordinatorTesting {
                                       failures, closures, seed,
                                       std::chrono::milliseconds(
                                           absl::ToInt64Milliseconds(restart_delay))));
+  }
+
+  // Whether `coordinator` has made `n` PS recoveries (recoveries()), waiting up to `limit` for
+  // them: the recovery thread wakes the waiter.
+  static bool AwaitRecoveries(ClusterCoordinator& coordinator, size_t n, absl::Duration limit) {
+    ClosureScheduler& scheduler = coordinator.scheduler();
+    absl::MutexLock lock(&scheduler.mu_);
+    auto made = [&scheduler, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler.mu_) {
+      return scheduler.recoveries_.size() >= n;
+    };
+    return scheduler.mu_.AwaitWithTimeout(absl::Condition(&made), limit);
+  }
+
+  // Whether `coordinator`'s recovery thread has done `n` rebuilds of backups (of a lost PS's
+  // shards, or of one failed backup's), waiting up to `limit` for them.
+  static bool AwaitRebuilds(ClusterCoordinator& coordinator, int64_t n, absl::Duration limit) {
+    ClosureScheduler::LostPs& lost = *coordinator.scheduler().lost_;
+    absl::MutexLock lock(&lost.mu);
+    auto done = [&lost, n]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(lost.mu) { return lost.rebuilds_done >= n; };
+    return lost.mu.AwaitWithTimeout(absl::Condition(&done), limit);
   }
 };
 

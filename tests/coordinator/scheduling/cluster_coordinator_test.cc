@@ -38,6 +38,8 @@
 #include "tessera/workloads/recsys_data.h"
 #include "tessera/workloads/reference_models.h"
 #include "tests/coordinator/coordinator_test_util.h"
+#include "tests/coordinator/scheduling/coordinator_events.h"
+#include "tests/event_count.h"
 
 namespace tessera {
 namespace {
@@ -45,7 +47,6 @@ namespace {
 using testing::FetchAllWithin;
 using testing::kWaitLimit;
 using testing::ValueOrDie;
-using testing::WaitUntil;
 
 // The arguments of sleep_add: sleep `ms` milliseconds.
 ClosureValues SleepFor(int64_t ms) {
@@ -73,8 +74,8 @@ void AddAndReport(ReplicaContext& ctx, const VariableHandle& counter, float delt
 }
 
 // A cluster, a strategy with a scalar "counter" (zeros, on ps 0), a Timekeeper, a registry with
-// the functions below, and a coordinator — declared so that they are destroyed coordinator
-// first, then the strategy, then the cluster.
+// the functions below, and a coordinator whose hooks `events` counts — declared so that they are
+// destroyed coordinator first, then the strategy, then the cluster.
 //
 //   add2          counter += 2; returns {slot}
 //   gated_add     waits for the gate, then counter += 1; returns {slot}
@@ -88,7 +89,17 @@ struct Fixture {
   ShardedVariable counter;
   std::shared_ptr<FunctionRegistry> registry;
   std::unique_ptr<ClusterCoordinator> coordinator;
+  std::shared_ptr<testing::CoordinatorEvents> events;
 
+  // Hands the coordinator `injector` (null: none), its hooks counted by `events`.
+  void Inject(std::shared_ptr<FaultInjector> injector) {
+    events = std::make_shared<testing::CoordinatorEvents>(std::move(injector));
+    ClusterCoordinatorTesting::SetFaultInjector(*coordinator, events);
+  }
+  // Whether `condition` on the coordinator's state holds, checked again at each of its changes.
+  bool AwaitState(const std::function<bool()>& condition) const {
+    return events->AwaitState(condition, kWaitLimit);
+  }
   float Counter() const {
     const Tensor value = ValueOrDie(counter.Read(), "reading the counter");
     REQUIRE(value.size() == 1);
@@ -172,6 +183,7 @@ std::unique_ptr<Fixture> MakeFixture(FixtureOptions options) {
   if (options.setup) options.setup(*f);
   f->coordinator = ValueOrDie(ClusterCoordinator::Create(
       *f->strategy, f->registry, options.coordinator, std::move(options.run)));
+  f->Inject(nullptr);
   return f;
 }
 
@@ -339,7 +351,7 @@ TEST_CASE("a worker killed between closures is replaced and no closure is lost")
   CHECK(f->Counter() == 20.0f);
 
   CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
-  REQUIRE(WaitUntil([&] { return f->Workers().live_slots == std::vector<int32_t>{1}; }));
+  REQUIRE(f->AwaitState([&] { return f->Workers().live_slots == std::vector<int32_t>{1}; }));
   CHECK(f->Workers().worker_failures == 1);
   // Nobody lives in slot 0 now.
   CHECK_FALSE(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
@@ -350,7 +362,7 @@ TEST_CASE("a worker killed between closures is replaced and no closure is lost")
   CHECK(f->Counter() == 40.0f);
 
   ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0);
-  REQUIRE(WaitUntil([&] { return f->Workers().live_slots == std::vector<int32_t>{0, 1}; }));
+  REQUIRE(f->AwaitState([&] { return f->Workers().live_slots == std::vector<int32_t>{0, 1}; }));
   CHECK(f->Workers().worker_restarts == 1);
   REQUIRE(FetchAllWithin(f->ScheduleMany("add2", 10)).ok());
   REQUIRE(f->coordinator->Join().ok());
@@ -366,7 +378,7 @@ TEST_CASE("a worker killed in the middle of a closure: it re-runs on the replace
   REQUIRE(f->timekeeper->WaitForWaits(2));  // one closure held on each worker
 
   CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
-  REQUIRE(WaitUntil([&] { return f->coordinator->stats().retried == 1; }));
+  REQUIRE(f->AwaitState([&] { return f->coordinator->stats().retried == 1; }));
   // Its closure is back in the queue (worker 1 is busy) and its value says so.
   CHECK(f->coordinator->stats().queued == 1);
   CHECK(f->coordinator->stats().running == 1);
@@ -401,7 +413,7 @@ TEST_CASE("two workers killed in the middle of closures: every closure completes
   REQUIRE(f->timekeeper->WaitForWaits(3));
   CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
   CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 1));
-  REQUIRE(WaitUntil([&] { return f->coordinator->stats().retried == 2; }));
+  REQUIRE(f->AwaitState([&] { return f->coordinator->stats().retried == 2; }));
   CHECK(CountInState(values, RemoteValueState::kAborted) == 2);
   CHECK(f->Workers().live_slots == std::vector<int32_t>{2});
 
@@ -426,7 +438,7 @@ TEST_CASE("the only worker killed mid-closure: the closure waits for its replace
   const RemoteValue value = ValueOrDie(f->coordinator->Schedule("gated_add"));
   REQUIRE(f->timekeeper->WaitForWaits(1));
   CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
-  REQUIRE(WaitUntil([&] { return value.state() == RemoteValueState::kAborted; }));
+  REQUIRE(f->AwaitState([&] { return value.state() == RemoteValueState::kAborted; }));
   CHECK(absl::IsDeadlineExceeded(value.FetchWithin(absl::Milliseconds(20)).status()));
   CHECK(ValueOrDie(f->coordinator->Done()) == false);
   f->timekeeper->Open();  // the gate is open before the re-run even starts
@@ -438,10 +450,8 @@ TEST_CASE("the only worker killed mid-closure: the closure waits for its replace
 
 TEST_CASE("continuous worker failures while 200 closures run: every closure completes") {
   auto f = MakeFixture(Options(1, 3));
-  ClusterCoordinatorTesting::SetFaultInjector(
-      *f->coordinator,
-      KillRandomWorkerEvery(std::chrono::milliseconds(10), /*seed=*/5,
-                            /*restart_delay=*/std::chrono::milliseconds(3)));
+  f->Inject(KillRandomWorkerEvery(std::chrono::milliseconds(10), /*seed=*/5,
+                                  /*restart_delay=*/std::chrono::milliseconds(3)));
   const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 200, SleepFor(2));
   const absl::StatusOr<std::vector<ClosureValues>> results =
       FetchAllWithin(values, absl::Seconds(60));
@@ -510,17 +520,22 @@ TEST_CASE(
     "applied once, from the shards' mark") {
   CoordinatorRun run;
   run.queue_identity = 0x5eed;
-  // add_and_stall: counter += 2, and never answers (its coordinator is lost meanwhile).
+  // add_and_stall: counter += 2 (counted in `stalled` once the shard applied it), and never
+  // answers (its coordinator is lost meanwhile).
+  auto stalled = std::make_shared<testing::EventCount>();
   auto f = MakeFixture(Options(
       1, 2,
-      [](Fixture& fx) {
+      [stalled](Fixture& fx) {
         REQUIRE(fx.registry
                     ->AddReplicaFunction(
                         "add_and_stall",
-                        [h = fx.counter.handle()](ReplicaContext& ctx, const ClosureValues&,
-                                                  Done<ClosureValues> done) {
+                        [h = fx.counter.handle(), stalled](
+                            ReplicaContext& ctx, const ClosureValues&, Done<ClosureValues> done) {
                           AssignAsync(ctx.shards(), h, AssignKind::kAdd, Tensor(Shape{}, 2.0f),
-                                      [done](absl::Status) {});
+                                      [done, stalled](absl::Status s) {
+                                        REQUIRE(s.ok());
+                                        stalled->Add();
+                                      });
                         })
                     .ok());
       },
@@ -546,7 +561,8 @@ TEST_CASE(
       f->coordinator->Schedule("add2", {}, std::numeric_limits<int64_t>::max()).status()));
   // Step 5 reaches the shard; its coordinator is lost before it answers.
   REQUIRE(f->coordinator->Schedule("add_and_stall", {}, 5).ok());
-  REQUIRE(testing::WaitUntil([&f] { return f->Counter() == 12.0f; }));
+  REQUIRE(stalled->AwaitAtLeast(1, kWaitLimit));
+  CHECK(f->Counter() == 12.0f);
   f->coordinator.reset();
   CHECK(mark() == 6);  // step 5's id: every step below it resolved
 
@@ -570,15 +586,15 @@ TEST_CASE(
 TEST_CASE("InjectWorkerFailures kills exactly K workers and every closure completes") {
   auto f = MakeFixture(Options(1, 3));
   constexpr int kClosures = 100, kFailures = 2;
-  ClusterCoordinatorTesting::InjectWorkerFailures(*f->coordinator, kFailures, kClosures,
-                                                  /*seed=*/11,
-                                                  /*restart_delay=*/absl::Milliseconds(5));
+  // What ClusterCoordinatorTesting::InjectWorkerFailures installs.
+  f->Inject(KillBusyWorkersAtCompletions(kFailures, kClosures, /*seed=*/11,
+                                         /*restart_delay=*/std::chrono::milliseconds(5)));
   // 20 ms closures: a kill order reaches a worker that is still busy, not one whose reply is
   // already on its way (with 1 ms closures, on a loaded host, both kills once missed).
   const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", kClosures, SleepFor(20));
   REQUIRE(FetchAllWithin(values, absl::Seconds(60)).ok());
   REQUIRE(f->coordinator->Join().ok());
-  REQUIRE(WaitUntil([&] {
+  REQUIRE(f->AwaitState([&] {
     const WorkerPoolStatus w = f->Workers();
     return w.worker_restarts == kFailures && w.live_slots.size() == 3;
   }));
@@ -614,6 +630,14 @@ class CountingInjector : public FaultInjector {
   void OnWorkerStarted(WorkerPoolControl& pool, int32_t slot) override {
     Counted counted(pool, *this);
     inner_->OnWorkerStarted(counted, slot);
+  }
+  void OnWorkerLost(WorkerPoolControl& pool, int32_t slot) override {
+    Counted counted(pool, *this);
+    inner_->OnWorkerLost(counted, slot);
+  }
+  void OnRunFailed(WorkerPoolControl& pool) override {
+    Counted counted(pool, *this);
+    inner_->OnRunFailed(counted);
   }
   void OnWake(WorkerPoolControl& pool) override {
     Counted counted(pool, *this);
@@ -653,27 +677,31 @@ class CountingInjector : public FaultInjector {
 TEST_CASE("InjectWorkerFailures with coinciding kill points still kills K distinct workers") {
   // 3 failures over 10 closures: the kill points (drawn from completions 2..9) often coincide
   // (seeds 1, 2 and 27 draw {3, 3, 5}, {8, 8, 9} and {9, 9, 9}), so one completion must kill
-  // several distinct workers, never the same one twice, and restart one worker per kill.
-  for (uint64_t seed : {1, 2, 27}) {
-    CAPTURE(seed);
-    auto f = MakeFixture(Options(1, 3));
-    // What InjectWorkerFailures installs, counted.
-    auto injector = std::make_shared<CountingInjector>(
-        KillBusyWorkersAtCompletions(3, 10, seed, std::chrono::milliseconds(5)));
-    ClusterCoordinatorTesting::SetFaultInjector(*f->coordinator, injector);
-    const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 10, SleepFor(1));
-    REQUIRE(FetchAllWithin(values).ok());
-    REQUIRE(f->coordinator->Join().ok());
-    REQUIRE(WaitUntil([&] { return f->Workers().worker_restarts == 3; }));
-    // Every kill point has passed (all 10 closures completed), and each kill ordered one restart,
-    // all of which have happened: no extra restart can follow.
-    CHECK(injector->kills() == 3);
-    CHECK(injector->restarts_ordered() == 3);
-    const WorkerPoolStatus workers = f->Workers();
-    CHECK(workers.worker_failures == 3);
-    CHECK(workers.worker_restarts == 3);
-    CHECK(workers.live_slots == std::vector<int32_t>{0, 1, 2});
-    CHECK(f->coordinator->stats().completed == 10);
+  // several distinct workers, never the same one twice, and restart one worker per kill. With one
+  // worker, a kill that finds none alive falls on the next one to start.
+  for (const int32_t num_workers : {3, 1}) {
+    for (uint64_t seed : {1, 2, 27}) {
+      CAPTURE(num_workers);
+      CAPTURE(seed);
+      auto f = MakeFixture(Options(1, num_workers));
+      // What InjectWorkerFailures installs, counted.
+      auto injector = std::make_shared<CountingInjector>(
+          KillBusyWorkersAtCompletions(3, 10, seed, std::chrono::milliseconds(5)));
+      f->Inject(injector);
+      const std::vector<RemoteValue> values = f->ScheduleMany("sleep_add", 10, SleepFor(1));
+      REQUIRE(FetchAllWithin(values).ok());
+      REQUIRE(f->coordinator->Join().ok());
+      REQUIRE(f->AwaitState([&] { return f->Workers().worker_restarts == 3; }));
+      // Every kill point has passed (all 10 closures completed), and each kill ordered one restart,
+      // all of which have happened: no extra restart can follow.
+      CHECK(injector->kills() == 3);
+      CHECK(injector->restarts_ordered() == 3);
+      const WorkerPoolStatus workers = f->Workers();
+      CHECK(workers.worker_failures == 3);
+      CHECK(workers.worker_restarts == 3);
+      CHECK(workers.live_slots.size() == static_cast<size_t>(num_workers));
+      CHECK(f->coordinator->stats().completed == 10);
+    }
   }
 }
 
@@ -735,7 +763,7 @@ TEST_CASE(
   CHECK(absl::IsInvalidArgument(testing::KillPs(*f->cluster, 2)));
   REQUIRE(testing::KillPs(*f->cluster, 1).ok());
 
-  REQUIRE(WaitUntil([&] { return !f->coordinator->Done().ok(); }));
+  REQUIRE(f->AwaitState([&] { return !f->coordinator->Done().ok(); }));
   const absl::Status done = f->coordinator->Done().status();
   CHECK(absl::IsUnavailable(done));
   CHECK_MESSAGE(absl::StrContains(done.message(), "ps 1"), done.ToString());
@@ -800,7 +828,7 @@ TEST_CASE("a per-worker resource is built once per worker and rebuilt on a repla
   CHECK(builds->load() == 1);
 
   CHECK(ClusterCoordinatorTesting::KillWorker(*f->coordinator, 0));
-  REQUIRE(WaitUntil([&] { return f->Workers().live_slots.empty(); }));
+  REQUIRE(f->AwaitState([&] { return f->Workers().live_slots.empty(); }));
   ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0);
   // The replacement (same slot) builds its own instance.
   CHECK(visit_values(3) == std::vector<int64_t>{1, 2, 3});
@@ -885,15 +913,13 @@ void AddTrainStep(Fixture& fx, const TinyRecsys& recsys) {
 TEST_CASE("train steps under continuous worker failures: every shard steps once per closure") {
   const TinyRecsys recsys = MakeTinyRecsys();
   auto f = MakeFixture(Options(2, 3, [&](Fixture& fx) { AddTrainStep(fx, recsys); }));
-  ClusterCoordinatorTesting::SetFaultInjector(
-      *f->coordinator,
-      KillRandomWorkerEvery(std::chrono::milliseconds(5), /*seed=*/3,
-                            /*restart_delay=*/std::chrono::milliseconds(2)));
+  f->Inject(KillRandomWorkerEvery(std::chrono::milliseconds(5), /*seed=*/3,
+                                  /*restart_delay=*/std::chrono::milliseconds(2)));
   constexpr int kSteps = 400;
   const std::vector<RemoteValue> steps = f->ScheduleMany("train_step", kSteps);
   REQUIRE(FetchAllWithin(steps, absl::Seconds(60)).ok());
   REQUIRE(f->coordinator->Join().ok());
-  ClusterCoordinatorTesting::SetFaultInjector(*f->coordinator, nullptr);
+  f->Inject(nullptr);
   const ClosureStats stats = f->coordinator->stats();
   CHECK(stats.completed == kSteps);
   CHECK(stats.retried >= 1);

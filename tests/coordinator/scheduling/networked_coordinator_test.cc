@@ -23,6 +23,7 @@
 #include "coordinator/checkpoint/save_restore.h"
 #include "coordinator/ps/strategy.h"
 #include "coordinator/scheduling/cluster_coordinator.h"
+#include "coordinator/scheduling/testing.h"
 #include "tests/cluster/network_test_util.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
@@ -151,10 +152,14 @@ TEST_CASE("networked coordinator: the shards of a coordinator that is gone are d
   REQUIRE(strategy->CreateVariable(options).ok());
   auto names = [&] { return ShardsHeldBy(ps_host); };
   REQUIRE(names() == std::vector<std::string>{"w/part_0", "w/part_1"});
+  const std::vector<caf::actor> shards =
+      testing::ShardsHeldBy(ps_host.system(), ps_host.ps_node(0));
 
-  // The coordinator's session ends without a word to the PS, as in a crash.
+  // The coordinator's session ends without a word to the PS, as in a crash: the node forgets
+  // its shards, then stops them.
   caf::anon_send_exit(first->actors().session(), caf::exit_reason::kill);
-  REQUIRE(testing::WaitUntil([&] { return names().empty(); }));
+  REQUIRE(testing::AwaitDown(ps_host.system(), shards));
+  CHECK(names().empty());
 
   auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
   ParameterServerStrategy successor(*second);
@@ -337,7 +342,7 @@ TEST_CASE("networked coordinator: a lost PS is restored from the latest checkpoi
   testing::NetworkNode second_host(FastNetwork());  // and comes back at its address
   REQUIRE(second_host.PublishPsNode(0, kProtocolVersion, ps_port) == ps_port);
 
-  REQUIRE(testing::WaitUntil([&] { return !coordinator->recoveries().empty(); }));
+  REQUIRE(ClusterCoordinatorTesting::AwaitRecoveries(*coordinator, 1, testing::kWaitLimit));
   REQUIRE(coordinator->Join().ok());  // nothing failed: the restore did not make the run fatal
   const PsRecovery recovery = coordinator->recoveries().at(0);
   CHECK(recovery.ps_task == 0);
@@ -384,7 +389,7 @@ TEST_CASE("networked coordinator: a lost PS is replaced by a standby, and a work
   CHECK(value() == 8.0f);
 
   ps_host.reset();  // the PS machine is gone for good; nothing is restarted at its address
-  REQUIRE(testing::WaitUntil([&] { return !coordinator->recoveries().empty(); }));
+  REQUIRE(ClusterCoordinatorTesting::AwaitRecoveries(*coordinator, 1, testing::kWaitLimit));
   const PsRecovery recovery = coordinator->recoveries().at(0);
   CHECK(recovery.node == absl::StrCat("127.0.0.1:", standby_port));
   CHECK(recovery.checkpoint_step == 5);
@@ -455,15 +460,14 @@ TEST_CASE(
   caf::anon_send_exit(backup, caf::exit_reason::kill);
   add(3);  // acknowledged once the coordinator struck the backup
   // A new backup is rebuilt from the primary, and keeps up with it.
-  REQUIRE(testing::WaitUntil([&] {
-    absl::StatusOr<float> copy = copy_on(1);
-    return copy.ok() && *copy == 8.0f;
-  }));
+  REQUIRE(ClusterCoordinatorTesting::AwaitRebuilds(*coordinator, 1, testing::kWaitLimit));
+  REQUIRE(copy_on(1).ok());
+  CHECK(*copy_on(1) == 8.0f);
   add(2);
   CHECK(*copy_on(1) == 10.0f);
 
   hosts[0].reset();  // the primary's PS dies: the rebuilt backup takes over, holding all 10
-  REQUIRE(testing::WaitUntil([&] { return !coordinator->recoveries().empty(); }));
+  REQUIRE(ClusterCoordinatorTesting::AwaitRecoveries(*coordinator, 1, testing::kWaitLimit));
   const PsRecovery recovery = coordinator->recoveries().at(0);
   CHECK(recovery.ps_task == 0);
   CHECK(recovery.promoted);

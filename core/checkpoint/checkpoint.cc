@@ -143,6 +143,20 @@ TensorSliceView ViewOf(const TensorSlice& slice) {
   return view;
 }
 
+TensorSlice CopyOf(const TensorSliceView& view) {
+  TensorSlice slice;
+  slice.variable = view.variable;
+  slice.full_shape = view.full_shape;
+  slice.dtype = view.dtype;
+  slice.row_offset = view.row_offset;
+  slice.value = Tensor::Copy(view.value);
+  slice.slot_names = view.slot_names;
+  for (const ConstTensorView& slot : view.slots) slice.slots.push_back(Tensor::Copy(slot));
+  slice.step = view.step;
+  slice.checkpoint = view.checkpoint;
+  return slice;
+}
+
 absl::Status ValidateTensorSlice(const TensorSlice& slice) {
   return ValidateTensorSlice(ViewOf(slice));
 }

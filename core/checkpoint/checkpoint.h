@@ -83,8 +83,6 @@ struct TensorSlice {
   CheckpointId checkpoint;              // in a file: the checkpoint it belongs to
 };
 
-// A TensorSlice whose value and slots are borrowed: what a shard saves straight from its own
-// memory (no snapshot copy). Valid while the tensors it views live unchanged.
 // A slice file checksums (and a copy-on-write snapshot hands out) a tensor's data in chunks of
 // this many bytes, the last one shorter.
 inline constexpr int64_t kSliceChunkBytes = int64_t{1} << 20;
@@ -94,6 +92,8 @@ inline constexpr int64_t kSliceChunkBytes = int64_t{1} << 20;
 using SliceChunkReader = std::function<absl::Status(
     size_t tensor, int64_t chunk, absl::FunctionRef<absl::Status(absl::string_view)> use)>;
 
+// A TensorSlice whose value and slots are borrowed: what a shard saves straight from its own
+// memory (no snapshot copy). Valid while the tensors it views live unchanged.
 struct TensorSliceView {
   std::string variable;
   Shape full_shape;
@@ -112,6 +112,8 @@ struct TensorSliceView {
 
 // A view of `slice` (valid while it lives unchanged).
 TensorSliceView ViewOf(const TensorSlice& slice);
+// A copy of what `view` views (whose tensors, not `chunks`, hold the data).
+TensorSlice CopyOf(const TensorSliceView& view);
 
 // InvalidArgument unless the slice is consistent: a name, a value whose shape is full_shape with
 // value.rows() rows lying inside full_shape, slots matching slot_names one to one and of the

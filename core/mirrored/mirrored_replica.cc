@@ -105,15 +105,7 @@ absl::StatusOr<TensorSliceView> MirroredReplica::View(absl::string_view name) co
 
 absl::StatusOr<TensorSlice> MirroredReplica::Slice(absl::string_view name) const {
   TESSERA_ASSIGN_OR_RETURN(const TensorSliceView view, View(name));
-  TensorSlice slice;
-  slice.variable = view.variable;
-  slice.full_shape = view.full_shape;
-  slice.dtype = view.dtype;
-  slice.value = Tensor::Copy(view.value);
-  slice.slot_names = view.slot_names;
-  for (const ConstTensorView& slot : view.slots) slice.slots.push_back(Tensor::Copy(slot));
-  slice.step = view.step;
-  return slice;
+  return CopyOf(view);
 }
 
 absl::StatusOr<SavedSlice> MirroredReplica::Save(absl::string_view name, const SaveOp& op,

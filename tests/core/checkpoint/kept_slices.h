@@ -19,16 +19,7 @@ class KeptSlices final : public SliceStore {
 
   absl::Status Write(const std::string& path, const TensorSliceView& slice) const override {
     if (fail) return absl::ResourceExhaustedError("the disk is full");
-    TensorSlice kept;
-    kept.variable = slice.variable;
-    kept.full_shape = slice.full_shape;
-    kept.row_offset = slice.row_offset;
-    kept.value = Tensor::Copy(slice.value);
-    kept.slot_names = slice.slot_names;
-    for (const ConstTensorView& slot : slice.slots) kept.slots.push_back(Tensor::Copy(slot));
-    kept.step = slice.step;
-    kept.checkpoint = slice.checkpoint;
-    written[path] = std::move(kept);
+    written[path] = CopyOf(slice);
     return absl::OkStatus();
   }
   absl::StatusOr<TensorSlice> ReadBlock(const std::string&, const CheckpointVariable&, int64_t,

@@ -4,10 +4,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "coordinator/mirrored/mirrored_training.h"
 #include "coordinator/monitoring/internal/run_dashboard.h"
 #include "coordinator/monitoring/metrics_file.h"
@@ -33,6 +37,57 @@ absl::Status CheckTrainingData(const Dataset& train) {
   return absl::InvalidArgumentError(
       "the training data has no examples (an empty file, or every line skipped?): nothing to "
       "train on");
+}
+
+// What `data` holds, by kind: "ids [user, item]; dense [dense [13]]" (a dense feature with
+// its width).
+std::string DescribeColumns(const Dataset& data) {
+  std::vector<std::string> dense;
+  for (const auto& [name, shape] : data.DenseFeatureShapes()) {
+    dense.push_back(absl::StrCat(name, " [", shape.row_size(), "]"));
+  }
+  std::vector<std::string> parts;
+  auto add = [&parts](absl::string_view kind, const std::vector<std::string>& names) {
+    if (!names.empty()) parts.push_back(absl::StrCat(kind, " [", absl::StrJoin(names, ", "), "]"));
+  };
+  add("ids", data.IdFeatureNames());
+  add("id_list", data.IdListFeatureNames());
+  add("dense", dense);
+  return parts.empty() ? std::string("no features") : absl::StrJoin(parts, "; ");
+}
+
+// Every input the model reads is a feature of `data` (`what`: "training" or "test"), of the
+// input's kind (and width, dense): checked before the cluster starts, rather than failing the
+// first step as "batch: missing ids feature". InvalidArgument naming the inputs that do not match
+// and what the data has.
+absl::Status CheckModelInputs(const ModelSpec& model, const Dataset& data, absl::string_view what) {
+  if (data.size() == 0) return absl::OkStatus();
+  std::map<std::string, std::string> kinds;  // feature -> its kind in the data
+  for (const std::string& name : data.IdFeatureNames()) kinds[name] = "ids";
+  for (const std::string& name : data.IdListFeatureNames()) kinds[name] = "id_list";
+  const std::map<std::string, Shape> dense = data.DenseFeatureShapes();
+  for (const auto& [name, shape] : dense) kinds[name] = "dense";
+  std::vector<std::string> mismatches;
+  for (const InputSpec& input : model.inputs) {
+    const absl::string_view kind = InputKindName(input.kind);
+    auto it = kinds.find(input.name);
+    if (it == kinds.end()) {
+      mismatches.push_back(absl::StrCat("'", input.name, "' (", kind, ") is not in it"));
+    } else if (it->second != kind) {
+      mismatches.push_back(
+          absl::StrCat("'", input.name, "' is ", kind, " in the model but ", it->second, " in it"));
+    } else if (input.kind == InputKind::kDense &&
+               dense.at(input.name).row_size() != input.width) {
+      mismatches.push_back(absl::StrCat("'", input.name, "' is dense [", input.width,
+                                        "] in the model but dense [",
+                                        dense.at(input.name).row_size(), "] in it"));
+    }
+  }
+  if (mismatches.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the model '", model.name, "' reads inputs the ", what,
+      " data does not provide: ", absl::StrJoin(mismatches, "; "), ". The data has ",
+      DescribeColumns(data)));
 }
 
 }  // namespace
@@ -221,6 +276,8 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags,
              worker ? absl::StrCat("worker ", flags.task) : std::string("coordinator"),
              ModeName(flags.mode), VersionLine());
   TESSERA_RETURN_IF_ERROR(CheckTrainingData(job.train));
+  TESSERA_RETURN_IF_ERROR(CheckModelInputs(job.model, job.train, "training"));
+  TESSERA_RETURN_IF_ERROR(CheckModelInputs(job.model, job.test, "test"));
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
     if (flags.strategy == TrainingStrategy::kMirrored) {
       return ServeAsReplica(job, flags.parameter_servers, flags.task);

@@ -86,6 +86,48 @@ TEST_CASE("a job without training examples is refused before it starts, not trai
   CHECK(reported.examples == -1);  // no evaluation reported as if it had trained
 }
 
+TEST_CASE("a model input the data does not provide is refused before the start, listing the data") {
+  struct Case {
+    const char* name;
+    std::function<void(ModelSpec&)> change;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"a typo", [](ModelSpec& m) { m.inputs.at(0).name = "usr"; }, "'usr' (ids) is not in it"},
+      {"another kind", [](ModelSpec& m) { m.inputs.at(0).kind = InputKind::kIdList; },
+       "'user' is id_list in the model but ids in it"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    EvalResult reported;
+    reported.examples = -1;
+    TrainingJob job = SmallRecsysJob(&reported);
+    REQUIRE(job.model.inputs.at(0).name == "user");
+    c.change(job.model);
+    TrainingFlags flags;
+    flags.mode = TrainingMode::kLocal;
+    const absl::Status status = RunTrainingJob(job, flags);
+    CHECK_MESSAGE(absl::IsInvalidArgument(status), status.ToString());
+    CHECK_MESSAGE(absl::StrContains(status.message(), c.says), status.message());
+    CHECK_MESSAGE(absl::StrContains(status.message(), "training data"), status.message());
+    CHECK_MESSAGE(absl::StrContains(status.message(), "The data has ids [item, user]"),
+                  status.message());
+    CHECK(reported.examples == -1);  // refused before training
+  }
+  // The test set is checked too: one without the item column.
+  EvalResult reported;
+  TrainingJob job = SmallRecsysJob(&reported);
+  Batch rows = testing::ValueOrDie(job.test.Slice(0, job.test.size()));
+  rows.ids.erase("item");
+  job.test = testing::ValueOrDie(Dataset::Create(std::move(rows)));
+  TrainingFlags flags;
+  flags.mode = TrainingMode::kLocal;
+  const absl::Status status = RunTrainingJob(job, flags);
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK_MESSAGE(absl::StrContains(status.message(), "the test data does not provide: 'item' (ids)"),
+                status.message());
+}
+
 TEST_CASE("every output path is checked before the first step, naming its flag") {
   testing::TempDir dir;
   const std::string file = dir.path() + "/a_file";

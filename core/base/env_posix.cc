@@ -169,10 +169,12 @@ class PosixEnv : public Env {
  public:
   absl::Status CreateDirectories(const std::string& path) override {
     // Each prefix in turn, so the errors are ours (std::filesystem reports a file in the way
-    // differently across library versions).
+    // differently across library versions). Mode 0777 less the umask, as mkdir -p: a group that
+    // shares a checkpoint directory (a PS running as another user than the coordinator, umask
+    // 002) can write into what either made.
     for (size_t end = path.find('/', 1);; end = path.find('/', end + 1)) {
       const std::string prefix = path.substr(0, end);
-      if (::mkdir(prefix.c_str(), 0755) != 0) {
+      if (::mkdir(prefix.c_str(), 0777) != 0) {
         const int error = errno;
         struct stat info;
         if (error != EEXIST) return ErrnoError(error, "creating directory", prefix);

@@ -415,6 +415,24 @@ TEST_CASE("the real Env removes a symbolic link, never what it points to") {
   CHECK(Outcome(Read(*Env::Default(), outside.path() + "/keep")) == "\"kept\"");
 }
 
+TEST_CASE("the real Env makes directories as mkdir -p does: 0777 less the umask") {
+  TempDir dir;
+  struct stat info;
+  const mode_t old_mask = ::umask(002);  // a group that shares its directories
+  const absl::Status made = Env::Default()->CreateDirectories(dir.path() + "/ckpt/ckpt-10");
+  ::umask(022);
+  const absl::Status usual = Env::Default()->CreateDirectories(dir.path() + "/private");
+  ::umask(old_mask);
+  REQUIRE(made.ok());
+  REQUIRE(usual.ok());
+  for (const char* sub : {"/ckpt", "/ckpt/ckpt-10"}) {
+    REQUIRE(::stat((dir.path() + sub).c_str(), &info) == 0);
+    CHECK_MESSAGE((info.st_mode & 0777) == 0775, sub);  // the group may write into it
+  }
+  REQUIRE(::stat((dir.path() + "/private").c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0755);
+}
+
 // Writes a file of a few MiB as a slice file is written and worse: pieces of any size in order,
 // holes, rewrites of bytes still staged and of bytes long written (a header, written last), a
 // Sync in the middle; what is read back must be what a plain file would hold, on a disk's

@@ -259,8 +259,11 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
       file->index = *std::move(loaded);
       file->loaded = true;
     } else {
-      if (!absl::IsNotFound(loaded.status())) {
-        Log().info("rebuilding the line index of {}: {}", file->path, loaded.status());
+      // Stale (the file or the format changed) is routine; a sidecar that does not load is not.
+      if (absl::IsFailedPrecondition(loaded.status())) {
+        Log().info("rebuilding the line index of {}: {}", file->path, loaded.status().message());
+      } else if (!absl::IsNotFound(loaded.status())) {
+        Log().warn("rebuilding the line index of {}: {}", file->path, loaded.status().message());
       }
       TESSERA_ASSIGN_OR_RETURN(
           file->index,

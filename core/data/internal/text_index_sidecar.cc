@@ -113,9 +113,13 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
   for (uint64_t k = 0; k < kHeaderWords; ++k) h[k] = GetWord(header + 8 * k);
   if (h[0] != kMagic) return Malformed(sidecar, "no index magic");
   if (h[1] != kVersion) return Malformed(sidecar, absl::StrCat("version ", h[1], " is unknown"));
-  if (h[3] != key.file_size || h[4] != key.file_fingerprint || h[5] != key.format_hash) {
+  if (h[3] != key.file_size || h[4] != key.file_fingerprint) {
+    return absl::FailedPreconditionError("the file changed since its index was built");
+  }
+  if (h[5] != key.format_hash) {
     return absl::FailedPreconditionError(
-        absl::StrCat(sidecar, " was built for another version of the file or another format"));
+        "its index was built for another format (the column spec or the bad-line policy "
+        "changed)");
   }
   LineIndex index;
   index.gzip = (h[2] & 1) != 0;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/hash.h"
@@ -353,6 +354,17 @@ TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corru
   const internal::LineIndex index =
       ValueOrDie(internal::LoadLineIndex(*Env::Default(), sidecar, key));
   REQUIRE(index.points.size() >= 2);
+  // A stale index says what changed (logged at info, the index rebuilt).
+  internal::LineIndexKey changed = key;
+  changed.file_fingerprint ^= 1;
+  absl::Status stale = internal::LoadLineIndex(*Env::Default(), sidecar, changed).status();
+  CHECK(absl::IsFailedPrecondition(stale));
+  CHECK_MESSAGE(absl::StrContains(stale.message(), "the file changed"), stale.message());
+  changed = key;
+  changed.format_hash ^= 1;
+  stale = internal::LoadLineIndex(*Env::Default(), sidecar, changed).status();
+  CHECK(absl::IsFailedPrecondition(stale));
+  CHECK_MESSAGE(absl::StrContains(stale.message(), "another format"), stale.message());
   auto forge = [&](auto change) {
     internal::LineIndex forged = index;
     change(forged);

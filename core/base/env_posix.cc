@@ -218,6 +218,15 @@ class PosixEnv : public Env {
     return static_cast<uint64_t>(info.st_size);
   }
 
+  absl::StatusOr<absl::Time> ModifiedTime(const std::string& path) override {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) return ErrnoError(errno, "inspecting", path);
+    if (!S_ISREG(info.st_mode)) {
+      return absl::DataLossError(absl::StrCat(path, " is not a regular file"));
+    }
+    return absl::TimeFromTimespec(info.st_mtim);
+  }
+
   absl::Status RemoveTree(const std::string& path) override {
     struct stat info;
     if (::lstat(path.c_str(), &info) != 0) return ErrnoError(errno, "removing", path);

@@ -19,6 +19,7 @@ namespace {
 struct Node {
   bool directory = false;
   std::shared_ptr<std::string> data;  // null for a directory
+  std::shared_ptr<absl::Time> modified;  // a file's: when it was last written, shared likewise
 };
 
 // "a//b/./c/../d/" -> "/a/b/d"; "" and "/" -> "/".
@@ -132,8 +133,11 @@ namespace {
 class MemWritableFile : public WritableFile {
  public:
   MemWritableFile(std::shared_ptr<MemEnv::State> state, std::shared_ptr<std::string> data,
-                  std::string path)
-      : state_(std::move(state)), data_(std::move(data)), path_(std::move(path)) {}
+                  std::shared_ptr<absl::Time> modified, std::string path)
+      : state_(std::move(state)),
+        data_(std::move(data)),
+        modified_(std::move(modified)),
+        path_(std::move(path)) {}
 
   absl::Status WriteAt(uint64_t offset, absl::string_view bytes) override {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -142,6 +146,7 @@ class MemWritableFile : public WritableFile {
     if (!injected.ok()) return injected;
     if (data_->size() < offset + bytes.size()) data_->resize(offset + bytes.size());
     if (!bytes.empty()) std::memcpy(data_->data() + offset, bytes.data(), bytes.size());
+    *modified_ = state_->now;
     return absl::OkStatus();
   }
 
@@ -161,6 +166,7 @@ class MemWritableFile : public WritableFile {
  private:
   std::shared_ptr<MemEnv::State> state_;
   std::shared_ptr<std::string> data_;
+  std::shared_ptr<absl::Time> modified_;
   std::string path_;
   bool closed_ = false;  // used by one thread (the WritableFile contract)
 };
@@ -288,6 +294,15 @@ absl::StatusOr<uint64_t> MemEnv::FileSize(const std::string& path) {
   return static_cast<uint64_t>(node->data->size());
 }
 
+absl::StatusOr<absl::Time> MemEnv::ModifiedTime(const std::string& path) {
+  const std::string p = Normalize(path);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const Node* node = state_->Find(p);
+  if (node == nullptr) return state_->Missing(p, "inspecting");
+  if (node->directory) return absl::DataLossError(absl::StrCat(p, " is not a regular file"));
+  return *node->modified;
+}
+
 absl::Status MemEnv::RemoveTree(const std::string& path) {
   const std::string p = Normalize(path);
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -385,10 +400,12 @@ absl::StatusOr<std::unique_ptr<WritableFile>> MemEnv::NewWritableFile(const std:
   }
   if (node.data == nullptr) {
     node.data = std::make_shared<std::string>();
+    node.modified = std::make_shared<absl::Time>();
   } else {
     node.data->clear();  // truncated in place: handles open on it see it shrink, as with O_TRUNC
   }
-  return std::make_unique<MemWritableFile>(state_, node.data, p);
+  *node.modified = state_->now;
+  return std::make_unique<MemWritableFile>(state_, node.data, node.modified, p);
 }
 
 absl::Status MemEnv::SyncDirectory(const std::string& path) {

@@ -45,6 +45,7 @@ class MemEnv : public Env {
   absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override;
   bool FileExists(const std::string& path) override;
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override;
+  absl::StatusOr<absl::Time> ModifiedTime(const std::string& path) override;
   absl::Status RemoveTree(const std::string& path) override;
   absl::Status RenameFile(const std::string& from, const std::string& to) override;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(

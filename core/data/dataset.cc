@@ -42,6 +42,13 @@ absl::StatusOr<Dataset> Dataset::FromSource(std::shared_ptr<const ExampleSource>
 
 std::vector<std::string> Dataset::IdFeatureNames() const { return source_->schema().id_features; }
 
+std::optional<LabelRange> Dataset::LabelsRange() const { return source_->labels(); }
+
+std::vector<std::string> Dataset::TextFeatureNames() const {
+  const std::set<std::string>& names = source_->schema().text_features;
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
 std::vector<std::string> Dataset::IdListFeatureNames() const {
   return source_->schema().id_list_features;
 }

@@ -91,6 +91,10 @@ absl::Status ValidateTextFormat(const TextFormat& format) {
   if (line_end(format.delimiter)) {
     return absl::InvalidArgumentError("the delimiter cannot be a line end");
   }
+  if (line_end(format.quote) || (format.quote != '\0' && format.quote == format.delimiter)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the quote '", Shown(format.quote), "' is a line end or the delimiter"));
+  }
   int labels = 0;
   std::set<std::string> dense, others;
   for (size_t k = 0; k < format.columns.size(); ++k) {
@@ -114,9 +118,11 @@ absl::Status ValidateTextFormat(const TextFormat& format) {
           absl::StrCat(where, ": feature '", c.feature, "' is named twice"));
     }
     if (c.kind == TextColumn::Kind::kCategoricalList &&
-        (line_end(c.separator) || c.separator == format.delimiter)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": separator '", Shown(c.separator),
-                                                     "' is a line end or the delimiter"));
+        (line_end(c.separator) || c.separator == format.delimiter ||
+         (format.quote != '\0' && c.separator == format.quote))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": separator '", Shown(c.separator),
+                       "' is a line end, the delimiter or the quote"));
     }
   }
   if (labels != 1) {
@@ -243,16 +249,21 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
   // The scan parses each line into one scratch example (Note [The line index]).
   Batch scratch;
   internal::ParsedColumns scratch_columns = checker.Bind(scratch, 1);
-  auto check = [&](absl::string_view line, std::string& error) {
+  internal::LineIndex::Labels labels;  // the file being indexed's
+  auto check = [&](absl::string_view line, int64_t number, std::string& error) {
     for (internal::ParsedList& list : scratch_columns.lists) list.ids.clear();
-    return checker.Parse(line, 0, scratch_columns, error);
+    if (!checker.Parse(line, 0, scratch_columns, error)) return false;
+    labels.Add(scratch_columns.labels[0], number);
+    return true;
   };
   for (std::string& path : paths) {
     auto file = std::make_unique<internal::IndexedTextFile>();
     file->path = std::move(path);
     TESSERA_ASSIGN_OR_RETURN(file->file, env->NewRandomAccessFile(file->path));
-    TESSERA_ASSIGN_OR_RETURN(internal::LineIndexKey key,
-                             internal::MakeLineIndexKey(*file->file, checker.format_hash()));
+    TESSERA_ASSIGN_OR_RETURN(const absl::Time modified, env->ModifiedTime(file->path));
+    TESSERA_ASSIGN_OR_RETURN(
+        internal::LineIndexKey key,
+        internal::MakeLineIndexKey(*file->file, modified, checker.format_hash()));
     const std::string sidecar = absl::StrCat(file->path, ".tsidx");
     absl::StatusOr<internal::LineIndex> loaded = internal::LoadLineIndex(*env, sidecar, key);
     if (loaded.ok()) {
@@ -265,9 +276,12 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
       } else if (!absl::IsNotFound(loaded.status())) {
         Log().warn("rebuilding the line index of {}: {}", file->path, loaded.status().message());
       }
+      labels = internal::LineIndex::Labels();
       TESSERA_ASSIGN_OR_RETURN(
           file->index,
-          internal::BuildLineIndex(*file->file, file->path, source->format_.skip_bad_lines, check));
+          internal::BuildLineIndex(*file->file, file->path, source->format_.skip_bad_lines,
+                                   source->format_.header, check));
+      file->index.labels = labels;
       if (absl::Status saved = internal::SaveLineIndex(*env, sidecar, key, file->index);
           !saved.ok()) {
         Log().warn("keeping the line index of {} in memory only: {}", file->path, saved);
@@ -276,10 +290,38 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> DelimitedTextSource::
     source->first_rows_.push_back(source->size_);
     source->size_ += static_cast<int64_t>(file->index.row_starts.size());
     source->skipped_lines_ += file->index.skipped_lines;
+    for (const internal::SkippedLine& skipped : file->index.first_skipped) {
+      if (source->first_skipped_.size() >= internal::kNamedSkips) break;
+      source->first_skipped_.push_back(
+          absl::StrCat(file->path, ":", skipped.line, ": ", skipped.what));
+    }
     source->files_.push_back(std::move(file));
   }
   source->first_rows_.push_back(source->size_);
   return std::shared_ptr<const DelimitedTextSource>(std::move(source));
+}
+
+std::optional<LabelRange> DelimitedTextSource::labels() const {
+  std::optional<LabelRange> range;
+  for (const auto& file : files_) {
+    const internal::LineIndex::Labels& l = file->index.labels;
+    if (file->index.row_starts.empty()) continue;
+    const bool first = !range.has_value();
+    if (first) range.emplace();
+    if (first || l.min < range->min) {
+      range->min = l.min;
+      range->min_at = absl::StrCat(file->path, ":", l.min_line);
+    }
+    if (first || l.max > range->max) {
+      range->max = l.max;
+      range->max_at = absl::StrCat(file->path, ":", l.max_line);
+    }
+    if (!range->fraction.has_value() && l.fraction_line > 0) {
+      range->fraction = l.fraction;
+      range->fraction_at = absl::StrCat(file->path, ":", l.fraction_line);
+    }
+  }
+  return range;
 }
 
 absl::StatusOr<Batch> DelimitedTextSource::Read(absl::Span<const int64_t> rows) const {

@@ -1,9 +1,9 @@
-#include "tessera/data.h"
-
 #include <cassert>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "tessera/data.h"
 #include "tessera/status.h"
 
 namespace tessera {
@@ -75,6 +75,27 @@ absl::StatusOr<std::shared_ptr<const InMemoryExamples>> InMemoryExamples::Create
   TESSERA_RETURN_IF_ERROR(CheckSameShape(examples.labels.shape(), Shape{n, 1}, "dataset labels"));
   return std::shared_ptr<const InMemoryExamples>(
       new InMemoryExamples(std::move(examples), std::move(schema)));
+}
+
+std::optional<LabelRange> InMemoryExamples::labels() const {
+  if (columns_.size == 0) return std::nullopt;
+  const float* y = columns_.labels.data();
+  int64_t least = 0, greatest = 0, fraction = -1;
+  for (int64_t k = 0; k < columns_.size; ++k) {
+    if (y[k] < y[least]) least = k;
+    if (y[k] > y[greatest]) greatest = k;
+    if (fraction < 0 && y[k] != std::floor(y[k])) fraction = k;
+  }
+  LabelRange range;
+  range.min = y[least];
+  range.max = y[greatest];
+  range.min_at = absl::StrCat("example ", least);
+  range.max_at = absl::StrCat("example ", greatest);
+  if (fraction >= 0) {
+    range.fraction = y[fraction];
+    range.fraction_at = absl::StrCat("example ", fraction);
+  }
+  return range;
 }
 
 absl::StatusOr<Batch> InMemoryExamples::Read(absl::Span<const int64_t> rows) const {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,22 @@ struct ExampleSchema {
   std::vector<std::string> id_list_features;
   // Dense features by name: the shape of ONE example's value (a batch's is [n] + this).
   std::map<std::string, Shape> dense_features;
+  // The id and id-list features whose ids are the StringIds of texts (core/base/hash.h): a
+  // file's cat: and list: columns. A value of such a feature is a text wherever it comes from —
+  // a file, a request, an example — and an integer stands for its decimal digits, so that 30440
+  // and "30440" are one value. Empty for raw ids.
+  std::set<std::string> text_features;
+};
+
+// What a source's labels span: the least and the greatest, each where it is ("path:line" in a
+// file, "example N" in memory), and the first that is not a whole number, if any.
+struct LabelRange {
+  double min = 0;
+  double max = 0;
+  std::string min_at;
+  std::string max_at;
+  std::optional<double> fraction;  // the first label with a fractional part
+  std::string fraction_at;
 };
 
 class ExampleSource {
@@ -112,6 +129,10 @@ class ExampleSource {
   // Whether reading a run of contiguous rows is far cheaper than reading as many scattered ones
   // (a file): Note [Sequential sources]. False for sources whose rows cost the same anywhere.
   virtual bool sequential() const { return false; }
+  // The labels' range, when the source knows it without reading its examples (a file's index
+  // recorded it while checking each line; memory holds them all); nullopt when it does not, or
+  // holds no example.
+  virtual std::optional<LabelRange> labels() const { return std::nullopt; }
 };
 
 // OK when `list` is a ragged list of `rows` examples (tessera/data.h's IdList): row_splits has
@@ -132,6 +153,7 @@ class InMemoryExamples final : public ExampleSource {
   int64_t size() const override { return columns_.size; }
   const ExampleSchema& schema() const override { return schema_; }
   absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override;
+  std::optional<LabelRange> labels() const override;
 
  private:
   InMemoryExamples(Batch columns, ExampleSchema schema)
@@ -187,6 +209,11 @@ class Dataset {
   std::vector<std::string> IdFeatureNames() const;
   std::vector<std::string> IdListFeatureNames() const;
   std::vector<std::string> DenseFeatureNames() const;
+  // ExampleSchema::text_features, sorted.
+  std::vector<std::string> TextFeatureNames() const;
+  // The labels' range over the whole source this dataset reads (a shard's are within it):
+  // ExampleSource::labels.
+  std::optional<LabelRange> LabelsRange() const;
   // The shape of each dense feature over this dataset's rows (dim 0 is size()).
   std::map<std::string, Shape> DenseFeatureShapes() const;
 

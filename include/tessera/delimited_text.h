@@ -17,12 +17,17 @@
 //   skip              a field that is read past
 // Numbers are decimal (std::from_chars: "3", "-1", "0.25", "1e-3"; no '+', no spaces) and
 // finite. Lines end in "\n" or "\r\n" (the last may have no end); a blank line is no example.
+// A field that starts with a quote (TextFormat::quote, '"') is quoted as in CSV (RFC 4180): its
+// value runs to the matching quote, may hold the delimiter, and "" inside is one quote, so
+// "u5" and u5 are one value; a quoted field cannot hold a line end. With TextFormat::header each
+// file's first line (the column names) is no example.
 //
 // Open indexes each file once (Note [The line index] in delimited_text.cc), checking every line:
 // a bad line is InvalidArgument "path:line: what is wrong" ("expected 40 fields, got 39",
 // "field 3 (dense[1]): 'x1' is not a number"), or with skip_bad_lines it is left out and
 // counted. The index is kept beside the file as `<path>.tsidx`, so later opens of the same file
-// (another worker, a restart) load it instead of scanning.
+// (another worker, a restart) load it instead of scanning; a file written since (its size, its
+// modification time or a sampled byte changed) is indexed again.
 //
 // Example: a day of Criteo logs, a model over "dense" [13] and ids "C1".."C26".
 //   TESSERA_ASSIGN_OR_RETURN(auto source, DelimitedTextSource::Open({"day_0.gz"}, CriteoFormat()));
@@ -67,6 +72,9 @@ struct TextFormat {
   std::vector<TextColumn> columns;
   // Leave bad lines out (counted: DelimitedTextSource::skipped_lines) instead of failing Open.
   bool skip_bad_lines = false;
+  // The quote character ('\0': no quoting) and whether each file starts with a header line.
+  char quote = '"';
+  bool header = false;
 };
 
 // A format from a column spec: comma-separated columns `kind[:name[:separator]][*count]` (the
@@ -79,8 +87,9 @@ struct TextFormat {
 absl::StatusOr<TextFormat> ParseTextFormat(absl::string_view spec, char delimiter = '\t');
 
 // OK when `format` can be read: exactly one label column, a name for every feature column,
-// each name one feature's (dense columns share theirs), a delimiter and separators that are not
-// line ends, each separator not the delimiter. InvalidArgument saying what is wrong otherwise.
+// each name one feature's (dense columns share theirs), a delimiter, separators and a quote that
+// are not line ends, each separator and the quote not the delimiter, the quote no separator.
+// InvalidArgument saying what is wrong otherwise.
 absl::Status ValidateTextFormat(const TextFormat& format);
 
 // Criteo's layout: tab-separated label, I1..I13 as dense feature "dense" [13], C1..C26 as id
@@ -107,10 +116,14 @@ class DelimitedTextSource final : public ExampleSource {
   absl::StatusOr<Batch> Read(absl::Span<const int64_t> rows) const override;
   // Reading contiguous rows is far cheaper than scattered ones (Note [Sequential sources]).
   bool sequential() const override { return true; }
+  // The labels' range over every file, each end named "path:line" (recorded by the index).
+  std::optional<LabelRange> labels() const override;
 
   const TextFormat& format() const { return format_; }
-  // Bad lines left out over all files (skip_bad_lines).
+  // Bad lines left out over all files (skip_bad_lines), and the first few of them as
+  // "path:line: what is wrong".
   int64_t skipped_lines() const { return skipped_lines_; }
+  const std::vector<std::string>& first_skipped() const { return first_skipped_; }
   // Whether file `k`'s index was loaded from its sidecar rather than built by a scan.
   bool index_loaded(size_t k) const;
 
@@ -124,6 +137,7 @@ class DelimitedTextSource final : public ExampleSource {
   std::vector<int64_t> first_rows_;  // the first row of each file, then size_
   int64_t size_ = 0;
   int64_t skipped_lines_ = 0;
+  std::vector<std::string> first_skipped_;
 };
 
 }  // namespace tessera

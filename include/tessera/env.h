@@ -92,6 +92,10 @@ class Env {
   // regular file.
   virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
 
+  // When regular file `path` was last written (MemEnv: its clock's time then). The same errors
+  // as FileSize.
+  virtual absl::StatusOr<absl::Time> ModifiedTime(const std::string& path) = 0;
+
   // Removes `path`: a file, or a directory with everything under it. NotFound when it does not
   // exist (so a caller that only wants it gone tests absl::IsNotFound).
   virtual absl::Status RemoveTree(const std::string& path) = 0;

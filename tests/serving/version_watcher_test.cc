@@ -60,6 +60,9 @@ class ListingCounter final : public Env {
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
     return base_->FileSize(path);
   }
+  absl::StatusOr<absl::Time> ModifiedTime(const std::string& path) override {
+    return base_->ModifiedTime(path);
+  }
   absl::Status RemoveTree(const std::string& path) override { return base_->RemoveTree(path); }
   absl::Status RenameFile(const std::string& from, const std::string& to) override {
     return base_->RenameFile(from, to);

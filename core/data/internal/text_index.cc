@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -23,8 +24,9 @@ bool IsGzip(RandomAccessFile& file) {
 // Splits streamed text into lines, hands each to the check and records the rows.
 class LineScanner {
  public:
-  LineScanner(const std::string& path, bool skip_bad_lines, LineCheck check, LineIndex& index)
-      : path_(path), skip_(skip_bad_lines), check_(check), index_(index) {}
+  LineScanner(const std::string& path, bool skip_bad_lines, bool header, LineCheck check,
+              LineIndex& index)
+      : path_(path), skip_(skip_bad_lines), header_(header), check_(check), index_(index) {}
 
   // The next `n` bytes of text, which start at text offset `offset`.
   absl::Status Feed(const char* data, size_t n, uint64_t offset) {
@@ -75,12 +77,13 @@ class LineScanner {
  private:
   absl::Status Line(absl::string_view line, uint64_t start) {
     ++line_number_;
+    if (header_ && line_number_ == 1) return absl::OkStatus();  // the column names
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) return absl::OkStatus();  // a blank line is no example
     std::string error;
     if (static_cast<int64_t>(line.size()) > kMaxLineBytes) {
       error = absl::StrCat("the line is longer than ", kMaxLineBytes, " bytes");
-    } else if (check_(line, error)) {
+    } else if (check_(line, line_number_, error)) {
       index_.row_starts.push_back(start);
       return absl::OkStatus();
     }
@@ -99,11 +102,15 @@ class LineScanner {
     if (!skip_)
       return absl::InvalidArgumentError(absl::StrCat(path_, ":", line_number_, ": ", error));
     ++index_.skipped_lines;
+    if (index_.first_skipped.size() < kNamedSkips) {
+      index_.first_skipped.push_back({line_number_, error.substr(0, kMaxSkipText)});
+    }
     return absl::OkStatus();
   }
 
   const std::string& path_;
   const bool skip_;
+  const bool header_;
   LineCheck check_;
   LineIndex& index_;
   int64_t line_number_ = 0;
@@ -257,12 +264,27 @@ bool RowStarts::Assign(std::vector<uint64_t> bases, std::vector<uint32_t> deltas
   return true;
 }
 
+void LineIndex::Labels::Add(double label, int64_t line) {
+  if (min_line == 0 || label < min) {
+    min = label;
+    min_line = line;
+  }
+  if (max_line == 0 || label > max) {
+    max = label;
+    max_line = line;
+  }
+  if (fraction_line == 0 && label != std::floor(label)) {
+    fraction = label;
+    fraction_line = line;
+  }
+}
+
 absl::StatusOr<LineIndex> BuildLineIndex(RandomAccessFile& file, const std::string& path,
-                                         bool skip_bad_lines, LineCheck check) {
+                                         bool skip_bad_lines, bool header, LineCheck check) {
   LineIndex index;
   index.file_size = file.size();
   index.gzip = IsGzip(file);
-  LineScanner scanner(path, skip_bad_lines, check, index);
+  LineScanner scanner(path, skip_bad_lines, header, check, index);
   if (index.gzip) {
     TESSERA_RETURN_IF_ERROR(ScanGzip(file, path, scanner, index));
   } else {

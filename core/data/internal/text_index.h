@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "tessera/env.h"
 
 struct z_stream_s;
@@ -86,6 +87,15 @@ class RowStarts {
   std::vector<std::pair<uint64_t, uint64_t>> far_;  // (row, start), by row
 };
 
+// A bad line left out (skip_bad_lines): its number in the file (from 1) and what was wrong.
+struct SkippedLine {
+  int64_t line = 0;
+  std::string what;
+};
+// The skipped lines an index names (the first ones), and the most a name's text keeps.
+inline constexpr size_t kNamedSkips = 5;
+inline constexpr size_t kMaxSkipText = 400;
+
 struct LineIndex {
   bool gzip = false;
   uint64_t file_size = 0;  // bytes of the file
@@ -94,33 +104,52 @@ struct LineIndex {
   // not rows.
   RowStarts row_starts;
   int64_t skipped_lines = 0;            // bad lines left out (skip_bad_lines)
+  std::vector<SkippedLine> first_skipped;  // the first kNamedSkips of them
+  // The rows' labels, as the caller's check saw them (a sidecar keeps them): the least and the
+  // greatest with their line numbers, and the first with a fractional part (line 0: none).
+  struct Labels {
+    double min = 0;
+    double max = 0;
+    int64_t min_line = 0;
+    int64_t max_line = 0;
+    double fraction = 0;
+    int64_t fraction_line = 0;
+    // Takes the label of row line `line` into account.
+    void Add(double label, int64_t line);
+  };
+  Labels labels;
   std::vector<GzipAccessPoint> points;  // gzip only; points[0].text_offset is 0
   std::string windows;                  // kGzipWindowBytes of text before each point, in order
 };
 
-// Decides whether a line (without its line end) is a row: true, or false with `error` saying
-// what is wrong with it.
-using LineCheck = absl::FunctionRef<bool(absl::string_view line, std::string& error)>;
+// Decides whether line `number` (from 1; without its line end) is a row: true, or false with
+// `error` saying what is wrong with it.
+using LineCheck =
+    absl::FunctionRef<bool(absl::string_view line, int64_t number, std::string& error)>;
 
 // Scans `file` (gzip when it starts with 1f 8b, else plain text), checking each non-blank line
-// with `check`. A bad line is InvalidArgument "path:line: what", or with `skip_bad_lines` left
-// out and counted; a line longer than kMaxLineBytes is bad. DataLoss naming the file for a
-// truncated or corrupt gzip stream, or a file that shrank; the file's read errors.
+// with `check` (but the first, a header, with `header`). A bad line is InvalidArgument
+// "path:line: what", or with `skip_bad_lines` left out, counted and, the first few, named; a line
+// longer than kMaxLineBytes is bad. DataLoss naming the file for a truncated or corrupt gzip
+// stream, or a file that shrank; the file's read errors.
 absl::StatusOr<LineIndex> BuildLineIndex(RandomAccessFile& file, const std::string& path,
-                                         bool skip_bad_lines, LineCheck check);
+                                         bool skip_bad_lines, bool header, LineCheck check);
 
-// What a sidecar index must have been built for: the data file (its size and a hash of samples of
-// its bytes: the first and last 64 KiB, 4 KiB at 64 places between) and the checks its lines
-// passed (a hash of the format and skip setting). A file changed in place, keeping its size and
-// those samples, keeps its key: its reads then fail (DataLoss) where its lines moved.
+// What a sidecar index must have been built for: the data file (its size, its modification time
+// and a hash of samples of its bytes: the first and last 64 KiB, 4 KiB at 64 places between) and
+// the checks its lines passed (a hash of the format and skip setting).
 struct LineIndexKey {
   uint64_t file_size = 0;
   uint64_t file_fingerprint = 0;
   uint64_t format_hash = 0;
 };
 
-// The key of the data file `file` for an index built under `format_hash`.
-absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, uint64_t format_hash);
+// The key of the data file `file`, last written at `modified`, for an index built under
+// `format_hash`. The fingerprint covers the modification time and samples of the bytes (the first
+// and last 64 KiB, 4 KiB at 64 places between): a file edited anywhere, even in place and to the
+// same size, has another key once its time moved.
+absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, absl::Time modified,
+                                              uint64_t format_hash);
 
 // The index stored in `sidecar`: NotFound when there is none, FailedPrecondition when it was
 // built for another key (the data or the format changed: stale), DataLoss when it is not a

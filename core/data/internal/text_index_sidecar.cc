@@ -3,17 +3,22 @@
 //
 // Layout (native byte order, 8-byte words; the magic word tells another byte order apart):
 //   header  magic, version, flags (1: gzip), file size, file fingerprint, format hash,
-//           text size, rows, skipped lines, access points, far rows
+//           text size, rows, skipped lines, access points, far rows, named skips, the least
+//           and greatest label (double bits) and their lines, the first fractional label and
+//           its line
 //   rows    a base per block of 64 rows, a 32-bit delta per row (padded to 8 bytes), then
 //           (row, start) per far row (RowStarts)
 //   points  text offset, file offset, bits, then the 32 KiB window, per access point
+//   skips   line number, text length, then the text (padded to 8 bytes), per named skip
 //   a checksum of everything before it
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "core/base/hash.h"
 #include "core/data/internal/text_index.h"
 #include "tessera/status.h"
@@ -42,8 +47,8 @@ class Checksum {
 // "TSIDX\0v1" as a native word: a sidecar from a machine of the other byte order reads as not
 // an index, and is rebuilt.
 constexpr uint64_t kMagic = 0x3176005844495354ULL;
-constexpr uint64_t kVersion = 2;
-constexpr uint64_t kHeaderWords = 11;
+constexpr uint64_t kVersion = 3;
+constexpr uint64_t kHeaderWords = 18;
 constexpr uint64_t kHeaderBytes = kHeaderWords * 8;
 constexpr uint64_t kPointBytes = 3 * 8 + static_cast<uint64_t>(kGzipWindowBytes);
 
@@ -63,6 +68,12 @@ void PutWord(std::string& out, uint64_t word) {
   out.append(bytes, 8);
 }
 
+uint64_t Bits(double value) {
+  uint64_t word;
+  std::memcpy(&word, &value, 8);
+  return word;
+}
+
 uint64_t GetWord(const char* p) {
   uint64_t word;
   std::memcpy(&word, p, 8);
@@ -75,7 +86,8 @@ absl::Status Malformed(const std::string& sidecar, absl::string_view what) {
 
 }  // namespace
 
-absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, uint64_t format_hash) {
+absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, absl::Time modified,
+                                              uint64_t format_hash) {
   LineIndexKey key;
   key.file_size = file.size();
   key.format_hash = format_hash;
@@ -96,7 +108,10 @@ absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, uint64_t f
       bytes += sample;
     }
   }
-  key.file_fingerprint = static_cast<uint64_t>(StringId(bytes));
+  // The time as well: an edit in place between the samples keeps them.
+  key.file_fingerprint =
+      static_cast<uint64_t>(StringId(bytes)) ^
+      Mix64(static_cast<uint64_t>(absl::ToUnixNanos(modified)) + 0x9e3779b97f4a7c15ULL);
   return key;
 }
 
@@ -125,11 +140,19 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
   index.gzip = (h[2] & 1) != 0;
   index.file_size = h[3];
   index.text_size = h[6];
-  const uint64_t rows = h[7], points = h[9], far = h[10];
-  // Sizes checked against the sidecar's own before anything is allocated for them.
+  const uint64_t rows = h[7], points = h[9], far = h[10], skips = h[11];
+  // Sizes checked against the sidecar's own before anything is allocated for them (the skips'
+  // texts are bounded, so a size within their bounds leaves the rest to match exactly).
+  const uint64_t fixed = kHeaderBytes + 8;
   if (h[2] > 1 || rows > size / 4 || points > size / kPointBytes || far > size / 16 ||
-      size != kHeaderBytes + RowStartsBytes(rows, far) + kPointBytes * points + 8 ||
+      skips > kNamedSkips || size < fixed ||
       h[8] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return Malformed(sidecar, "its counts do not match its size");
+  }
+  const uint64_t sections = RowStartsBytes(rows, far) + kPointBytes * points;
+  const uint64_t skip_bytes = size - fixed - std::min(size - fixed, sections);
+  if (sections > size - fixed || skip_bytes < 16 * skips ||
+      skip_bytes > skips * (16 + Padded(kMaxSkipText))) {
     return Malformed(sidecar, "its counts do not match its size");
   }
   std::string body(static_cast<size_t>(size - kHeaderBytes), '\0');
@@ -141,6 +164,19 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
     return Malformed(sidecar, "its checksum does not match");
   }
   index.skipped_lines = static_cast<int64_t>(h[8]);
+  LineIndex::Labels& labels = index.labels;
+  std::memcpy(&labels.min, &h[12], 8);
+  std::memcpy(&labels.max, &h[13], 8);
+  std::memcpy(&labels.fraction, &h[16], 8);
+  labels.min_line = static_cast<int64_t>(h[14]);
+  labels.max_line = static_cast<int64_t>(h[15]);
+  labels.fraction_line = static_cast<int64_t>(h[17]);
+  constexpr uint64_t kMaxLine = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (h[14] > kMaxLine || h[15] > kMaxLine || h[17] > kMaxLine ||
+      (rows > 0) != (labels.min_line > 0 && labels.max_line > 0) || !std::isfinite(labels.min) ||
+      !std::isfinite(labels.max) || !std::isfinite(labels.fraction) || labels.min > labels.max) {
+    return Malformed(sidecar, "its labels are out of bounds");
+  }
   const char* p = body.data();
   std::vector<uint64_t> bases(static_cast<size_t>(BlocksOf(rows)));
   std::vector<uint32_t> deltas(static_cast<size_t>(rows));
@@ -165,6 +201,25 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
     point.file_offset = GetWord(p + 8);
     point.bits = GetWord(p + 16);
     std::memcpy(index.windows.data() + k * kGzipWindowBytes, p + 24, kGzipWindowBytes);
+  }
+  const char* const skips_end = body.data() + body.size() - 8;
+  for (uint64_t k = 0; k < skips; ++k) {
+    if (skips_end - p < 16) return Malformed(sidecar, "its named skips run past its end");
+    SkippedLine skipped;
+    const uint64_t line = GetWord(p), length = GetWord(p + 8);
+    p += 16;
+    if (line < 1 || line > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        length > kMaxSkipText || static_cast<uint64_t>(skips_end - p) < Padded(length)) {
+      return Malformed(sidecar, absl::StrCat("named skip ", k, " is out of bounds"));
+    }
+    skipped.line = static_cast<int64_t>(line);
+    skipped.what.assign(p, static_cast<size_t>(length));
+    p += Padded(length);
+    index.first_skipped.push_back(std::move(skipped));
+  }
+  if (p != skips_end) return Malformed(sidecar, "its sections do not fill it");
+  if (index.first_skipped.size() > static_cast<size_t>(h[8])) {
+    return Malformed(sidecar, "it names more skipped lines than it counts");
   }
   // Every offset inside the file, in order: a forged index misplaces rows at worst.
   if (!index.gzip && (index.text_size != index.file_size || points != 0)) {
@@ -200,7 +255,11 @@ absl::Status SaveLineIndex(Env& env, const std::string& sidecar, const LineIndex
        {kMagic, kVersion, uint64_t{index.gzip ? 1u : 0u}, key.file_size, key.file_fingerprint,
         key.format_hash, index.text_size, static_cast<uint64_t>(index.row_starts.size()),
         static_cast<uint64_t>(index.skipped_lines), static_cast<uint64_t>(index.points.size()),
-        static_cast<uint64_t>(index.row_starts.far().size())}) {
+        static_cast<uint64_t>(index.row_starts.far().size()),
+        static_cast<uint64_t>(std::min(index.first_skipped.size(), kNamedSkips)),
+        Bits(index.labels.min), Bits(index.labels.max),
+        static_cast<uint64_t>(index.labels.min_line), static_cast<uint64_t>(index.labels.max_line),
+        Bits(index.labels.fraction), static_cast<uint64_t>(index.labels.fraction_line)}) {
     PutWord(header, word);
   }
   return WriteFileAtomically(
@@ -235,6 +294,15 @@ absl::Status SaveLineIndex(Env& env, const std::string& sidecar, const LineIndex
           point.append(index.windows, k * kGzipWindowBytes, kGzipWindowBytes);
           TESSERA_RETURN_IF_ERROR(write(point));
         }
+        std::string skips;
+        for (size_t k = 0; k < std::min(index.first_skipped.size(), kNamedSkips); ++k) {
+          const std::string what = index.first_skipped[k].what.substr(0, kMaxSkipText);
+          PutWord(skips, static_cast<uint64_t>(index.first_skipped[k].line));
+          PutWord(skips, what.size());
+          skips += what;
+          skips.resize(Padded(skips.size()), '\0');
+        }
+        TESSERA_RETURN_IF_ERROR(write(skips));
         std::string tail;
         PutWord(tail, checksum.value());
         return out.WriteAt(offset, tail);

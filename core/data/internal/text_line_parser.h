@@ -38,6 +38,7 @@ struct ParsedColumns {
   std::vector<int64_t*> ids;      // per id feature, in schema order
   std::vector<float*> dense;      // per dense feature, rows of its width
   std::vector<ParsedList> lists;  // per id-list feature, in schema order
+  std::string unquoted;           // scratch: a quoted field's value
 };
 
 class TextLineParser {
@@ -73,6 +74,7 @@ class TextLineParser {
   std::string FieldCountError(absl::string_view line) const;
 
   char delimiter_;
+  char quote_;
   std::vector<Column> columns_;
   std::vector<TextColumn> source_columns_;
   std::vector<std::string> dense_names_;  // dense features by index

@@ -35,6 +35,9 @@ class FailingEnv final : public Env {
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
     return base_->FileSize(path);
   }
+  absl::StatusOr<absl::Time> ModifiedTime(const std::string& path) override {
+    return base_->ModifiedTime(path);
+  }
   absl::Status RemoveTree(const std::string& path) override {
     TESSERA_RETURN_IF_ERROR(Check(path));
     return base_->RemoveTree(path);

@@ -21,8 +21,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/base/mem_env.h"
 #include "tests/fifo_watchdog.h"
+#include "tests/status_util.h"
 
 namespace tessera {
 namespace {
@@ -413,6 +416,36 @@ TEST_CASE("the real Env removes a symbolic link, never what it points to") {
   CHECK(Env::Default()->RemoveTree(dir.path() + "/top").ok());
   CHECK(Outcome(Env::Default()->ListDirectory(dir.path())) == "[]");
   CHECK(Outcome(Read(*Env::Default(), outside.path() + "/keep")) == "\"kept\"");
+}
+
+TEST_CASE("ModifiedTime is when a file was last written, on the real Env and in memory") {
+  TempDir dir;
+  const absl::Time before = absl::Now() - absl::Seconds(5);  // a coarse filesystem clock
+  REQUIRE(WriteFileAtomically(*Env::Default(), dir.path() + "/f", "x", false).ok());
+  const absl::Time written = testing::ValueOrDie(Env::Default()->ModifiedTime(dir.path() + "/f"));
+  CHECK(written >= before);
+  CHECK(written <= absl::Now() + absl::Seconds(5));
+  CHECK(absl::IsNotFound(Env::Default()->ModifiedTime(dir.path() + "/missing").status()));
+  CHECK(absl::IsDataLoss(Env::Default()->ModifiedTime(dir.path()).status()));
+
+  MemEnv env(absl::FromUnixSeconds(1000));
+  REQUIRE(env.CreateDirectories("/d").ok());
+  {
+    auto file = env.NewWritableFile("/d/f");
+    REQUIRE(file.ok());
+    env.AdvanceClock(absl::Seconds(5));
+    REQUIRE((*file)->WriteAt(0, "abc").ok());  // written at 1005
+    env.AdvanceClock(absl::Seconds(5));
+    REQUIRE((*file)->Close().ok());
+  }
+  CHECK(testing::ValueOrDie(env.ModifiedTime("/d/f")) == absl::FromUnixSeconds(1005));
+  REQUIRE(env.RenameFile("/d/f", "/d/g").ok());  // a rename is no write
+  CHECK(testing::ValueOrDie(env.ModifiedTime("/d/g")) == absl::FromUnixSeconds(1005));
+  env.AdvanceClock(absl::Seconds(5));
+  REQUIRE(WriteFileAtomically(env, "/d/g", "new", false).ok());
+  CHECK(testing::ValueOrDie(env.ModifiedTime("/d/g")) == absl::FromUnixSeconds(1015));
+  CHECK(absl::IsNotFound(env.ModifiedTime("/d/f").status()));
+  CHECK(absl::IsDataLoss(env.ModifiedTime("/d").status()));
 }
 
 TEST_CASE("the real Env makes directories as mkdir -p does: 0777 less the umask") {

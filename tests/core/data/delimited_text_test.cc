@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "core/base/hash.h"
 #include "core/base/mem_env.h"
 #include "core/data/internal/text_index.h"
@@ -225,8 +228,9 @@ TEST_CASE("gzip reads equal plain reads, across access points and gzip members")
   // The index really has several access points to start from.
   std::unique_ptr<RandomAccessFile> file =
       ValueOrDie(Env::Default()->NewRandomAccessFile(dir.Sub("two.gz")));
-  const internal::LineIndex index = ValueOrDie(internal::BuildLineIndex(
-      *file, dir.Sub("two.gz"), false, [](absl::string_view, std::string&) { return true; }));
+  const internal::LineIndex index = ValueOrDie(
+      internal::BuildLineIndex(*file, dir.Sub("two.gz"), false, false,
+                               [](absl::string_view, int64_t, std::string&) { return true; }));
   CHECK(index.gzip);
   CHECK(index.points.size() >= 4);
   CHECK(index.text_size == first.size() + second.size());
@@ -306,6 +310,136 @@ TEST_CASE("binary garbage, a truncated or corrupt gzip file are errors, never a 
   CHECK(skipped->skipped_lines() > 0);
 }
 
+TEST_CASE(
+    "quoted fields read as in CSV: the delimiter inside, a doubled quote, a quoted u5 as u5") {
+  TempDir dir;
+  const std::string path = dir.Sub("quoted.csv");
+  TextFormat format = ValueOrDie(ParseTextFormat("label,dense:x,cat:user,list:tags:|", ','));
+  CHECK(format.quote == '"');
+  WriteFile(path, "1,\"2.5\",\"u5\",\"a|b\"\n0,3,u5,\"c,d|e\"\"f\"\n\"1\",\"\",\"\",\"\"\n");
+  auto source = ValueOrDie(DelimitedTextSource::Open({path}, format));
+  REQUIRE(source->size() == 3);
+  const Batch batch = ValueOrDie(source->Read(std::vector<int64_t>{0, 1, 2}));
+  CHECK(batch.labels.values()[0] == 1.0f);
+  CHECK(batch.labels.values()[2] == 1.0f);
+  CHECK(batch.dense.at("x").values()[0] == 2.5f);
+  CHECK(batch.dense.at("x").values()[2] == 0.0f);  // an empty quoted number is 0, as an empty one
+  CHECK(batch.ids.at("user")[0] == StringId("u5"));
+  CHECK(batch.ids.at("user")[1] == StringId("u5"));  // quoted or not: one value
+  CHECK(batch.ids.at("user")[2] == StringId(""));
+  const IdList& tags = batch.id_lists.at("tags");
+  CHECK(tags.row_splits == std::vector<int64_t>{0, 2, 4, 4});
+  CHECK(tags.ids == Ids{StringId("a"), StringId("b"), StringId("c,d"), StringId("e\"f")});
+
+  // A quote that nothing closes, or a stray one inside, is a bad line naming the field.
+  for (const char* bad : {"1,2,\"u5,x\n", "1,2,\"u\"5,x\n"}) {
+    CAPTURE(bad);
+    WriteFile(path, bad);
+    const absl::Status status = DelimitedTextSource::Open({path}, format).status();
+    CHECK(absl::IsInvalidArgument(status));
+    CHECK_MESSAGE(absl::StrContains(status.message(), ":1: field 3 (user)"), status.message());
+  }
+  // Without quoting, the quotes are part of the value.
+  format.quote = '\0';
+  WriteFile(path, "1,2,\"u5\",a\n");
+  const Batch raw = ValueOrDie(
+      ValueOrDie(DelimitedTextSource::Open({path}, format))->Read(std::vector<int64_t>{0}));
+  CHECK(raw.ids.at("user")[0] == StringId("\"u5\""));
+  format.quote = ',';
+  CHECK(absl::IsInvalidArgument(ValidateTextFormat(format)));
+  format.quote = '|';  // the list's separator
+  CHECK(absl::IsInvalidArgument(ValidateTextFormat(format)));
+}
+
+TEST_CASE("a source knows its labels' range, each end named by file and line, loaded or built") {
+  TempDir dir;
+  const TextFormat format = ValueOrDie(ParseTextFormat("label,cat:user", ','));
+  WriteFile(dir.Sub("a.csv"), "1,u\n\n0,u\n1,u\n");  // a blank line 2: no example
+  WriteFile(dir.Sub("b.csv"), "1,u\n2.5,u\n-1,u\n");
+  for (const bool loaded : {false, true}) {
+    CAPTURE(loaded);
+    auto source =
+        ValueOrDie(DelimitedTextSource::Open({dir.Sub("a.csv"), dir.Sub("b.csv")}, format));
+    CHECK(source->index_loaded(1) == loaded);
+    const std::optional<LabelRange> range = source->labels();
+    REQUIRE(range.has_value());
+    CHECK(range->min == -1);
+    CHECK(range->min_at == dir.Sub("b.csv") + ":3");
+    CHECK(range->max == 2.5);
+    CHECK(range->max_at == dir.Sub("b.csv") + ":2");
+    REQUIRE(range->fraction.has_value());
+    CHECK(*range->fraction == 2.5);
+    CHECK(range->fraction_at == dir.Sub("b.csv") + ":2");
+  }
+  WriteFile(dir.Sub("c.csv"), "0,u\n");
+  const std::optional<LabelRange> whole =
+      ValueOrDie(DelimitedTextSource::Open({dir.Sub("c.csv")}, format))->labels();
+  REQUIRE(whole.has_value());
+  CHECK_FALSE(whole->fraction.has_value());
+  CHECK(whole->min_at == dir.Sub("c.csv") + ":1");
+}
+
+TEST_CASE("a header line starts every file and is no example") {
+  TempDir dir;
+  TextFormat format = ValueOrDie(ParseTextFormat("label,dense:x,cat:user", ','));
+  format.header = true;
+  WriteFile(dir.Sub("a.csv"), "label,x,user\n1,2,u1\n0,3,u2\n");
+  WriteFile(dir.Sub("b.csv"), "label,x,user\n1,4,u3\n");
+  auto source = ValueOrDie(DelimitedTextSource::Open({dir.Sub("a.csv"), dir.Sub("b.csv")}, format));
+  CHECK(source->size() == 3);
+  const Batch batch = ValueOrDie(source->Read(std::vector<int64_t>{0, 2}));
+  CHECK(batch.ids.at("user")[0] == StringId("u1"));
+  CHECK(batch.ids.at("user")[1] == StringId("u3"));
+  // Loaded from its index: the same rows.
+  CHECK(ValueOrDie(DelimitedTextSource::Open({dir.Sub("a.csv"), dir.Sub("b.csv")}, format))
+            ->index_loaded(0));
+  // Without the option the header is a bad line, named.
+  format.header = false;
+  const absl::Status status = DelimitedTextSource::Open({dir.Sub("a.csv")}, format).status();
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK_MESSAGE(
+      absl::StrContains(status.message(), "a.csv:1: field 1 (label): 'label' is not a number"),
+      status.message());
+}
+
+TEST_CASE("skipped bad lines are named by file and line, the first five, from a loaded index too") {
+  TempDir dir;
+  TextFormat format = ValueOrDie(ParseTextFormat("label,dense:x,cat:user", ','));
+  format.skip_bad_lines = true;
+  const std::string path = dir.Sub("dirty.csv");
+  std::string text = "1,2,u1\n1,2\n";             // line 2: a field short
+  for (int k = 0; k < 6; ++k) text += "x,2,u\n";  // lines 3-8: no label
+  text += "0,1,u9\n";
+  WriteFile(path, text);
+  for (const bool loaded : {false, true}) {
+    CAPTURE(loaded);
+    auto source = ValueOrDie(DelimitedTextSource::Open({path}, format));
+    CHECK(source->index_loaded(0) == loaded);
+    CHECK(source->size() == 2);
+    CHECK(source->skipped_lines() == 7);
+    const std::vector<std::string>& named = source->first_skipped();
+    REQUIRE(named.size() == 5);
+    CHECK(named[0] == path + ":2: expected 3 fields, got 2");
+    CHECK(named[1] == path + ":3: field 1 (label): 'x' is not a number");
+    CHECK(absl::StartsWith(named[4], path + ":6: "));
+  }
+}
+
+TEST_CASE("a file's categorical columns are text features, and its other columns are not") {
+  const TextFormat format =
+      ValueOrDie(ParseTextFormat("label,dense:age,cat:user,list:history:|,skip", ','));
+  TempDir dir;
+  const std::string path = dir.Sub("rows.csv");
+  WriteFile(path, "1,30,30440,a|b,x\n");
+  auto source = ValueOrDie(DelimitedTextSource::Open({path}, format));
+  CHECK(source->schema().text_features == std::set<std::string>{"history", "user"});
+  const Dataset data = ValueOrDie(Dataset::FromSource(source));
+  CHECK(data.TextFeatureNames() == std::vector<std::string>{"history", "user"});
+  // The numeric-looking value is a text: its id is StringId("30440"), what serving takes 30440 as.
+  CHECK(ValueOrDie(source->Read(std::vector<int64_t>{0})).ids.at("user")[0] == StringId("30440"));
+  CHECK(CriteoFormat().columns.size() == 40);
+}
+
 TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corrupt or forged") {
   TempDir dir;
   const std::string path = dir.Sub("data.tsv.gz");
@@ -350,7 +484,8 @@ TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corru
   // offsets in place but wrong make reads fail with DataLoss, never crash.
   std::unique_ptr<RandomAccessFile> file = ValueOrDie(Env::Default()->NewRandomAccessFile(path));
   const internal::LineIndexKey key = ValueOrDie(
-      internal::MakeLineIndexKey(*file, internal::TextLineParser(CriteoFormat()).format_hash()));
+      internal::MakeLineIndexKey(*file, ValueOrDie(Env::Default()->ModifiedTime(path)),
+                                 internal::TextLineParser(CriteoFormat()).format_hash()));
   const internal::LineIndex index =
       ValueOrDie(internal::LoadLineIndex(*Env::Default(), sidecar, key));
   REQUIRE(index.points.size() >= 2);
@@ -544,6 +679,62 @@ TEST_CASE("concurrent reads of one gzip source each get their own rows") {
   }
   for (std::thread& thread : threads) thread.join();
   CHECK(wrong == std::vector<int>(4, 0));
+}
+
+TEST_CASE("a file edited in place to the same size, between the sampled bytes, is indexed again") {
+  std::unique_ptr<MemEnv> env = NewMemEnv();
+  REQUIRE(env->CreateDirectories("/data").ok());
+  const int64_t rows = 6000;
+  std::vector<std::string> lines;
+  std::vector<int64_t> starts;
+  int64_t size = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    lines.push_back(CriteoLine(i) + "\n");
+    starts.push_back(size);
+    size += static_cast<int64_t>(lines.back().size());
+  }
+  // The bytes the key samples: the first and last 64 KiB, 4 KiB at 64 places between.
+  const int64_t kb64 = 64 << 10;
+  const int64_t middle = size - 2 * kb64;
+  REQUIRE(middle >= 64 * 4096);
+  auto sampled = [&](int64_t begin, int64_t end) {
+    if (begin < kb64 || end > size - kb64) return true;
+    for (int64_t k = 0; k < 64; ++k) {
+      const int64_t at = kb64 + middle / 64 * k;
+      if (begin < at + 4096 && at < end) return true;
+    }
+    return false;
+  };
+  // Two neighbouring lines of different lengths, both between samples: swapped, the file keeps
+  // its size and every sampled byte, but the second line starts elsewhere.
+  int64_t swap = -1;
+  for (int64_t i = rows / 4; i + 1 < rows && swap < 0; ++i) {
+    if (lines[i].size() != lines[i + 1].size() &&
+        !sampled(starts[i],
+                 starts[i] + static_cast<int64_t>(lines[i].size() + lines[i + 1].size()))) {
+      swap = i;
+    }
+  }
+  REQUIRE(swap >= 0);
+  auto write = [&](const std::vector<std::string>& text) {
+    std::unique_ptr<WritableFile> out = ValueOrDie(env->NewWritableFile("/data/day.tsv"));
+    REQUIRE(out->WriteAt(0, absl::StrJoin(text, "")).ok());
+    REQUIRE(out->Close().ok());
+  };
+  write(lines);
+  REQUIRE_FALSE(ValueOrDie(DelimitedTextSource::Open({"/data/day.tsv"}, CriteoFormat(), env.get()))
+                    ->index_loaded(0));
+  REQUIRE(ValueOrDie(DelimitedTextSource::Open({"/data/day.tsv"}, CriteoFormat(), env.get()))
+              ->index_loaded(0));
+  std::swap(lines[swap], lines[swap + 1]);
+  env->AdvanceClock(absl::Seconds(1));
+  write(lines);
+  auto edited = ValueOrDie(DelimitedTextSource::Open({"/data/day.tsv"}, CriteoFormat(), env.get()));
+  CHECK_FALSE(edited->index_loaded(0));  // its time moved: rebuilt, not loaded stale
+  const Batch batch = ValueOrDie(edited->Read(std::vector<int64_t>{swap, swap + 1, swap + 2}));
+  CheckCriteoRow(batch, 0, swap + 1);
+  CheckCriteoRow(batch, 1, swap);
+  CheckCriteoRow(batch, 2, swap + 2);
 }
 
 TEST_CASE("an index that cannot be written stays in memory") {

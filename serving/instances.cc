@@ -50,8 +50,8 @@ std::vector<std::string> InputNames(const InstanceFormat& format) {
 
 }  // namespace
 
-absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
-                                                  const ModelSpec& spec) {
+absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature, const ModelSpec& spec,
+                                                  const std::vector<std::string>& text_inputs) {
   const std::string context = absl::StrCat("signature '", signature.name, "'");
   const absl::StatusOr<ResolvedGraph> resolved = ResolveModelSpec(spec);
   TESSERA_RETURN_IF_ERROR(Annotate(resolved.status(), context));
@@ -73,6 +73,7 @@ absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
     }
     InstanceFormat::Input input{in.name, spec_input->kind, spec_input->width, 0,
                                 spec_input->hash_buckets};
+    input.text = std::find(text_inputs.begin(), text_inputs.end(), in.name) != text_inputs.end();
     if (input.is_id_input()) {
       const std::vector<int64_t> shape =
           input.kind == InputKind::kIds ? std::vector<int64_t>{-1} : std::vector<int64_t>{-1, -1};
@@ -116,12 +117,14 @@ absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
     const ModelDescription& model) {
   std::map<std::string, InstanceFormat> formats;
   for (const Signature& signature : model.signatures) {
-    TESSERA_ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
+    TESSERA_ASSIGN_OR_RETURN(InstanceFormat format,
+                             MakeInstanceFormat(signature, model.spec, model.text_inputs));
     formats.emplace(signature.name, std::move(format));
   }
   if (formats.count(kServingDefault) == 0) {
     TESSERA_ASSIGN_OR_RETURN(const Signature signature, ServingSignature(model.spec));
-    TESSERA_ASSIGN_OR_RETURN(InstanceFormat format, MakeInstanceFormat(signature, model.spec));
+    TESSERA_ASSIGN_OR_RETURN(InstanceFormat format,
+                             MakeInstanceFormat(signature, model.spec, model.text_inputs));
     formats.emplace(kServingDefault, std::move(format));
   }
   for (InstanceFormat& format : ClassifySignatures(model.spec, formats.at(kServingDefault))) {
@@ -131,6 +134,24 @@ absl::StatusOr<std::map<std::string, InstanceFormat>> ModelInstanceFormats(
 }
 
 absl::Status ParseIdValue(const InstanceFormat::Input& input, const Json& value, int64_t& id) {
+  if (input.text) {
+    // A text, as the training files held it: an integer is its decimal digits.
+    if (value.is_string()) {
+      id = StringId(value.get_ref<const std::string&>());
+      return absl::OkStatus();
+    }
+    if (value.is_number_unsigned()) {
+      id = StringId(absl::StrCat(value.get<uint64_t>()));
+      return absl::OkStatus();
+    }
+    if (value.is_number_integer()) {
+      id = StringId(absl::StrCat(value.get<int64_t>()));
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input '", input.name, "' must be a string (or an integer, taken as its digits), got ",
+        JsonTypeName(value)));
+  }
   if (input.hash_buckets > 0) {
     // A raw id: any int64, or a categorical string by its StringId.
     if (value.is_string()) {

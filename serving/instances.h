@@ -59,6 +59,9 @@ struct InstanceFormat {
     // looked up in; hashed inputs take any id (and strings).
     int64_t id_limit = 0;
     int64_t hash_buckets = 0;  // InputSpec::hash_buckets
+    // A hashed input whose values are texts (ModelDescription::text_inputs): a string is its
+    // StringId, an integer the StringId of its decimal digits, as in the training files.
+    bool text = false;
 
     bool is_id_input() const { return kind == InputKind::kIds || kind == InputKind::kIdList; }
   };
@@ -87,9 +90,10 @@ inline constexpr int64_t kMaxIdsPerList = 4096;
 // Resolves `signature` against `spec` (a valid spec, e.g. a Predictor's). InvalidArgument naming
 // the signature and the tensor unless its inputs are exactly the spec's inputs (ids: int64 [-1];
 // id_list: int64 [-1, -1]; dense: float32 [-1, width]) and its outputs are outputs of the spec
-// (float32 [-1, width]).
-absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature,
-                                                  const ModelSpec& spec);
+// (float32 [-1, width]). The inputs named in `text_inputs` (ModelDescription::text_inputs) take
+// texts.
+absl::StatusOr<InstanceFormat> MakeInstanceFormat(const Signature& signature, const ModelSpec& spec,
+                                                  const std::vector<std::string>& text_inputs = {});
 
 // The formats of every signature of `model` (a valid one, e.g. a Predictor's) by name, with
 // "serving_default" derived from the spec (ServingSignature) when the model has no signature of

@@ -30,9 +30,12 @@ const char* MethodName(InstanceFormat::Method method) {
 Json SignatureDef(const InstanceFormat& format) {
   Json inputs = Json::object();
   for (const InstanceFormat::Input& in : format.inputs) {
-    inputs[in.name] = in.kind == InputKind::kIds      ? TensorInfo(in.name, "DT_INT64", {-1})
-                      : in.kind == InputKind::kIdList ? TensorInfo(in.name, "DT_INT64", {-1, -1})
-                                                      : TensorInfo(in.name, "DT_FLOAT", {-1, in.width});
+    // A text input's values are strings (an integer is taken as its digits).
+    const char* ids = in.text ? "DT_STRING" : "DT_INT64";
+    inputs[in.name] = in.kind == InputKind::kIds ? TensorInfo(in.name, ids, {-1})
+                      : in.kind == InputKind::kIdList
+                          ? TensorInfo(in.name, ids, {-1, -1})
+                          : TensorInfo(in.name, "DT_FLOAT", {-1, in.width});
   }
   Json outputs = Json::object();
   for (const InstanceFormat::Output& out : format.outputs) {

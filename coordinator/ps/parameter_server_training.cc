@@ -17,6 +17,7 @@
 #include "coordinator/scheduling/cluster_coordinator.h"
 #include "coordinator/scheduling/testing.h"
 #include "coordinator/serving/export.h"
+#include "core/serving/exported_model.h"
 #include "coordinator/training/describe_job.h"
 #include "coordinator/training/distributed_evaluation.h"
 #include "coordinator/training/train_step_closure.h"
@@ -356,7 +357,8 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
     std::printf("%s: checkpoint %s (%.2f s)\n", label.c_str(), dir.c_str(), save_seconds);
   }
   if (!options.export_dir.empty()) {
-    TESSERA_RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step));
+    TESSERA_RETURN_IF_ERROR(ExportModel(strategy, *model, options.export_dir, final_step,
+                                        Env::Default(), TextInputs(job.model, job.train)));
     std::printf("%s: exported the model to %s\n", label.c_str(), options.export_dir.c_str());
   }
   if (test_examples > 0) {

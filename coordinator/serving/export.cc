@@ -42,9 +42,11 @@ class ShardRowSource final : public VariableRowSource {
 }  // namespace
 
 absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
-                         const std::string& dir, int64_t global_step, Env* env) {
+                         const std::string& dir, int64_t global_step, Env* env,
+                         std::vector<std::string> text_inputs) {
   ModelDescription exported;
   exported.spec = model.spec();
+  exported.text_inputs = std::move(text_inputs);
   TESSERA_ASSIGN_OR_RETURN(Signature serving, ServingSignature(model.spec()));
   exported.signatures = {std::move(serving)};
   exported.step = global_step;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "coordinator/ps/strategy.h"
@@ -20,8 +21,10 @@ namespace tessera {
 // `dir` (created if missing), through `env`, streaming: each variable is read from its shards a
 // few MiB of rows at a time and written as it arrives, so the coordinator never holds a whole
 // variable. InvalidArgument naming the variable and row when a value is NaN or infinite; on any
-// error no model file is left (and `dir` is removed if this call created it).
+// error no model file is left (and `dir` is removed if this call created it). `text_inputs`: the
+// description's (TextInputs of the training data).
 absl::Status ExportModel(const ParameterServerStrategy& strategy, const Model& model,
-                         const std::string& dir, int64_t global_step, Env* env = Env::Default());
+                         const std::string& dir, int64_t global_step, Env* env = Env::Default(),
+                         std::vector<std::string> text_inputs = {});
 
 }  // namespace tessera

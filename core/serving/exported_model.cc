@@ -44,7 +44,34 @@ absl::Status ValidateModelDescription(const ModelDescription& description) {
     return absl::InvalidArgumentError(
         absl::StrCat("exported model: step must be >= 0, got ", description.step));
   }
+  for (size_t k = 0; k < description.text_inputs.size(); ++k) {
+    const std::string& name = description.text_inputs[k];
+    auto input = std::find_if(description.spec.inputs.begin(), description.spec.inputs.end(),
+                              [&](const InputSpec& in) { return in.name == name; });
+    if (input == description.spec.inputs.end() || input->kind == InputKind::kDense ||
+        input->hash_buckets < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("exported model: text input '", name,
+                                                     "' is no hashed id input of the spec"));
+    }
+    if (k > 0 && description.text_inputs[k - 1] >= name) {
+      return absl::InvalidArgumentError("exported model: text inputs not sorted and unique");
+    }
+  }
   return absl::OkStatus();
+}
+
+std::vector<std::string> TextInputs(const ModelSpec& spec, const Dataset& train) {
+  const std::vector<std::string> texts = train.TextFeatureNames();
+  std::vector<std::string> out;
+  for (const InputSpec& in : spec.inputs) {
+    if (in.kind != InputKind::kDense && in.hash_buckets > 0 &&
+        std::binary_search(texts.begin(), texts.end(), in.name)) {
+      out.push_back(in.name);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 absl::Status CheckVariableShapes(const ModelSpec& spec,

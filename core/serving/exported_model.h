@@ -66,11 +66,19 @@ struct ModelDescription {
   // Read from a file: the Tessera version that wrote it (tessera/version.h); empty for a file
   // written before versions were recorded. A writer records its own Version(), not this.
   std::string writer_version;
+  // The hashed id inputs whose values are texts (the training data's ExampleSchema::text_features,
+  // TextInputs): serving takes such a value as text, an integer as its decimal digits, as the
+  // files did. Sorted; empty for raw ids, and in files written before it was recorded.
+  std::vector<std::string> text_inputs;
 };
 
 struct ExportedModel : ModelDescription {
   std::map<std::string, Tensor> variables;  // every parameter, unsharded
 };
+
+// The inputs of `spec` hashed from texts in `train` (its text features that are hashed id or
+// id-list inputs), sorted: a model description's text_inputs.
+std::vector<std::string> TextInputs(const ModelSpec& spec, const Dataset& train);
 
 // "serving_default": the spec's inputs (ids: int64 [-1]; dense: float32 [-1, width]) and outputs
 // (float32 [-1, width]).

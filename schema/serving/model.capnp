@@ -26,6 +26,9 @@ struct ExportedModel {
   # The Tessera version that wrote it (tessera/version.h, "0.1.0"); absent in files written before
   # versions were recorded.
   writerVersion @7 :Text;
+  # The hashed id inputs whose values are texts (core/serving/exported_model.h's text_inputs),
+  # sorted; absent in files written before it was recorded.
+  textInputs @8 :List(Text);
 }
 
 struct Variable {

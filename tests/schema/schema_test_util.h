@@ -171,8 +171,8 @@ inline bool SameSignatures(const std::vector<TensorSignature>& a,
 }
 
 inline bool SameModel(const ExportedModel& a, const ExportedModel& b) {
-  if (a.spec != b.spec || a.step != b.step || a.signatures.size() != b.signatures.size() ||
-      a.variables.size() != b.variables.size()) {
+  if (a.spec != b.spec || a.step != b.step || a.text_inputs != b.text_inputs ||
+      a.signatures.size() != b.signatures.size() || a.variables.size() != b.variables.size()) {
     return false;
   }
   for (size_t i = 0; i < a.signatures.size(); ++i) {

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "core/base/hash.h"
 #include "serving/json.h"
+#include "serving/metadata.h"
 #include "tessera/workloads/reference_models.h"
 #include "tests/cli/cli_test_util.h"
 
@@ -45,6 +47,47 @@ InstanceFormat RecsysFormat() {
   auto format = MakeInstanceFormat(model.signatures[0], model.spec);
   REQUIRE(format.ok());
   return *format;
+}
+
+TEST_CASE("a text input takes a string and an integer as the same text, a raw one the integer") {
+  InstanceFormat::Input text{"user", InputKind::kIds, 1, 0, 1000};
+  text.text = true;
+  int64_t from_number = 0, from_string = 0;
+  REQUIRE(ParseIdValue(text, J("30440"), from_number).ok());
+  REQUIRE(ParseIdValue(text, J("\"30440\""), from_string).ok());
+  CHECK(from_number == from_string);  // as the training file's field 30440 was
+  CHECK(from_number == StringId("30440"));
+  int64_t id = 0;
+  REQUIRE(ParseIdValue(text, J("-7"), id).ok());
+  CHECK(id == StringId("-7"));
+  REQUIRE(ParseIdValue(text, J("18446744073709551615"), id).ok());
+  CHECK(id == StringId("18446744073709551615"));
+  CHECK(Contains(ParseIdValue(text, J("1.5"), id), "must be a string"));
+  CHECK(Contains(ParseIdValue(text, J("[1]"), id), "must be a string"));
+
+  InstanceFormat::Input raw = text;  // a hashed input trained on raw ids
+  raw.text = false;
+  REQUIRE(ParseIdValue(raw, J("30440"), id).ok());
+  CHECK(id == 30440);
+
+  // The model's description names its text inputs; every signature's format follows it.
+  ExportedModel model = TinyRecsysModel();
+  model.spec.inputs.at(0).hash_buckets = 5;  // "user", looked up in its 5-row table
+  model.text_inputs = {"user"};
+  const auto formats = ModelInstanceFormats(model);
+  REQUIRE(formats.ok());
+  for (const auto& [name, format] : *formats) {
+    CAPTURE(name);
+    REQUIRE(format.inputs.size() == 2);
+    CHECK(format.inputs[0].text);
+    CHECK_FALSE(format.inputs[1].text);
+  }
+  // The metadata tells the truth: strings for the text input, int64 ids for the other.
+  const Json metadata = ModelMetadataJson("recsys", 42, *formats);
+  const Json& inputs =
+      metadata["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"];
+  CHECK(inputs["user"]["dtype"] == "DT_STRING");
+  CHECK(inputs["item"]["dtype"] == "DT_INT64");
 }
 
 TEST_CASE("a serving signature resolves to its inputs, id ranges and output widths") {

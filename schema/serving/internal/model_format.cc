@@ -186,6 +186,8 @@ void BuildDescription(const ModelDescription& model, wire::ExportedModel::Builde
   }
   out.setStep(model.step);
   out.setWriterVersion(TextOf(std::string(Version())));
+  auto texts = out.initTextInputs(static_cast<unsigned>(model.text_inputs.size()));
+  for (unsigned i = 0; i < texts.size(); ++i) texts.set(i, TextOf(model.text_inputs[i]));
 }
 
 }  // namespace
@@ -218,6 +220,7 @@ absl::StatusOr<ModelDescription> ParseDescription(wire::ExportedModel::Reader in
     model.signatures.push_back(std::move(parsed));
   }
   model.step = in.getStep();
+  for (capnp::Text::Reader text : in.getTextInputs()) model.text_inputs.push_back(DecodeText(text));
   TESSERA_ASSIGN_OR_RETURN(model.writer_version,
                            schema_internal::DecodeWriterVersion(
                                in.hasWriterVersion(), in.getWriterVersion(), "exported model"));

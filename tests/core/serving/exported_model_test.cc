@@ -7,6 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/base/mem_env.h"
+#include "tessera/delimited_text.h"
+#include "tessera/env.h"
 #include "tessera/model.h"
 #include "tessera/workloads/reference_models.h"
 
@@ -49,6 +52,24 @@ Batch UserItemBatch(Ids users, Ids items) {
 
 bool SameSignature(const TensorSignature& a, const TensorSignature& b) {
   return a.name == b.name && a.dtype == b.dtype && a.shape == b.shape;
+}
+
+TEST_CASE("a model's text inputs are its hashed inputs that its training data holds as texts") {
+  std::unique_ptr<MemEnv> env = NewMemEnv();
+  REQUIRE(WriteFileAtomically(*env, "/rows.csv", "1,u5,7\n0,30440,2\n", false).ok());
+  auto source = DelimitedTextSource::Open(
+      {"/rows.csv"}, *ParseTextFormat("label,cat:user,cat:item", ','), env.get());
+  REQUIRE(source.ok());
+  const Dataset files = *Dataset::FromSource(*source);
+  ModelSpec spec = TinyRecsys().spec;
+  spec.inputs.at(0).hash_buckets = 5;  // "user" hashed into its 5 rows; "item" ids are rows
+  CHECK(TextInputs(spec, files) == std::vector<std::string>{"user"});
+  spec.inputs.at(1).hash_buckets = 4;
+  CHECK(TextInputs(spec, files) == std::vector<std::string>{"item", "user"});
+  // Raw ids in memory: no text.
+  Batch raw = UserItemBatch({1, 2}, {3, 0});
+  raw.labels = Tensor(Shape{2, 1});
+  CHECK(TextInputs(spec, *Dataset::Create(std::move(raw))).empty());
 }
 
 TEST_CASE("the serving signature lists the spec's inputs and outputs with a -1 batch dim") {

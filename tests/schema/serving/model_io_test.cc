@@ -35,11 +35,12 @@ TEST_CASE("exported models round trip exactly and re-export to the same bytes") 
   with_attrs.spec.params[0].trainable = false;
   with_attrs.spec.params[0].partitioned = !with_attrs.spec.params[0].partitioned;
   with_attrs.spec.params[0].initializer.seed = ~uint64_t{0};
+  ExportedModel text = SmallRecsysModel();  // user ids hashed from texts (a file's cat: column)
+  text.spec.inputs.at(0).hash_buckets = 5;
+  text.text_inputs = {"user"};
   const std::vector<Case> cases = {
-      {"recsys", SmallRecsysModel()},
-      {"mlp", SmallMlpModel()},
-      {"two signatures", extra_signature},
-      {"edited fields", with_attrs},
+      {"recsys", SmallRecsysModel()}, {"mlp", SmallMlpModel()}, {"two signatures", extra_signature},
+      {"edited fields", with_attrs},  {"text inputs", text},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -79,6 +80,17 @@ TEST_CASE("an invalid model is refused before anything is written") {
       {"signature dtype",
        [](ExportedModel& m) { m.signatures[0].inputs[0].dtype = static_cast<DType>(0); }},
       {"signature dims", [](ExportedModel& m) { m.signatures[0].outputs[0].shape = {-2}; }},
+      {"text input not hashed", [](ExportedModel& m) { m.text_inputs = {"user"}; }},
+      {"text input unknown",
+       [](ExportedModel& m) {
+         m.spec.inputs.at(0).hash_buckets = 5;
+         m.text_inputs = {"nobody"};
+       }},
+      {"text inputs repeated",
+       [](ExportedModel& m) {
+         m.spec.inputs.at(0).hash_buckets = 5;
+         m.text_inputs = {"user", "user"};
+       }},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);

@@ -16,14 +16,14 @@
 // it trains (tessera/delimited_text.h), so the files may be far larger than memory.
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "tessera/command_line.h"
 #include "tessera/delimited_text.h"
@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, columns, "criteo",
           "\"label,dense:counts*13,cat:site,list:tags:|\"");
 ABSL_FLAG(bool, skip_bad_lines, false,
           "count and skip malformed lines instead of stopping at the first");
+ABSL_FLAG(std::string, delimiter, "tab",
+          "the character between a line's fields: tab, comma, or any one character");
+ABSL_FLAG(bool, header, false, "each file's first line names the columns: no example");
 ABSL_FLAG(int64_t, steps, 0, "training steps; 0: --epochs passes over the training set");
 ABSL_FLAG(int64_t, epochs, 1, "passes over the training set (when --steps is 0)");
 ABSL_FLAG(int64_t, batch_size, 512, "examples per step");
@@ -126,8 +129,9 @@ absl::StatusOr<std::shared_ptr<const DelimitedTextSource>> OpenData(const std::s
       DelimitedTextSource::Open(paths, format);
   if (!source.ok()) return Annotate(source.status(), absl::StrCat("--", flag));
   if ((*source)->skipped_lines() > 0) {
-    std::printf("dlrm: --%s: skipped %lld malformed lines\n", flag.c_str(),
-                static_cast<long long>((*source)->skipped_lines()));
+    std::printf("dlrm: --%s: skipped %lld malformed lines, the first: %s\n", flag.c_str(),
+                static_cast<long long>((*source)->skipped_lines()),
+                absl::StrJoin((*source)->first_skipped(), "; ").c_str());
   }
   return source;
 }
@@ -140,15 +144,26 @@ absl::Status Run() {
   TESSERA_ASSIGN_OR_RETURN(job.partitioner, ParsePartitioner(absl::GetFlag(FLAGS_partitioner)));
 
   const std::string columns = absl::GetFlag(FLAGS_columns);
+  const std::string delimiter = absl::GetFlag(FLAGS_delimiter);
+  if (delimiter != "tab" && delimiter != "comma" && delimiter.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--delimiter=", delimiter, ": tab, comma, or one character"));
+  }
+  const char between = delimiter == "tab" ? '\t' : delimiter == "comma" ? ',' : delimiter[0];
   TextFormat format;
   if (columns == "criteo") {
     format = CriteoFormat();
+    format.delimiter = between;
   } else {
-    absl::StatusOr<TextFormat> parsed = ParseTextFormat(columns);
+    absl::StatusOr<TextFormat> parsed = ParseTextFormat(columns, between);
     if (!parsed.ok()) return Annotate(parsed.status(), "--columns");
     format = *std::move(parsed);
   }
   format.skip_bad_lines = absl::GetFlag(FLAGS_skip_bad_lines);
+  format.header = absl::GetFlag(FLAGS_header);
+  if (absl::Status valid = ValidateTextFormat(format); !valid.ok()) {
+    return Annotate(valid, "--delimiter");
+  }
   TESSERA_ASSIGN_OR_RETURN(auto train,
                            OpenData("train_data", absl::GetFlag(FLAGS_train_data), format));
   TESSERA_ASSIGN_OR_RETURN(auto test,
@@ -168,17 +183,14 @@ absl::Status Run() {
   job.optimizer = {"adagrad",
                    {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
                     {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
-  TESSERA_ASSIGN_OR_RETURN(
-      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
-                               job.batch_size));
+  TESSERA_RETURN_IF_ERROR(
+      ScheduleTraining(job, absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs)));
   std::printf(
-      "dlrm: %lld train / %lld test examples; %zu tables of %lld x %lld; %lld steps of "
-      "%lld, adagrad lr %g\n",
+      "dlrm: %lld train / %lld test examples; %zu tables of %lld x %lld; %s, adagrad lr %g\n",
       static_cast<long long>(job.train.size()), static_cast<long long>(job.test.size()),
       schema.id_features.size() + schema.id_list_features.size(),
       static_cast<long long>(options.buckets), static_cast<long long>(options.embedding_dim),
-      static_cast<long long>(job.steps), static_cast<long long>(job.batch_size),
-      absl::GetFlag(FLAGS_learning_rate));
+      DescribeSchedule(job).c_str(), absl::GetFlag(FLAGS_learning_rate));
   job.report = [](const EvalResult& eval, nlohmann::json& summary) {
     std::printf("dlrm: test logloss %.4f, AUC %.4f, accuracy %.4f\n", eval.loss,
                 eval.auc.value_or(0), eval.accuracy.value_or(0));

@@ -57,14 +57,11 @@ absl::Status Run() {
   TESSERA_ASSIGN_OR_RETURN(job.model, MlpModelSpec(model_options));
   job.optimizer = {"adam", {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}}};
 
-  TESSERA_ASSIGN_OR_RETURN(
-      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
-                               job.batch_size));
-  std::printf("fashion_mnist: MLP 784-256-128-10, adam lr %g, %lld train / %lld test images, "
-              "%lld steps of %lld\n",
+  TESSERA_RETURN_IF_ERROR(
+      ScheduleTraining(job, absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs)));
+  std::printf("fashion_mnist: MLP 784-256-128-10, adam lr %g, %lld train / %lld test images, %s\n",
               absl::GetFlag(FLAGS_learning_rate), static_cast<long long>(job.train.size()),
-              static_cast<long long>(job.test.size()), static_cast<long long>(job.steps),
-              static_cast<long long>(job.batch_size));
+              static_cast<long long>(job.test.size()), DescribeSchedule(job).c_str());
 
   job.report = [](const EvalResult& eval, nlohmann::json& summary) {
     std::printf("fashion_mnist: test loss %.4f, test accuracy %.4f\n", eval.loss,

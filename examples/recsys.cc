@@ -79,9 +79,8 @@ absl::Status Run() {
                    {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)},
                     {"initial_accumulator_value", absl::GetFlag(FLAGS_initial_accumulator)}}};
 
-  TESSERA_ASSIGN_OR_RETURN(
-      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
-                               job.batch_size));
+  TESSERA_RETURN_IF_ERROR(
+      ScheduleTraining(job, absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs)));
   std::printf("recsys: U=%lld I=%lld D=%lld hidden=%lld, %lld train / %lld test examples, "
               "Bayes AUC %.4f\n",
               static_cast<long long>(data_config.num_users),
@@ -90,9 +89,9 @@ absl::Status Run() {
               static_cast<long long>(model_options.hidden_units),
               static_cast<long long>(data.train.size()), static_cast<long long>(data.test.size()),
               data.bayes_auc);
-  std::printf("recsys: adagrad lr %g, initial accumulator %g; %lld steps of %lld\n",
+  std::printf("recsys: adagrad lr %g, initial accumulator %g; %s\n",
               absl::GetFlag(FLAGS_learning_rate), absl::GetFlag(FLAGS_initial_accumulator),
-              static_cast<long long>(job.steps), static_cast<long long>(job.batch_size));
+              DescribeSchedule(job).c_str());
 
   const double bayes_auc = data.bayes_auc;
   job.report = [bayes_auc](const EvalResult& eval, nlohmann::json& summary) {

@@ -95,9 +95,8 @@ absl::Status Run() {
   job.optimizer = {
       "adagrad",
       {{"learning_rate", absl::GetFlag(FLAGS_learning_rate)}, {"initial_accumulator_value", 0.0}}};
-  TESSERA_ASSIGN_OR_RETURN(
-      job.steps, TrainingSteps(absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs), job.train,
-                               job.batch_size));
+  TESSERA_RETURN_IF_ERROR(
+      ScheduleTraining(job, absl::GetFlag(FLAGS_steps), absl::GetFlag(FLAGS_epochs)));
   std::printf(
       "two_tower: %lld users hashed into %lld rows, %lld items, history of %lld; "
       "%lld train / %lld test examples, Bayes AUC %.4f\n",

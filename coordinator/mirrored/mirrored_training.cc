@@ -197,6 +197,7 @@ class MirroredSteps final : public StepExecutor {
       // Networked: the worker's process is restarted by whoever runs it; wait for it.
       TESSERA_ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(system_, job_, options_, rank));
       TESSERA_RETURN_IF_ERROR(group_.Replace(rank, std::move(back)));
+      ++replicas_replaced_;
     }
     const std::optional<std::string> latest = checkpoints_->Latest();
     if (!latest.has_value()) {
@@ -219,6 +220,7 @@ class MirroredSteps final : public StepExecutor {
   }
 
   int64_t replicas_lost() const { return replicas_lost_; }
+  int64_t replicas_replaced() const { return replicas_replaced_; }
   const nlohmann::json& losses() const { return losses_; }
 
  private:
@@ -232,6 +234,7 @@ class MirroredSteps final : public StepExecutor {
   std::mt19937_64 victims_;
   int64_t applied_ = 0;  // the optimizer steps the replicas have applied
   int64_t replicas_lost_ = 0;
+  int64_t replicas_replaced_ = 0;
   nlohmann::json losses_ = nlohmann::json::array();
 };
 
@@ -282,9 +285,14 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<ReplicaGroup> group,
                            ReplicaGroup::Create(*system, std::move(handles), job.batch_size,
                                                 DescribeJob(job, options.seed)));
-  // As many examples as the same flags train on parameter servers: a global batch is `replicas`
-  // batches.
-  const int64_t total_steps = (job.steps + replicas - 1) / replicas;
+  // Global steps, as on parameter servers: job.steps, or job.epochs passes in global batches.
+  int64_t total_steps = job.steps;
+  if (job.epochs > 0 &&
+      __builtin_mul_overflow(
+          job.epochs, BatchesPerPass(job.train.size(), group->global_batch_size()), &total_steps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", job.epochs, " is more steps than can be counted"));
+  }
   std::printf(
       "%s: mirrored strategy, %d replicas (%s), global batch %lld = %d x %lld, %lld steps\n",
       label.c_str(), replicas, options.cluster.has_value() ? "networked" : "simulation",
@@ -337,6 +345,7 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   if (!options.export_dir.empty()) {
     ExportedModel exported;
     exported.spec = job.model;
+    exported.text_inputs = TextInputs(job.model, job.train);
     TESSERA_ASSIGN_OR_RETURN(Signature serving, ServingSignature(job.model));
     exported.signatures.push_back(std::move(serving));
     exported.step = final_step;
@@ -362,10 +371,14 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
   summary["on_replica_loss"] = on_loss == ReplicaLossPolicy::kContinue ? "continue" : "restore";
   summary["first_step"] = first_step;
   summary["global_step"] = final_step;
-  for (const char* key : {"closures_scheduled", "closures_completed", "closures_retried",
-                          "closures_cancelled", "worker_failures", "worker_restarts"}) {
+  // No closures run under the mirrored strategy; a replica's worker lost is a worker failure,
+  // and a replica started again in its place a worker restart.
+  for (const char* key :
+       {"closures_scheduled", "closures_completed", "closures_retried", "closures_cancelled"}) {
     summary[key] = 0;
   }
+  summary["worker_failures"] = steps.replicas_lost();
+  summary["worker_restarts"] = steps.replicas_replaced();
   if (options.cluster.has_value()) group->EndRun();
   return run;
 }

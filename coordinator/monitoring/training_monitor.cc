@@ -198,16 +198,26 @@ void TrainingMonitor::NoteRecoveriesLocked(const ClusterFigures& figures, double
 }
 
 void TrainingMonitor::RecordStep(int64_t step, int64_t examples, double loss) {
-  RecordStepImpl(step, examples, loss, nullptr);
+  RecordStepsImpl(step, 1, examples, loss, nullptr);
 }
 
 void TrainingMonitor::RecordStep(int64_t step, int64_t examples, double loss,
                                  absl::FunctionRef<ClusterFigures()> cluster) {
-  RecordStepImpl(step, examples, loss, &cluster);
+  RecordStepsImpl(step, 1, examples, loss, &cluster);
 }
 
-void TrainingMonitor::RecordStepImpl(int64_t step, int64_t examples, double loss,
-                                     const absl::FunctionRef<ClusterFigures()>* cluster) {
+void TrainingMonitor::RecordSteps(int64_t step, int64_t steps, int64_t examples, double loss) {
+  RecordStepsImpl(step, steps, examples, loss, nullptr);
+}
+
+void TrainingMonitor::RecordSteps(int64_t step, int64_t steps, int64_t examples, double loss,
+                                  absl::FunctionRef<ClusterFigures()> cluster) {
+  RecordStepsImpl(step, steps, examples, loss, &cluster);
+}
+
+void TrainingMonitor::RecordStepsImpl(int64_t step, int64_t steps, int64_t examples, double loss,
+                                      const absl::FunctionRef<ClusterFigures()>* cluster) {
+  if (steps < 1) return;
   const double now = Now();
   {
     absl::MutexLock lock(&mu_);
@@ -218,7 +228,7 @@ void TrainingMonitor::RecordStepImpl(int64_t step, int64_t examples, double loss
     }
     step_ = std::max(step_, step);
     examples_ += examples;
-    interval_steps_ += 1;
+    interval_steps_ += steps;
     interval_examples_ += examples;
     interval_loss_sum_ += loss * static_cast<double>(examples);
     if (!DueLocked(now)) return;

@@ -146,6 +146,14 @@ class TrainingMonitor {
   void RecordStep(int64_t step, int64_t examples, double loss);
   void RecordStep(int64_t step, int64_t examples, double loss,
                   absl::FunctionRef<ClusterFigures()> cluster);
+  // `steps` steps that completed together, up to global step `step` (those the loop took at
+  // once: a drain of the steps in flight), on `examples` examples with mean loss `loss`:
+  // recorded as one, so the interval closes at most once, after all of them. (One at a time, the
+  // first would close a due interval and the rest open one that the end of training closes a
+  // moment later: thousands of examples over a few milliseconds.)
+  void RecordSteps(int64_t step, int64_t steps, int64_t examples, double loss,
+                   absl::FunctionRef<ClusterFigures()> cluster);
+  void RecordSteps(int64_t step, int64_t steps, int64_t examples, double loss);
   void RecordEvaluation(int64_t step, const EvalResult& result, bool final = false);
   void RecordCheckpoint(int64_t step, double seconds, const std::string& dir);
   // The training loop is over (joined): closes the open interval if it has steps, and stops
@@ -174,8 +182,8 @@ class TrainingMonitor {
   static nlohmann::json MetricsLine(const MonitorEvaluation& evaluation);
 
  private:
-  void RecordStepImpl(int64_t step, int64_t examples, double loss,
-                      const absl::FunctionRef<ClusterFigures()>* cluster);
+  void RecordStepsImpl(int64_t step, int64_t steps, int64_t examples, double loss,
+                       const absl::FunctionRef<ClusterFigures()>* cluster);
   double Now() const;
   double UnixAt(double monotonic) const;
   // Whether the open interval is due to close at monotonic time `now`.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,41 @@ absl::Status CheckModelInputs(const ModelSpec& model, const Dataset& data, absl:
       DescribeColumns(data)));
 }
 
+// The labels of `data` (`what`: "training" or "test") are ones the model's loss takes: in [0, 1]
+// for sigmoid_cross_entropy, class indices in [0, classes) for softmax_cross_entropy. Checked
+// before the start from what the source knows (a file's index recorded its labels' range),
+// rather than failing a step mid-run naming an example of a batch: InvalidArgument naming the
+// label and where it is ("day.tsv:1234").
+absl::Status CheckLabels(const ModelSpec& model, const Dataset& data, absl::string_view what) {
+  const std::optional<LabelRange> range = data.LabelsRange();
+  if (!range.has_value()) return absl::OkStatus();
+  TESSERA_ASSIGN_OR_RETURN(const ResolvedGraph graph, ResolveModelSpec(model));
+  auto refuse = [&](double label, const std::string& at, const std::string& takes) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", what, " data's label ", label, " at ",
+                                                   at, " is not ", takes, ", which ",
+                                                   model.loss.kind, " takes"));
+  };
+  switch (graph.loss) {
+    case LossKind::kSigmoidCrossEntropy:
+      if (range->min < 0) return refuse(range->min, range->min_at, "in [0, 1]");
+      if (range->max > 1) return refuse(range->max, range->max_at, "in [0, 1]");
+      break;
+    case LossKind::kSoftmaxCrossEntropy: {
+      const int64_t classes = graph.value_widths.at(static_cast<size_t>(graph.loss_value));
+      const std::string takes = absl::StrCat("a class index in [0, ", classes, ")");
+      if (range->min < 0) return refuse(range->min, range->min_at, takes);
+      if (range->max >= static_cast<double>(classes)) {
+        return refuse(range->max, range->max_at, takes);
+      }
+      if (range->fraction.has_value()) return refuse(*range->fraction, range->fraction_at, takes);
+      break;
+    }
+    case LossKind::kMeanSquaredError:
+      break;  // any number (a file's are finite)
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
@@ -113,6 +149,20 @@ absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Datas
                                                    " steps is more steps than can be counted"));
   }
   return total;
+}
+
+absl::Status ScheduleTraining(TrainingJob& job, int64_t steps, int64_t epochs) {
+  TESSERA_ASSIGN_OR_RETURN(job.steps, TrainingSteps(steps, epochs, job.train, job.batch_size));
+  job.epochs = steps > 0 ? 0 : epochs;
+  return absl::OkStatus();
+}
+
+std::string DescribeSchedule(const TrainingJob& job) {
+  if (job.epochs > 0) {
+    return absl::StrCat(job.epochs, job.epochs == 1 ? " epoch" : " epochs", " of ",
+                        job.train.size(), " examples in batches of ", job.batch_size);
+  }
+  return absl::StrCat(job.steps, " steps of ", job.batch_size);
 }
 
 namespace {
@@ -278,6 +328,8 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags,
   TESSERA_RETURN_IF_ERROR(CheckTrainingData(job.train));
   TESSERA_RETURN_IF_ERROR(CheckModelInputs(job.model, job.train, "training"));
   TESSERA_RETURN_IF_ERROR(CheckModelInputs(job.model, job.test, "test"));
+  TESSERA_RETURN_IF_ERROR(CheckLabels(job.model, job.train, "training"));
+  TESSERA_RETURN_IF_ERROR(CheckLabels(job.model, job.test, "test"));
   if (flags.mode == TrainingMode::kNetworked && flags.role == TrainingRole::kWorker) {
     if (flags.strategy == TrainingStrategy::kMirrored) {
       return ServeAsReplica(job, flags.parameter_servers, flags.task);

@@ -100,8 +100,23 @@ class StepRecord {
     return tail_examples_ > 0 ? tail_loss_ / static_cast<double>(tail_examples_) : 0;
   }
 
+  // Steps taken together (one Advance or Drain), in step order: the monitor records them as one.
   void Completed(const std::vector<CompletedStep>& outcomes) {
-    for (const CompletedStep& outcome : outcomes) Completed(outcome);
+    int64_t examples = 0;
+    double loss_sum = 0;
+    for (const CompletedStep& outcome : outcomes) {
+      Completed(outcome);
+      examples += outcome.examples;
+      loss_sum += outcome.loss * static_cast<double>(outcome.examples);
+    }
+    if (monitor_ == nullptr || outcomes.empty()) return;
+    const int64_t steps = static_cast<int64_t>(outcomes.size());
+    const double loss = examples > 0 ? loss_sum / static_cast<double>(examples) : 0;
+    if (figures_) {
+      monitor_->RecordSteps(done_, steps, examples, loss, figures_);
+    } else {
+      monitor_->RecordSteps(done_, steps, examples, loss);
+    }
   }
 
   // Training goes on from global step `step` (a recovery): the pass under way is not whole.
@@ -131,12 +146,6 @@ class StepRecord {
       tail_examples_ += outcome.examples;
     }
     progress_.Update(done_, outcome.examples, outcome.loss);
-    if (monitor_ == nullptr) return;
-    if (figures_) {
-      monitor_->RecordStep(done_, outcome.examples, outcome.loss, figures_);
-    } else {
-      monitor_->RecordStep(done_, outcome.examples, outcome.loss);
-    }
   }
 
  private:

@@ -79,7 +79,12 @@ struct TrainingJob {
   // Evaluated once training is over (and every --eval_every steps): on parameter servers by the
   // workers, in batches the coordinator merges. May be empty.
   Dataset test;
+  // The schedule, in global steps under every strategy. With `epochs` > 0 the steps are that many
+  // passes over `train` in batches of `batch_size` (ScheduleTraining): a strategy whose step
+  // takes more examples (mirrored: a batch on each replica) counts `epochs` passes of its own
+  // steps instead.
   int64_t steps = 0;
+  int64_t epochs = 0;
   int64_t batch_size = 0;
   // How the variables the model marks partitioned (embeddings) are sharded on parameter servers.
   Partitioner partitioner;
@@ -95,6 +100,14 @@ struct TrainingJob {
 // training data without examples (an empty file: nothing to train on).
 absl::StatusOr<int64_t> TrainingSteps(int64_t steps, int64_t epochs, const Dataset& train,
                                       int64_t batch_size);
+
+// Sets `job`'s schedule from a program's flags: job.steps = TrainingSteps(steps, epochs,
+// job.train, job.batch_size), and job.epochs = `epochs` when `steps` is 0 (else 0). Its errors.
+absl::Status ScheduleTraining(TrainingJob& job, int64_t steps, int64_t epochs);
+
+// "4690 steps of 128" or, from epochs, "10 epochs of 60000 examples in batches of 128": what a
+// program prints of `job`'s schedule.
+std::string DescribeSchedule(const TrainingJob& job);
 
 // -- How it runs ----------------------------------------------------------------------------------
 

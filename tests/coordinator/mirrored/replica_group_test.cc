@@ -749,7 +749,7 @@ TEST_CASE("mirrored training: a lost replica, without checkpoints, stops the run
   options.inject_worker_failures = 1;
   nlohmann::json summary;
   absl::StatusOr<TrainingRun> run =
-      TrainMirrored(MlpJob(300), options, ReplicaLossPolicy::kRestore, 0, summary);
+      TrainMirrored(MlpJob(100), options, ReplicaLossPolicy::kRestore, 0, summary);
   REQUIRE(absl::IsUnavailable(run.status()));
   CHECK(absl::StrContains(run.status().message(), "without --checkpoint_dir"));
 }
@@ -765,7 +765,7 @@ TEST_CASE("mirrored training: lost replicas are restored from the latest checkpo
   options.export_dir = exported.path() + "/model";  // created by the export
   nlohmann::json summary;
   const TrainingRun run =
-      ValueOrDie(TrainMirrored(MlpJob(300), options, ReplicaLossPolicy::kRestore, 0, summary));
+      ValueOrDie(TrainMirrored(MlpJob(100), options, ReplicaLossPolicy::kRestore, 0, summary));
   // The export holds the final values: the final checkpoint's.
   const ExportedModel model = ValueOrDie(ReadExportedModel(options.export_dir));
   CHECK(model.step == 100);
@@ -777,6 +777,8 @@ TEST_CASE("mirrored training: lost replicas are restored from the latest checkpo
     CHECK_MESSAGE(BitIdentical(saved.value, model.variables.at(variable.name)), variable.name);
   }
   CHECK(summary["replicas_lost"] == 2);
+  CHECK(summary["worker_failures"] == 2);  // the same losses, as a worker failure each
+  CHECK(summary["worker_restarts"] == 2);  // each replica started again in its place
   CHECK(summary["replicas_in_sync"] == 3);
   CHECK(summary["global_step"] == 100);
   for (const auto& loss : summary["replica_losses"]) {
@@ -799,7 +801,7 @@ TEST_CASE("mirrored training: a cadence in seconds checkpoints between requests"
   // A nanosecond: due at the end of every request of steps (50 of them), and the final one.
   options.checkpoint_every_seconds = 1e-9;
   nlohmann::json summary;
-  ValueOrDie(TrainMirrored(MlpJob(300), options, ReplicaLossPolicy::kRestore, 0, summary));
+  ValueOrDie(TrainMirrored(MlpJob(150), options, ReplicaLossPolicy::kRestore, 0, summary));
   REQUIRE(summary["global_step"] == 150);
   CHECK(CheckpointManager(dir.path(), 3).Checkpoints() ==
         std::vector<std::string>{dir.path() + "/ckpt-50", dir.path() + "/ckpt-100",
@@ -812,8 +814,10 @@ TEST_CASE("mirrored training: --on_replica_loss=continue goes on with the replic
   options.inject_worker_failures = 1;
   nlohmann::json summary;
   const TrainingRun run =
-      ValueOrDie(TrainMirrored(MlpJob(300), options, ReplicaLossPolicy::kContinue, 0, summary));
+      ValueOrDie(TrainMirrored(MlpJob(100), options, ReplicaLossPolicy::kContinue, 0, summary));
   CHECK(summary["replicas_lost"] == 1);
+  CHECK(summary["worker_failures"] == 1);
+  CHECK(summary["worker_restarts"] == 0);  // the survivors went on without it
   CHECK(summary["replicas_in_sync"] == 2);
   CHECK(summary["global_batch_size"] == 20);
   CHECK(summary["replica_losses"][0]["action"] == "continued");
@@ -821,6 +825,36 @@ TEST_CASE("mirrored training: --on_replica_loss=continue goes on with the replic
   CHECK(run.steps == 100);
   REQUIRE(run.eval.has_value());
   CHECK(run.eval->accuracy.value_or(0) > 0.5);
+}
+
+TEST_CASE("mirrored training: --steps are global steps, and --epochs passes of global batches") {
+  ParameterServerTrainingOptions options;
+  options.workers = 3;
+  nlohmann::json summary;
+  TrainingRun run =
+      ValueOrDie(TrainMirrored(MlpJob(30), options, ReplicaLossPolicy::kRestore, 0, summary));
+  CHECK(summary["global_step"] == 30);  // not 30 batches of 10 shared by 3 replicas
+  CHECK(run.steps == 30);
+  CHECK(run.examples == 30 * 3 * 10);
+
+  // 2 passes over 600 examples: 134 steps of 9 on parameter servers, 2 x 34 global batches of
+  // 2 x 9 here (each pass's last one partial), every example of each pass trained once.
+  TrainingJob job = MlpJob(0);
+  job.batch_size = 9;
+  REQUIRE(ScheduleTraining(job, 0, 2).ok());
+  CHECK(job.steps == 134);
+  CHECK(job.epochs == 2);
+  CHECK(DescribeSchedule(job) == "2 epochs of 600 examples in batches of 9");
+  options.workers = 2;
+  run = ValueOrDie(TrainMirrored(job, options, ReplicaLossPolicy::kRestore, 0, summary));
+  CHECK(summary["global_step"] == 68);
+  CHECK(run.examples == 1200);
+
+  // --steps given: no epochs, the steps as they are.
+  REQUIRE(ScheduleTraining(job, 5, 2).ok());
+  CHECK(job.steps == 5);
+  CHECK(job.epochs == 0);
+  CHECK(DescribeSchedule(job) == "5 steps of 9");
 }
 
 }  // namespace

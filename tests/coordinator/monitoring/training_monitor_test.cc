@@ -74,6 +74,30 @@ TEST_CASE("a point closes once an interval has passed, with the interval's rate 
   CHECK(monitor.Snapshot().status == "finished");
 }
 
+TEST_CASE("steps recorded together close a due interval once, with all of them: no spike after") {
+  double now = 10;
+  TrainingMonitor monitor(FakeClock(&now));
+  monitor.BeginTraining(0, 300);
+  for (int64_t step = 1; step <= 10; ++step) {
+    now = 10 + 0.09 * static_cast<double>(step);  // 10 steps over 0.9 s: not due
+    monitor.RecordStep(step, 100, 1.0);
+  }
+  REQUIRE(monitor.Snapshot().points.empty());
+  // The loop drains 200 steps that completed while it waited, at 11.5 s, and training ends.
+  now = 11.5;
+  monitor.RecordSteps(210, 200, 20000, 2.0);
+  now = 11.502;
+  monitor.EndTraining();
+  const MonitorSnapshot s = monitor.Snapshot();
+  REQUIRE(s.points.size() == 1);  // no point of its own for the drained steps, 2 ms later
+  CHECK(s.points[0].step == 210);
+  CHECK(s.points[0].steps == 210);
+  CHECK(s.points[0].examples == 21000);
+  CHECK(s.points[0].examples_per_sec == doctest::Approx(21000 / 1.5));
+  CHECK(s.points[0].loss == doctest::Approx((1000 * 1.0 + 20000 * 2.0) / 21000));
+  CHECK(s.examples == 21000);
+}
+
 TEST_CASE("cluster figures are read only when an interval closes, and recoveries become events") {
   double now = 0;
   TrainingMonitor monitor(FakeClock(&now));

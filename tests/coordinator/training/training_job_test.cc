@@ -128,6 +128,24 @@ TEST_CASE("a model input the data does not provide is refused before the start, 
                 status.message());
 }
 
+TEST_CASE("a label the loss does not take is refused before the start, naming where it is") {
+  EvalResult reported;
+  reported.examples = -1;
+  TrainingJob job = SmallRecsysJob(&reported);
+  Batch rows = testing::ValueOrDie(job.train.Slice(0, job.train.size()));
+  rows.labels.values()[17] = 2;  // a binary model's label
+  job.train = testing::ValueOrDie(Dataset::Create(std::move(rows)));
+  TrainingFlags flags;
+  flags.mode = TrainingMode::kLocal;
+  const absl::Status status = RunTrainingJob(job, flags);
+  CHECK(absl::IsInvalidArgument(status));
+  CHECK_MESSAGE(absl::StrContains(status.message(),
+                                  "the training data's label 2 at example 17 is not in [0, 1], "
+                                  "which sigmoid_cross_entropy takes"),
+                status.message());
+  CHECK(reported.examples == -1);
+}
+
 TEST_CASE("every output path is checked before the first step, naming its flag") {
   testing::TempDir dir;
   const std::string file = dir.path() + "/a_file";

@@ -69,7 +69,7 @@ ps_node_actor::behavior_type PsNodeActor(NodePointer self, int32_t task, caf::ti
       },
       [self](adopt_atom, int32_t task) { return Adopt(self, task); },
       [self](reclaim_atom, const caf::actor& owner, const std::string& run)
-          -> std::vector<HeldShard> { return Reclaim(self, owner, run); },
+          -> caf::result<std::vector<HeldShard>> { return Claim(self, owner, run); },
       [self](lease_atom, uint64_t lease) { EndLease(self, lease); },
       [self](backup_atom, const std::string& name, const caf::actor& backup,
              const std::string& backup_address, bool send_state) -> caf::result<int64_t> {

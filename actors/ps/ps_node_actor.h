@@ -52,7 +52,9 @@
 // A CAF link would also take the shards down with the node, but links are symmetric and a kill
 // is unconditional: a shard killed on its own would take the node and every other shard on it
 // down too. So the node monitors its shards (to forget dead ones) and attaches a functor that
-// sends each live shard an exit message when the node exits.
+// sends each live shard, and each forward link to a backups' node, an exit message when the node
+// exits: a link left behind lived until its peer went down, and kept the process from exiting
+// on SIGTERM meanwhile.
 //
 // Note [Shards die with their coordinator]
 // The coordinator creates every shard with its Cluster's session actor as owner. When that
@@ -73,6 +75,11 @@
 //     shards it would create (Note [A restarted coordinator re-adopts its run's shards],
 //     coordinator/ps/strategy.h). Only a lost owner's shards move: a live coordinator of the same
 //     run keeps its own;
+//   - a claim of a run (reclaim_atom with a run) made while an earlier owner of that run still
+//     holds shards here and has not gone down, as far as the node knows, waits for it to (up to
+//     kClaimPatience): a restarted coordinator may connect before the node has noticed its
+//     predecessor's connection close, and would otherwise find nothing to adopt and its shard
+//     names taken;
 //   - another coordinator that creates a shard under a name an orphaned shard holds supersedes
 //     it: the orphan is dropped and the new shard created.
 // After the lease nobody can reach the shards through the lost owner; dropping them then keeps
@@ -128,6 +135,8 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_behavior.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -155,6 +164,11 @@ namespace tessera {
 // backups themselves); blocks. A null connector: the node connects to nothing.
 using PeerConnector = std::function<absl::StatusOr<caf::actor>(const std::string& address)>;
 
+// How long a claim of a run's shards waits for a live predecessor of the run to be seen gone
+// (Note [Shards die with their coordinator]): several connection timeouts (2 s by default). After
+// it the claim is answered without that predecessor's shards, which it keeps.
+inline constexpr auto kClaimPatience = std::chrono::seconds(15);
+
 // The task of a standby PS node that no coordinator has adopted yet.
 constexpr int32_t kStandbyTask = -1;
 
@@ -178,10 +192,22 @@ struct PsNodeState {
   std::map<std::string, caf::actor_addr> owner_of;
   std::map<caf::actor_addr, Owner> owners;
   caf::timespan lease{0};
-  uint64_t leases_started = 0;
+  // A claim of a run's shards waiting for a predecessor of the run, live as far as the node
+  // knows, to be seen gone (Note [Shards die with their coordinator]).
+  struct Claim {
+    caf::actor owner;
+    std::string run;
+    uint64_t timer = 0;  // the lease_atom that ends its wait
+    caf::typed_response_promise<std::vector<HeldShard>> promise;
+  };
+  std::vector<Claim> claims;
+  uint64_t leases_started = 0;  // numbers the lease_atom timers: owners' leases, claims' waits
   PeerConnector connect_peer;
   // The forward link to each backup node, by that node's actor (actors/ps/forward_link.h).
-  std::map<caf::actor_addr, forward_link> links;
+  // Shared with the exit functor too (Note [Shard lifetimes]): a link outliving its node kept
+  // the process from exiting until the peer went down.
+  std::shared_ptr<std::map<caf::actor_addr, forward_link>> links =
+      std::make_shared<std::map<caf::actor_addr, forward_link>>();
 };
 
 // The behaviour of PS node `task` (its index among the PS tasks, or kStandbyTask); a lost

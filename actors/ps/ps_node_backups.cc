@@ -44,7 +44,7 @@ void GiveBackup(NodePointer self, const std::string& name, const shard_actor& sh
 // forward_link.h), spawned on first use; null for a null peer (the connector names none).
 caf::actor LinkTo(NodePointer self, const caf::actor& peer) {
   if (!peer) return caf::actor();
-  forward_link& link = self->state.links[peer.address()];
+  forward_link& link = (*self->state.links)[peer.address()];
   if (!link) {
     link = self->spawn(ForwardLink, caf::actor_cast<batch_server>(peer));
     self->monitor(link);
@@ -111,9 +111,9 @@ caf::result<int64_t> GiveBackup(NodePointer self, const std::string& name, const
 
 bool ForgetLink(NodePointer self, const caf::actor_addr& source) {
   PsNodeState& state = self->state;
-  for (auto it = state.links.begin(); it != state.links.end(); ++it) {
+  for (auto it = state.links->begin(); it != state.links->end(); ++it) {
     if (it->second.address() == source) {  // its peer went down
-      state.links.erase(it);
+      state.links->erase(it);
       return true;
     }
   }

@@ -82,8 +82,8 @@ caf::result<std::vector<ShardReply>> ServeBatch(NodePointer self, std::vector<Sh
   if (by_shard.empty()) return std::move(*replies);
   // Note [A node's forwards travel together] (actors/ps/forward_link.h): the links are queued
   // before the shards, so that each takes the forwards of the shards run before it as one batch.
-  if (!self->state.links.empty() && changes) {
-    for (const auto& [peer, link] : self->state.links) self->send(link, round_atom::value);
+  if (!self->state.links->empty() && changes) {
+    for (const auto& [peer, link] : *self->state.links) self->send(link, round_atom::value);
   }
   auto promise = self->make_response_promise<std::vector<ShardReply>>();
   auto join = FanIn<std::vector<ShardReply>>::Start(

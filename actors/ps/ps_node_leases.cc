@@ -3,6 +3,7 @@
 // back on reclaim_atom.
 #include <caf/actor_cast.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,9 @@
 #include "core/base/logging.h"
 
 namespace tessera::ps_node_internal {
+
+std::vector<HeldShard> Reclaim(NodePointer self, const caf::actor& owner, const std::string& run);
+
 namespace {
 
 // The names of the shards `owner` owns here.
@@ -40,6 +44,33 @@ void DropOwner(NodePointer self, caf::actor_addr owner, const std::string& why) 
   }
 }
 
+// How many owners other than `claimant` named `run`, hold shards here and have not gone down.
+size_t LivePredecessors(const PsNodeState& state, const caf::actor_addr& claimant,
+                        const std::string& run) {
+  size_t live = 0;
+  for (const auto& [address, entry] : state.owners) {
+    if (address != claimant && entry.run == run && !entry.lease.has_value() &&
+        !ShardsOf(state, address).empty()) {
+      ++live;
+    }
+  }
+  return live;
+}
+
+// Answers every waiting claim whose run has no live predecessor left.
+void AnswerClaims(NodePointer self) {
+  std::vector<PsNodeState::Claim>& claims = self->state.claims;
+  for (size_t k = 0; k < claims.size();) {
+    if (LivePredecessors(self->state, claims[k].owner.address(), claims[k].run) > 0) {
+      ++k;
+      continue;
+    }
+    PsNodeState::Claim claim = std::move(claims[k]);
+    claims.erase(claims.begin() + static_cast<std::ptrdiff_t>(k));
+    claim.promise.deliver(Reclaim(self, claim.owner, claim.run));
+  }
+}
+
 }  // namespace
 
 // Watches `owner` (a new proxy of a known owner replaces the old one) and cancels its lease.
@@ -53,7 +84,23 @@ void WatchOwner(NodePointer self, const caf::actor& owner) {
   entry.lease.reset();
 }
 
-// reclaim_atom (Note [Shards die with their coordinator]).
+caf::result<std::vector<HeldShard>> Claim(NodePointer self, const caf::actor& owner,
+                                          const std::string& run) {
+  if (!owner || run.empty()) return Reclaim(self, owner, run);
+  const size_t live = LivePredecessors(self->state, owner.address(), run);
+  if (live == 0) return Reclaim(self, owner, run);
+  const uint64_t timer = ++self->state.leases_started;
+  auto promise = self->make_response_promise<std::vector<HeldShard>>();
+  self->state.claims.push_back(PsNodeState::Claim{owner, run, timer, promise});
+  Log().info(
+      "a coordinator claims run {}'s shards while {} earlier owner(s) of the run still hold "
+      "some: waiting up to {} s for them to go",
+      run, live, std::chrono::duration<double>(kClaimPatience).count());
+  self->delayed_send(self, kClaimPatience, lease_atom::value, timer);
+  return promise;
+}
+
+// reclaim_atom, answered (Note [Shards die with their coordinator]).
 std::vector<HeldShard> Reclaim(NodePointer self, const caf::actor& owner, const std::string& run) {
   std::vector<HeldShard> held;
   if (!owner) return held;
@@ -93,11 +140,23 @@ std::vector<HeldShard> Reclaim(NodePointer self, const caf::actor& owner, const 
 void EndLease(NodePointer self, uint64_t lease) {
   for (auto& [owner, entry] : self->state.owners) {
     if (entry.lease == lease) {
-      return DropOwner(
-          self, owner,
-          absl::StrCat("not back within its lease of ",
-                       std::chrono::duration<double>(self->state.lease).count(), " s"));
+      DropOwner(self, owner,
+                absl::StrCat("not back within its lease of ",
+                             std::chrono::duration<double>(self->state.lease).count(), " s"));
+      return AnswerClaims(self);
     }
+  }
+  std::vector<PsNodeState::Claim>& claims = self->state.claims;
+  for (auto it = claims.begin(); it != claims.end(); ++it) {
+    if (it->timer != lease) continue;
+    PsNodeState::Claim claim = std::move(*it);
+    claims.erase(it);
+    Log().warn(
+        "run {}: an earlier owner of the run still holds shards after {} s; the claim "
+        "goes on without them",
+        claim.run, std::chrono::duration<double>(kClaimPatience).count());
+    claim.promise.deliver(Reclaim(self, claim.owner, claim.run));
+    return;
   }
 }
 
@@ -115,6 +174,7 @@ bool OnOwnerDown(NodePointer self, const caf::down_msg& msg) {
   const size_t held = ShardsOf(state, owner->first).size();
   if (state.lease.count() <= 0 || held == 0) {
     DropOwner(self, owner->first, why);
+    AnswerClaims(self);
     return true;
   }
   const uint64_t lease = ++state.leases_started;
@@ -124,6 +184,7 @@ bool OnOwnerDown(NodePointer self, const caf::down_msg& msg) {
       "for it to reclaim",
       held, why, std::chrono::duration<double>(state.lease).count());
   self->delayed_send(self, state.lease, lease_atom::value, lease);
+  AnswerClaims(self);
   return true;
 }
 

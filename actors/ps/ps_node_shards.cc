@@ -20,19 +20,25 @@
 
 namespace tessera::ps_node_internal {
 
-// Note [Shard lifetimes] (ps_node_actor.h): when the node exits, each live shard gets an exit
-// message with the node's reason (a normal exit becomes user_shutdown, which shards do not
-// ignore).
+// Note [Shard lifetimes] (ps_node_actor.h): when the node exits, each live shard and each forward
+// link gets an exit message with the node's reason (a normal exit becomes user_shutdown, which
+// they do not ignore).
 void StopShardsOnExit(NodePointer self) {
-  self->attach_functor([shards = self->state.shards, node = self->address()](
-                           const caf::error& reason, caf::execution_unit* host) {
+  self->attach_functor([shards = self->state.shards, links = self->state.links,
+                        node = self->address()](const caf::error& reason,
+                                                caf::execution_unit* host) {
     caf::error why = reason;
     if (!why || why == caf::exit_reason::normal) why = caf::exit_reason::user_shutdown;
     for (const auto& entry : *shards) {
       entry.second->enqueue(nullptr, caf::make_message_id(),
                             caf::make_message(caf::exit_msg{node, why}), host);
     }
+    for (const auto& entry : *links) {
+      entry.second->enqueue(nullptr, caf::make_message_id(),
+                            caf::make_message(caf::exit_msg{node, why}), host);
+    }
     shards->clear();
+    links->clear();
   });
 }
 
@@ -85,7 +91,7 @@ caf::result<shard_actor> CreateShard(NodePointer self, const ShardSpec& spec,
       self, actor, InfoOp{},
       [self, promise, actor, name](absl::StatusOr<ShardOpResult> built) mutable {
         if (built.ok()) {
-          Log().debug("holds shard {}", name);
+          Log().info("holds shard {}", name);
           promise.deliver(actor);
           return;
         }
@@ -115,7 +121,7 @@ caf::result<void> DropShardOf(NodePointer self, const std::string& name, const c
   }
   DropShard(self, name);
   self->state.owner_of.erase(name);
-  Log().debug("dropped shard {}", name);
+  Log().info("dropped shard {}, as its coordinator asked", name);
   return caf::unit;
 }
 

@@ -35,10 +35,8 @@ void WorkerGone(Self self, WorkerId id) {
   } else {
     ++self->state.worker_failures;
     ++self->state.slots[it->second.slot].failures;
-    if (!self->state.factory) {  // a worker process: say so (in process, the driver reports)
-      Log().warn("worker {} lost; {} closure(s) go back on the queue", it->second.slot,
-                 it->second.running);
-    }
+    Log().warn("worker {} lost; {} closure(s) go back on the queue", it->second.slot,
+               it->second.running);
   }
   const int32_t slot = it->second.slot;
   workers.erase(it);
@@ -52,6 +50,10 @@ void WorkerGone(Self self, WorkerId id) {
 void AddWorker(Self self, worker_actor worker, int32_t slot) {
   const bool rejoin = self->state.moved_slots.erase(slot) > 0;
   if (!self->state.started_slots.insert(slot).second && !rejoin) ++self->state.worker_restarts;
+  if (!rejoin && self->state.slots[slot].failures > 0) {  // its loss was logged too
+    Log().info("worker {} is back (lost {} time(s) so far)", slot,
+               self->state.slots[slot].failures);
+  }
   ++self->state.slots[slot].starts;
   const WorkerId id = self->state.next_worker_id++;
   self->monitor(worker);

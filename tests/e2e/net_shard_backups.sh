@@ -122,3 +122,16 @@ print(f"net shard backups: {s['closures_completed']}/{s['closures_scheduled']} c
       f"{s['duplicate_updates']} repeated updates dropped, AUC {s['test_auc']:.4f}")
 sys.exit("; ".join(problems) if problems else 0)
 PY
+
+# Stopped one at a time with SIGTERM, as a supervisor stops them, every PS exits promptly (a forward
+# link to a backups' node once outlived its node, and the process waited for the peer to go).
+for name in "${!pids[@]}"; do
+  case $name in
+    ps*|standby)
+      kill -0 "${pids[$name]}" 2>/dev/null || continue
+      kill -TERM "${pids[$name]}"
+      exits_within "${pids[$name]}" 10 || { echo "$name did not exit within 10 s of SIGTERM"; exit 1; }
+      echo "$name exited on SIGTERM"
+      ;;
+  esac
+done

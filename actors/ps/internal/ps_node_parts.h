@@ -43,9 +43,12 @@ bool ForgetShard(NodePointer self, const caf::actor_addr& source);
 
 // Watches `owner` (a new proxy of a known owner replaces the old one) and cancels its lease.
 void WatchOwner(NodePointer self, const caf::actor& owner);
-// reclaim_atom (Note [Shards die with their coordinator]).
-std::vector<HeldShard> Reclaim(NodePointer self, const caf::actor& owner, const std::string& run);
-// lease_atom: a lost owner not back within its lease loses its shards.
+// reclaim_atom (Note [Shards die with their coordinator]): answered at once, or once the run's
+// live predecessors here are seen gone.
+caf::result<std::vector<HeldShard>> Claim(NodePointer self, const caf::actor& owner,
+                                          const std::string& run);
+// lease_atom: a lost owner not back within its lease loses its shards; a claim that has waited
+// kClaimPatience is answered.
 void EndLease(NodePointer self, uint64_t lease);
 // An owner that went down: its lease starts (or its shards go at once); false when `msg` is not
 // from an owner.

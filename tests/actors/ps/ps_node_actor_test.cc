@@ -9,6 +9,7 @@
 #include <caf/system_messages.hpp>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "actors/base/messages.h"
 #include "actors/ps/shard_actor.h"
 #include "tests/actors/actor_test_util.h"
+#include "tests/captured_log.h"
 
 namespace tessera {
 namespace {
@@ -688,6 +690,23 @@ TEST_CASE("a PS node's shards send their changes to the backups' node through it
 namespace tessera {
 namespace {
 
+// Sends reclaim_atom (owner, run) to `node` and runs the system; the answer lands in the result
+// when it comes (the system runs again later: AdvanceTime, Run).
+std::shared_ptr<std::optional<absl::StatusOr<std::vector<HeldShard>>>> ClaimLater(
+    DeterministicSystem& fixture, const ps_node_actor& node, const caf::actor& owner,
+    const std::string& run) {
+  auto out = std::make_shared<std::optional<absl::StatusOr<std::vector<HeldShard>>>>();
+  fixture.system().spawn(
+      [out, owner, run](caf::event_based_actor* self, ps_node_actor to) {
+        self->request(to, caf::infinite, reclaim_atom::value, owner, run)
+            .then([out](std::vector<HeldShard>& held) { *out = std::move(held); },
+                  [out](caf::error& err) { *out = ErrorToStatus(err); });
+      },
+      node);
+  fixture.Run();
+  return out;
+}
+
 // Note [A restarted coordinator re-adopts its run's shards] (coordinator/ps/strategy.h), the node's
 // part: the run's orphans move to the new owner with their state; nothing else does.
 TEST_CASE("a coordinator of the same run takes over its lost predecessor's shards as they are") {
@@ -713,9 +732,17 @@ TEST_CASE("a coordinator of the same run takes over its lost predecessor's shard
   REQUIRE(fixture.AskOp(trained, ApplyDenseGradientOp{Tensor(Shape{4, 2}, 1.0f)}).ok());
   const Tensor value = fixture.AskOp(trained, ReadOp{})->value;
 
-  // A coordinator of the same run, while the first is alive, gets nothing of it.
+  // A coordinator of the same run, while the first is alive, waits for it to go, up to
+  // kClaimPatience; the first lives on, so it then gets nothing of it.
   const caf::actor early = SpawnOwner(fixture);
-  CHECK(fixture.Ask<Held>(node, reclaim_atom::value, early, run)->empty());
+  auto early_claim = ClaimLater(fixture, node, early, run);
+  CHECK_FALSE(early_claim->has_value());
+  fixture.AdvanceTime(kClaimPatience - std::chrono::seconds(1));
+  CHECK_FALSE(early_claim->has_value());
+  fixture.AdvanceTime(std::chrono::seconds(1));
+  REQUIRE(early_claim->has_value());
+  REQUIRE((*early_claim)->ok());
+  CHECK((**early_claim)->empty());
 
   caf::anon_send_exit(first, caf::exit_reason::kill);
   fixture.Run();
@@ -751,6 +778,50 @@ TEST_CASE("a coordinator of the same run takes over its lost predecessor's shard
   names = fixture.Ask<std::vector<std::string>>(node, list_atom::value);
   REQUIRE(names.ok());
   CHECK(names->empty());
+}
+
+// A restarted coordinator may claim before the node has seen its predecessor's connection close:
+// the claim waits for that, and is answered with the shards once it happens.
+TEST_CASE("a claim made while the run's predecessor still looks alive is answered once it goes") {
+  testing::CapturedLog log;
+  DeterministicSystem fixture;
+  const ps_node_actor node =
+      fixture.Track(SpawnPsNode(fixture.system(), 0, std::chrono::seconds(30)));
+  const caf::actor first = SpawnOwner(fixture);
+  const std::string run = "fedcba9876543210fedcba9876543210";
+  REQUIRE(fixture.Ask<std::vector<HeldShard>>(node, reclaim_atom::value, first, run)->empty());
+  const shard_actor shard = CreateShard(fixture, node, TestShardSpec(0, 1, 8, 2), first);
+  // Nothing waits where there is no predecessor of the run holding shards: another run's claim
+  // is answered at once.
+  const caf::actor stranger = SpawnOwner(fixture);
+  CHECK(fixture
+            .Ask<std::vector<HeldShard>>(node, reclaim_atom::value, stranger,
+                                         std::string("another run"))
+            ->empty());
+
+  const caf::actor restarted = SpawnOwner(fixture);
+  auto claim = ClaimLater(fixture, node, restarted, run);
+  CHECK_FALSE(claim->has_value());
+  fixture.AdvanceTime(std::chrono::seconds(1));
+  CHECK_FALSE(claim->has_value());
+  caf::anon_send_exit(first, caf::exit_reason::kill);  // the node sees it go
+  fixture.Run();
+  REQUIRE(claim->has_value());
+  REQUIRE((*claim)->ok());
+  const std::vector<HeldShard>& held = ***claim;
+  REQUIRE(held.size() == 1);
+  CHECK(held[0].shard == shard);
+  // The shard is the restarted owner's now: the first owner's lease does not drop it.
+  fixture.AdvanceTime(std::chrono::seconds(31));
+  CHECK(fixture.Ask<std::vector<std::string>>(node, list_atom::value)->size() == 1);
+  // The node says at info what it holds, waits for and drops.
+  CHECK(fixture.AskVoid(node, drop_shard_atom::value, held[0].name, restarted).ok());
+  const std::string text = log.text();
+  CHECK_MESSAGE(absl::StrContains(text, "[info] holds shard " + held[0].name), text);
+  CHECK_MESSAGE(absl::StrContains(text, "waiting up to 15 s for them to go"), text);
+  CHECK_MESSAGE(absl::StrContains(
+                    text, "[info] dropped shard " + held[0].name + ", as its coordinator asked"),
+                text);
 }
 
 }  // namespace

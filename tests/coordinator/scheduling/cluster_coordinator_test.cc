@@ -37,6 +37,7 @@
 #include "tessera/data.h"
 #include "tessera/workloads/recsys_data.h"
 #include "tessera/workloads/reference_models.h"
+#include "tests/captured_log.h"
 #include "tests/coordinator/coordinator_test_util.h"
 #include "tests/coordinator/scheduling/coordinator_events.h"
 #include "tests/event_count.h"
@@ -346,6 +347,7 @@ TEST_CASE("an error from an immediately failing function is raised by Join") {
 }
 
 TEST_CASE("a worker killed between closures is replaced and no closure is lost") {
+  testing::CapturedLog log;
   auto f = MakeFixture(Options(1, 2));
   REQUIRE(FetchAllWithin(f->ScheduleMany("add2", 10)).ok());
   CHECK(f->Counter() == 20.0f);
@@ -364,6 +366,11 @@ TEST_CASE("a worker killed between closures is replaced and no closure is lost")
   ClusterCoordinatorTesting::RestartWorker(*f->coordinator, 0);
   REQUIRE(f->AwaitState([&] { return f->Workers().live_slots == std::vector<int32_t>{0, 1}; }));
   CHECK(f->Workers().worker_restarts == 1);
+  // Its loss and its return are both logged.
+  CHECK_MESSAGE(absl::StrContains(log.text(), "worker 0 lost; 0 closure(s) go back on the queue"),
+                log.text());
+  CHECK_MESSAGE(absl::StrContains(log.text(), "worker 0 is back (lost 1 time(s) so far)"),
+                log.text());
   REQUIRE(FetchAllWithin(f->ScheduleMany("add2", 10)).ok());
   REQUIRE(f->coordinator->Join().ok());
   CHECK(f->Counter() == 60.0f);

@@ -205,12 +205,11 @@ TEST_CASE(
   ParameterServerStrategy other_run(*stranger);
   CHECK(ValueOrDie(other_run.placement().ClaimShardsOfRun("another run"), "claim") == 0);
 
-  // The same run's coordinator, started again, is handed both shards once the PS has seen the
-  // first one go, and adopts them: the same actors, the trained values.
+  // The same run's coordinator, started again, is handed both shards — its claim waits for the
+  // PS to have seen the first one go — and adopts them: the same actors, the trained values.
   auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
   auto successor = std::make_unique<ParameterServerStrategy>(*second);
-  REQUIRE(testing::WaitUntil(
-      [&] { return successor->placement().ClaimShardsOfRun(run).value_or(0) == 2; }));
+  REQUIRE(ValueOrDie(successor->placement().ClaimShardsOfRun(run), "claim") == 2);
   ShardedVariable again = ValueOrDie(successor->CreateVariable(TwoShardW()), "w again");
   CHECK(successor->placement().adopted_shards() == 2);
   CHECK(ids(again) == first_shards);
@@ -221,8 +220,7 @@ TEST_CASE(
   caf::anon_send_exit(second->actors().session(), caf::exit_reason::kill);
   auto third = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a third time");
   auto resharded = std::make_unique<ParameterServerStrategy>(*third);
-  REQUIRE(testing::WaitUntil(
-      [&] { return resharded->placement().ClaimShardsOfRun(run).value_or(0) == 2; }));
+  REQUIRE(ValueOrDie(resharded->placement().ClaimShardsOfRun(run), "claim") == 2);
   VariableOptions three = TwoShardW();
   three.partitioner = ValueOrDie(FixedShardsPartitioner(3));
   ShardedVariable fresh = ValueOrDie(resharded->CreateVariable(three), "w in three shards");
@@ -261,8 +259,7 @@ TEST_CASE(
   // Both variables in one call: all three shards adopted, the trained bias among them.
   auto second = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect again");
   auto successor = std::make_unique<ParameterServerStrategy>(*second);
-  REQUIRE(testing::WaitUntil(
-      [&] { return successor->placement().ClaimShardsOfRun(run).value_or(0) == 3; }));
+  REQUIRE(ValueOrDie(successor->placement().ClaimShardsOfRun(run), "claim") == 3);
   {
     std::vector<ShardedVariable> again = ValueOrDie(successor->CreateVariables(model), "again");
     CHECK(successor->placement().adopted_shards() == 3);
@@ -273,8 +270,7 @@ TEST_CASE(
   // One variable alone is not the run's layout: every claimed shard is dropped, the bias too.
   auto third = ValueOrDie(Cluster::Connect(spec, FastNetwork()), "Connect a third time");
   auto partial = std::make_unique<ParameterServerStrategy>(*third);
-  REQUIRE(testing::WaitUntil(
-      [&] { return partial->placement().ClaimShardsOfRun(run).value_or(0) == 3; }));
+  REQUIRE(ValueOrDie(partial->placement().ClaimShardsOfRun(run), "claim") == 3);
   ShardedVariable only_b = ValueOrDie(partial->CreateVariable(bias), "b alone");
   CHECK(partial->placement().adopted_shards() == 0);
   CHECK(names() == std::vector<std::string>{"b"});

@@ -1,7 +1,8 @@
-// PollUntil: the tests' one poll, for state that nothing can signal — another process's output
-// or exit, a file another thread writes, an actor's figures asked for again and again. Where the
-// code under test can signal, wait on that instead (tests/event_count.h, a notification, an
-// actor's down message): a poll costs its period on every wait and a little CPU while it lasts.
+// PollUntil: the tests' one poll, for what nothing can signal to a test — a child process's output
+// or exit, a server process's answers (tests/cli). Where the code under test can signal, wait on
+// that instead (tests/event_count.h, a notification, an actor's down message, a coordinator's
+// hooks: tests/coordinator/scheduling/coordinator_events.h): a poll costs its period on every
+// wait and a little CPU while it lasts.
 //
 //   REQUIRE(testing::PollUntil([&] { return Has(child.out(), "listening on"); },
 //   absl::Seconds(5)));

@@ -48,7 +48,6 @@
 #include "core/scheduling/closure.h"
 #include "tessera/tensor.h"
 #include "tests/event_count.h"
-#include "tests/poll_until.h"
 #include "tests/status_util.h"
 
 namespace tessera::testing {
@@ -84,13 +83,6 @@ inline std::unique_ptr<Cluster> StartCluster(int32_t num_ps, int32_t num_workers
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::StartInProcess(options);
   REQUIRE_MESSAGE(cluster.ok(), cluster.status().ToString());
   return *std::move(cluster);
-}
-
-// Polls `condition` every millisecond until it holds (true) or `limit` passes (false): for state
-// that nothing signals (a coordinator's figures, asked of its actor); where something can signal,
-// wait on that instead (EventCount, a notification, testing::AwaitDown).
-inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration limit = kWaitLimit) {
-  return PollUntil(condition, limit, absl::Milliseconds(1));
 }
 
 // Fetches every value with one overall deadline; the first error (or DeadlineExceeded) wins.

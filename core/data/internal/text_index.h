@@ -152,8 +152,8 @@ absl::StatusOr<LineIndexKey> MakeLineIndexKey(RandomAccessFile& file, absl::Time
                                               uint64_t format_hash);
 
 // The index stored in `sidecar`: NotFound when there is none, FailedPrecondition when it was
-// built for another key (the data or the format changed: stale), DataLoss when it is not a
-// well-formed index (corrupt, forged, from another version). Every offset is checked against the
+// built for another key or layout version (the data, the format or the build changed: stale),
+// DataLoss when it is not a well-formed index (corrupt, forged). Every offset is checked against the
 // key's file, so a forged index can misplace rows but never make a read leave the file.
 absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
                                         const LineIndexKey& key);

@@ -127,14 +127,17 @@ absl::StatusOr<LineIndex> LoadLineIndex(Env& env, const std::string& sidecar,
   uint64_t h[kHeaderWords];
   for (uint64_t k = 0; k < kHeaderWords; ++k) h[k] = GetWord(header + 8 * k);
   if (h[0] != kMagic) return Malformed(sidecar, "no index magic");
-  if (h[1] != kVersion) return Malformed(sidecar, absl::StrCat("version ", h[1], " is unknown"));
+  if (h[1] != kVersion) {  // another build's layout: stale, not broken
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its index is of another layout (version ", h[1], "; this build writes ", kVersion, ")"));
+  }
   if (h[3] != key.file_size || h[4] != key.file_fingerprint) {
     return absl::FailedPreconditionError("the file changed since its index was built");
   }
   if (h[5] != key.format_hash) {
     return absl::FailedPreconditionError(
-        "its index was built for another format (the column spec or the bad-line policy "
-        "changed)");
+        "its index was built for another format (the column spec, the quoting, the header or "
+        "the bad-line policy changed)");
   }
   LineIndex index;
   index.gzip = (h[2] & 1) != 0;

@@ -500,6 +500,14 @@ TEST_CASE("the sidecar index is loaded when fresh, and rebuilt when stale, corru
   stale = internal::LoadLineIndex(*Env::Default(), sidecar, changed).status();
   CHECK(absl::IsFailedPrecondition(stale));
   CHECK_MESSAGE(absl::StrContains(stale.message(), "another format"), stale.message());
+  // An index of another build's layout version is stale too (rebuilt at info), not broken.
+  std::string other_layout = testing::ReadFile(sidecar);
+  other_layout[8] = 2;  // the version word, little-endian
+  WriteFile(sidecar, other_layout);
+  stale = internal::LoadLineIndex(*Env::Default(), sidecar, key).status();
+  CHECK(absl::IsFailedPrecondition(stale));
+  CHECK_MESSAGE(absl::StrContains(stale.message(), "another layout (version 2"), stale.message());
+  CHECK_FALSE(ValueOrDie(DelimitedTextSource::Open({path}, CriteoFormat()))->index_loaded(0));
   auto forge = [&](auto change) {
     internal::LineIndex forged = index;
     change(forged);

@@ -5,6 +5,8 @@
 //    "worker_failures": 0}
 //   {"kind": "evaluation", "step": 1000, "time": ..., "seconds": ..., "final": false,
 //    "loss": 0.58, "examples": 100000, "auc": 0.74, "accuracy": 0.71}
+//   {"kind": "checkpoint", "step": 2000, "time": ..., "seconds": ..., "duration_seconds": 0.8,
+//    "dir": "/ckpt/ckpt-2000"}   (once written)
 // (TrainingMonitor::MetricsLine; a local run's intervals carry no cluster figures). pandas reads
 // it with read_json(path, lines=True).
 //

@@ -269,8 +269,12 @@ void TrainingMonitor::RecordCheckpoint(int64_t step, double seconds, const std::
   event.seconds = now - start_monotonic_;
   event.duration_seconds = seconds;
   event.where = dir;
-  absl::MutexLock lock(&mu_);
-  events_.push_back(std::move(event));
+  const nlohmann::json line = ToJson(event);
+  {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(event));
+  }
+  Emit(line);
 }
 
 void TrainingMonitor::RecordCluster(ClusterFigures figures) {

@@ -122,8 +122,9 @@ class TrainingMonitor {
     std::function<double()> monotonic_clock;  // default: std::chrono::steady_clock
     std::function<double()> unix_clock;       // default: std::chrono::system_clock
   };
-  // Called (on the recording thread, without the monitor's lock) with every point and every
-  // evaluation once recorded, as the JSON lines of a metrics file (MetricsLine).
+  // Called (on the recording thread, without the monitor's lock) with every point, evaluation and
+  // checkpoint once recorded, as the JSON lines of a metrics file (MetricsLine; a checkpoint's is
+  // its event's ToJson).
   using LineSink = std::function<void(const nlohmann::json& line)>;
 
   TrainingMonitor();
@@ -133,7 +134,7 @@ class TrainingMonitor {
 
   // Merges `fields` (an object) into the configuration; later values win.
   void SetConfiguration(const nlohmann::json& fields);
-  // Sends every later point and evaluation to `sink` (null: none).
+  // Sends every later point, evaluation and checkpoint to `sink` (null: none).
   void SetLineSink(LineSink sink);
 
   // Training starts at `first_step` (a resumed run's checkpoint step) and ends at `total_steps`:
@@ -155,6 +156,8 @@ class TrainingMonitor {
                    absl::FunctionRef<ClusterFigures()> cluster);
   void RecordSteps(int64_t step, int64_t steps, int64_t examples, double loss);
   void RecordEvaluation(int64_t step, const EvalResult& result, bool final = false);
+  // A checkpoint of `step` is written (durable) in `dir`; writing it took `seconds`. May come from
+  // the thread that wrote it.
   void RecordCheckpoint(int64_t step, double seconds, const std::string& dir);
   // The training loop is over (joined): closes the open interval if it has steps, and stops
   // the training clock (training_seconds); the status stays "training" until Finish.

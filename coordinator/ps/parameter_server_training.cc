@@ -22,7 +22,6 @@
 #include "coordinator/training/distributed_evaluation.h"
 #include "coordinator/training/train_step_closure.h"
 #include "coordinator/training/training_steps.h"
-#include "core/base/logging.h"
 #include "core/model/model.h"
 #include "core/scheduling/closure_queue.h"
 #include "tessera/optimizer.h"
@@ -160,18 +159,6 @@ absl::StatusOr<int64_t> AdoptedStep(const ParameterServerStrategy& strategy, Clu
   }
   if (mark.has_value() && *mark >= 1 && *mark < kFirstUnnumberedId) return *mark - 1;
   return step;
-}
-
-// Saves the checkpoint of `step` in the middle of training, the shards writing while training goes
-// on once `on_cut` has run (Note [Checkpoints without pausing],
-// coordinator/checkpoint/save_restore.cc).
-absl::StatusOr<std::string> SaveDuringTraining(CheckpointManager& checkpoints,
-                                               const ParameterServerStrategy& strategy,
-                                               int64_t step, const std::string& label,
-                                               std::function<void()> on_cut) {
-  TESSERA_ASSIGN_OR_RETURN(std::string dir, checkpoints.Save(strategy, step, std::move(on_cut)));
-  if (!internal::Progress::OnTerminal()) Log().info("{}: saved {}", label, dir);
-  return dir;
 }
 
 // Prints the closure statistics and records the run's parameter-server fields in `summary`.
@@ -329,10 +316,11 @@ absl::StatusOr<TrainingRun> TrainOnParameterServers(const TrainingJob& job,
   if (checkpoints.has_value()) {
     cadence.checkpoint_every = options.checkpoint_every;
     cadence.checkpoint_every_seconds = options.checkpoint_every_seconds;
+    // The shards write while training goes on once `on_cut` has run (Note [Checkpoints without
+    // pausing], coordinator/checkpoint/save_restore.cc); in the foreground the cut is the end.
     cadence.checkpoint = [&](int64_t step, std::function<void()> on_cut) {
-      // In the foreground the cut is the end of the save.
       if (!options.checkpoint_in_background) on_cut = nullptr;
-      return SaveDuringTraining(*checkpoints, strategy, step, label, std::move(on_cut));
+      return checkpoints->Save(strategy, step, std::move(on_cut));
     };
   }
   if (test_examples > 0) {

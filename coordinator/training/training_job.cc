@@ -270,7 +270,8 @@ absl::Status TrainAndReport(const TrainingJob& job, const TrainingFlags& flags,
       flags.mode == TrainingMode::kLocal
           ? TrainLocally(job, flags.seed, flags.eval_every, summary, monitor)
       : flags.strategy == TrainingStrategy::kMirrored
-          ? TrainMirrored(job, options, flags.on_replica_loss, flags.eval_every, summary, monitor)
+          ? TrainMirrored(job, options, flags.on_replica_loss, flags.eval_every, summary,
+                          observers)
           : TrainOnParameterServers(job, options, flags.eval_every, summary, observers);
   if (!trained.ok()) {
     monitor->Finish(trained.status());
@@ -349,6 +350,7 @@ absl::Status RunTrainingJob(const TrainingJob& job, const TrainingFlags& flags,
   if (flags.dashboard.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(dashboard, internal::RunDashboard::Start(*flags.dashboard, monitor));
     observers.on_cluster = dashboard->ClusterHook();
+    observers.on_replicas = dashboard->ReplicasHook();
     std::printf("%s: dashboard at %s\n", job.name.c_str(), dashboard->url().c_str());
     std::fflush(stdout);
   }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "coordinator/monitoring/internal/progress.h"
@@ -18,24 +19,30 @@ namespace tessera {
 namespace {
 
 // A checkpoint being written while training goes on (StepCadence::checkpoint_in_background).
+// Its duration is measured on `clock`, from the start to the end of its writing; training's pause
+// for its cut on the machine's monotonic clock.
 class BackgroundSave {
  public:
   // Starts `checkpoint(step, ...)` on a thread of its own; returns once it has taken its cut or
-  // ended.
-  BackgroundSave(const CheckpointFunction& checkpoint, int64_t step)
-      : step_(step), start_(internal::MonotonicSeconds()) {
-    thread_ = std::thread([this, checkpoint] {
+  // ended. `written(dir, seconds)` runs on that thread once the checkpoint is written (not when it
+  // failed).
+  BackgroundSave(const CheckpointFunction& checkpoint, int64_t step, const CheckpointClock& clock,
+                 std::function<void(const std::string& dir, double seconds)> written)
+      : step_(step), clock_(clock), start_(clock.Seconds()) {
+    const double pause_start = internal::MonotonicSeconds();
+    thread_ = std::thread([this, checkpoint, written = std::move(written)] {
       absl::StatusOr<std::string> result = checkpoint(step_, [this] { Mark(&cut_); });
-      {
-        absl::MutexLock lock(&mu_);
-        result_ = std::move(result);
-      }
-      Mark(&ended_);
+      const double seconds = clock_.Seconds() - start_;
+      if (result.ok() && written) written(*result, seconds);
+      absl::MutexLock lock(&mu_);
+      result_ = std::move(result);
+      seconds_ = seconds;
+      ended_ = true;
     });
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](BackgroundSave* save) { return save->cut_ || save->ended_; }, this));
-    pause_seconds_ = internal::MonotonicSeconds() - start_;
+    pause_seconds_ = internal::MonotonicSeconds() - pause_start;
   }
   ~BackgroundSave() {
     if (thread_.joinable()) thread_.join();
@@ -44,12 +51,17 @@ class BackgroundSave {
   int64_t step() const { return step_; }
   // How long training waited for the cut.
   double pause_seconds() const { return pause_seconds_; }
+  // Whether the writing has ended (Finish will not wait).
+  bool ended() {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
   // Waits until the checkpoint is written: its directory, or its error; and the seconds the
-  // whole save took.
+  // writing took.
   std::pair<absl::StatusOr<std::string>, double> Finish() {
     thread_.join();
     absl::MutexLock lock(&mu_);
-    return {std::move(result_), internal::MonotonicSeconds() - start_};
+    return {std::move(result_), seconds_};
   }
 
  private:
@@ -59,12 +71,14 @@ class BackgroundSave {
   }
 
   const int64_t step_;
+  const CheckpointClock& clock_;
   const double start_;
   double pause_seconds_ = 0;
   absl::Mutex mu_;
   bool cut_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::StatusOr<std::string> result_ ABSL_GUARDED_BY(mu_);
+  double seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
@@ -232,20 +246,28 @@ absl::StatusOr<TrainingRun> RunTrainingLoop(StepExecutor& executor, int64_t firs
   CheckpointClock checkpoint_clock(cadence.checkpoint_every, cadence.checkpoint_every_seconds,
                                    steps, cadence.clock);
   std::unique_ptr<BackgroundSave> saving;  // the checkpoint being written, if any
-  // Waits for it; an Unavailable failure (a PS lost meanwhile) skips it with a warning.
+  auto announce = [&](int64_t at, const std::string& dir, double seconds, double paused) {
+    record.progress().Note(absl::StrFormat("%s: checkpoint of step %d written to %s in %.2f s%s",
+                                           label, at, dir, seconds,
+                                           paused < 0 ? std::string() :
+                                           absl::StrFormat(" (training paused %.2f s)", paused)));
+  };
+  // Waits for it, and announces it; an Unavailable failure (a PS lost meanwhile) skips it with a
+  // warning. The monitor recorded it as soon as it was written.
   auto finish_save = [&]() -> absl::Status {
     if (saving == nullptr) return absl::OkStatus();
     const double wait_start = internal::MonotonicSeconds();
     auto [dir, seconds] = saving->Finish();
     run.checkpoint_wait_seconds += internal::MonotonicSeconds() - wait_start;
     const int64_t at = saving->step();
+    const double paused = saving->pause_seconds();
     saving.reset();
     if (absl::IsUnavailable(dir.status())) {
       Log().warn("{}: checkpoint of step {} skipped: {}", label, at, dir.status().message());
       return absl::OkStatus();
     }
     TESSERA_RETURN_IF_ERROR(dir.status());
-    if (monitor != nullptr) monitor->RecordCheckpoint(at, seconds, *dir);
+    announce(at, *dir, seconds, paused);
     return absl::OkStatus();
   };
   // A checkpoint of step `next`, every started step completed.
@@ -253,15 +275,21 @@ absl::StatusOr<TrainingRun> RunTrainingLoop(StepExecutor& executor, int64_t firs
     checkpoint_clock.Began();
     if (cadence.checkpoint_in_background) {
       TESSERA_RETURN_IF_ERROR(finish_save());
-      saving = std::make_unique<BackgroundSave>(cadence.checkpoint, next);
+      const int64_t at = next;
+      saving = std::make_unique<BackgroundSave>(
+          cadence.checkpoint, at, checkpoint_clock,
+          [monitor, at](const std::string& dir, double seconds) {
+            if (monitor != nullptr) monitor->RecordCheckpoint(at, seconds, dir);
+          });
       run.checkpoint_pause_seconds += saving->pause_seconds();
       return absl::OkStatus();
     }
-    const double save_start = internal::MonotonicSeconds();
+    const double save_start = checkpoint_clock.Seconds();
     TESSERA_ASSIGN_OR_RETURN(const std::string dir, cadence.checkpoint(next, nullptr));
-    const double seconds = internal::MonotonicSeconds() - save_start;
+    const double seconds = checkpoint_clock.Seconds() - save_start;
     run.checkpoint_pause_seconds += seconds;
     if (monitor != nullptr) monitor->RecordCheckpoint(next, seconds, dir);
+    announce(next, dir, seconds, /*paused=*/-1);
     return absl::OkStatus();
   };
   auto every = [steps](int64_t period, int64_t reached) {
@@ -281,6 +309,7 @@ absl::StatusOr<TrainingRun> RunTrainingLoop(StepExecutor& executor, int64_t firs
     TESSERA_ASSIGN_OR_RETURN(StepExecutor::Advanced advanced, executor.Advance(next, limit()));
     next += advanced.started;
     record.Completed(advanced.completed);
+    if (saving != nullptr && saving->ended()) TESSERA_RETURN_IF_ERROR(finish_save());
     TESSERA_RETURN_IF_ERROR(collect_evaluations(/*drain=*/false));
     if (cadence.evaluate && every(cadence.eval_every, next)) {
       TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<RunningEvaluation> evaluation,

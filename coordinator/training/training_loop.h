@@ -107,14 +107,16 @@ struct StepCadence {
   // next one, or the end of training, waits for the previous to be written first); one that
   // fails with Unavailable (a PS lost while it was written) is skipped with a warning, and any
   // other error ends the run. In the foreground, training waits for the whole checkpoint, and a
-  // failure goes to the executor's Recover.
+  // failure goes to the executor's Recover. A checkpoint is announced (a line above the progress
+  // line: its step, directory and the seconds it took) and recorded in the monitor once it is
+  // written, not before: a background one as soon as its writer ends.
   int64_t checkpoint_every = 0;
   // Also (0: never by time) once this many seconds have passed since training started or the
   // last checkpoint began, whichever is later (TF's save_checkpoints_secs): the cost of a
   // checkpoint then stays a bounded share of the run however fast its steps are.
   double checkpoint_every_seconds = 0;
-  // The clock those seconds are measured on: an Env's Now() (a test's MemEnv, whose clock the test
-  // moves); null: the machine's monotonic clock.
+  // The clock those seconds, and a checkpoint's duration, are measured on: an Env's Now() (a
+  // test's MemEnv, whose clock the test moves); null: the machine's monotonic clock.
   Env* clock = nullptr;
   CheckpointFunction checkpoint;
   bool checkpoint_in_background = true;
@@ -139,9 +141,10 @@ class CheckpointClock {
   bool Due(int64_t reached) const;
   // A checkpoint begins now: the time measure starts over.
   void Began();
+  // Now, in seconds of the clock's own origin: what a checkpoint's duration is measured on.
+  double Seconds() const;
 
  private:
-  double Seconds() const;  // now, in seconds of the clock's own origin
 
   const int64_t every_steps_;
   const double every_seconds_;

@@ -15,7 +15,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "coordinator/monitoring/training_monitor.h"
 #include "core/base/mem_env.h"
 #include "tests/coordinator/coordinator_test_util.h"
 
@@ -172,6 +176,46 @@ TEST_CASE(
     return absl::DataLossError("the disk is full");
   };
   CHECK(absl::IsDataLoss(RunTrainingLoop(failing, 0, 12, "loop test", cadence).status()));
+}
+
+TEST_CASE("a background checkpoint is recorded once written, with the seconds its writing took") {
+  std::unique_ptr<MemEnv> env = NewMemEnv();  // the checkpoints' clock: moved by the test alone
+  TrainingMonitor monitor;
+  absl::Mutex mu;
+  std::vector<nlohmann::json> lines;
+  absl::Notification recorded;
+  monitor.SetLineSink([&](const nlohmann::json& line) {
+    if (line.value("kind", "") != "checkpoint") return;
+    absl::MutexLock lock(&mu);
+    lines.push_back(line);
+    recorded.Notify();
+  });
+  StepCadence cadence;
+  cadence.checkpoint_every = 5;
+  cadence.clock = env.get();
+  cadence.checkpoint = [&env](int64_t step,
+                              std::function<void()> on_cut) -> absl::StatusOr<std::string> {
+    on_cut();
+    env->AdvanceClock(absl::Seconds(2));  // writing takes 2 s, training going on
+    return absl::StrCat("/ckpt/ckpt-", step);
+  };
+  Scripted steps;
+  steps.on_step = [&](int64_t step) {
+    // Training goes on for 3 s a step once the checkpoint of step 5 is written: it is recorded
+    // before training ends, and its duration is its writing's, not the time until it is joined.
+    if (step == 7) REQUIRE(recorded.WaitForNotificationWithTimeout(absl::Seconds(60)));
+    if (step >= 7) env->AdvanceClock(absl::Seconds(3));
+  };
+  const TrainingRun run = ValueOrDie(RunTrainingLoop(steps, 0, 10, "loop test", cadence, &monitor));
+  CHECK(run.steps == 10);
+  absl::MutexLock lock(&mu);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0]["step"] == 5);
+  CHECK(lines[0]["dir"] == "/ckpt/ckpt-5");
+  CHECK(lines[0]["duration_seconds"].get<double>() == doctest::Approx(2.0));
+  const MonitorSnapshot snapshot = monitor.Snapshot(100);
+  REQUIRE(snapshot.events.size() == 1);
+  CHECK(snapshot.events[0].duration_seconds == doctest::Approx(2.0));
 }
 
 TEST_CASE("a cadence in seconds checkpoints by the given clock, once that long has passed") {

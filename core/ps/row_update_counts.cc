@@ -40,13 +40,8 @@ std::vector<HotRow> RowUpdateCounts::HottestRows(int32_t k) const {
   std::vector<HotRow> hottest;
   const int64_t rows = rows_;
   if (k == 0 || rows_touched() == 0) return hottest;
-  if (row_updates_.empty()) {
-    // Dense updates only: every row counts the same; the first k rows, as ties go.
-    for (int64_t r = 0; r < std::min<int64_t>(k, rows); ++r) {
-      hottest.push_back(HotRow{row_offset_ + r, dense_updates_});
-    }
-    return hottest;
-  }
+  // Dense updates only (a dense parameter's): every row counts the same, so none is hot.
+  if (row_updates_.empty()) return hottest;
   // A min-heap of the k hottest seen so far, by (count, then lower row first): its front is the
   // one to displace.
   struct Entry {

@@ -12,7 +12,8 @@
 // or never, has none); the hot path adds one increment per id to an update that already writes
 // the id's row (~0.9 ns per id, against ~65 ns per id of a sparse Adagrad apply of 32-float
 // rows), and keeps no running total: rows_touched counts the nonzero counters when asked. Gathers,
-// reads, restores and optimizer changes count nothing. Counts are this process's history: a
+// reads, restores and optimizer changes count nothing. A block only densely updated has no hottest
+// rows: rows mean something only where updates name them. Counts are this process's history: a
 // checkpoint does not hold them (its format is unchanged), and a restore keeps them. HottestRows
 // scans the counters once with a K-element heap (O(rows log K), no allocation beyond K): ~1 ms for
 // 600,000 rows (bench/shard_stats).
@@ -54,7 +55,8 @@ class RowUpdateCounts {
   // Row-updating operations counted.
   int64_t updates() const { return updates_; }
   // The `k` rows most often updated (k clamped to [0, kMaxHottestRows]), as global ids, most
-  // first (ties: lower row first); rows never updated are left out.
+  // first (ties: lower row first); rows never updated are left out, and so is every row of a
+  // block only ever updated densely (a dense parameter's: no row is hotter than another).
   std::vector<HotRow> HottestRows(int32_t k) const;
 
  private:

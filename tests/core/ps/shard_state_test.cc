@@ -586,6 +586,23 @@ TEST_CASE("a shard counts the updates that name each row and reports the hottest
   CHECK(info.hottest_rows[2].updates == 1);
 }
 
+TEST_CASE("a shard only ever updated densely has no hottest rows, every row touched") {
+  ShardState shard = MakeShard(Adagrad());  // rows [4, 7) of emb
+  REQUIRE(shard.ApplyDenseGradient(Iota(Shape{3, 4}, 0.0f)).ok());
+  REQUIRE(shard.ApplyDenseGradient(Iota(Shape{3, 4}, 0.0f)).ok());
+  const ShardInfo info = shard.Info(5);
+  CHECK(info.updates == 2);
+  CHECK(info.rows_touched == 3);
+  CHECK(shard.RowUpdates(1) == 2);
+  CHECK(info.hottest_rows.empty());
+  // Once an update names rows, they are ranked, the dense updates counted in.
+  REQUIRE(shard.Scatter(ScatterOp::kAdd, Ids{1}, Iota(Shape{1, 4}, 1.0f)).ok());
+  const ShardInfo mixed = shard.Info(5);
+  REQUIRE(mixed.hottest_rows.size() == 3);
+  CHECK(mixed.hottest_rows[0].row == 5);
+  CHECK(mixed.hottest_rows[0].updates == 3);
+}
+
 TEST_CASE("the hottest rows are the K largest counts, ties to the lower row, K clamped") {
   ShardSpec spec = MakeSpec(OptimizerSpec{"sgd", {{"learning_rate", 0.1}}});
   spec.num_shards = 1;

@@ -107,7 +107,8 @@ class MirroredSteps final : public StepExecutor {
 
   MirroredSteps(ReplicaGroup& group, caf::actor_system& system, const TrainingJob& job,
                 const ParameterServerTrainingOptions& options, ReplicaLossPolicy on_loss,
-                std::optional<CheckpointManager>& checkpoints, Plan plan)
+                std::optional<CheckpointManager>& checkpoints, Plan plan,
+                std::function<void(const WorkerPoolStatus&)> on_replicas)
       : group_(group),
         system_(system),
         job_(job),
@@ -115,13 +116,24 @@ class MirroredSteps final : public StepExecutor {
         on_loss_(on_loss),
         checkpoints_(checkpoints),
         planned_(std::move(plan.losses)),
-        victims_(plan.seed ^ 0x5eed) {}
+        victims_(plan.seed ^ 0x5eed),
+        on_replicas_(std::move(on_replicas)) {
+    for (int32_t rank = 0; rank < group_.num_replicas_in_sync(); ++rank) {
+      WorkerSlotStatus slot;
+      slot.slot = rank;
+      slot.live = true;
+      slot.starts = 1;
+      replicas_.slots.push_back(slot);
+      slot_of_rank_.push_back(rank);
+    }
+  }
 
   // Reads the optimizer steps the replicas have applied (Note [A lost replica]: what a resync
   // agrees on).
   absl::Status Start() {
     TESSERA_ASSIGN_OR_RETURN(const PerReplica<int64_t> applied, group_.AppliedSteps(job_.model));
     applied_ = applied.values[0];
+    ShowReplicas();
     return absl::OkStatus();
   }
 
@@ -149,6 +161,13 @@ class MirroredSteps final : public StepExecutor {
       advanced.completed.push_back({result.examples, result.loss, now});
     }
     applied_ += advanced.started;
+    for (const int32_t slot : slot_of_rank_) {
+      WorkerSlotStatus& replica = replicas_.slots[slot];
+      replica.completed += advanced.started;
+      replica.last_function = "train_step";
+      replica.last_step = next + advanced.started - 1;
+    }
+    ShowReplicas();
     return advanced;
   }
 
@@ -169,11 +188,22 @@ class MirroredSteps final : public StepExecutor {
     const std::vector<int32_t> lost = group_.LostReplicas();
     if (lost.empty()) return failure;
     replicas_lost_ += static_cast<int64_t>(lost.size());
+    for (const int32_t rank : lost) ++replicas_.slots[slot_of_rank_[rank]].failures;
     const std::string which = absl::StrJoin(lost, ", ");
     nlohmann::json loss = {{"step", step}, {"replicas", lost}};
     const std::string& label = job_.name;
     if (on_loss_ == ReplicaLossPolicy::kContinue) {
       TESSERA_RETURN_IF_ERROR(group_.Drop(lost));
+      // The others are renumbered in order.
+      std::vector<int32_t> kept;
+      for (int32_t rank = 0; rank < static_cast<int32_t>(slot_of_rank_.size()); ++rank) {
+        if (std::find(lost.begin(), lost.end(), rank) == lost.end()) {
+          kept.push_back(slot_of_rank_[rank]);
+        } else {
+          replicas_.slots[slot_of_rank_[rank]].live = false;
+        }
+      }
+      slot_of_rank_ = std::move(kept);
       // The survivors agree on the steps the most advanced of them applied.
       TESSERA_ASSIGN_OR_RETURN(const int64_t agreed, group_.Resync(job_.model));
       const int64_t goes_on = step + agreed - applied_;
@@ -181,6 +211,7 @@ class MirroredSteps final : public StepExecutor {
       loss["action"] = "continued";
       loss["replicas_in_sync"] = group_.num_replicas_in_sync();
       losses_.push_back(std::move(loss));
+      ShowReplicas();
       return Recovery{goes_on,
                       absl::StrCat(label, ": replica ", which, " lost at step ", goes_on + 1,
                                    ": going on with ", group_.num_replicas_in_sync(),
@@ -198,6 +229,7 @@ class MirroredSteps final : public StepExecutor {
       TESSERA_ASSIGN_OR_RETURN(ReplicaHandle back, StartReplica(system_, job_, options_, rank));
       TESSERA_RETURN_IF_ERROR(group_.Replace(rank, std::move(back)));
       ++replicas_replaced_;
+      ++replicas_.slots[slot_of_rank_[rank]].starts;
     }
     const std::optional<std::string> latest = checkpoints_->Latest();
     if (!latest.has_value()) {
@@ -214,6 +246,7 @@ class MirroredSteps final : public StepExecutor {
     loss["lost_steps"] = step - restored;
     loss["recovery_seconds"] = internal::MonotonicSeconds() - recovery_start;
     losses_.push_back(std::move(loss));
+    ShowReplicas();
     return Recovery{restored, absl::StrCat(label, ": replica ", which, " lost after step ", step,
                                            ": back, every replica restored from ", *latest,
                                            " (step ", restored, ")")};
@@ -224,6 +257,15 @@ class MirroredSteps final : public StepExecutor {
   const nlohmann::json& losses() const { return losses_; }
 
  private:
+  void ShowReplicas() {
+    if (!on_replicas_) return;
+    replicas_.live_slots = slot_of_rank_;
+    std::sort(replicas_.live_slots.begin(), replicas_.live_slots.end());
+    replicas_.worker_failures = replicas_lost_;
+    replicas_.worker_restarts = replicas_replaced_;
+    on_replicas_(replicas_);
+  }
+
   ReplicaGroup& group_;
   caf::actor_system& system_;
   const TrainingJob& job_;
@@ -236,6 +278,9 @@ class MirroredSteps final : public StepExecutor {
   int64_t replicas_lost_ = 0;
   int64_t replicas_replaced_ = 0;
   nlohmann::json losses_ = nlohmann::json::array();
+  const std::function<void(const WorkerPoolStatus&)> on_replicas_;
+  WorkerPoolStatus replicas_;          // a slot per replica of the start, as on_replicas sees it
+  std::vector<int32_t> slot_of_rank_;  // the slot of each rank in the ring now
 };
 
 }  // namespace
@@ -243,8 +288,10 @@ class MirroredSteps final : public StepExecutor {
 absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                                           const ParameterServerTrainingOptions& options,
                                           ReplicaLossPolicy on_loss, int64_t eval_every,
-                                          nlohmann::json& summary, TrainingMonitor* monitor) {
+                                          nlohmann::json& summary,
+                                          const RunObservers& observers) {
   const std::string& label = job.name;
+  TrainingMonitor* monitor = observers.monitor.get();
   TESSERA_ASSIGN_OR_RETURN(const Model model, Model::Create(job.model));
   TESSERA_RETURN_IF_ERROR(MakeOptimizer(job.optimizer).status());
   const int32_t replicas = options.cluster.has_value()
@@ -314,7 +361,8 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     plan.losses = PlannedLosses(options.inject_worker_failures, first_step, total_steps);
   }
   plan.seed = options.seed;
-  MirroredSteps steps(*group, *system, job, options, on_loss, checkpoints, std::move(plan));
+  MirroredSteps steps(*group, *system, job, options, on_loss, checkpoints, std::move(plan),
+                      observers.on_replicas);
   TESSERA_RETURN_IF_ERROR(steps.Start());
   StepCadence cadence;
   cadence.pass_steps = BatchesPerPass(job.train.size(), group->global_batch_size());
@@ -339,8 +387,10 @@ absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
     const double save_start = internal::MonotonicSeconds();
     TESSERA_ASSIGN_OR_RETURN(const std::string dir,
                              SaveCheckpoint(*checkpoints, *group, job, final_step));
-    summary["checkpoint_seconds"] = internal::MonotonicSeconds() - save_start;
-    std::printf("%s: checkpoint %s\n", label.c_str(), dir.c_str());
+    const double save_seconds = internal::MonotonicSeconds() - save_start;
+    summary["checkpoint_seconds"] = save_seconds;
+    if (monitor != nullptr) monitor->RecordCheckpoint(final_step, save_seconds, dir);
+    std::printf("%s: checkpoint %s (%.2f s)\n", label.c_str(), dir.c_str(), save_seconds);
   }
   if (!options.export_dir.empty()) {
     ExportedModel exported;

@@ -26,12 +26,13 @@ namespace tessera {
 
 // Trains `job` with options.workers replicas (options.ps is unused). Errors: the job's (a model
 // or optimizer that does not validate), a replica's, a checkpoint's, a lost replica under kRestore
-// without checkpoints. The run is recorded in `monitor` as it goes (null: nowhere).
+// without checkpoints. The run is recorded in the observers' monitor as it goes, and the
+// replicas shown to their on_replicas (RunObservers; on_cluster is not called: there are no PS).
 absl::StatusOr<TrainingRun> TrainMirrored(const TrainingJob& job,
                                           const ParameterServerTrainingOptions& options,
                                           ReplicaLossPolicy on_loss, int64_t eval_every,
                                           nlohmann::json& summary,
-                                          TrainingMonitor* monitor = nullptr);
+                                          const RunObservers& observers = {});
 
 // Runs this process as the replica of worker `task` of the cluster in options.cluster: spawns it
 // and publishes it at the task's address until the coordinator ends the run (or the process is

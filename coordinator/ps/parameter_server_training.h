@@ -48,6 +48,11 @@ struct RunObservers {
   // runs too, and with nulls before either goes, whether training succeeds or not: how a
   // dashboard sees the cluster while the run has one. Null: nobody is told.
   std::function<void(Cluster* cluster, ClusterCoordinator* coordinator)> on_cluster;
+  // Under the mirrored strategy (TrainMirrored): called with the replicas as the driver knows
+  // them, a slot per replica (its rank at the start; `completed` counts the steps it trained),
+  // once they run and after every request of steps and every recovery: how a dashboard shows
+  // them. Null: nobody is told.
+  std::function<void(const WorkerPoolStatus& replicas)> on_replicas;
 };
 
 // Trains `job` — its model with its optimizer, for steps 0..job.steps (from the checkpoint's step

@@ -83,6 +83,13 @@ void ClusterView::Detach() {
   coordinator_ = nullptr;
 }
 
+void ClusterView::ShowReplicas(const WorkerPoolStatus& replicas) {
+  json view = {{"strategy", "mirrored"}, {"ps", json::array()}, {"workers", WorkersJson(replicas)}};
+  std::lock_guard<std::mutex> lock(mu_);
+  last_ = std::move(view);
+  viewed_.notify_all();
+}
+
 json ClusterView::Json() {
   std::lock_guard<std::mutex> lock(mu_);
   return last_;

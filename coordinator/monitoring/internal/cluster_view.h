@@ -36,6 +36,7 @@
 namespace tessera {
 class Cluster;
 class ClusterCoordinator;
+struct WorkerPoolStatus;
 }  // namespace tessera
 
 namespace tessera::internal {
@@ -54,11 +55,14 @@ class ClusterView {
   void Attach(Cluster* cluster, ClusterCoordinator* coordinator);
   // Takes a last view and keeps it; the cluster and coordinator are not used after this returns.
   void Detach();
+  // A run without PS nodes (the mirrored strategy) shows its replicas: the latest view becomes
+  // {"strategy": "mirrored", "ps": [], "workers": {...}}, a worker slot per replica.
+  void ShowReplicas(const WorkerPoolStatus& replicas);
 
   // The latest view: {"ps": [{task, address, reachable, error, bytes, shards: [{name, rows, cols,
   // bytes, version, updates, rows_touched, updates_per_sec, hottest_rows: [[row, updates],
   // ...]}]}], "workers": {live, failures, restarts, run_failed, slots: [...]}, "closures": {...},
-  // "recoveries": [...]}; {} before the first.
+  // "recoveries": [...]}; {} before the first; a mirrored run's replicas (ShowReplicas).
   nlohmann::json Json();
   // The same figures as Prometheus metrics (tessera_ps_*, tessera_worker_*, tessera_closures_*).
   void Collect(MetricWriter& out);

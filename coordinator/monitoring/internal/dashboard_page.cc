@@ -74,11 +74,11 @@ const char kDashboardPage[] = R"page(<!DOCTYPE html>
   <section><h2>Examples per second</h2><svg id="rate-chart" class="chart"></svg></section>
   <section><h2>Validation</h2><svg id="eval-chart" class="chart"></svg></section>
   <section><h2>Checkpoints and recoveries</h2><ul id="events"></ul></section>
-  <section class="wide"><h2>Parameter servers</h2>
+  <section class="wide" id="ps-section"><h2>Parameter servers</h2>
     <table id="ps"><thead><tr><th>shard</th><th>node</th><th>rows</th><th>bytes</th>
       <th>version</th><th>updates/s</th><th>hottest rows (updates)</th></tr></thead>
       <tbody></tbody></table></section>
-  <section class="wide"><h2>Workers</h2>
+  <section class="wide"><h2 id="workers-title">Workers</h2>
     <table id="workers"><thead><tr><th>worker</th><th>state</th><th>running</th>
       <th>closures done</th><th>errors</th><th>failures</th><th>restarts</th>
       <th>latest closure (step)</th></tr></thead><tbody></tbody></table>
@@ -169,6 +169,7 @@ function chart(svg, series, yLabel) {
 function drawRun(run) {
   const config = run.configuration || {};
   $("workload").textContent = [config.workload, config.mode && config.mode + " mode",
+                               config.strategy && config.strategy + " strategy",
                                run.version && "tessera " + run.version].filter(Boolean).join("  ·  ");
   const status = $("status");
   status.textContent = run.status || "starting";
@@ -214,6 +215,10 @@ function drawRun(run) {
 }
 
 function drawCluster(cluster) {
+  // A mirrored run has no parameter servers: its workers are its replicas.
+  const mirrored = cluster.strategy === "mirrored";
+  $("ps-section").hidden = mirrored;
+  $("workers-title").textContent = mirrored ? "Replicas" : "Workers";
   const ps = $("ps").tBodies[0];
   ps.textContent = "";
   for (const node of cluster.ps || []) {
@@ -236,7 +241,10 @@ function drawCluster(cluster) {
       cell(row, bytes(s.bytes));
       cell(row, human(s.version));
       cell(row, s.updates_per_sec === undefined ? "-" : human(s.updates_per_sec, 1));
-      cell(row, (s.hottest_rows || []).map((h) => h[0] + " (" + human(h[1]) + ")").join(", "), "hot");
+      // A shard only ever updated densely (a dense parameter's) has no row hotter than another.
+      const hot = s.hottest_rows || [];
+      cell(row, hot.length ? hot.map((h) => h[0] + " (" + human(h[1]) + ")").join(", ")
+                : s.updates > 0 ? "- (dense: every row)" : "-", "hot");
     }
   }
   const workers = $("workers").tBodies[0];
@@ -245,7 +253,7 @@ function drawCluster(cluster) {
   for (const w of pool.slots || []) {
     const row = workers.insertRow();
     row.className = "worker";
-    cell(row, "worker " + w.slot);
+    cell(row, (mirrored ? "replica " : "worker ") + w.slot);
     cell(row, !w.live ? "down" : w.running > 0 ? "running" : "idle", w.live ? "" : "down");
     cell(row, String(w.running));
     cell(row, human(w.completed));
@@ -254,12 +262,15 @@ function drawCluster(cluster) {
     cell(row, human(Math.max(0, w.starts - 1)));
     // Closures not numbered by a step (evaluations, a program's own) have ids from 2^62 up,
     // beyond what a JavaScript number holds exactly: they are shown without one.
-    cell(row, w.last_closure < 0 ? "-"
+    cell(row, mirrored ? (w.last_step >= 0 ? "train_step " + w.last_step : "-")
+        : w.last_closure < 0 ? "-"
         : (w.last_function || "closure") + (w.last_step >= 0 ? " " + w.last_step : "") +
           (w.last_closure < 2 ** 53 ? " (#" + w.last_closure + ")" : ""));
   }
   const c = cluster.closures || {};
-  $("closures").textContent = "closures: " + human(c.scheduled) + " scheduled, " +
+  $("closures").textContent = mirrored
+      ? "synchronous steps: each replica trains every step (closures done counts them)"
+      : "closures: " + human(c.scheduled) + " scheduled, " +
       human(c.completed) + " completed, " + human(c.retried) + " retried, " +
       human(c.queued) + " queued";
 }

@@ -51,6 +51,10 @@ std::function<void(Cluster*, ClusterCoordinator*)> RunDashboard::ClusterHook() {
   };
 }
 
+std::function<void(const WorkerPoolStatus&)> RunDashboard::ReplicasHook() {
+  return [this](const WorkerPoolStatus& replicas) { cluster_.ShowReplicas(replicas); };
+}
+
 nlohmann::json RunDashboard::RunJson(const TrainingMonitor& monitor) {
   const MonitorSnapshot snapshot = monitor.Snapshot(kPagePoints);
   nlohmann::json out = TrainingMonitor::ToJson(snapshot);

@@ -4,6 +4,7 @@
 //
 //   TESSERA_ASSIGN_OR_RETURN(auto dashboard, RunDashboard::Start(options, monitor));
 //   observers.on_cluster = dashboard->ClusterHook();   // attaches the cluster while it lives
+//   observers.on_replicas = dashboard->ReplicasHook();  // or shows a mirrored run's replicas
 //   ... train ...
 //   dashboard->KeepServingUntilSignal("recsys");     // --dashboard_keep_serving
 //
@@ -31,6 +32,8 @@ class RunDashboard {
   // Called with the cluster and its coordinator once training has them, and with nulls before
   // they go (RunObservers::on_cluster).
   std::function<void(Cluster*, ClusterCoordinator*)> ClusterHook();
+  // Called with a mirrored run's replicas (RunObservers::on_replicas).
+  std::function<void(const WorkerPoolStatus&)> ReplicasHook();
   std::string url() const { return dashboard_->url(); }
   int port() const { return dashboard_->port(); }
 

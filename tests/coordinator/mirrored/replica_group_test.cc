@@ -781,6 +781,40 @@ TEST_CASE("mirrored training: lost replicas are restored from the latest checkpo
   CHECK(run.steps == 100 + lost);
 }
 
+TEST_CASE("mirrored training shows its replicas as it goes: steps, a loss, a replacement") {
+  testing::TempDir dir;
+  ParameterServerTrainingOptions options;
+  options.workers = 3;
+  options.inject_worker_failures = 1;
+  options.checkpoint_dir = dir.path();
+  options.checkpoint_every = 10;
+  std::vector<WorkerPoolStatus> shown;
+  RunObservers observers;
+  observers.on_replicas = [&shown](const WorkerPoolStatus& replicas) {
+    shown.push_back(replicas);
+  };
+  nlohmann::json summary;
+  const TrainingRun run = ValueOrDie(
+      TrainMirrored(MlpJob(60), options, ReplicaLossPolicy::kRestore, 0, summary, observers));
+  REQUIRE(shown.size() >= 3);  // at the start, after requests, after the recovery
+  const WorkerPoolStatus& first = shown.front();
+  REQUIRE(first.slots.size() == 3);
+  CHECK(first.live_slots == std::vector<int32_t>{0, 1, 2});
+  CHECK(first.slots[0].completed == 0);
+  const WorkerPoolStatus& last = shown.back();
+  CHECK(last.live_slots == std::vector<int32_t>{0, 1, 2});
+  CHECK(last.worker_failures == 1);
+  CHECK(last.worker_restarts == 1);
+  int64_t failures = 0;
+  for (const WorkerSlotStatus& slot : last.slots) {
+    failures += slot.failures;
+    CHECK(slot.starts == 1 + slot.failures);  // the lost one started again in its place
+    CHECK(slot.completed == run.steps);        // every replica trains every step taken
+    CHECK(slot.last_step == 59);
+  }
+  CHECK(failures == 1);
+}
+
 TEST_CASE("mirrored training: a cadence in seconds checkpoints between requests") {
   testing::TempDir dir;
   ParameterServerTrainingOptions options;

@@ -1,6 +1,6 @@
 // internal::ClusterView on the in-process cluster: the PS shards with their updates/s, taken off
 // the request path, the last view kept once detached, and a cluster that can be destroyed while
-// long-lived threads (a dashboard's) keep reading the view.
+// long-lived threads (a dashboard's) keep reading the view; a mirrored run's replicas.
 #include "coordinator/monitoring/internal/cluster_view.h"
 
 #include <doctest/doctest.h>
@@ -90,6 +90,39 @@ TEST_CASE("a cluster view lists the PS shards and their update rate, and outlive
   CHECK(text.find("tessera_ps_up{ps=\"0\"} 1\n") != std::string::npos);
   stop_reading = true;
   reader.join();
+}
+
+TEST_CASE("a mirrored run's view is its replicas, as worker slots, and their metrics") {
+  ClusterView view;
+  WorkerPoolStatus replicas;
+  replicas.live_slots = {0, 2};
+  replicas.worker_failures = 1;
+  for (int32_t rank = 0; rank < 3; ++rank) {
+    WorkerSlotStatus slot;
+    slot.slot = rank;
+    slot.live = rank != 1;
+    slot.completed = 40;
+    slot.failures = rank == 1 ? 1 : 0;
+    slot.starts = 1;
+    slot.last_function = "train_step";
+    slot.last_step = 39;
+    replicas.slots.push_back(slot);
+  }
+  view.ShowReplicas(replicas);
+  const json shown = view.Json();
+  CHECK(shown["strategy"] == "mirrored");
+  CHECK(shown["ps"] == json::array());
+  CHECK(shown["workers"]["live"] == 2);
+  CHECK(shown["workers"]["failures"] == 1);
+  REQUIRE(shown["workers"]["slots"].size() == 3);
+  CHECK(shown["workers"]["slots"][1]["live"] == false);
+  CHECK(shown["workers"]["slots"][2]["completed"] == 40);
+  CHECK(shown["workers"]["slots"][2]["last_step"] == 39);
+  MetricRegistry registry;
+  registry.AddCollector([&](MetricWriter& out) { view.Collect(out); });
+  const std::string text = registry.PrometheusText();
+  CHECK(text.find("tessera_workers_live 2\n") != std::string::npos);
+  CHECK(text.find("tessera_worker_failures_total 1\n") != std::string::npos);
 }
 
 }  // namespace

@@ -79,4 +79,8 @@ std::string RenderError(uint8_t code, caf::atom_value category, const caf::messa
   return absl::StrCat(caf::to_string(category), ": ", status.ToString());
 }
 
+bool OrderlyExit(const caf::error& reason) {
+  return !reason || reason == caf::exit_reason::normal || reason == caf::exit_reason::user_shutdown;
+}
+
 }  // namespace tessera

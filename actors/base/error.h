@@ -62,6 +62,11 @@ caf::error StatusToError(const absl::Status& status);
 // The message of a CAF error is its rendering, e.g. "error(system, request_receiver_down)".
 absl::Status ErrorToStatus(const caf::error& error);
 
+// Whether an actor's exit `reason` (a down message's) is an orderly stop — normal or
+// user_shutdown, as a node that shuts down stops its actors — rather than a death: killed, or
+// its node unreachable.
+bool OrderlyExit(const caf::error& reason);
+
 // Renders a Tessera error for CAF's logs ("tessera: INVALID_ARGUMENT: <message>"); the renderer
 // registered for the category.
 std::string RenderError(uint8_t code, caf::atom_value category, const caf::message& context);

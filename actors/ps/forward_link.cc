@@ -121,8 +121,13 @@ forward_link::behavior_type ForwardLink(LinkPointer self, batch_server peer) {
   self->set_down_handler([self](caf::down_msg& down) {
     ForwardLinkState& state = self->state;
     if (down.source != state.peer.address()) return;
-    const caf::error why = StatusToError(absl::UnavailableError(
-        absl::StrCat("the backups' node went down: ", self->system().render(down.reason))));
+    // Cancelled for a node that shut down in order (the shards say so at info), Unavailable for
+    // one that died.
+    const std::string reason = self->system().render(down.reason);
+    const caf::error why = StatusToError(
+        OrderlyExit(down.reason)
+            ? absl::CancelledError(absl::StrCat("the backups' node was shut down: ", reason))
+            : absl::UnavailableError(absl::StrCat("the backups' node went down: ", reason)));
     FailAll(state.gathered, why);
     for (auto& [batch, forwards] : state.in_flight) FailAll(forwards, why);
     state.in_flight.clear();

@@ -59,8 +59,9 @@ void ReleaseAwaiting(ShardActorState& state) {
 
 // Note [A lost backup is struck before the primary acknowledges alone] (shard_actor.h): the
 // shard drops its backup, which failed for reason `why`, holds the acknowledgements that waited
-// for it (a rebuild's part learns at once), and tells whoever gave it the backup.
-void LoseBackup(ShardPointer self, absl::string_view why) {
+// for it (a rebuild's part learns at once), and tells whoever gave it the backup. Cancelled: the
+// backup was stopped in order (its node shut down), which is said at info, not warned of.
+void LoseBackup(ShardPointer self, const absl::Status& why) {
   ShardActorState& state = self->state;
   if (!state.backup) return;
   self->demonitor(state.backup);
@@ -69,10 +70,10 @@ void LoseBackup(ShardPointer self, absl::string_view why) {
   state.via = nullptr;
   ++state.backup_epoch;
   state.backup_lost = true;
-  Log().warn(
-      "shard {} lost its backup ({}); its changes are acknowledged once the coordinator has "
-      "struck that backup",
-      NameOf(*state.shard), why);
+  Log().log(absl::IsCancelled(why) ? spdlog::level::info : spdlog::level::warn,
+            "shard {} lost its backup ({}); its changes are acknowledged once the coordinator has "
+            "struck that backup",
+            NameOf(*state.shard), why.message());
   std::deque<ShardActorState::Awaiting> awaiting;
   awaiting.swap(state.awaiting_backup);
   for (auto& entry : awaiting) {
@@ -123,16 +124,18 @@ void ForwardToBackup(ShardPointer self, std::vector<ShardOp> ops, std::function<
   auto applied = [self, sent, epoch](std::vector<ShardReply>& replies) {
     ShardActorState& state = self->state;
     if (epoch != state.backup_epoch) return;  // released already
-    if (replies.size() != sent) return LoseBackup(self, "it answered a partial batch");
+    if (replies.size() != sent) {
+      return LoseBackup(self, absl::DataLossError("it answered a partial batch"));
+    }
     for (const ShardReply& reply : replies) {
-      if (reply.error) return LoseBackup(self, ErrorToStatus(reply.error).message());
+      if (reply.error) return LoseBackup(self, ErrorToStatus(reply.error));
     }
     std::function<void()> then = std::move(state.awaiting_backup.front().then);
     state.awaiting_backup.pop_front();
     then();
   };
   auto failed = [self, epoch](caf::error& err) {
-    if (epoch == self->state.backup_epoch) LoseBackup(self, ErrorToStatus(err).message());
+    if (epoch == self->state.backup_epoch) LoseBackup(self, ErrorToStatus(err));
   };
   if (state.via) {  // Note [A node's forwards travel together] (actors/ps/forward_link.h)
     self->request(state.via, caf::infinite, forward_atom::value, state.backup, std::move(ops))
@@ -168,7 +171,10 @@ shard_actor::behavior_type Serve(ShardPointer self, std::shared_ptr<const SliceS
   self->state.store = store != nullptr ? std::move(store) : std::make_shared<FileSliceStore>();
   self->set_down_handler([self](caf::down_msg& down) {
     if (self->state.backup && down.source == self->state.backup.address()) {
-      LoseBackup(self, absl::StrCat("it went down: ", self->system().render(down.reason)));
+      const std::string reason = self->system().render(down.reason);
+      LoseBackup(self, OrderlyExit(down.reason)
+                           ? absl::CancelledError(absl::StrCat("it was shut down: ", reason))
+                           : absl::UnavailableError(absl::StrCat("it went down: ", reason)));
     }
   });
   // The handlers capture the state by reference: it lives in the actor, which outlives the

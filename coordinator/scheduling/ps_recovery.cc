@@ -99,7 +99,9 @@ void ClosureScheduler::Recover(int32_t task) {
   };
   if (run_.recovery_checkpoints.empty()) {
     return fail(absl::FailedPreconditionError(
-        absl::StrCat("it is gone, ",
+        absl::StrCat("it is gone (its connection closed and its address does not answer: the "
+                     "process died, killed, crashed or out of memory; its own log or the "
+                     "kernel's says which), ",
                      strategy_.shard_copies() > 1 ? "its shards have no backup left, "
                                                   : "its shards have no backup, ",
                      "and there is no --checkpoint_dir to restore them from")));
@@ -110,10 +112,13 @@ void ClosureScheduler::Recover(int32_t task) {
         absl::StrCat("no checkpoint in ", run_.recovery_checkpoints,
                      " to restore its shards from yet: the run cannot continue")));
   }
-  Log().warn("ps {} ({}) lost; restoring {} from {} onto {}", task, address, placement, *latest,
-             cluster.spec()->ps_standby.empty()
-                 ? "a PS started again at its address"
-                 : "a standby (or a PS started again at its address, once none is left)");
+  Log().warn(
+      "ps {} ({}) lost (its connection closed and its address does not answer); restoring "
+      "{} from {} onto {}",
+      task, address, placement, *latest,
+      cluster.spec()->ps_standby.empty()
+          ? "a PS started again at its address"
+          : "a standby (or a PS started again at its address, once none is left)");
   absl::StatusOr<ps_node_actor> node = cluster.actors().ReplacePs(task);
   if (!node.ok()) return fail(node.status());
   vacant_.erase(std::remove(vacant_.begin(), vacant_.end(), task), vacant_.end());

@@ -57,6 +57,12 @@ JSON
   [ "$status" != 0 ] || { echo "$round: the coordinator exited 0 without its PS"; exit 1; }
   grep -q "parameter server ps 1 (127.0.0.1:${ports[2]})\|parameter server ps 1 is unavailable" \
     "$work/$round.coordinator.log" || { echo "$round: the error does not name ps 1"; exit 1; }
+  # Where the recovery failed for want of a backup and a checkpoint directory, it says what the
+  # coordinator saw of the PS, not just "gone".
+  if grep -q "could not be restored (it is gone" "$work/$round.coordinator.log"; then
+    grep -q "it is gone (its connection closed and its address does not answer" \
+      "$work/$round.coordinator.log" || { echo "$round: the error does not say how ps 1 went"; exit 1; }
+  fi
   for i in 0 1; do
     local left
     left=$(python3 -c "import time; print(max(0.1, $bound - (time.time() - $killed_at)))")

@@ -122,10 +122,14 @@ class GuardedScribe final : public GuardedConnection {
     if (watch_id_ != 0) state_->Unwatch(std::exchange(watch_id_, 0));
     if (shutting_down_ || closed_by_guard_) return;
     if (failure_.reason.empty() && !Policy::kTls && outgoing_ && !received_) {
-      failure_ = {"the peer closed the connection without a word: it speaks TLS and this node "
-                  "plain TCP (every node of a cluster needs --tls_cert, --tls_key and --tls_ca, "
-                  "or none does), or it is not a Tessera node",
-                  false};
+      // A TLS node closes a plain hello without a word; so does a node that stops (or is
+      // killed) as this one connects, which is the likelier cause once a connection worked.
+      failure_ = {
+          "the peer closed the connection without a word: it stopped as this node "
+          "connected, or it speaks TLS and this node plain TCP (every node of a cluster "
+          "needs --tls_cert, --tls_key and --tls_ca, or none does), or it is not a "
+          "Tessera node",
+          false};
     }
     if (!failure_.reason.empty()) Report(failure_);
   }

@@ -14,6 +14,7 @@
 #include "actors/base/messages.h"
 #include "actors/ps/shard_actor.h"
 #include "tests/actors/actor_test_util.h"
+#include "tests/captured_log.h"
 
 namespace tessera {
 namespace {
@@ -244,6 +245,35 @@ TEST_CASE("a change waiting for a backup that goes down is held, and reported, u
   auto next = fixture.AskOp(primary, ApplyDenseGradientOp{Iota(Shape{11, 4}, 3.0f)});
   REQUIRE(next.ok());
   CHECK(*next == 4);
+}
+
+TEST_CASE("a backup that dies is warned of; one stopped in order (its node shut down) is not") {
+  for (const caf::exit_reason reason : {caf::exit_reason::kill, caf::exit_reason::user_shutdown}) {
+    CAPTURE(caf::to_string(reason));
+    testing::CapturedLog log;
+    DeterministicSystem fixture;
+    const shard_actor primary = SpawnTestShard(fixture);
+    const shard_actor backup = SpawnTestShard(fixture);
+    caf::actor relay = fixture.Track(fixture.system().spawn(HoldingRelay, backup));
+    GiverRecords records;
+    const caf::actor giver = fixture.Track(fixture.system().spawn(BackupGiver, &records));
+    Give(fixture, giver, records, primary, relay);
+    caf::anon_send_exit(relay, reason);
+    fixture.Run();
+    REQUIRE(records.lost.size() == 1);  // either way a loss, reported to be struck
+    const std::string text = log.text();
+    CHECK_MESSAGE(text.find("shard emb/part_1 lost its backup") != std::string::npos, text);
+    if (reason == caf::exit_reason::kill) {
+      CHECK_MESSAGE(text.find("[warning] shard emb/part_1 lost its backup (it went down") !=
+                        std::string::npos,
+                    text);
+    } else {
+      CHECK_MESSAGE(text.find("[info] shard emb/part_1 lost its backup (it was shut down") !=
+                        std::string::npos,
+                    text);
+      CHECK(text.find("[warning]") == std::string::npos);
+    }
+  }
 }
 
 TEST_CASE("a new backup takes the primary's state first, then every change after it") {

@@ -247,7 +247,7 @@ TEST_CASE("a change waiting for a backup that goes down is held, and reported, u
   CHECK(*next == 4);
 }
 
-TEST_CASE("a backup that dies is warned of; one stopped in order (its node shut down) is not") {
+TEST_CASE("a backup that dies is warned of, and one stopped in order (its node shut down) is not") {
   for (const caf::exit_reason reason : {caf::exit_reason::kill, caf::exit_reason::user_shutdown}) {
     CAPTURE(caf::to_string(reason));
     testing::CapturedLog log;
